@@ -1,0 +1,3 @@
+"""simcast: stage-first performance simulation of distributed LLM inference."""
+
+__version__ = "0.1.0"

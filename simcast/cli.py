@@ -1,0 +1,110 @@
+"""Command line: ``simcast simulate ...`` (edge module: parses flags, reads files, prints)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable, Sequence
+
+from .errors import SimcastInputError, require
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"simcast: error: {message}\n")
+        sys.exit(2)
+
+
+def positive_int(flag: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        try:
+            n = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive integer") from None
+        if n <= 0:
+            raise argparse.ArgumentTypeError(f"got {n}; must be a positive integer")
+        return n
+    return parse
+
+
+def add_simulate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
+    p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
+    p.add_argument("--tp", type=positive_int("--tp"), default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=positive_int("--pp"), default=1, help="pipeline-parallel size (stages)")
+    p.add_argument("--num-devices", type=positive_int("--num-devices"), default=None,
+                   help="world size; default tp*pp (dp = num_devices // (tp*pp))")
+    p.add_argument("--batch", type=positive_int("--batch"), default=1, help="requests in the step")
+    p.add_argument("--input-length", type=positive_int("--input-length"), default=2048,
+                   help="prompt tokens per request (prefill) [default 2048]")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="which step to simulate")
+    p.add_argument("--context-length", type=positive_int("--context-length"), default=None,
+                   help="decode: tokens already in the KV cache per request [default: input length]")
+    p.add_argument("--microbatches", type=positive_int("--microbatches"), default=None,
+                   help="microbatches the step is split into [default: pp]")
+    p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts like 4,6,6,4")
+    p.add_argument("--devices-per-node", type=positive_int("--devices-per-node"), default=None,
+                   help="override the profile's devices per node")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
+    p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")
+    p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
+    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def build_spec(a: argparse.Namespace):
+    from .config import load_device, load_model
+    from .specs import Batch, ParallelSpec, SimSpec
+    model = load_model(a.model, dtype=a.dtype)
+    device = load_device(a.device, a.devices_per_node)
+    world = a.num_devices or a.tp * a.pp
+    require(a.tp * a.pp <= world, "--tp*--pp", a.tp * a.pp, f"must be <= --num-devices={world}")
+    require(world % (a.tp * a.pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={a.tp * a.pp}")
+    require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
+    if a.phase == "prefill":
+        batch = Batch.prefill(a.batch, a.input_length)
+    else:
+        batch = Batch.decode(a.batch, a.context_length or a.input_length)
+    par = ParallelSpec(tp=a.tp, pp=a.pp, dp=world // (a.tp * a.pp), world_size=world)
+    return SimSpec(model=model, device=device, parallel=par, batch=batch,
+                   num_microbatches=a.microbatches or a.pp, partition=a.partition,
+                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send)
+
+
+def cmd_simulate(a: argparse.Namespace) -> int:
+    from .report import format_report, report_to_dict
+    from .simulate import simulate
+    report = simulate(build_spec(a), use_disk_cache=not a.no_cache)
+    print(json.dumps(report_to_dict(report), indent=2) if a.json else format_report(report))
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]] = {
+    "simulate": (add_simulate_args, cmd_simulate, "simulate one forward step of one TP x PP x DP layout"),
+}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="simcast", description="Stage-first performance simulator for distributed LLM inference.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (add, _, help_) in COMMANDS.items():
+        add(sub.add_parser(name, help=help_, description=help_))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command][1](args)
+    except SimcastInputError as e:
+        sys.stderr.write(f"simcast: error: {e}\n")
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

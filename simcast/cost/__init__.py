@@ -1,0 +1,1 @@
+"""Roofline cost of traced ops (compute.py) and of collectives and p2p (comm.py)."""

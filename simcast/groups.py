@@ -1,0 +1,122 @@
+"""Rank groups, node placement and link selection.
+
+Global ranks reshape to ``[-1, dp, pp, tp]`` (vLLM's and the RFC's layout): TP
+groups are contiguous ranks, PP groups stride by ``tp``. Ranks fill nodes of
+``devices_per_node`` consecutive ranks. The cluster is a networkx graph (GPUs,
+one switch per node, one inter-node fabric) built from the link table; the
+link between two ranks is the path between them: its bandwidth is the
+slowest edge's, its latency the sum of the edges'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import networkx as nx
+
+from .specs import LinkSpec, LinkTable, ParallelSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelGroup:
+    rank: int
+    world_size: int
+    rank_group: tuple[int, ...]
+
+    @property
+    def rank_in_group(self) -> int:
+        return self.rank_group.index(self.rank)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankGroups:
+    tp_group: ParallelGroup
+    pp_group: ParallelGroup
+    dp_group: ParallelGroup
+
+
+def rank_coords(rank: int, par: ParallelSpec) -> tuple[int, int, int]:
+    """(dp_index, pp_index, tp_index) of a global rank in the [-1, dp, pp, tp] layout."""
+    tp_i = rank % par.tp
+    pp_i = (rank // par.tp) % par.pp
+    dp_i = (rank // (par.tp * par.pp)) % par.dp
+    return dp_i, pp_i, tp_i
+
+
+def rank_of(dp_i: int, pp_i: int, tp_i: int, par: ParallelSpec) -> int:
+    return (dp_i * par.pp + pp_i) * par.tp + tp_i
+
+
+def rank_groups(rank: int, par: ParallelSpec) -> RankGroups:
+    """The TP, PP and DP groups a global rank belongs to."""
+    if not 0 <= rank < par.world_size:
+        raise ValueError(f"rank {rank} outside world of {par.world_size}")
+    d, p, t = rank_coords(rank, par)
+    tp = tuple(rank_of(d, p, i, par) for i in range(par.tp))
+    pp = tuple(rank_of(d, i, t, par) for i in range(par.pp))
+    dp = tuple(rank_of(i, p, t, par) for i in range(par.dp))
+    return RankGroups(tp_group=ParallelGroup(rank=rank, world_size=par.tp, rank_group=tp),
+                      pp_group=ParallelGroup(rank=rank, world_size=par.pp, rank_group=pp),
+                      dp_group=ParallelGroup(rank=rank, world_size=par.dp, rank_group=dp))
+
+
+def node_of(rank: int, devices_per_node: int) -> int:
+    return rank // devices_per_node
+
+
+@lru_cache(maxsize=64)
+def cluster_graph(links: LinkTable, world_size: int) -> nx.Graph:
+    """GPUs ``gpu{r}``, a switch ``sw{n}`` per node, and one fabric ``net``.
+
+    Each GPU has an intra-node edge to its node's switch and an inter-node edge
+    (its NIC) to the fabric. Edge latency is split in half so a two-edge path
+    costs one link latency.
+    """
+    g = nx.Graph()
+    for r in range(world_size):
+        n = node_of(r, links.devices_per_node)
+        g.add_edge(f"gpu{r}", f"sw{n}", link=links.intra_node, latency_s=links.intra_node.latency_s / 2)
+        g.add_edge(f"gpu{r}", "net", link=links.inter_node, latency_s=links.inter_node.latency_s / 2)
+    return g
+
+
+@dataclass(frozen=True, kw_only=True)
+class Path:
+    """A resolved route between ranks: what a message between them sees."""
+
+    name: str
+    bw_bytes_per_s: float
+    latency_s: float
+    efficiency: float
+    cross_node: bool
+
+    @property
+    def effective_bw_bytes_per_s(self) -> float:
+        return self.bw_bytes_per_s * self.efficiency
+
+
+def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
+    """Cheapest-latency path between two ranks through the cluster graph."""
+    if a == b:
+        return Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
+    g = cluster_graph(links, world_size)
+    nodes = nx.shortest_path(g, f"gpu{a}", f"gpu{b}", weight="latency_s")
+    edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
+    slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s)
+    return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s,
+                latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
+                efficiency=slowest.efficiency,
+                cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node))
+
+
+def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Path:
+    """The bottleneck path a ring over ``ranks`` sees (the slowest neighbour hop)."""
+    if len(ranks) <= 1:
+        return path_between(ranks[0], ranks[0], links, world_size)
+    hops = [path_between(a, b, links, world_size) for a, b in zip(ranks, ranks[1:] + ranks[:1])]
+    return min(hops, key=lambda p: (p.effective_bw_bytes_per_s, -p.latency_s))
+
+
+def nodes_spanned(ranks: tuple[int, ...], devices_per_node: int) -> int:
+    return len({node_of(r, devices_per_node) for r in ranks})

@@ -1,0 +1,114 @@
+"""Pipeline scheduling: the RFC's fill-drain estimate, send/recv events, breakdowns.
+
+All times in seconds. Stage costs are per *microbatch* (simcast splits the
+batch into M microbatches and costs each; the RFC costs every stage on the
+whole batch and then counts it M times, which we do not copy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineSendRecvEvent:
+    """Hidden states of one microbatch crossing ``src_stage -> dst_stage``."""
+
+    src_stage: int
+    dst_stage: int
+    message_bytes: int
+    latency_s: float
+    link: str
+    microbatch: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineRuntimeEstimate:
+    """The RFC's fields; stage times are per microbatch (mean over microbatches)."""
+
+    latency_s: float
+    stage_compute_times_s: tuple[float, ...]
+    stage_comm_times_s: tuple[float, ...]
+    stage_times_s: tuple[float, ...]
+    send_recv_events: tuple[PipelineSendRecvEvent, ...]
+    num_microbatches: int
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """``{compute, communication, bubble}`` in seconds, as the RFC defines them."""
+        return {"compute": sum(self.stage_compute_times_s),
+                "communication": sum(self.stage_comm_times_s),
+                "bubble": max(0.0, self.latency_s - sum(self.stage_times_s))}
+
+    @property
+    def idle_fraction(self) -> float:
+        """Share of device-time the stages sit idle: ``1 - Σ_s M·t_s / (P · latency)``.
+
+        The classic pipeline bubble ((P-1)/(M+P-1) for equal stages); it falls as
+        M grows, unlike the RFC's bubble, which is the time beyond one
+        microbatch's traversal and is 0 at M = 1.
+        """
+        p = len(self.stage_times_s)
+        if p <= 1 or self.latency_s <= 0:
+            return 0.0
+        busy = self.num_microbatches * sum(self.stage_times_s)
+        return max(0.0, 1.0 - busy / (p * self.latency_s))
+
+
+def fill_drain_latency(stage_times_s: Sequence[float], num_microbatches: int) -> float:
+    """The RFC's formula: ``Σ stage_times + (M - 1) · max(stage_times)``."""
+    if num_microbatches < 1:
+        raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
+    if not stage_times_s:
+        return 0.0
+    return sum(stage_times_s) + (num_microbatches - 1) * max(stage_times_s)
+
+
+def flow_shop_latency(times_s: Sequence[Sequence[float]]) -> float:
+    """Makespan of microbatches ``times_s[m][s]`` through stages in order, blocking.
+
+    ``C[m][s] = max(C[m-1][s], C[m][s-1]) + t[m][s]``; for identical microbatches
+    it equals :func:`fill_drain_latency` exactly.
+    """
+    if not times_s:
+        return 0.0
+    prev = [0.0] * len(times_s[0])
+    for row in times_s:
+        cur, t = [], 0.0
+        for s, ts in enumerate(row):
+            t = max(t, prev[s]) + ts
+            cur.append(t)
+        prev = cur
+    return prev[-1]
+
+
+def estimate_pipeline_runtime(compute_s: Sequence[Sequence[float]], comm_s: Sequence[Sequence[float]],
+                              events: Sequence[PipelineSendRecvEvent]) -> PipelineRuntimeEstimate:
+    """Combine per-microbatch, per-stage compute and PP-comm times (``[m][s]``)."""
+    m = len(compute_s)
+    p = len(compute_s[0])
+    stage_t = [[compute_s[i][s] + comm_s[i][s] for s in range(p)] for i in range(m)]
+    identical = all(row == stage_t[0] for row in stage_t)
+    mean = lambda rows, s: sum(r[s] for r in rows) / m  # noqa: E731
+    comp = tuple(mean(compute_s, s) for s in range(p))
+    comm = tuple(mean(comm_s, s) for s in range(p))
+    st = tuple(c + k for c, k in zip(comp, comm))
+    latency = fill_drain_latency(st, m) if identical else flow_shop_latency(stage_t)
+    return PipelineRuntimeEstimate(latency_s=latency, stage_compute_times_s=comp, stage_comm_times_s=comm,
+                                   stage_times_s=st, send_recv_events=tuple(events), num_microbatches=m)
+
+
+def format_breakdowns(op_bound_s: dict[str, float], pp: dict[str, float] | None) -> str:
+    """``Mem .. | Comm .. | Cube .. | Vec .. | PP Compute .. | PP Comm .. | PP Bubble ..`` in percent.
+
+    The op-bound shares are of the summed op time; the PP shares are of
+    compute + communication + bubble (the latency).
+    """
+    tot = sum(op_bound_s.get(k, 0.0) for k in ("Mem", "Comm", "Cube", "Vec")) or 1.0
+    parts = [f"{k} {100 * op_bound_s.get(k, 0.0) / tot:.2f}" for k in ("Mem", "Comm", "Cube", "Vec")]
+    if pp is not None:
+        ptot = (pp["compute"] + pp["communication"] + pp["bubble"]) or 1.0
+        parts += [f"PP Compute {100 * pp['compute'] / ptot:.2f}", f"PP Comm {100 * pp['communication'] / ptot:.2f}",
+                  f"PP Bubble {100 * pp['bubble'] / ptot:.2f}"]
+    return " | ".join(parts)

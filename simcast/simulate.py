@@ -1,0 +1,221 @@
+"""The pure core: ``simulate(spec) -> Report``. Touches no files except the trace cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .cost.comm import p2p_s
+from .cost.compute import CostContext, OpCost, op_cost
+from .groups import Path, group_path, path_between, rank_of
+from .memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
+                     stage_weight_bytes)
+from .plan import PipelineStagePlan, build_pipeline_stage_plan
+from .schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
+from .specs import Batch, ModelSpec, SimSpec
+from .stage_key import StageKey
+from .trace import StageTrace, get_trace
+from .errors import require
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageReport:
+    """One pipeline stage on one rank; times per microbatch (mean), bytes per rank."""
+
+    stage_id: int
+    start_layer: int
+    end_layer: int
+    num_layers: int
+    compute_s: float  # traced ops incl. TP collectives
+    tp_comm_s: float  # the TP-collective part of compute_s
+    comm_s: float  # PP send + recv
+    stage_s: float
+    weight_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+    tp_link: str
+    ops: tuple[OpCost, ...]  # of the first microbatch, with replay counts
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    spec: SimSpec
+    plan: PipelineStagePlan
+    stages: tuple[StageReport, ...]
+    runtime: PipelineRuntimeEstimate
+    microbatches: tuple[Batch, ...]
+    op_bound_s: dict[str, float]  # Mem / Comm / Cube / Vec seconds summed over stages (one microbatch each)
+    assumptions: tuple[str, ...]
+    traces_compiled: int  # stage traces compiled in this call (0 = all from cache)
+
+    @property
+    def latency_s(self) -> float:
+        return self.runtime.latency_s
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return self.runtime.breakdown
+
+    @property
+    def breakdown_line(self) -> str:
+        return format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
+
+    @property
+    def max_stage_weight_bytes(self) -> int:
+        return max(s.weight_bytes for s in self.stages)
+
+    @property
+    def max_stage_kv_cache_bytes(self) -> int:
+        return max(s.kv_cache_bytes for s in self.stages)
+
+    @property
+    def max_stage_memory_bytes(self) -> int:
+        return max(s.weight_bytes + s.kv_cache_bytes + s.activation_bytes for s in self.stages)
+
+
+def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
+    """Split one step's batch into (at most) ``m`` microbatches.
+
+    With at least ``m`` requests, requests are dealt into ``m`` contiguous groups
+    whose sizes differ by at most one. With fewer requests (one long prefill),
+    each request's new tokens are chunked into ``m`` pieces (chunked prefill:
+    chunk k sees the earlier chunks as context). Fewer microbatches result when
+    the tokens cannot be split further (decode of fewer than ``m`` requests).
+    """
+    r = batch.num_requests
+    if m <= 1:
+        return (batch,)
+    if r >= m:
+        base, extra = divmod(r, m)
+        out, i = [], 0
+        for k in range(m):
+            n = base + (1 if k < extra else 0)
+            out.append(Batch(query_lens=batch.query_lens[i:i + n], context_lens=batch.context_lens[i:i + n]))
+            i += n
+        return tuple(out)
+    chunks: list[tuple[list[int], list[int]]] = [([], []) for _ in range(m)]
+    for q, c in zip(batch.query_lens, batch.context_lens):
+        base, extra = divmod(q, m)
+        done = 0
+        for k in range(m):
+            n = base + (1 if k < extra else 0)
+            if n:
+                chunks[k][0].append(n)
+                chunks[k][1].append(c + done)
+                done += n
+    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c)) for q, c in chunks if q)
+
+
+def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:
+    return StageKey(hidden_size=model.hidden_size, q_heads=sd.q_heads, kv_heads=sd.kv_heads,
+                    head_dim=model.head_dim, intermediate=sd.intermediate, vocab_shard=sd.vocab_shard,
+                    tp=sd.tp, qk_norm=model.qk_norm, attention_bias=model.attention_bias,
+                    rms_norm_eps=model.rms_norm_eps, rope_theta=model.rope_theta, dtype=model.dtype,
+                    has_embedding=first, has_head=last, traced_layers=2 if first and num_layers >= 2 else 1)
+
+
+def replay_counts(trace: StageTrace, num_layers: int) -> dict[str, int]:
+    """How many times each traced scope runs: edges once, the representative layer for the rest."""
+    if trace.key.traced_layers == 2:
+        return {"pre": 1, "post": 1, "layer0": 1, "layer1": num_layers - 1}
+    return {"pre": 1, "post": 1, "layer0": num_layers}
+
+
+def cost_stage(trace: StageTrace, num_layers: int, ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
+    counts = replay_counts(trace, num_layers)
+    return tuple(op_cost(rec, ctx, dtype, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0)
+
+
+def pp_message_bytes(num_tokens: int, model: ModelSpec, n_tensors: int, tp_shards: int) -> int:
+    """Hidden states crossing a stage boundary: ``tokens · hidden · dtype_bytes · n_tensors / tp_shards``."""
+    return num_tokens * model.hidden_size * model.dtype_bytes * n_tensors // tp_shards
+
+
+def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
+    """Simulate one forward step of ``spec.batch`` under ``spec.parallel``.
+
+    Per stage: build the stage-local module's key, get its trace (compiled once,
+    then cached), cost every op per microbatch with the roofline model, add PP
+    send/recv at the stage boundaries, and combine with the fill-drain scheduler.
+    """
+    model, dev, par = spec.model, spec.device, spec.parallel
+    require(par.tp * par.pp <= par.world_size, "tp*pp", par.tp * par.pp, f"must be <= world_size={par.world_size}")
+    sd = sharded_dims(model, par.tp)
+    plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
+    micro = split_batch(spec.batch, spec.num_microbatches)
+    links, world = dev.links, par.world_size
+    n_tensors = 2 if spec.send_residual else 1
+    shards = par.tp if spec.tp_sharded_send else 1
+
+    compiled = 0
+    stage_ops: list[list[tuple[OpCost, ...]]] = []  # [stage][microbatch]
+    tp_paths: list[Path] = []
+    for info, mods in zip(plan.stage_infos, plan.stage_module_specs):
+        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
+        tr = get_trace(key, use_disk_cache=use_disk_cache)
+        compiled += tr.compiled
+        tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
+        tp_path = group_path(tp_ranks, links, world)
+        tp_paths.append(tp_path)
+        stage_ops.append([cost_stage(tr, info.num_layers, CostContext(
+            batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm),
+            model.dtype) for mb in micro])
+
+    hops = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, world) for s in range(par.pp - 1)]
+    events: list[PipelineSendRecvEvent] = []
+    compute = [[0.0] * par.pp for _ in micro]
+    comm = [[0.0] * par.pp for _ in micro]
+    for m, mb in enumerate(micro):
+        for s in range(par.pp):
+            compute[m][s] = sum(o.time_s * o.count for o in stage_ops[s][m])
+        for s, hop in enumerate(hops):
+            nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
+            t = p2p_s(nbytes, hop)
+            events.append(PipelineSendRecvEvent(src_stage=s, dst_stage=s + 1, message_bytes=nbytes,
+                                                latency_s=t, link=hop.name, microbatch=m))
+            comm[m][s] += t  # outgoing
+            comm[m][s + 1] += t  # incoming
+    runtime = estimate_pipeline_runtime(compute, comm, events)
+
+    stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}
+    for s, (info, mods) in enumerate(zip(plan.stage_infos, plan.stage_module_specs)):
+        tp_comm = sum(o.time_s * o.count for mb_ops in stage_ops[s] for o in mb_ops if o.bound == "Comm") / len(micro)
+        for mb_ops in stage_ops[s]:
+            for o in mb_ops:
+                op_bound[o.bound] += o.time_s * o.count / len(micro)
+        stages.append(StageReport(
+            stage_id=s, start_layer=info.start_layer, end_layer=info.end_layer, num_layers=info.num_layers,
+            compute_s=runtime.stage_compute_times_s[s], tp_comm_s=tp_comm, comm_s=runtime.stage_comm_times_s[s],
+            stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods),
+            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
+            activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
+            tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0]))
+
+    return Report(spec=spec, plan=plan, stages=tuple(stages), runtime=runtime, microbatches=micro,
+                  op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
+
+
+def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
+    """Human-readable list of what the numbers assume."""
+    dev, par = spec.device, spec.parallel
+    e = dev.efficiency
+    out = [
+        f"roofline per op: max(flops/(peak*eff), bytes/(hbm_bw*eff)) + {e.launch_overhead_s * 1e6:.1f} us launch; "
+        f"eff matmul {e.matmul:g}, vector {e.vector:g}, memory {e.memory:g}"
+        + (" (size-dependent curves)" if e.matmul_half_size_flops or e.memory_half_size_bytes else " (constants)"),
+        f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
+        f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
+        f"stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
+        f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
+        "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
+    ]
+    if len(micro) < spec.num_microbatches:
+        out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
+    if par.pp > 1:
+        kind = "hidden+residual" if spec.send_residual else "hidden only"
+        shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
+        links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
+        out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
+    if par.tp > 1:
+        out.append(f"TP collectives: {spec.collective_algorithm} all-reduce over {', '.join(sorted({p.name for p in tp_paths}))}")
+    return tuple(out)

@@ -1,0 +1,222 @@
+"""Frozen, keyword-only specs: the inputs of :func:`simcast.simulate`.
+
+Units are in the field names. Constructors validate and never touch files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .errors import require
+
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral family)."""
+
+    name: str
+    architecture: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    qk_norm: bool = False
+    attention_bias: bool = False
+    dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                  "intermediate_size", "vocab_size"):
+            v = getattr(self, f)
+            require(isinstance(v, int) and v > 0, f"model.{f}", v, "a positive integer is required")
+        require(self.num_heads % self.num_kv_heads == 0, "model.num_key_value_heads",
+                self.num_kv_heads, f"must divide num_attention_heads={self.num_heads}")
+        require(self.dtype in DTYPE_BYTES, "model.dtype", self.dtype, f"allowed: {sorted(DTYPE_BYTES)}")
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def layer_param_count(self) -> int:
+        """Parameters of one decoder layer (unsharded)."""
+        h, d = self.hidden_size, self.head_dim
+        q, kv = self.num_heads * d, self.num_kv_heads * d
+        attn = h * (q + 2 * kv) + q * h + (q + 2 * kv if self.attention_bias else 0)
+        mlp = 3 * h * self.intermediate_size
+        norms = 2 * h + (2 * d if self.qk_norm else 0)
+        return attn + mlp + norms
+
+    @property
+    def param_count(self) -> int:
+        """Total parameters (embedding counted once when tied)."""
+        emb = self.vocab_size * self.hidden_size
+        head = 0 if self.tie_word_embeddings else emb
+        return emb + head + self.hidden_size + self.num_layers * self.layer_param_count
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSpec:
+    """One kind of link: per-GPU unidirectional bandwidth, per-message latency."""
+
+    name: str
+    bw_bytes_per_s: float
+    latency_s: float
+    efficiency: float
+
+    def __post_init__(self) -> None:
+        require(self.bw_bytes_per_s > 0, f"link {self.name}.bw_bytes_per_s", self.bw_bytes_per_s, "must be > 0")
+        require(self.latency_s >= 0, f"link {self.name}.latency_s", self.latency_s, "must be >= 0")
+        require(0 < self.efficiency <= 1, f"link {self.name}.efficiency", self.efficiency, "must be in (0, 1]")
+
+    @property
+    def effective_bw_bytes_per_s(self) -> float:
+        return self.bw_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkTable:
+    """Cluster topology: nodes of ``devices_per_node`` devices, an intra- and an inter-node link."""
+
+    devices_per_node: int
+    intra_node: LinkSpec
+    inter_node: LinkSpec
+
+    def __post_init__(self) -> None:
+        require(self.devices_per_node >= 1, "links.devices_per_node", self.devices_per_node, "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Efficiency:
+    """Achieved fractions of peak, and fixed per-kernel overhead.
+
+    ``matmul``/``vector``/``memory`` are constant fractions of the matmul peak,
+    vector peak and HBM bandwidth. ``matmul_half_size_flops`` (optional,
+    fitted by calibration) makes matmul efficiency saturate with problem size:
+    ``eff(F) = matmul · F / (F + matmul_half_size_flops)``; likewise
+    ``memory_half_size_bytes`` for memory-bound kernels. 0 disables the curve.
+    """
+
+    matmul: float
+    vector: float
+    memory: float
+    launch_overhead_s: float
+    matmul_half_size_flops: float = 0.0
+    memory_half_size_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in ("matmul", "vector", "memory"):
+            v = getattr(self, f)
+            require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
+        require(self.launch_overhead_s >= 0, "efficiency.launch_overhead_s", self.launch_overhead_s, "must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceSpec:
+    """One accelerator and the cluster it sits in (hardware as data)."""
+
+    name: str
+    description: str
+    matmul_flops_per_s: Mapping[str, float]
+    vector_flops_per_s: Mapping[str, float]
+    hbm_bytes: int
+    hbm_bw_bytes_per_s: float
+    efficiency: Efficiency
+    links: LinkTable
+
+    def matmul_peak(self, dtype: str) -> float:
+        """Dense matmul peak for ``dtype`` in FLOP/s."""
+        require(dtype in self.matmul_flops_per_s, "dtype", dtype,
+                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}")
+        return self.matmul_flops_per_s[dtype]
+
+    def vector_peak(self, dtype: str) -> float:
+        return self.vector_flops_per_s.get(dtype, self.vector_flops_per_s.get("fp32", 0.0)) or 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelSpec:
+    """TP x PP x DP layout; ``world_size == tp * pp * dp``."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    world_size: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "dp"):
+            v = getattr(self, f)
+            require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
+        if self.world_size == 0:
+            object.__setattr__(self, "world_size", self.tp * self.pp * self.dp)
+        require(self.world_size == self.tp * self.pp * self.dp, "world_size", self.world_size,
+                f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """One engine step: per request, (new query tokens, tokens already in the KV cache)."""
+
+    query_lens: tuple[int, ...]
+    context_lens: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        require(len(self.query_lens) == len(self.context_lens) and len(self.query_lens) > 0,
+                "batch", len(self.query_lens), "needs >= 1 request with matching query/context lists")
+        require(all(q >= 1 for q in self.query_lens), "query_len", min(self.query_lens), "must be >= 1")
+        require(all(c >= 0 for c in self.context_lens), "context_len", min(self.context_lens), "must be >= 0")
+
+    @classmethod
+    def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> "Batch":
+        require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
+        require(input_len >= 1, "--input-length", input_len, "must be >= 1")
+        return cls(query_lens=(input_len,) * batch_size, context_lens=(context_len,) * batch_size)
+
+    @classmethod
+    def decode(cls, batch_size: int, context_len: int) -> "Batch":
+        require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
+        require(context_len >= 1, "--context-length", context_len, "must be >= 1")
+        return cls(query_lens=(1,) * batch_size, context_lens=(context_len,) * batch_size)
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.query_lens)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.query_lens)
+
+    @property
+    def kv_tokens(self) -> int:
+        """Cache slots the step touches: context plus the new tokens, all requests."""
+        return sum(self.context_lens) + self.num_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimSpec:
+    """Everything :func:`simcast.simulate` needs for one forward step."""
+
+    model: ModelSpec
+    device: DeviceSpec
+    parallel: ParallelSpec
+    batch: Batch
+    num_microbatches: int = 1
+    partition: str = "vllm"
+    send_residual: bool = True
+    tp_sharded_send: bool = False
+    collective_algorithm: str = "auto"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
+        require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
+                self.collective_algorithm, "allowed: auto, ring, tree")

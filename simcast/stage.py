@@ -1,0 +1,123 @@
+"""Stage-local modules on the meta device, with per-rank (TP-sharded) shapes.
+
+A stage module holds only what its stage runs: the vocab-parallel embedding on
+stage 0, its decoder layers, and the final norm, last-token gather, lm_head,
+logits gather and sampler on the last stage. Decoder layers are built from one
+representative layer per structural key (the model's very first layer, which
+starts the residual stream, differs from the others); the trace of the
+representative layer is replayed for the stage's layer count. Ops never cross
+a stage boundary. Importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import torch
+from torch import nn
+
+from . import ops
+from .stage_key import StageKey
+
+_TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}
+
+
+class DecoderLayer(nn.Module):
+    """One Llama/Qwen decoder layer as vLLM runs it on one TP rank."""
+
+    def __init__(self, k: StageKey, starts_residual: bool) -> None:
+        super().__init__()
+        dt, d = _TORCH_DTYPE[k.dtype], k.head_dim
+        self.k, self.starts_residual = k, starts_residual
+        self.q_size, self.kv_size = k.q_heads * d, k.kv_heads * d
+        mk = dict(device="meta", dtype=dt)
+        self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
+        self.qkv_proj = nn.Linear(k.hidden_size, self.q_size + 2 * self.kv_size, bias=k.attention_bias, **mk)
+        self.o_proj = nn.Linear(self.q_size, k.hidden_size, bias=False, **mk)
+        self.q_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
+        self.k_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
+        self.post_attention_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
+        self.gate_up_proj = nn.Linear(k.hidden_size, 2 * k.intermediate, bias=False, **mk)
+        self.down_proj = nn.Linear(k.intermediate, k.hidden_size, bias=False, **mk)
+
+    def forward(self, positions, hidden, residual, k_cache, v_cache, query_lens, context_lens):
+        k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
+        if self.starts_residual:
+            residual, hidden = hidden, ops.rms_norm(hidden, self.input_layernorm, eps)
+        else:
+            hidden, residual = ops.fused_add_rms_norm(hidden, residual, self.input_layernorm, eps)
+        q, kk, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        if self.q_norm is not None:  # Qwen3: per-head RMSNorm on q and k
+            t = q.shape[0]
+            q = ops.rms_norm(q.view(t, k.q_heads, d), self.q_norm, eps).view(t, self.q_size)
+            kk = ops.rms_norm(kk.view(t, k.kv_heads, d), self.k_norm, eps).view(t, self.kv_size)
+        q, kk = ops.rope(positions, q, kk, d, k.rope_theta)
+        ops.kv_cache_write(kk, v, k_cache, v_cache)
+        attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))
+        out = self.o_proj(attn)
+        if k.tp > 1:
+            out = ops.all_reduce(out, k.tp)
+        hidden, residual = ops.fused_add_rms_norm(out, residual, self.post_attention_layernorm, eps)
+        out = self.down_proj(ops.silu_and_mul(self.gate_up_proj(hidden)))
+        if k.tp > 1:
+            out = ops.all_reduce(out, k.tp)
+        return out, residual
+
+
+class StageModule(nn.Module):
+    """The stage-local forward: input_ids (stage 0) or hidden states in, ids or hidden states out."""
+
+    def __init__(self, k: StageKey) -> None:
+        super().__init__()
+        mk = dict(device="meta", dtype=_TORCH_DTYPE[k.dtype])
+        self.k = k
+        self.embed_tokens = nn.Parameter(torch.empty(k.vocab_shard, k.hidden_size, **mk)) if k.has_embedding else None
+        self.layers = nn.ModuleList(
+            DecoderLayer(k, starts_residual=k.has_embedding and i == 0) for i in range(k.traced_layers))
+        self.norm = nn.Parameter(torch.empty(k.hidden_size, **mk)) if k.has_head else None
+        self.lm_head = nn.Linear(k.hidden_size, k.vocab_shard, bias=False, **mk) if k.has_head else None
+
+    def forward(self, x, residual, positions, k_cache, v_cache, query_lens, context_lens, logits_indices):
+        k = self.k
+        if self.embed_tokens is not None:
+            hidden = ops.vocab_embedding(x, self.embed_tokens, k.tp)
+            if k.tp > 1:
+                hidden = ops.all_reduce(hidden, k.tp)
+        else:
+            hidden = x
+        for layer in self.layers:
+            hidden, residual = layer(positions, hidden, residual, k_cache, v_cache, query_lens, context_lens)
+        if self.lm_head is None:
+            return hidden, residual
+        hidden, _ = ops.fused_add_rms_norm(hidden, residual, self.norm, k.rms_norm_eps)
+        # vLLM/SGLang gather each request's last token before lm_head
+        logits = self.lm_head(torch.index_select(hidden, 0, logits_indices))
+        if k.tp > 1:
+            logits = ops.all_gather(logits, k.tp)
+        return ops.sample(logits)
+
+
+# Example sizes for the symbolic dims; distinct and > 1 so dynamo neither
+# specialises them nor relates them to each other.
+EXAMPLE_DIMS = {"T": 37, "R": 5, "S": 411}
+
+
+def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
+    """Meta inputs of a stage module, and which (input position, dim) is which symbol."""
+    T, R, S = EXAMPLE_DIMS["T"], EXAMPLE_DIMS["R"], EXAMPLE_DIMS["S"]
+    dt = _TORCH_DTYPE[k.dtype]
+    meta = dict(device="meta")
+    if k.has_embedding:
+        x, residual = torch.empty(T, dtype=torch.int64, **meta), None
+    else:
+        x = torch.empty(T, k.hidden_size, dtype=dt, **meta)
+        residual = torch.empty(T, k.hidden_size, dtype=dt, **meta)
+    inputs = [x, residual, torch.empty(T, dtype=torch.int64, **meta),
+              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+              torch.empty(R, dtype=torch.int32, **meta), torch.empty(R, dtype=torch.int32, **meta),
+              torch.empty(R, dtype=torch.int64, **meta)]
+    roles = ["T", "T", "T", "S", "S", "R", "R", "R"]
+    for t, role in zip(inputs, roles):
+        if t is not None:
+            torch._dynamo.mark_dynamic(t, 0)
+    return inputs, {f"{i}": (0, r) for i, r in enumerate(roles)}

@@ -1,0 +1,28 @@
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# A private trace cache per test session: tests never read a developer's cache.
+os.environ.setdefault("SIMCAST_CACHE_DIR", tempfile.mkdtemp(prefix="simcast-test-cache-"))
+
+CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
+
+
+@pytest.fixture(scope="session")
+def h100():
+    from simcast.config import load_device
+    return load_device("h100_sxm")
+
+
+@pytest.fixture(scope="session")
+def llama70b():
+    from simcast.config import load_model
+    return load_model("meta-llama/Llama-3.1-70B")
+
+
+@pytest.fixture(scope="session")
+def qwen06b():
+    from simcast.config import load_model
+    return load_model("Qwen/Qwen3-0.6B")

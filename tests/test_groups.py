@@ -1,0 +1,31 @@
+from simcast.groups import group_path, node_of, path_between, rank_groups
+from simcast.specs import ParallelSpec
+
+
+def test_rfc_rank_group_example():
+    g = rank_groups(4, ParallelSpec(tp=2, pp=4, dp=1))
+    assert g.pp_group.rank_group == (0, 2, 4, 6)
+    assert g.pp_group.rank_in_group == 2
+    assert g.tp_group.rank_group == (4, 5)
+    assert g.dp_group.rank_group == (4,)
+
+
+def test_dp_groups_stride_by_tp_times_pp():
+    par = ParallelSpec(tp=2, pp=2, dp=2)
+    g = rank_groups(5, par)
+    assert g.tp_group.rank_group == (4, 5)
+    assert g.pp_group.rank_group == (5, 7)
+    assert g.dp_group.rank_group == (1, 5)
+
+
+def test_links_follow_node_placement(h100):
+    links = h100.links
+    assert node_of(7, 8) == 0 and node_of(8, 8) == 1
+    intra = path_between(0, 7, links, 16)
+    inter = path_between(7, 8, links, 16)
+    assert not intra.cross_node and intra.name == links.intra_node.name
+    assert inter.cross_node and inter.name == links.inter_node.name
+    assert intra.latency_s == links.intra_node.latency_s
+    # a TP group straddling two nodes is limited by the inter-node link
+    assert group_path(tuple(range(4, 12)), links, 16).name == links.inter_node.name
+    assert group_path(tuple(range(0, 8)), links, 16).name == links.intra_node.name

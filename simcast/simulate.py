@@ -85,7 +85,8 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
     r = batch.num_requests
     if m <= 1:
         return (batch,)
-    if r >= m:
+    if r >= m or all(q == 1 for q in batch.query_lens):
+        m = min(m, r)
         base, extra = divmod(r, m)
         out, i = [], 0
         for k in range(m):

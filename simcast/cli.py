@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
+from . import cli_serving
 from .errors import SimcastInputError, require
 
 
@@ -84,6 +85,10 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]] = {
     "simulate": (add_simulate_args, cmd_simulate, "simulate one forward step of one TP x PP x DP layout"),
+    "optimize": (cli_serving.add_optimize_args, cli_serving.cmd_optimize,
+                 "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits"),
+    "serve-config": (cli_serving.add_serve_config_args, cli_serving.cmd_serve_config,
+                     "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML"),
 }
 
 

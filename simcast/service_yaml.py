@@ -1,0 +1,84 @@
+"""Service YAML -> ServingConfig. Precedence: defaults < YAML < CLI overrides.
+
+```yaml
+model: meta-llama/Llama-3.1-70B     # shipped id or config.json path
+device: h100_sxm                    # shipped profile or YAML path
+runtime: vllm                       # vllm | sglang | none  (per-step engine overhead)
+workload:
+  input_length: 2048                # ISL, tokens
+  output_length: 512                # OSL, tokens
+  batch_size: 32                    # concurrency per replica
+  max_batched_tokens: 8192          # prefill chunk budget (optional)
+parallel_config:
+  world_size: 8                     # must equal tp_size * pp_size * dp_size
+  tp_size: 4
+  pp_size: 2
+  dp_size: 1
+  partition: vllm                   # uniform | vllm | "20,20,20,20" (optional)
+  microbatches: 2                   # decode microbatches in flight (optional, default pp_size)
+  devices_per_node: 8               # optional, default from the device profile
+limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import _check, load_device, load_model
+from .errors import SimcastInputError, require
+from .serving import ServingConfig, Workload
+from .specs import ParallelSpec
+
+SCHEMA: dict[str, Any] = {
+    "model": str, "device": str, "runtime?": str,
+    "workload": {"input_length": int, "output_length": int, "batch_size?": int, "max_batched_tokens?": int},
+    "parallel_config": {"world_size?": int, "tp_size?": int, "pp_size?": int, "dp_size?": int, "partition?": str,
+                        "microbatches?": int, "devices_per_node?": int},
+    "limits?": {"ttft_ms?": float, "tpot_ms?": float},
+}
+DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "tp_size": 1, "pp_size": 1,
+                            "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
+                            "ttft_ms": None, "tpot_ms": None}
+
+
+def read_service_yaml(path: str) -> dict[str, Any]:
+    p = Path(path)
+    require(p.is_file(), "service YAML", path, "file not found")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise SimcastInputError(f"service YAML {p.name}", "YAML",
+                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
+    return _check(raw, SCHEMA, "")
+
+
+def flatten(d: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in d.items() if not isinstance(v, dict)}
+    for sub in ("workload", "parallel_config", "limits"):
+        flat.update(d.get(sub, {}))
+    return flat
+
+
+def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any]) -> tuple[ServingConfig, dict[str, Any]]:
+    """Merge defaults < YAML < CLI overrides (None = not given) and build the config."""
+    v = dict(DEFAULTS)
+    v.update(flatten(yaml_values))
+    v.update({k: x for k, x in overrides.items() if x is not None})
+    tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
+    world = v.get("world_size") or tp * pp * dp
+    require(world == tp * pp * dp, "parallel_config.world_size", world,
+            f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}")
+    model = load_model(v["model"])
+    require(pp <= model.num_layers, "parallel_config.pp_size", pp, f"must be <= the model's {model.num_layers} layers")
+    cfg = ServingConfig(model=model, device=load_device(v["device"], v["devices_per_node"]),
+                        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world),
+                        workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
+                                          max_batched_tokens=v["max_batched_tokens"]),
+                        batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],
+                        runtime=v["runtime"])
+    return cfg, v

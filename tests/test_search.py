@@ -1,0 +1,151 @@
+"""Optimizer: flag contract, search-space filter, SLO filtering, serving physics, golden output."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from simcast.cli import main
+from simcast.config import load_device, load_model
+from simcast.errors import SimcastInputError
+from simcast.search import SearchSpace, check_space, resolve_search_sizes, search
+from simcast.serving import ServingConfig, Workload, estimate_serving
+from simcast.simulate import simulate
+from simcast.specs import Batch, ParallelSpec, SimSpec
+
+HERE = Path(__file__).parent
+DEV = str(HERE / "data" / "golden_device.yaml")
+
+
+def test_resolve_search_sizes_contract():
+    assert resolve_search_sizes(None, 8, 1, "--pp-sizes") == [1]            # absent -> [1]
+    assert resolve_search_sizes(None, 8, None, "--tp-sizes") == [1, 2, 4, 8]  # absent tp -> powers of two
+    assert resolve_search_sizes([], 8, 1, "--pp-sizes") == [1, 2, 4, 8]      # flag, no value
+    assert resolve_search_sizes([], 12, 1, "--pp-sizes") == [1, 2, 4, 8]
+    assert resolve_search_sizes([4, 2, 2], 8, 1, "--pp-sizes") == [2, 4]
+    with pytest.raises(SimcastInputError, match="--pp-sizes: got 16; each value must be an integer in 1..8"):
+        resolve_search_sizes([16], 8, 1, "--pp-sizes")
+
+
+def test_search_space_filter():
+    sp = SearchSpace(tp_sizes=(1, 2, 4, 8), pp_sizes=(1, 2, 4), num_devices=8)
+    lay = sp.layouts()
+    assert all(8 % (tp * pp) == 0 and dp == 8 // (tp * pp) for tp, pp, dp in lay)
+    assert (2, 2, 2) in lay and (4, 2, 1) in lay and (8, 2, 1) not in lay and (4, 4, 1) not in lay
+    with pytest.raises(SimcastInputError, match="no combination divides --num-devices=6"):
+        check_space(SearchSpace(tp_sizes=(4,), pp_sizes=(4,), num_devices=6))
+
+
+def _opt(args, capsys):
+    rc = main(["optimize"] + args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+BASE = ["--device", DEV, "--num-devices", "4", "--input-length", "1024", "--output-length", "256"]
+
+
+def test_cli_flag_contract(capsys):
+    rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "2", "--json", "Qwen/Qwen3-0.6B"], capsys)
+    d = json.loads(out)
+    assert rc == 0 and {r["pp"] for r in d["rows"]} == {1}  # --pp-sizes absent -> pp 1 only
+    rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "--json", "Qwen/Qwen3-0.6B"], capsys)
+    assert {r["pp"] for r in json.loads(out)["rows"]} == {1, 2, 4}  # empty flag -> powers of two <= 4
+    rc, _, err = _opt(["--device", DEV, "--num-devices", "6", "--input-length", "8", "--output-length", "8",
+                       "--tp-sizes", "4", "--pp-sizes", "4", "Qwen/Qwen3-0.6B"], capsys)
+    assert rc == 2 and "no combination divides --num-devices=6" in err and err.count("\n") == 1
+    rc, _, err = _opt(BASE + ["--pp-sizes", "0", "Qwen/Qwen3-0.6B"], capsys)
+    assert rc == 2 and "--pp-sizes: got '0'; each value must be a positive integer" in err
+    rc, out, _ = _opt(BASE + ["--tp-sizes", "2", "--pp-sizes", "2", "Qwen/Qwen3-0.6B", "--json"], capsys)
+    assert rc == 0 and [r["parallel"] for r in json.loads(out)["rows"]] == ["TP=2 | PP=2 | DP=1"]
+
+
+def test_golden_optimize_output(capsys, tmp_path):
+    csv = tmp_path / "rows.csv"
+    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "2", "4", "--pp-sizes", "1", "2", "--tpot-limit", "8",
+                                "--show-rejected", "--csv", str(csv), "Qwen/Qwen3-0.6B"], capsys)
+    assert rc == 0
+    golden = HERE / "golden" / "optimize_qwen3_0.6b.txt"
+    import os
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    import pandas as pd
+    df = pd.read_csv(csv)
+    assert list(df.columns[:11]) == ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot",
+                                     "token/s", "token/s/device", "token/s/user"]
+    assert (df["tpot"] <= 8.0).all() and df["token/s/device"].is_monotonic_decreasing
+
+
+@pytest.fixture(scope="module")
+def base70b():
+    return ServingConfig(model=load_model("meta-llama/Llama-3.1-70B"), device=load_device("h100_sxm"),
+                         parallel=ParallelSpec(tp=8), workload=Workload(input_length=2048, output_length=512),
+                         batch_size=16)
+
+
+def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
+    tp8 = estimate_serving(base70b)
+    tp4pp2 = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=4, pp=2)))
+    assert tp8.tpot_s < tp4pp2.tpot_s and tp8.ttft_s < tp4pp2.ttft_s
+
+
+def test_ttft_grows_with_isl_and_memory_falls_with_pp(base70b):
+    ttft = [estimate_serving(replace(base70b, workload=Workload(input_length=n, output_length=128))).ttft_s
+            for n in (512, 2048, 8192)]
+    assert ttft == sorted(ttft) and ttft[0] < ttft[-1]
+    mem = [max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
+           for pp in (1, 2, 4)]
+    assert mem[0] > mem[1] > mem[2]
+
+
+def test_pp_helps_when_tp_crosses_nodes(base70b):
+    # 16 GPUs in nodes of 8: TP16 all-reduces over InfiniBand; TP8 x PP2 keeps TP inside the node
+    m = replace(base70b, model=load_model("meta-llama/Llama-3.1-405B"))
+    tp16 = estimate_serving(replace(m, parallel=ParallelSpec(tp=16)))
+    tp8pp2 = estimate_serving(replace(m, parallel=ParallelSpec(tp=8, pp=2)))
+    assert tp8pp2.tpot_s < tp16.tpot_s
+    from simcast.search import layout_links
+    assert layout_links(replace(m, parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
+    assert layout_links(replace(m, parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
+
+
+def test_slo_filtering_and_rejections(base70b):
+    sp = SearchSpace(tp_sizes=(4, 8), pp_sizes=(1, 2), num_devices=8, tpot_limit_s=0.030)
+    rows, rejected = search(base70b, sp)
+    assert rows and all(r.result.tpot_s <= 0.030 for r in rows)
+    free, _ = search(base70b, replace(sp, tpot_limit_s=float("inf")))
+    best = {r.result.config.parallel: r.result.config.batch_size for r in free}
+    assert all(r.result.config.batch_size <= best[r.result.config.parallel] for r in rows)
+    _, rej = search(base70b, replace(sp, tpot_limit_s=0.001))
+    assert rej and all("violates TPOT" in r.reason or "illegal split" in r.reason for r in rej)
+    assert sum("violates TPOT" in r.reason for r in rej) == 3
+    _, rej = search(base70b, SearchSpace(tp_sizes=(1,), pp_sizes=(1,), num_devices=1))
+    assert "does not fit" in rej[0].reason
+
+
+def test_pp1_row_identical_to_plain_simulation(base70b):
+    r = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=8)))
+    plain = simulate(SimSpec(model=base70b.model, device=base70b.device, parallel=ParallelSpec(tp=8),
+                             batch=Batch.decode(16, 2048 + 256), num_microbatches=1))
+    assert r.decode.latency_s == plain.latency_s and r.decode_cycle_s == plain.latency_s
+    assert r.decode.runtime.send_recv_events == () and r.decode.breakdown["bubble"] == 0.0
+
+
+def test_service_yaml_precedence_and_errors(tmp_path, capsys):
+    y = tmp_path / "svc.yaml"
+    y.write_text((HERE.parent / "examples" / "llama3.1-70b_h100_tp4_pp2.yaml").read_text())
+    rc = main(["serve-config", str(y), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["parallel"] == "TP=4 | PP=2 | DP=1" and d["batch_size"] == 64 and d["fits"]
+    rc = main(["serve-config", str(y), "--json", "--tp", "8", "--pp", "1", "--batch", "8"])  # CLI beats YAML
+    d = json.loads(capsys.readouterr().out)
+    assert d["parallel"] == "TP=8 | PP=1 | DP=1" and d["batch_size"] == 8
+    y.write_text(y.read_text().replace("  dp_size: 1", "  dp_size: 2"))
+    assert main(["serve-config", str(y)]) == 2
+    err = capsys.readouterr().err
+    assert "parallel_config.world_size: got 8; must equal tp_size*pp_size*dp_size = 4*2*2 = 16" in err
+    y.write_text(y.read_text().replace("  dp_size: 2", "  dp_size: 1\n  ep_size: 2"))
+    assert main(["serve-config", str(y)]) == 2
+    assert "parallel_config.ep_size: got 'ep_size'; unknown key" in capsys.readouterr().err

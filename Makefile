@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean accuracy
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,13 +14,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/simcast simulate --model meta-llama/Llama-3.1-70B --device h100_sxm --tp 4 --pp 2 --batch 8 --input-length 2048
+	$(BIN)/simcast optimize --input-length 2048 --output-length 512 --num-devices 8 \
+		--tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm meta-llama/Llama-3.1-70B
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate_speed.py
+	$(BIN)/python benchmarks/search_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Held-out accuracy table against ../shared/calibration (Vidur timings) -> docs/accuracy.md
+accuracy: $(STAMP)
+	$(BIN)/python scripts/accuracy.py

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from . import cli_serving
+from . import cli_kernel, cli_serving
 from .errors import SimcastInputError, require
 
 
@@ -89,6 +89,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
                  "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits"),
     "serve-config": (cli_serving.add_serve_config_args, cli_serving.cmd_serve_config,
                      "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML"),
+    "kernel": (cli_kernel.add_kernel_args, cli_kernel.cmd_kernel,
+               "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device"),
+    "calibrate": (cli_kernel.add_calibrate_args, cli_kernel.cmd_calibrate,
+                  "fit a device profile's efficiency and link parameters to measured times"),
+    "validate": (cli_kernel.add_validate_args, cli_kernel.cmd_validate,
+                 "predicted vs measured kernel times, median and p90 error per kind"),
 }
 
 

@@ -111,15 +111,20 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
 
 
 # ------------------------------------------------------------------- devices
+_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": str, "gpus": int, "latency_s": float, "bus_bw_bytes_per_s": float}
 _PROFILE_SCHEMA: dict[str, Any] = {
     "name": str, "description": str,
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
     "memory": {"hbm_bytes": int, "hbm_bw_bytes_per_s": float},
     "efficiency": {"matmul": float, "vector": float, "memory": float, "launch_overhead_s": float,
-                   "matmul_half_size_flops?": float, "memory_half_size_bytes?": float},
+                   "matmul_half_size_flops?": float, "memory_half_size_bytes?": float,
+                   "matmul_half_m_ridge?": float, "matmul_half_n?": float, "matmul_half_k?": float,
+                   "vector_memory?": float, "vector_launch_overhead_s?": float},
     "links": {"devices_per_node": int,
-              "intra_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float},
-              "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float}},
+              "intra_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
+                             "collectives?": [_COLLECTIVE_SCHEMA]},
+              "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
+                             "collectives?": [_COLLECTIVE_SCHEMA]}},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
 }
 
@@ -127,10 +132,15 @@ _PROFILE_SCHEMA: dict[str, Any] = {
 def _check(node: Any, schema: Any, where: str) -> Any:
     if schema == "dtype_map":
         require(isinstance(node, dict) and node, where, node, f"must map dtypes ({', '.join(DTYPE_BYTES)}) to FLOP/s")
+        out = {}
         for k, v in node.items():
             require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")
-            require(isinstance(v, (int, float)) and v > 0, f"{where}.{k}", v, "must be a positive number")
-        return {k: float(v) for k, v in node.items()}
+            out[k] = _check(v, float, f"{where}.{k}")
+            require(out[k] > 0, f"{where}.{k}", v, "must be a positive number")
+        return out
+    if isinstance(schema, list):  # a list of items of one schema
+        require(isinstance(node, list), where, node, "must be a list")
+        return [_check(item, schema[0], f"{where}[{i}]") for i, item in enumerate(node)]
     if isinstance(schema, dict):
         require(isinstance(node, dict), where, node, "must be a mapping")
         allowed = {k.rstrip("?") for k in schema}
@@ -145,6 +155,11 @@ def _check(node: Any, schema: Any, where: str) -> Any:
             out[key] = _check(node[key], sub, f"{where}.{key}".lstrip("."))
         return out
     if schema is float:
+        if isinstance(node, str):  # YAML 1.1 reads 989.4e12 (no exponent sign) as a string
+            try:
+                node = float(node)
+            except ValueError:
+                pass
         require(isinstance(node, (int, float)) and not isinstance(node, bool), where, node, "must be a number")
         return float(node)
     if schema is int:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import networkx as nx
 
-from .specs import LinkSpec, LinkTable, ParallelSpec
+from .specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +90,7 @@ class Path:
     latency_s: float
     efficiency: float
     cross_node: bool
+    collectives: tuple[CollectiveFit, ...] = ()  # calibrated fits of the bottleneck link
 
     @property
     def effective_bw_bytes_per_s(self) -> float:
@@ -106,7 +107,7 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
     slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s)
     return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s,
                 latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
-                efficiency=slowest.efficiency,
+                efficiency=slowest.efficiency, collectives=slowest.collectives,
                 cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node))
 
 

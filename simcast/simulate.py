@@ -218,5 +218,7 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
     if par.tp > 1:
-        out.append(f"TP collectives: {spec.collective_algorithm} all-reduce over {', '.join(sorted({p.name for p in tp_paths}))}")
+        fitted = all(p.collectives for p in tp_paths)
+        how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"
+        out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
     return tuple(out)

@@ -64,19 +64,51 @@ class ModelSpec:
         return emb + head + self.hidden_size + self.num_layers * self.layer_param_count
 
 
+COLLECTIVE_KINDS = ("all_reduce", "all_gather")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveFit:
+    """A fitted collective on one link for one group size: ``t = latency_s + factor · bytes / bus_bw``.
+
+    ``latency_s`` (α) is the fixed cost of one call (launch, handshake, sync),
+    ``bus_bw_bytes_per_s`` (β) the achieved NCCL bus bandwidth; ``factor`` is
+    ``2(n-1)/n`` for all-reduce and ``(n-1)/n`` for all-gather (nccl-tests' busbw).
+    """
+
+    kind: str
+    gpus: int
+    latency_s: float
+    bus_bw_bytes_per_s: float
+
+    def __post_init__(self) -> None:
+        require(self.kind in COLLECTIVE_KINDS, "collectives.kind", self.kind, f"allowed: {', '.join(COLLECTIVE_KINDS)}")
+        require(self.gpus >= 2, "collectives.gpus", self.gpus, "must be >= 2")
+        require(self.latency_s >= 0, "collectives.latency_s", self.latency_s, "must be >= 0")
+        require(self.bus_bw_bytes_per_s > 0, "collectives.bus_bw_bytes_per_s", self.bus_bw_bytes_per_s, "must be > 0")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LinkSpec:
-    """One kind of link: per-GPU unidirectional bandwidth, per-message latency."""
+    """One kind of link: per-GPU unidirectional bandwidth, per-message latency.
+
+    ``latency_s`` and ``efficiency`` give a point-to-point message
+    ``latency_s + bytes / (bw · efficiency)``; ``collectives`` (optional,
+    fitted by ``simcast calibrate``) hold per-collective, per-group-size fits.
+    """
 
     name: str
     bw_bytes_per_s: float
     latency_s: float
     efficiency: float
+    collectives: tuple[CollectiveFit, ...] = ()
 
     def __post_init__(self) -> None:
         require(self.bw_bytes_per_s > 0, f"link {self.name}.bw_bytes_per_s", self.bw_bytes_per_s, "must be > 0")
         require(self.latency_s >= 0, f"link {self.name}.latency_s", self.latency_s, "must be >= 0")
         require(0 < self.efficiency <= 1, f"link {self.name}.efficiency", self.efficiency, "must be in (0, 1]")
+        object.__setattr__(self, "collectives", tuple(
+            c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives))
 
     @property
     def effective_bw_bytes_per_s(self) -> float:
@@ -104,6 +136,16 @@ class Efficiency:
     fitted by calibration) makes matmul efficiency saturate with problem size:
     ``eff(F) = matmul · F / (F + matmul_half_size_flops)``; likewise
     ``memory_half_size_bytes`` for memory-bound kernels. 0 disables the curve.
+
+    GEMM shape curves (optional, fitted by ``simcast calibrate``): the matmul
+    efficiency of an ``M×K @ K×N`` GEMM is further multiplied by
+    ``d / (d + d_half)`` for d in M, N, K. ``matmul_half_m_ridge`` gives M's
+    half point in units of the device's ridge intensity (tokens at which a
+    GEMM turns compute-bound, ``peak / hbm_bw`` for 2-byte dtypes), so the
+    curve carries over to a device with other peaks; ``matmul_half_n`` and
+    ``matmul_half_k`` are in elements. ``vector_memory`` is the HBM fraction
+    reached by non-GEMM kernels (norms, activations, RoPE, adds); 0 = ``memory``.
+    ``vector_launch_overhead_s`` is their fixed cost per kernel; None = ``launch_overhead_s``.
     """
 
     matmul: float
@@ -112,12 +154,23 @@ class Efficiency:
     launch_overhead_s: float
     matmul_half_size_flops: float = 0.0
     memory_half_size_bytes: float = 0.0
+    matmul_half_m_ridge: float = 0.0
+    matmul_half_n: float = 0.0
+    matmul_half_k: float = 0.0
+    vector_memory: float = 0.0
+    vector_launch_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory"):
             v = getattr(self, f)
             require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         require(self.launch_overhead_s >= 0, "efficiency.launch_overhead_s", self.launch_overhead_s, "must be >= 0")
+        for f in ("matmul_half_size_flops", "memory_half_size_bytes", "matmul_half_m_ridge", "matmul_half_n",
+                  "matmul_half_k"):
+            require(getattr(self, f) >= 0, f"efficiency.{f}", getattr(self, f), "must be >= 0 (0 disables)")
+        require(self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,
+                "efficiency.vector_launch_overhead_s", self.vector_launch_overhead_s, "must be >= 0")
+        require(0 <= self.vector_memory <= 1, "efficiency.vector_memory", self.vector_memory, "must be in [0, 1]")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,9 +117,8 @@ def shape_fn(expr: str) -> Callable[[int, int, int], int]:
                 raise ValueError(f"unsupported symbolic dim {expr!r}")
         if expr.isdigit():
             fn = (lambda v: lambda T, R, S: v)(int(expr))
-        else:
-            code = compile(tree, "<dim>", "eval")
-            fn = (lambda c: lambda T, R, S: eval(c, {"__builtins__": {}}, {"T": T, "R": R, "S": S}))(code)
+        else:  # the AST was whitelisted above: arithmetic on T, R, S and integer constants only
+            fn = eval(f"lambda T, R, S: {expr}", {"__builtins__": {}})
         _SHAPE_FN_CACHE[expr] = fn
     return fn
 

@@ -3,7 +3,7 @@
 import pytest
 
 from simcast.cost import comm
-from simcast.cost.compute import CostContext, op_cost, roofline, OpWork
+from simcast.cost.compute import CostContext, matmul_efficiency, op_cost, roofline, OpWork
 from simcast.groups import Path
 from simcast.simulate import pp_message_bytes
 from simcast.specs import Batch
@@ -25,7 +25,8 @@ def test_gemm_flops_and_bytes(h100):
     assert c.flops == 2 * 4096 * 1280 * 8192
     assert c.bytes == 2 * (4096 * 8192 + 1280 * 8192 + 4096 * 1280)
     e = h100.efficiency
-    expect = max(c.flops / (989.4e12 * e.matmul), c.bytes / (3.35e12 * e.memory)) + e.launch_overhead_s
+    eff_c = matmul_efficiency(h100, c.flops, (4096, 1280, 8192), "bf16")  # calibrated shape curves
+    expect = max(c.flops / (989.4e12 * eff_c), c.bytes / (3.35e12 * e.memory)) + e.launch_overhead_s
     assert c.time_s == pytest.approx(expect) and c.bound == "Cube"
     # decode: one token, weight-read bound
     d = op_cost(rec, ctx(h100, Batch.decode(1, 100)), "bf16", 1)

@@ -2,6 +2,11 @@
 
 Bandwidths are per-GPU unidirectional link bandwidths (the link table's
 ``bw_bytes_per_s``) scaled by the link's achievable efficiency.
+
+A :class:`~simcast.groups.Path` carries its bottleneck link's calibrated collective fits
+(:class:`~simcast.specs.CollectiveFit`, per collective and group size); then a
+collective costs ``α + factor · bytes / β`` with the fit of the nearest
+measured group size, instead of the generic per-step formula.
 """
 
 from __future__ import annotations
@@ -9,6 +14,23 @@ from __future__ import annotations
 import math
 
 from ..groups import Path
+from ..specs import CollectiveFit
+
+
+def collective_fit(path: Path, kind: str, n: int) -> CollectiveFit | None:
+    """The fit for ``kind`` at the group size nearest ``n`` (log scale); all-gather falls back to all-reduce's."""
+    fits = path.collectives
+    for k in (kind, "all_reduce"):
+        cands = [f for f in fits if f.kind == k]
+        if cands:
+            return min(cands, key=lambda f: (abs(math.log(f.gpus / n)), -f.gpus))
+    return None
+
+
+def fitted_collective_s(message_bytes: float, n: int, fit: CollectiveFit, kind: str) -> float:
+    """``α + factor · bytes / β``; factor ``2(n-1)/n`` (all-reduce) or ``(n-1)/n`` (all-gather)."""
+    factor = (2.0 if kind == "all_reduce" else 1.0) * (n - 1) / n
+    return fit.latency_s + factor * message_bytes / fit.bus_bw_bytes_per_s
 
 
 def ring_all_reduce_s(message_bytes: float, n: int, path: Path) -> float:
@@ -26,7 +48,14 @@ def tree_all_reduce_s(message_bytes: float, n: int, path: Path) -> float:
 
 
 def all_reduce_s(message_bytes: float, n: int, path: Path, algorithm: str = "auto") -> float:
-    """All-reduce of ``message_bytes`` per rank over ``n`` ranks; ``auto`` takes the faster."""
+    """All-reduce of ``message_bytes`` per rank over ``n`` ranks; ``auto`` takes the faster.
+
+    A path with an all-reduce fit uses it (NCCL picks its own algorithm
+    inside the measured time), whatever ``algorithm`` says.
+    """
+    fit = collective_fit(path, "all_reduce", n)
+    if fit is not None and n > 1 and message_bytes > 0:
+        return fitted_collective_s(message_bytes, n, fit, "all_reduce")
     if algorithm == "ring":
         return ring_all_reduce_s(message_bytes, n, path)
     if algorithm == "tree":
@@ -38,6 +67,9 @@ def all_gather_s(output_bytes: float, n: int, path: Path) -> float:
     """Ring all-gather producing ``output_bytes`` per rank: ``n-1`` steps of ``bytes/n``."""
     if n <= 1 or output_bytes <= 0:
         return 0.0
+    fit = collective_fit(path, "all_gather", n)
+    if fit is not None:
+        return fitted_collective_s(output_bytes, n, fit, "all_gather")
     return (n - 1) * path.latency_s + (n - 1) / n * output_bytes / path.effective_bw_bytes_per_s
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 from ..groups import Path
@@ -49,6 +50,7 @@ class OpWork:
     bytes: float
     unit: str  # "cube" | "vec" | "comm"
     comm_s: float = 0.0
+    mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +103,7 @@ def _linear(rec: OpRecord, ctx: CostContext) -> OpWork:
     m = numel(x, dims) // shape_fn(x.shape[-1])(*dims)
     n, k = (shape_fn(e)(*dims) for e in w.shape)
     bias = m * n if len(rec.args) > 2 and isinstance(rec.args[2], TensorArg) else 0
-    return OpWork(flops=2.0 * m * n * k + bias, bytes=_io_bytes(rec, dims), unit="cube")
+    return OpWork(flops=2.0 * m * n * k + bias, bytes=_io_bytes(rec, dims), unit="cube", mnk=(m, n, k))
 
 
 @formula("simcast::attention")
@@ -119,15 +121,20 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
     b = DTYPE_BYTES[q.dtype]
-    group = hq // max(hkv, 1)
-    pairs = kv_bytes = 0.0
-    for ql, cl in zip(ctx.batch.query_lens, ctx.batch.context_lens):
+    pairs, tile_tokens = _attention_sums(ctx.batch.query_lens, ctx.batch.context_lens, hq // max(hkv, 1))
+    io = 2 * ctx.batch.num_tokens * hq * d * b
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube")
+
+
+@lru_cache(maxsize=4096)
+def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], group: int) -> tuple[float, float]:
+    """(query-key pairs, KV tokens read summed over query tiles) of a batch."""
+    pairs = kv_tokens = 0.0
+    for ql, cl in zip(query_lens, context_lens):
         pairs += ql * cl + ql * (ql + 1) / 2
         tiles = math.ceil(ql * group / FA_QUERY_TILE)
-        visible = cl + (ql + 1) / 2 if ql > 1 else cl + 1
-        kv_bytes += tiles * visible * 2 * hkv * d * b
-    io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + kv_bytes, unit="cube")
+        kv_tokens += tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
+    return pairs, kv_tokens
 
 
 def _elementwise(flops_per_out: float):
@@ -177,32 +184,62 @@ def _all_gather(rec: OpRecord, ctx: CostContext) -> OpWork:
                   comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
 
 
-def matmul_efficiency(dev: DeviceSpec, flops: float) -> float:
-    e = dev.efficiency
-    if e.matmul_half_size_flops <= 0:
-        return e.matmul
-    return e.matmul * flops / (flops + e.matmul_half_size_flops)
+def _saturation(size, half: float):
+    """``size / (size + half)``; 1 when the curve is disabled (``half <= 0``). Works on numpy arrays."""
+    return size / (size + half) if half > 0 else 1.0
 
 
-def memory_efficiency(dev: DeviceSpec, nbytes_: float) -> float:
+def matmul_efficiency(dev: DeviceSpec, flops: float, mnk: tuple | None = None, dtype: str | None = None) -> float:
+    """Fraction of the matmul peak a GEMM/attention kernel reaches.
+
+    ``matmul · sat(flops) [· sat(M) · sat(N) · sat(K)]`` where ``sat(d) = d / (d + d_half)``;
+    the M half point scales with the device's ridge intensity in tokens
+    (``peak[dtype] · dtype_bytes / (2 · hbm_bw)``). Array-friendly (calibration evaluates it on numpy arrays).
+    """
     e = dev.efficiency
-    if e.memory_half_size_bytes <= 0:
-        return e.memory
-    return e.memory * nbytes_ / (nbytes_ + e.memory_half_size_bytes)
+    eff = e.matmul * _saturation(flops, e.matmul_half_size_flops)
+    if mnk is not None:
+        m, n, k = mnk
+        if e.matmul_half_m_ridge > 0:
+            dt = dtype or "bf16"
+            ridge_tokens = dev.matmul_peak(dt) * DTYPE_BYTES.get(dt, 2) / (2.0 * dev.hbm_bw_bytes_per_s)
+            eff = eff * _saturation(m, e.matmul_half_m_ridge * ridge_tokens)
+        eff = eff * _saturation(n, e.matmul_half_n) * _saturation(k, e.matmul_half_k)
+    return eff
+
+
+def memory_efficiency(dev: DeviceSpec, nbytes_: float, unit: str = "cube") -> float:
+    """Fraction of HBM bandwidth reached: GEMM/attention (``cube``) or other (``vec``) kernels."""
+    e = dev.efficiency
+    base = e.vector_memory if unit == "vec" and e.vector_memory > 0 else e.memory
+    return base * _saturation(nbytes_, e.memory_half_size_bytes)
+
+
+def roofline_parts(flops, nbytes_, unit: str, dev: DeviceSpec, dtype: str, mnk: tuple | None = None):
+    """(compute_s, memory_s) of a kernel, without launch overhead. Array-friendly (both > 0 for arrays)."""
+    if unit == "cube":
+        peak = dev.matmul_peak(dtype) * matmul_efficiency(dev, flops, mnk, dtype)
+    else:
+        peak = dev.vector_peak(dtype) * dev.efficiency.vector
+    return flops / peak, nbytes_ / (dev.hbm_bw_bytes_per_s * memory_efficiency(dev, nbytes_, unit))
 
 
 def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
-    """(time_s, bound) of one op instance on ``dev``."""
+    """(time_s, bound) of one op instance on ``dev``:
+    ``max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m)) + launch_s``."""
     if work.unit == "comm":
         return work.comm_s, "Comm"
-    if work.unit == "cube":
-        peak = dev.matmul_peak(dtype) * matmul_efficiency(dev, work.flops)
-    else:
-        peak = dev.vector_peak(dtype) * dev.efficiency.vector
-    t_c = work.flops / peak if work.flops else 0.0
-    t_m = work.bytes / (dev.hbm_bw_bytes_per_s * memory_efficiency(dev, work.bytes)) if work.bytes else 0.0
+    t_c, t_m = roofline_parts(work.flops or 1.0, work.bytes or 1.0, work.unit, dev, dtype, work.mnk)
+    t_c, t_m = (t_c if work.flops else 0.0), (t_m if work.bytes else 0.0)
     bound = ("Cube" if work.unit == "cube" else "Vec") if t_c >= t_m else "Mem"
-    return max(t_c, t_m) + dev.efficiency.launch_overhead_s, bound
+    return max(t_c, t_m) + launch_s(dev, work.unit), bound
+
+
+def launch_s(dev: DeviceSpec, unit: str) -> float:
+    """Fixed per-kernel time: GEMM/attention kernels, or the vector kernels' own when fitted."""
+    e = dev.efficiency
+    return e.vector_launch_overhead_s if unit == "vec" and e.vector_launch_overhead_s is not None \
+        else e.launch_overhead_s
 
 
 def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:

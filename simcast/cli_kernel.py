@@ -1,0 +1,193 @@
+"""CLI wiring for ``simcast kernel``, ``simcast calibrate`` and ``simcast validate`` (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+
+from .errors import SimcastInputError, require
+
+
+def _pos_int(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive integer") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"got {n}; must be a positive integer")
+    return n
+
+
+def _pos_float(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive number") from None
+    if not x > 0 or math.isinf(x):
+        raise argparse.ArgumentTypeError(f"got {v}; must be a positive number")
+    return x
+
+
+# ------------------------------------------------------------------ kernel
+def add_kernel_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="kernel", required=True, parser_class=type(p))
+    for name, help_ in (("gemm", "one GEMM (M×K)·(K×N)"), ("attention", "one attention kernel"),
+                        ("allreduce", "NCCL-style all-reduce"), ("allgather", "NCCL-style all-gather"),
+                        ("p2p", "one send/recv between two GPUs")):
+        s = sub.add_parser(name, help=help_, description=help_)
+        s.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
+        s.add_argument("--json", action="store_true", help="print the prediction as JSON")
+        if name == "gemm":
+            for d in ("m", "n", "k"):
+                s.add_argument(f"--{d}", type=_pos_int, required=True, help=f"GEMM dimension {d.upper()}")
+            s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp32"), default="bf16", help="[default bf16]")
+        elif name == "attention":
+            s.add_argument("--phase", choices=("prefill", "decode"), required=True)
+            s.add_argument("--batch", type=_pos_int, default=1, help="requests [default 1]")
+            s.add_argument("--q-len", type=_pos_int, default=1, help="new tokens per request [default 1]")
+            s.add_argument("--kv-len", type=_pos_int, required=True, help="keys per request incl. the new tokens")
+            s.add_argument("--heads", type=_pos_int, required=True, help="query heads on this GPU")
+            s.add_argument("--kv-heads", type=_pos_int, required=True, help="KV heads on this GPU")
+            s.add_argument("--head-dim", type=_pos_int, default=128, help="[default 128]")
+            s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
+        else:
+            s.add_argument("--bytes", type=_pos_float, required=True,
+                           help="message bytes per rank (all-gather: output bytes per rank)")
+            if name == "p2p":
+                s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
+            else:
+                s.add_argument("--gpus", type=_pos_int, required=True, help="ranks in the group")
+                s.add_argument("--nodes", type=_pos_int, default=1, help="nodes the group spans [default 1]")
+
+
+def cmd_kernel(a: argparse.Namespace) -> int:
+    from . import kernels
+    from .config import load_device
+    dev = load_device(a.device)
+    if a.kernel == "gemm":
+        p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype)
+    elif a.kernel == "attention":
+        p = kernels.attention(dev, a.phase, a.batch, a.q_len, a.kv_len, a.heads, a.kv_heads, a.head_dim, a.dtype)
+    elif a.kernel == "p2p":
+        p = kernels.p2p(dev, a.bytes, a.cross_node)
+    else:
+        p = kernels.collective(dev, a.kernel, a.bytes, a.gpus, a.nodes)
+    if a.json:
+        print(json.dumps({**dataclasses.asdict(p), "device": dev.name}))
+    else:
+        extra = f", {p.flops / 1e9:.3f} GFLOP" if p.flops else ""
+        link = f" over {p.link}" if p.link else ""
+        print(f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, "
+              f"{p.bytes / 1e6:.3f} MB)")
+    return 0
+
+
+# ------------------------------------------------------------------ calibrate
+def add_calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
+    p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
+    p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
+    p.add_argument("--transfer-from", default=None,
+                   help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
+                        "--device's peaks and link bandwidths")
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from .calibrate import calibrate, parameter_count, transfer, update_profile_yaml
+    from .config import load_device, profiles_dir
+    from .validate import read_measured
+    import pandas as pd
+    base = load_device(a.device)
+    src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
+    today = _dt.date.today().isoformat()
+    if a.transfer_from:
+        require(not a.measured, "measured", a.measured, "give either measured CSVs or --transfer-from")
+        ref = load_device(a.transfer_from)
+        dev = transfer(ref, base)
+        note = (f"carried over from {ref.name} (fit by simcast calibrate on ../shared/calibration/vidur, "
+                f"vidur snapshot 7d47513); same kernels, scaled by {base.name}'s datasheet peaks / HBM and link bw")
+        notes = {k: note for k in _all_paths(dev)}
+        prov = [f"method: {json.dumps('transfer from ' + ref.name + ' (no measurement on this device)')}",
+                f"date: {json.dumps(today)}", f"fitted_parameters: {parameter_count(dev)}"]
+    else:
+        require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
+        rows = pd.concat([read_measured(m) for m in a.measured], ignore_index=True)
+        rows = rows[rows.get("device", pd.Series([base.name] * len(rows))).fillna(base.name) == base.name]
+        require(len(rows) > 0, "measured", a.measured, f"no rows for device {base.name}")
+        dev, errors = calibrate(rows, base)
+        files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or \
+            [Path(m).name for m in a.measured]
+        where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
+        snap = " (vidur snapshot 7d47513)" if any(f.startswith("vidur/") for f in files) else ""
+        notes = {}
+        for k in _all_paths(dev):
+            group = _error_group(k)
+            err = errors.get(group)
+            if err is not None:
+                notes[k] = f"fit by simcast calibrate on {_files_for(group, files)}{snap}, median err {err:.1f}%"
+        prov = [f"source: {json.dumps(where)}", f"date: {json.dumps(today)}",
+                f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
+                f"fitted_parameters: {parameter_count(dev)}"]
+    text = update_profile_yaml(src.read_text(), dev, notes, prov)
+    Path(a.out).write_text(text)
+    load_device(a.out)  # the written profile must load
+    print(f"wrote {a.out} ({parameter_count(dev)} fitted parameters)")
+    return 0
+
+
+def _all_paths(dev) -> list[str]:
+    keys = [f"efficiency.{f}" for f in ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory",
+                                        "launch_overhead_s", "vector_memory", "vector_launch_overhead_s",
+                                        "matmul_half_size_flops", "memory_half_size_bytes")]
+    for ln in ("intra_node", "inter_node"):
+        link = getattr(dev.links, ln)
+        keys += [f"links.{ln}.latency_s", f"links.{ln}.efficiency"]
+        keys += [f"links.{ln}.{f.kind}.{f.gpus}" for f in link.collectives]
+    return keys
+
+
+def _error_group(path: str) -> str:
+    if path.startswith("efficiency."):
+        return "elementwise" if "vector" in path else "gemm"
+    parts = path.split(".")
+    return f"{parts[1]}.p2p" if parts[2] in ("latency_s", "efficiency") else ".".join(parts[1:])
+
+
+def _files_for(group: str, files: list[str]) -> str:
+    want = "_mlp.csv" if group in ("gemm", "elementwise") else ("send_recv.csv" if group.endswith("p2p")
+                                                                 else "all_reduce.csv")
+    hit = [f for f in files if f.endswith(want)] or files
+    return ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in hit)
+
+
+# ------------------------------------------------------------------ validate
+def add_validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("measured", help="measured CSV (generic schema, see README) or a Vidur profiling file")
+    p.add_argument("--device", default=None, help="predict every row on this profile instead of its device column")
+    p.add_argument("--json", action="store_true", help="print one JSON object per row: its columns + predicted_s")
+
+
+def cmd_validate(a: argparse.Namespace) -> int:
+    from .validate import error_table, markdown_table, predict_frame, read_measured
+    df = read_measured(a.measured)
+    if a.device is not None:
+        from .config import load_device
+        load_device(a.device)  # a bad --device is one error line, not one reason per row
+    pred = predict_frame(df, a.device)
+    if a.json:
+        cols = [c for c in pred.columns if c != "abs_err_pct"]
+        recs = pred[cols].astype(object).where(pred[cols].notna(), None).to_dict("records")
+        print(json.dumps(recs))
+        return 0
+    by_kind = error_table(pred, ("kind",))
+    print(markdown_table(by_kind))
+    print()
+    print(markdown_table(error_table(pred, ("kind", "gpus", "nodes", "band"))))
+    missing = pred[pred["predicted_s"].isna()]
+    if len(missing):
+        print(f"\n{len(missing)} rows not predicted, e.g.: {missing['reason'].iloc[0]}")
+    return 0

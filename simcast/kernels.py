@@ -1,0 +1,175 @@
+"""Predict one kernel on one device with the simulator's own cost functions.
+
+Each function builds the :class:`~simcast.trace.OpRecord` the tracer would
+record (concrete shapes) and costs it with :func:`simcast.cost.compute.op_cost`
+— the same formulas and roofline as :func:`simcast.simulate` — or resolves the
+link path with :mod:`simcast.groups` and costs it with :mod:`simcast.cost.comm`.
+Nothing here re-states a FLOP, byte or time formula.
+
+Bounds: ``compute`` and ``memory`` (roofline side), ``latency`` and
+``bandwidth`` (which term of ``α + bytes/β`` dominates a message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cost import comm
+from .cost.compute import CostContext, op_cost
+from .errors import require
+from .groups import Path, group_path, path_between
+from .specs import Batch, DeviceSpec, LinkTable, ModelSpec
+from .trace import OpRecord, TensorArg
+
+_NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
+_BOUNDS = {"Cube": "compute", "Vec": "compute", "Mem": "memory"}
+ELEMENTWISE_OPS = ("rms_norm", "add", "silu_and_mul", "rope")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelPrediction:
+    """One kernel's predicted time (seconds) and what bounds it."""
+
+    kernel: str
+    time_s: float
+    bound: str  # compute | memory | latency | bandwidth
+    flops: float = 0.0
+    bytes: float = 0.0
+    link: str = ""
+
+
+def _t(*dims: int) -> tuple[str, ...]:
+    return tuple(str(int(d)) for d in dims)
+
+
+def _cost(kernel: str, rec: OpRecord, dev: DeviceSpec, dtype: str, batch: Batch | None = None) -> KernelPrediction:
+    ctx = CostContext(batch=batch or Batch.prefill(1, 1), device=dev, tp_path=_NO_PATH)
+    c = op_cost(rec, ctx, dtype, 1)
+    return KernelPrediction(kernel=kernel, time_s=c.time_s, bound=_BOUNDS[c.bound], flops=c.flops, bytes=c.bytes)
+
+
+def _positive(**dims: int) -> None:
+    for k, v in dims.items():
+        require(isinstance(v, int) and v >= 1, f"--{k.replace('_', '-')}", v, "must be an integer >= 1")
+
+
+def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16") -> KernelPrediction:
+    """``(M×K) @ (K×N)`` as the tracer records a linear layer: x (M, K), weight (N, K)."""
+    _positive(m=m, n=n, k=k)
+    rec = OpRecord(op="linear", scope="kernel", args=(TensorArg(shape=_t(m, k), dtype=dtype),
+                                                      TensorArg(shape=_t(n, k), dtype=dtype), None),
+                   outputs=(TensorArg(shape=_t(m, n), dtype=dtype),))
+    return _cost("gemm", rec, dev, dtype)
+
+
+def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int,
+              head_dim: int, dtype: str = "bf16") -> KernelPrediction:
+    """Paged/flash attention for ``batch`` requests of ``q_len`` new tokens each.
+
+    ``kv_len`` is the total keys per request including the new tokens (so the
+    cached context is ``kv_len - q_len``); decode means ``q_len = 1``.
+    """
+    _positive(batch=batch, q_len=q_len, kv_len=kv_len, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    require(phase in ("prefill", "decode"), "--phase", phase, "allowed: prefill, decode")
+    require(phase == "prefill" or q_len == 1, "--q-len", q_len, "decode attends one new token per request: use 1")
+    require(kv_len >= q_len, "--kv-len", kv_len, f"must be >= --q-len={q_len} (it counts the new tokens too)")
+    require(heads % kv_heads == 0, "--kv-heads", kv_heads, f"must divide --heads={heads}")
+    b = Batch(query_lens=(q_len,) * batch, context_lens=(kv_len - q_len,) * batch)
+    kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
+    q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
+    rec = OpRecord(op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim ** -0.5),
+                   outputs=(q,))
+    return _cost(f"attention_{phase}", rec, dev, dtype, b)
+
+
+def elementwise(dev: DeviceSpec, op: str, tokens: int, width: int, dtype: str = "bf16",
+                k_width: int = 0) -> KernelPrediction:
+    """A non-GEMM kernel on ``tokens`` rows: ``rms_norm``/``add`` of ``width``, ``silu_and_mul``
+    of input width ``width`` (= 2·intermediate), ``rope`` on q of ``width`` and k of ``k_width``."""
+    _positive(tokens=tokens, width=width)
+    require(op in ELEMENTWISE_OPS, "elementwise op", op, f"allowed: {', '.join(ELEMENTWISE_OPS)}")
+    x = TensorArg(shape=_t(tokens, width), dtype=dtype)
+    if op == "rms_norm":
+        rec = OpRecord(op="simcast::rms_norm", scope="kernel", args=(x, TensorArg(shape=_t(width), dtype=dtype), 1e-6),
+                       outputs=(x,))
+    elif op == "add":  # no registered formula: the generic memory-bound estimate (inputs + output once)
+        rec = OpRecord(op="add", scope="kernel", args=(x, x), outputs=(x,))
+    elif op == "silu_and_mul":
+        rec = OpRecord(op="simcast::silu_and_mul", scope="kernel", args=(x,),
+                       outputs=(TensorArg(shape=_t(tokens, width // 2), dtype=dtype),))
+    else:
+        k = TensorArg(shape=_t(tokens, k_width or width), dtype=dtype)
+        rec = OpRecord(op="simcast::rope", scope="kernel",
+                       args=(TensorArg(shape=_t(tokens), dtype="int64"), x, k, 128, 10000.0), outputs=(x, k))
+    return _cost(op, rec, dev, dtype)
+
+
+def _message(kernel: str, time_s: float, latency_s: float, nbytes: float, path: Path) -> KernelPrediction:
+    bound = "latency" if latency_s >= time_s - latency_s else "bandwidth"
+    return KernelPrediction(kernel=kernel, time_s=time_s, bound=bound, bytes=nbytes, link=path.name)
+
+
+def collective_path(dev: DeviceSpec, gpus: int, nodes: int = 1) -> Path:
+    """The ring path of ``gpus`` ranks spread evenly over ``nodes`` nodes, with the link's fits."""
+    _positive(gpus=gpus, nodes=nodes)
+    require(gpus % nodes == 0, "--gpus", gpus, f"must be a multiple of --nodes={nodes}")
+    links = LinkTable(devices_per_node=gpus // nodes, intra_node=dev.links.intra_node,
+                      inter_node=dev.links.inter_node)
+    return group_path(tuple(range(gpus)), links, gpus)
+
+
+def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int = 1) -> KernelPrediction:
+    """All-reduce (``nbytes`` per rank) or all-gather (``nbytes`` output per rank) over ``gpus`` ranks."""
+    require(kind in ("allreduce", "allgather"), "collective", kind, "allowed: allreduce, allgather")
+    require(nbytes > 0, "--bytes", nbytes, "must be > 0")
+    path = collective_path(dev, gpus, nodes)
+    if kind == "allreduce":
+        t = comm.all_reduce_s(nbytes, gpus, path)
+        t0 = comm.all_reduce_s(1.0, gpus, path)
+    else:
+        t = comm.all_gather_s(nbytes, gpus, path)
+        t0 = comm.all_gather_s(1.0, gpus, path)
+    return _message(kind, t, t0, nbytes, path)
+
+
+def p2p(dev: DeviceSpec, nbytes: float, cross_node: bool = False) -> KernelPrediction:
+    """One-way send/recv between two GPUs in one node or on two nodes."""
+    require(nbytes > 0, "--bytes", nbytes, "must be > 0")
+    links = LinkTable(devices_per_node=1 if cross_node else 2, intra_node=dev.links.intra_node,
+                      inter_node=dev.links.inter_node)
+    path = path_between(0, 1, links, 2)
+    return _message("p2p", comm.p2p_s(nbytes, path), path.latency_s, nbytes, path)
+
+
+def layer_ops(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None
+              ) -> dict[str, KernelPrediction]:
+    """The linear and elementwise kernels of one decoder layer on one TP rank.
+
+    Keys follow Vidur's per-op profile (``attn_pre_proj`` = fused QKV, ``attn_post_proj`` = o_proj,
+    ``mlp_up_proj`` = fused gate+up, ``mlp_down_proj``, the two norms, RoPE, SiLU-and-mul and the
+    residual add). Attention itself and the TP collectives are separate kernels.
+    """
+    _positive(tokens=tokens, tp=tp)
+    dt = dtype or model.dtype
+    h, d = model.hidden_size, model.head_dim
+    q, kv = model.num_heads * d // tp, max(model.num_kv_heads // tp, 1) * d
+    inter = model.intermediate_size // tp
+    return {
+        "input_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
+        "attn_pre_proj": gemm(dev, tokens, q + 2 * kv, h, dt),
+        "attn_rope": elementwise(dev, "rope", tokens, q, dt, k_width=kv),
+        "attn_post_proj": gemm(dev, tokens, h, q, dt),
+        "post_attention_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
+        "mlp_up_proj": gemm(dev, tokens, 2 * inter, h, dt),
+        "mlp_act": elementwise(dev, "silu_and_mul", tokens, 2 * inter, dt),
+        "mlp_down_proj": gemm(dev, tokens, h, inter, dt),
+        "add": elementwise(dev, "add", tokens, h, dt),
+    }
+
+
+def layer(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None) -> KernelPrediction:
+    """Sum of :func:`layer_ops` (one decoder layer without attention and collectives)."""
+    ops = layer_ops(dev, model, tokens, tp, dtype)
+    bound = max(("compute", "memory"), key=lambda b: sum(o.time_s for o in ops.values() if o.bound == b))
+    return KernelPrediction(kernel="layer", time_s=sum(o.time_s for o in ops.values()), bound=bound,
+                            flops=sum(o.flops for o in ops.values()), bytes=sum(o.bytes for o in ops.values()))

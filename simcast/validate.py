@@ -1,0 +1,178 @@
+"""Predicted vs measured kernel times: per-row predictions and error tables.
+
+Input rows follow the generic schema (README): ``kind, device, dtype, m, n, k,
+batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus, nodes, time_s``
+(+ ``model`` for ``layer`` rows; optional ``op``, ``source``). Kinds:
+``gemm``, ``attention_prefill``, ``attention_decode``, ``allreduce``,
+``allgather``, ``p2p``, ``layer`` and simcast's elementwise kinds
+``rms_norm``/``add``/``silu_and_mul`` (m tokens, n width) and ``rope`` (m
+tokens, heads, kv_heads, head_dim per rank). A row that cannot be predicted
+gets ``predicted_s = None`` and a reason — never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from . import kernels
+from .errors import SimcastInputError
+from .specs import DeviceSpec, ModelSpec
+
+GENERIC_COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
+                   "head_dim", "bytes", "gpus", "nodes", "time_s")
+NETWORK_KINDS = ("allreduce", "allgather", "p2p")
+TOKEN_BANDS = (0, 32, 256, 1024, 4096, math.inf)
+BYTE_BANDS = (0, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, math.inf)
+
+
+def _num(row: dict, col: str) -> int:
+    v = row.get(col)
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+        raise SimcastInputError(col, None, f"is required for kind {row.get('kind')!r}")
+    return int(float(v))
+
+
+def _dtype(row: dict) -> str:
+    v = row.get("dtype")
+    return "bf16" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v)
+
+
+def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None
+                ) -> tuple[kernels.KernelPrediction, str]:
+    """Predict one generic row on ``dev``; raises :class:`SimcastInputError` when it cannot."""
+    kind, dt = row.get("kind"), _dtype(row)
+    if kind == "gemm":
+        return kernels.gemm(dev, _num(row, "m"), _num(row, "n"), _num(row, "k"), dt), ""
+    if kind in ("attention_prefill", "attention_decode"):
+        return kernels.attention(dev, kind.split("_")[1], _num(row, "batch"), _num(row, "q_len"), _num(row, "kv_len"),
+                                 _num(row, "heads"), _num(row, "kv_heads"), _num(row, "head_dim"), dt), ""
+    if kind in ("allreduce", "allgather"):
+        nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
+        return kernels.collective(dev, kind, float(_num(row, "bytes")), _num(row, "gpus"), nodes), ""
+    if kind == "p2p":
+        nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
+        return kernels.p2p(dev, float(_num(row, "bytes")), cross_node=nodes > 1), ""
+    if kind in ("rms_norm", "add", "silu_and_mul"):
+        return kernels.elementwise(dev, kind, _num(row, "m"), _num(row, "n"), dt), ""
+    if kind == "rope":
+        d = _num(row, "head_dim")
+        return kernels.elementwise(dev, "rope", _num(row, "m"), _num(row, "heads") * d, dt,
+                                   k_width=_num(row, "kv_heads") * d), ""
+    if kind == "layer":
+        name = row.get("model")
+        if not isinstance(name, str) or not name or model is None:
+            raise SimcastInputError("model", name, "a layer row needs a model column (e.g. meta-llama/Llama-2-7b-hf)")
+        return kernels.layer(dev, model(name), _num(row, "batch"), _num(row, "gpus"), dt), ""
+    raise SimcastInputError("kind", kind, "allowed: gemm, attention_prefill, attention_decode, allreduce, allgather, "
+                                          "p2p, layer, rms_norm, add, silu_and_mul, rope")
+
+
+def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
+                  load_device: Callable[[str], DeviceSpec] | None = None) -> pd.DataFrame:
+    """``df`` plus ``predicted_s``, ``bound``, ``reason`` and ``abs_err_pct`` per row."""
+    from .config import load_device as _load_device, load_model
+    load = load_device or _load_device
+    devices: dict[str, Any] = {}
+    models: dict[str, ModelSpec] = {}
+
+    def dev_for(row: dict) -> DeviceSpec:
+        name = device if device is not None else row.get("device")
+        if isinstance(name, DeviceSpec):
+            return name
+        if not isinstance(name, str) or not name:
+            raise SimcastInputError("device", name, "give a device column or --device")
+        if name not in devices:
+            try:
+                devices[name] = load(name)
+            except SimcastInputError as e:
+                devices[name] = e
+        if isinstance(devices[name], Exception):
+            raise devices[name]
+        return devices[name]
+
+    def model(name: str) -> ModelSpec:
+        if name not in models:
+            models[name] = load_model(name)
+        return models[name]
+
+    pred, bound, reason = [], [], []
+    for row in df.to_dict("records"):
+        try:
+            p, _ = predict_row(row, dev_for(row), model)
+            pred.append(p.time_s)
+            bound.append(p.bound)
+            reason.append("")
+        except SimcastInputError as e:
+            pred.append(None)
+            bound.append("")
+            reason.append(str(e))
+    out = df.copy()
+    out["predicted_s"] = pred
+    out["bound"] = bound
+    out["reason"] = reason
+    meas = pd.to_numeric(out["time_s"], errors="coerce") if "time_s" in out else np.nan
+    out["abs_err_pct"] = (pd.to_numeric(out["predicted_s"], errors="coerce") / meas - 1.0).abs() * 100.0
+    return out
+
+
+def size_band(row: dict) -> str:
+    """Message-size band for network rows, token band for compute rows."""
+    if row.get("kind") in NETWORK_KINDS:
+        v, edges = row.get("bytes"), BYTE_BANDS
+        fmt = lambda b: "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
+    else:
+        v = row.get("m") if row.get("kind") != "layer" else row.get("batch")
+        if row.get("kind", "").startswith("attention"):
+            v = (row.get("batch") or 0) * (row.get("q_len") or 0)
+        edges, fmt = TOKEN_BANDS, lambda b: "inf" if b == math.inf else str(int(b))
+    if v is None or pd.isna(v):
+        return "-"
+    for lo, hi in zip(edges, edges[1:]):
+        if lo < float(v) <= hi:
+            return f"({fmt(lo)}, {fmt(hi)}]"
+    return "-"
+
+
+def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataFrame:
+    """Rows, median and p90 absolute % error per group (unpredicted rows counted separately)."""
+    df = pred.copy()
+    if "band" in by and "band" not in df:
+        df["band"] = [size_band(r) for r in df.to_dict("records")]
+    keys = [c for c in by if c in df]
+    out = []
+    for key, g in df.groupby(keys, dropna=False, sort=True):
+        e = g["abs_err_pct"].dropna()
+        key = key if isinstance(key, tuple) else (key,)
+        out.append({**dict(zip(keys, key)), "rows": len(g), "unpredicted": int(g["predicted_s"].isna().sum()),
+                    "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
+                    "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan")})
+    return pd.DataFrame(out)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-markdown table; floats with one decimal."""
+    cols = list(df.columns)
+    fmt = lambda v: f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def read_measured(path: str | Path) -> pd.DataFrame:
+    """A measured CSV in the generic schema, or a Vidur profiling file as it is."""
+    from .vidur_data import is_vidur_file, read_vidur
+    p = Path(path)
+    if not p.is_file():
+        raise SimcastInputError("MEASURED.csv", str(path), "no such file")
+    if is_vidur_file(p):
+        return read_vidur(p)
+    df = pd.read_csv(p)
+    missing = [c for c in ("kind", "time_s") if c not in df]
+    if missing:
+        raise SimcastInputError(str(p), ",".join(missing), f"missing columns; the schema is {','.join(GENERIC_COLUMNS)}")
+    return df

@@ -1,0 +1,103 @@
+"""Read Vidur's profiling CSVs as they are and turn them into simcast's generic rows.
+
+Vidur (microsoft/vidur, ``data/profiling/``) stores per-op CUDA-event timings in
+milliseconds. Compute files (``compute/<gpu>/<model>_mlp.csv``) give, per
+``(num_tokens, num_tensor_parallel_workers)``, the median time of each op of
+one decoder layer; network files give NCCL all-reduce and send/recv times per
+message ``size`` in bytes. Mapping (times ms → s, ``median`` columns):
+
+* ``attn_pre_proj`` → GEMM m=tokens, n=(n_head + 2·n_kv_head)·head_dim/tp, k=n_embd
+* ``attn_post_proj`` → GEMM m=tokens, n=n_embd, k=n_head·head_dim/tp
+* ``mlp_up_proj`` → GEMM m=tokens, n=2·n_expanded_embd/tp, k=n_embd
+* ``mlp_down_proj`` → GEMM m=tokens, n=n_embd, k=n_expanded_embd/tp
+* norms → ``rms_norm``, ``attn_rope`` → ``rope``, ``mlp_act`` → ``silu_and_mul``, ``add`` → ``add``
+* ``layer`` = the sum of those nine medians (Vidur profiles attention and collectives separately)
+* ``all_reduce.csv`` → ``allreduce``, ``send_recv.csv`` → ``p2p``; ``nodes = num_workers / devices_per_node``
+  (``devices_per_node`` is the GPUs per node the run used; ``max_devices_per_node`` the node's size).
+
+Rows for 2048 tokens appear twice in the compute files: their medians are averaged.
+Vidur layers run in fp16.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+VIDUR_SNAPSHOT = "7d47513"
+DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
+LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
+             "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim",
+           "bytes", "gpus", "nodes", "time_s", "model", "op", "source")
+
+
+def is_vidur_file(path: str | Path) -> bool:
+    """True for a Vidur compute (``*_mlp.csv``) or network (``all_reduce.csv``/``send_recv.csv``) file."""
+    name = Path(path).name
+    return name.endswith("_mlp.csv") or name in ("all_reduce.csv", "send_recv.csv")
+
+
+def _device(path: Path) -> str:
+    return DEVICES.get(path.parent.name, path.parent.name)
+
+
+def _source(path: Path) -> str:
+    parts = path.resolve().parts
+    return "/".join(parts[parts.index("vidur"):]) if "vidur" in parts else path.name
+
+
+def compute_rows(path: str | Path) -> pd.DataFrame:
+    """Generic rows (GEMMs, elementwise ops, whole layer) from one Vidur ``*_mlp.csv``."""
+    path = Path(path)
+    raw = pd.read_csv(path)
+    keys = ["num_tokens", "num_tensor_parallel_workers"]
+    cols = [f"time_stats.{op}.median" for op in LAYER_OPS]
+    shape = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd"]
+    d = raw.groupby(keys, as_index=False).agg({**{c: "mean" for c in cols}, **{c: "first" for c in shape}})
+    model = "meta-llama/" + path.name.removesuffix("_mlp.csv")
+    base = {"device": _device(path), "dtype": "fp16", "model": model, "source": _source(path)}
+    rows: list[dict] = []
+    for r in d.to_dict("records"):
+        t, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+        nh, nkv, h, ffn = (int(r[c]) for c in shape)
+        hd = h // nh
+        ms = {op: float(r[f"time_stats.{op}.median"]) for op in LAYER_OPS}
+        common = {**base, "gpus": tp, "batch": t}
+        gemms = {"attn_pre_proj": (t, (nh + 2 * nkv) * hd // tp, h), "attn_post_proj": (t, h, nh * hd // tp),
+                 "mlp_up_proj": (t, 2 * ffn // tp, h), "mlp_down_proj": (t, h, ffn // tp)}
+        for op, (m, n, k) in gemms.items():
+            rows.append({**common, "kind": "gemm", "op": op, "m": m, "n": n, "k": k, "time_s": ms[op] / 1e3})
+        for op, kind, width in (("input_layernorm", "rms_norm", h), ("post_attention_layernorm", "rms_norm", h),
+                                ("mlp_act", "silu_and_mul", 2 * ffn // tp), ("add", "add", h)):
+            rows.append({**common, "kind": kind, "op": op, "m": t, "n": width, "time_s": ms[op] / 1e3})
+        rows.append({**common, "kind": "rope", "op": "attn_rope", "m": t, "heads": nh // tp,
+                     "kv_heads": max(nkv // tp, 1), "head_dim": hd, "time_s": ms["attn_rope"] / 1e3})
+        rows.append({**common, "kind": "layer", "op": "layer", "time_s": sum(ms.values()) / 1e3})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def network_rows(path: str | Path) -> pd.DataFrame:
+    """Generic ``allreduce``/``p2p`` rows from one Vidur ``all_reduce.csv`` or ``send_recv.csv``."""
+    path = Path(path)
+    raw = pd.read_csv(path)
+    coll = raw["collective"].iloc[0]
+    kind = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}[coll]
+    out = pd.DataFrame({
+        "kind": kind, "device": _device(path), "dtype": "fp16", "bytes": raw["size"].astype(float),
+        "gpus": raw["num_workers"].astype(int), "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
+        "time_s": raw[f"time_stats.{coll}.median"].astype(float) / 1e3, "op": coll, "source": _source(path)})
+    return out.reindex(columns=list(COLUMNS))
+
+
+def read_vidur(path: str | Path) -> pd.DataFrame:
+    """Generic rows from any Vidur profiling CSV (compute or network)."""
+    name = Path(path).name
+    return compute_rows(path) if name.endswith("_mlp.csv") else network_rows(path)
+
+
+def calibration_files(root: str | Path, device: str) -> list[Path]:
+    """The Vidur files under ``root`` (``.../calibration/vidur``) measured on ``device`` (a profile name)."""
+    root = Path(root)
+    return sorted(p for p in root.rglob("*.csv") if is_vidur_file(p) and _device(p) == device)

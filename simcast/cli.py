@@ -8,6 +8,7 @@ import sys
 from typing import Callable, Sequence
 
 from . import cli_kernel, cli_serving
+from .cli_plots import add_output_args, write_outputs
 from .errors import SimcastInputError, require
 
 
@@ -54,6 +55,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_output_args(p)
 
 
 def build_spec(a: argparse.Namespace):
@@ -80,6 +82,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     from .simulate import simulate
     report = simulate(build_spec(a), use_disk_cache=not a.no_cache)
     print(json.dumps(report_to_dict(report), indent=2) if a.json else format_report(report))
+    write_outputs(a, report)
     return 0
 
 

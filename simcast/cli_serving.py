@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from .cli_plots import add_output_args, write_pareto_plot
 from .errors import require
 
 
@@ -46,6 +47,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_output_args(p, trace=False)
 
 
 def normalize_trailing_model(a: argparse.Namespace) -> None:
@@ -92,6 +94,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     df = to_dataframe(rows)
     if a.csv:
         df.to_csv(a.csv, index=False)
+    if a.plot:
+        write_pareto_plot(df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
     if a.json:
         print(json.dumps({"rows": df.to_dict(orient="records"),
                           "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}, indent=2))

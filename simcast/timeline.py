@@ -1,0 +1,223 @@
+"""Event-level pipeline timeline: stages and inter-stage links as resources.
+
+Microbatches flow through the stages in order (FIFO on every resource, no
+overtaking), as vLLM and SGLang run a forward step under PP. Two send/recv
+models:
+
+* ``blocking=True`` (the RFC): a stage is busy for
+  ``stage_time = compute + (incoming + outgoing)`` one-way times, receiving
+  first and sending last; the next stage starts the microbatch only when the
+  sender has finished sending. The makespan equals
+  :func:`simcast.schedule.flow_shop_latency` bit for bit, hence
+  :func:`~simcast.schedule.fill_drain_latency` for identical microbatches.
+  Each hop is counted on both sides, one after the other (conservative).
+* ``blocking=False`` (vLLM and SGLang post ``isend``/``irecv``): a stage is
+  busy only while computing; after compute the hidden states cross the link
+  (one transfer per hop and microbatch, FIFO on the link) while the sender
+  moves on; the receiver starts when the transfer has arrived. Never slower
+  than blocking.
+
+``max_in_flight`` caps the microbatches inside the pipeline: stage 0 starts
+microbatch ``m`` only after microbatch ``m - max_in_flight`` has left the last
+stage (``None``: no cap).
+
+The scheduler is a pure function of per-microbatch, per-stage compute times
+``compute_s[m][s]`` and per-hop one-way send times ``send_s[m][h]`` (hop ``h``
+is stage ``h`` → ``h + 1``); all times in seconds. ``report_timeline`` adapts
+a :class:`~simcast.simulate.Report`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cost.compute import OpCost
+    from .simulate import Report
+
+KINDS = ("compute", "send", "recv")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimelineEvent:
+    """One busy interval of a resource.
+
+    ``stage`` is the stage whose lane shows the event (the sender for ``send``,
+    the receiver for ``recv``); ``peer`` is the other stage of a transfer.
+    ``resource`` is what the event holds exclusively: ``"stage<s>"`` or, for
+    an overlapped transfer, ``"link<h>-><h+1>"``.
+    """
+
+    kind: str  # compute | send | recv
+    stage: int
+    microbatch: int
+    start_s: float
+    end_s: float
+    resource: str
+    peer: int | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeline:
+    """All events of one forward step, in the order they were scheduled."""
+
+    events: tuple[TimelineEvent, ...]
+    num_stages: int
+    num_microbatches: int
+    blocking: bool
+    max_in_flight: int | None
+
+    @property
+    def makespan_s(self) -> float:
+        """End of the last event (the last stage finishing the last microbatch), seconds."""
+        return max((e.end_s for e in self.events), default=0.0)
+
+    def stage_busy_s(self, stage: int) -> float:
+        """Seconds ``stage`` is held: compute plus, when blocking, its send/recv."""
+        return sum(e.duration_s for e in self.events if e.resource == f"stage{stage}")
+
+    @property
+    def idle_fraction(self) -> float:
+        """``1 - Σ_s busy_s / (P · makespan)``: the share of stage-time spent waiting."""
+        span = self.makespan_s
+        if self.num_stages <= 1 or span <= 0:
+            return 0.0
+        busy = sum(self.stage_busy_s(s) for s in range(self.num_stages))
+        return max(0.0, 1.0 - busy / (self.num_stages * span))
+
+
+def _check_inputs(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]],
+                  max_in_flight: int | None) -> tuple[int, int]:
+    m = len(compute_s)
+    if m < 1:
+        raise ValueError("need at least one microbatch")
+    p = len(compute_s[0])
+    if p < 1 or any(len(row) != p for row in compute_s):
+        raise ValueError(f"compute_s rows must all have the same length >= 1, got {[len(r) for r in compute_s]}")
+    if len(send_s) != m or any(len(row) != p - 1 for row in send_s):
+        raise ValueError(f"send_s must be {m} rows of {p - 1} hop times")
+    if any(t < 0 for row in compute_s for t in row) or any(t < 0 for row in send_s for t in row):
+        raise ValueError("times must be >= 0")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be >= 1 or None, got {max_in_flight}")
+    return m, p
+
+
+def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], *,
+                      blocking: bool = True, max_in_flight: int | None = None) -> Timeline:
+    """Schedule ``M`` microbatches through ``P`` stages; returns every event.
+
+    ``compute_s[m][s]``: stage ``s`` compute time of microbatch ``m`` (s),
+    TP collectives included. ``send_s[m][h]``: one-way time of microbatch
+    ``m``'s hidden states over hop ``h`` (s); ``P - 1`` hops per row.
+    Zero-length send/recv events are omitted; compute events are always kept.
+    """
+    m_count, p = _check_inputs(compute_s, send_s, max_in_flight)
+    events: list[TimelineEvent] = []
+    stage_free = [0.0] * p
+    link_free = [0.0] * max(p - 1, 0)
+    left_pipeline: list[float] = []  # per microbatch: end on the last stage
+    for m in range(m_count):
+        ready = 0.0  # blocking: previous stage done (send included); overlap: data arrived
+        if max_in_flight is not None and m >= max_in_flight:
+            ready = left_pipeline[m - max_in_flight]
+        for s in range(p):
+            c = compute_s[m][s]
+            start = max(stage_free[s], ready)
+            if blocking:
+                inc = send_s[m][s - 1] if s > 0 else 0.0
+                out = send_s[m][s] if s < p - 1 else 0.0
+                # same float expression as simulate/schedule: compute + (incoming + outgoing)
+                end = start + (c + ((0.0 + inc) + out))
+                res = f"stage{s}"
+                c_start, c_end = start + inc, max(start + inc, end - out)
+                if inc > 0:
+                    events.append(TimelineEvent(kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start,
+                                                resource=res, peer=s - 1))
+                events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end,
+                                            resource=res))
+                if out > 0:
+                    events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end,
+                                                resource=res, peer=s + 1))
+                stage_free[s] = ready = end
+            else:
+                end = start + c
+                events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end,
+                                            resource=f"stage{s}"))
+                stage_free[s] = ready = end
+                if s < p - 1:
+                    t = send_s[m][s]
+                    t0 = max(end, link_free[s])
+                    t1 = t0 + t
+                    link_free[s] = t1
+                    if t > 0:
+                        link = f"link{s}->{s + 1}"
+                        events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1,
+                                                    resource=link, peer=s + 1))
+                        events.append(TimelineEvent(kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1,
+                                                    resource=link, peer=s))
+                    ready = t1
+        left_pipeline.append(stage_free[p - 1])
+    return Timeline(events=tuple(events), num_stages=p, num_microbatches=m_count, blocking=blocking,
+                    max_in_flight=max_in_flight)
+
+
+# --- adapter from a Report ---------------------------------------------------
+
+def microbatch_ops(report: "Report") -> tuple[tuple[tuple["OpCost", ...], ...], ...]:
+    """Op costs ``[stage][microbatch]`` of a report, with replay counts.
+
+    A Report keeps the ops of its first microbatch only; when every
+    microbatch has the same shape those serve all of them, otherwise each
+    microbatch is re-costed from the (cached) stage traces exactly as
+    :func:`simcast.simulate.simulate` costs it.
+    """
+    micro = report.microbatches
+    if all(mb == micro[0] for mb in micro):
+        return tuple(tuple(st.ops for _ in micro) for st in report.stages)
+    from .cost.compute import CostContext
+    from .groups import group_path, rank_of
+    from .memory import sharded_dims
+    from .simulate import cost_stage, stage_key
+    from .trace import get_trace
+
+    spec = report.spec
+    model, dev, par = spec.model, spec.device, spec.parallel
+    sd = sharded_dims(model, par.tp)
+    out = []
+    for info in report.plan.stage_infos:
+        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
+        tr = get_trace(key)
+        tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
+        tp_path = group_path(tp_ranks, dev.links, par.world_size)
+        out.append(tuple(cost_stage(tr, info.num_layers, CostContext(
+            batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm),
+            model.dtype) for mb in micro))
+    return tuple(out)
+
+
+def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None,
+                           ) -> tuple[list[list[float]], list[list[float]]]:
+    """``(compute_s[m][s], send_s[m][h])`` of a report, in seconds.
+
+    ``ops`` (from :func:`microbatch_ops`) is computed when not given.
+    """
+    ops = microbatch_ops(report) if ops is None else ops
+    m_count, p = len(report.microbatches), len(report.stages)
+    compute = [[sum(o.time_s * o.count for o in ops[s][m]) for s in range(p)] for m in range(m_count)]
+    send = [[0.0] * (p - 1) for _ in range(m_count)]
+    for ev in report.runtime.send_recv_events:
+        send[ev.microbatch][ev.src_stage] = ev.latency_s
+    return compute, send
+
+
+def report_timeline(report: "Report", *, blocking: bool = True, max_in_flight: int | None = None,
+                    ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None) -> Timeline:
+    """The event-level timeline of a report's forward step (see :func:`schedule_pipeline`)."""
+    compute, send = report_timeline_inputs(report, ops)
+    return schedule_pipeline(compute, send, blocking=blocking, max_in_flight=max_in_flight)

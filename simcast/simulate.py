@@ -151,6 +151,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     compiled = 0
     stage_ops: list[list[tuple[OpCost, ...]]] = []  # [stage][microbatch]
     tp_paths: list[Path] = []
+    memo: dict[tuple, tuple[OpCost, ...]] = {}
     for info, mods in zip(plan.stage_infos, plan.stage_module_specs):
         key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
         tr = get_trace(key, use_disk_cache=use_disk_cache)
@@ -158,9 +159,14 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
         tp_path = group_path(tp_ranks, links, world)
         tp_paths.append(tp_path)
-        stage_ops.append([cost_stage(tr, info.num_layers, CostContext(
-            batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm),
-            model.dtype) for mb in micro])
+        row = []
+        for mb in micro:  # identical microbatches on identical stages are costed once
+            k = (key, info.num_layers, mb, tp_path)
+            if k not in memo:
+                memo[k] = cost_stage(tr, info.num_layers, CostContext(
+                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm), model.dtype)
+            row.append(memo[k])
+        stage_ops.append(row)
 
     hops = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, world) for s in range(par.pp - 1)]
     events: list[PipelineSendRecvEvent] = []

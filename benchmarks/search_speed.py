@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,7 +101,7 @@ def main() -> None:
             cli_main(ARGS)
             inproc = time.perf_counter() - t
         torch_imported = "torch" in sys.modules
-    print(f"simcast optimize, Llama-3.1-70B, 8 x H100, tp x pp = 4 x 4 candidates, ISL 2048 / OSL 512")
+    print("simcast optimize, Llama-3.1-70B, 8 x H100, tp x pp = 4 x 4 candidates, ISL 2048 / OSL 512")
     print(f"  first run, empty trace cache : {cold:6.2f} s  (import torch + torch.compile of stage modules)")
     print(f"  repeated run (disk cache)    : {min(warm):6.2f} s  (best of 3; no torch import)")
     print(f"  in-process (memory cache)    : {inproc:6.2f} s  (torch imported in-process: {torch_imported})")

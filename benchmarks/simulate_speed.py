@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 CONFIGS = [(phase, pp) for phase in ("prefill", "decode") for pp in (1, 2, 4, 8)]
 CHILD = """

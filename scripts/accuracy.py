@@ -9,7 +9,6 @@ and report the rest.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from . import kernels
-from .cost import comm
 from .cost.compute import launch_s, roofline_parts
 from .specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from . import cli_kernel, cli_serving
 from .cli_plots import add_output_args, write_outputs
+from .cli_args import positive_int
 from .errors import SimcastInputError, require
 
 
@@ -20,35 +21,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def positive_int(flag: str) -> Callable[[str], int]:
-    def parse(v: str) -> int:
-        try:
-            n = int(v)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive integer") from None
-        if n <= 0:
-            raise argparse.ArgumentTypeError(f"got {n}; must be a positive integer")
-        return n
-    return parse
-
-
 def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
     p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
-    p.add_argument("--tp", type=positive_int("--tp"), default=1, help="tensor-parallel size")
-    p.add_argument("--pp", type=positive_int("--pp"), default=1, help="pipeline-parallel size (stages)")
-    p.add_argument("--num-devices", type=positive_int("--num-devices"), default=None,
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel size (stages)")
+    p.add_argument("--num-devices", type=positive_int, default=None,
                    help="world size; default tp*pp (dp = num_devices // (tp*pp))")
-    p.add_argument("--batch", type=positive_int("--batch"), default=1, help="requests in the step")
-    p.add_argument("--input-length", type=positive_int("--input-length"), default=2048,
+    p.add_argument("--batch", type=positive_int, default=1, help="requests in the step")
+    p.add_argument("--input-length", type=positive_int, default=2048,
                    help="prompt tokens per request (prefill) [default 2048]")
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="which step to simulate")
-    p.add_argument("--context-length", type=positive_int("--context-length"), default=None,
+    p.add_argument("--context-length", type=positive_int, default=None,
                    help="decode: tokens already in the KV cache per request [default: input length]")
-    p.add_argument("--microbatches", type=positive_int("--microbatches"), default=None,
+    p.add_argument("--microbatches", type=positive_int, default=None,
                    help="microbatches the step is split into [default: pp]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts like 4,6,6,4")
-    p.add_argument("--devices-per-node", type=positive_int("--devices-per-node"), default=None,
+    p.add_argument("--devices-per-node", type=positive_int, default=None,
                    help="override the profile's devices per node")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
     p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")

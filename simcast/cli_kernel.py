@@ -6,30 +6,10 @@ import argparse
 import dataclasses
 import datetime as _dt
 import json
-import math
 from pathlib import Path
 
-from .errors import SimcastInputError, require
-
-
-def _pos_int(v: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive integer") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"got {n}; must be a positive integer")
-    return n
-
-
-def _pos_float(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive number") from None
-    if not x > 0 or math.isinf(x):
-        raise argparse.ArgumentTypeError(f"got {v}; must be a positive number")
-    return x
+from .cli_args import positive_float, positive_int
+from .errors import require
 
 
 # ------------------------------------------------------------------ kernel
@@ -43,25 +23,25 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
         if name == "gemm":
             for d in ("m", "n", "k"):
-                s.add_argument(f"--{d}", type=_pos_int, required=True, help=f"GEMM dimension {d.upper()}")
+                s.add_argument(f"--{d}", type=positive_int, required=True, help=f"GEMM dimension {d.upper()}")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp32"), default="bf16", help="[default bf16]")
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
-            s.add_argument("--batch", type=_pos_int, default=1, help="requests [default 1]")
-            s.add_argument("--q-len", type=_pos_int, default=1, help="new tokens per request [default 1]")
-            s.add_argument("--kv-len", type=_pos_int, required=True, help="keys per request incl. the new tokens")
-            s.add_argument("--heads", type=_pos_int, required=True, help="query heads on this GPU")
-            s.add_argument("--kv-heads", type=_pos_int, required=True, help="KV heads on this GPU")
-            s.add_argument("--head-dim", type=_pos_int, default=128, help="[default 128]")
+            s.add_argument("--batch", type=positive_int, default=1, help="requests [default 1]")
+            s.add_argument("--q-len", type=positive_int, default=1, help="new tokens per request [default 1]")
+            s.add_argument("--kv-len", type=positive_int, required=True, help="keys per request incl. the new tokens")
+            s.add_argument("--heads", type=positive_int, required=True, help="query heads on this GPU")
+            s.add_argument("--kv-heads", type=positive_int, required=True, help="KV heads on this GPU")
+            s.add_argument("--head-dim", type=positive_int, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
-            s.add_argument("--bytes", type=_pos_float, required=True,
+            s.add_argument("--bytes", type=positive_float, required=True,
                            help="message bytes per rank (all-gather: output bytes per rank)")
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
-                s.add_argument("--gpus", type=_pos_int, required=True, help="ranks in the group")
-                s.add_argument("--nodes", type=_pos_int, default=1, help="nodes the group spans [default 1]")
+                s.add_argument("--gpus", type=positive_int, required=True, help="ranks in the group")
+                s.add_argument("--nodes", type=positive_int, default=1, help="nodes the group spans [default 1]")
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:

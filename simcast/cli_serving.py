@@ -4,31 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from .cli_args import positive_int
 from .cli_plots import add_output_args, write_pareto_plot
 from .errors import require
-
-
-def _ints(flag: str):
-    def parse(v: str) -> int:
-        try:
-            n = int(v)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"got {v!r}; must be a positive integer") from None
-        if n <= 0:
-            raise argparse.ArgumentTypeError(f"got {n}; must be a positive integer")
-        return n
-    return parse
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default=None,
                    help="shipped model id or config.json path (last positional argument)")
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
-    p.add_argument("--num-devices", type=_ints("--num-devices"), required=True, help="devices in the deployment")
-    p.add_argument("--input-length", type=_ints("--input-length"), required=True, help="ISL, tokens")
-    p.add_argument("--output-length", type=_ints("--output-length"), required=True, help="OSL, tokens")
+    p.add_argument("--num-devices", type=positive_int, required=True, help="devices in the deployment")
+    p.add_argument("--input-length", type=positive_int, required=True, help="ISL, tokens")
+    p.add_argument("--output-length", type=positive_int, required=True, help="OSL, tokens")
     p.add_argument("--tp-sizes", nargs="*", default=None,
                    help="TP sizes; absent: powers of two <= num-devices; no value: same")
     p.add_argument("--pp-sizes", nargs="*", default=None,
@@ -37,12 +25,12 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
                    help="restrict concurrency per replica to these values (default: binary search up to 4096)")
     p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
-    p.add_argument("--devices-per-node", type=_ints("--devices-per-node"), default=None, help="override the profile")
+    p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts")
     p.add_argument("--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile")
-    p.add_argument("--max-batched-tokens", type=_ints("--max-batched-tokens"), default=None,
+    p.add_argument("--max-batched-tokens", type=positive_int, default=None,
                    help="prefill chunk budget [default min(ISL, 8192)]")
-    p.add_argument("--top", type=_ints("--top"), default=10, help="rows to print")
+    p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
@@ -107,7 +95,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         lim.append(f"TPOT <= {a.tpot_limit:g} ms")
     header = (f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
               f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
-              + (f", limits {', '.join(lim)}" if lim else "") + f"; ranked by token/s/device")
+              + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
     return 0
@@ -115,13 +103,13 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("service_yaml", help="service YAML (see README: model, device, workload, parallel_config)")
-    p.add_argument("--tp", type=_ints("--tp"), default=None, help="override parallel_config.tp_size")
-    p.add_argument("--pp", type=_ints("--pp"), default=None, help="override parallel_config.pp_size")
-    p.add_argument("--dp", type=_ints("--dp"), default=None, help="override parallel_config.dp_size")
-    p.add_argument("--world-size", type=_ints("--world-size"), default=None, help="override parallel_config.world_size")
-    p.add_argument("--batch", type=_ints("--batch"), default=None, help="override workload.batch_size")
-    p.add_argument("--input-length", type=_ints("--input-length"), default=None, help="override workload.input_length")
-    p.add_argument("--output-length", type=_ints("--output-length"), default=None, help="override workload.output_length")
+    p.add_argument("--tp", type=positive_int, default=None, help="override parallel_config.tp_size")
+    p.add_argument("--pp", type=positive_int, default=None, help="override parallel_config.pp_size")
+    p.add_argument("--dp", type=positive_int, default=None, help="override parallel_config.dp_size")
+    p.add_argument("--world-size", type=positive_int, default=None, help="override parallel_config.world_size")
+    p.add_argument("--batch", type=positive_int, default=None, help="override workload.batch_size")
+    p.add_argument("--input-length", type=positive_int, default=None, help="override workload.input_length")
+    p.add_argument("--output-length", type=positive_int, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
     p.add_argument("--runtime", default=None, choices=("vllm", "sglang", "none"), help="override runtime")
     p.add_argument("--json", action="store_true", help="print the result row as JSON")

@@ -170,19 +170,23 @@ def _check(node: Any, schema: Any, where: str) -> Any:
     return node
 
 
+def read_yaml(p: Path, what: str) -> Any:
+    """Parse a YAML file; a syntax error becomes one line naming the file and the line."""
+    try:
+        return yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise SimcastInputError(f"{what} {p.name}", "YAML",
+                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
+
+
 def load_device(name_or_path: str, devices_per_node: int | None = None) -> DeviceSpec:
     """DeviceSpec from a shipped profile name (``h100_sxm``) or a YAML path."""
     p = Path(name_or_path)
     if not p.is_file():
         p = profiles_dir() / f"{name_or_path}.yaml"
     require(p.is_file(), "--device", name_or_path, f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise SimcastInputError(f"device profile {p.name}", "YAML",
-                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
-    d = _check(raw, _PROFILE_SCHEMA, "")
+    d = _check(read_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
 

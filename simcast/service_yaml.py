@@ -26,10 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .config import _check, load_device, load_model
-from .errors import SimcastInputError, require
+from .config import _check, load_device, load_model, read_yaml
+from .errors import require
 from .serving import ServingConfig, Workload
 from .specs import ParallelSpec
 
@@ -48,13 +46,7 @@ DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tok
 def read_service_yaml(path: str) -> dict[str, Any]:
     p = Path(path)
     require(p.is_file(), "service YAML", path, "file not found")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise SimcastInputError(f"service YAML {p.name}", "YAML",
-                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
-    return _check(raw, SCHEMA, "")
+    return _check(read_yaml(p, "service YAML"), SCHEMA, "")
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:

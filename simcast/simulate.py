@@ -217,7 +217,7 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
                                   or e.matmul_half_size_flops or e.memory_half_size_bytes) else ""),
         f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
-        f"stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
+        "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
         "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
     ]

@@ -4,7 +4,6 @@ The model is fitted on one model (or device) and judged on another it never
 saw: a per-shape lookup table would fail these tests.
 """
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -39,7 +38,6 @@ def errors(pred, kind):
 
 
 def test_vidur_reader_maps_files_as_they_are(h70):
-    from simcast.vidur_data import read_vidur
     layers = h70[h70["kind"] == "layer"]
     assert len(layers) == len(layers[["batch", "gpus"]].drop_duplicates())  # 2048-token duplicates merged
     qkv = h70[(h70["op"] == "attn_pre_proj") & (h70["gpus"] == 8) & (h70["batch"] == 1)].iloc[0]

@@ -11,7 +11,6 @@ from simcast.calibrate import calibrate, update_profile_yaml
 from simcast.config import device_from_dict, load_device, _check, _PROFILE_SCHEMA
 from simcast.cost.compute import OpWork, roofline
 from simcast.errors import SimcastInputError
-from simcast.specs import CollectiveFit
 
 
 def test_gemm_uses_the_simulator_roofline(h100):

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean accuracy
+.PHONY: demo test bench clean accuracy readme
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,3 +30,7 @@ clean:
 # Held-out accuracy table against ../shared/calibration (Vidur timings) -> docs/accuracy.md
 accuracy: $(STAMP)
 	$(BIN)/python scripts/accuracy.py
+
+# Re-run the README's example commands and paste their real output
+readme: $(STAMP)
+	$(BIN)/python scripts/update_readme_examples.py

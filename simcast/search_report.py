@@ -69,8 +69,8 @@ def format_serving(r: ServingResult, links: str) -> str:
              f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
              f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
              f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",
-             f"decode cycle {r.decode_cycle_s * 1e3:.2f} ms + step overhead {r.step_overhead_s * 1e3:.2f} ms "
-             f"+ prefill interference {r.prefill_interference_s * 1e3:.2f} ms",
+             f"tpot = decode cycle {r.decode_cycle_s * 1e3:.2f} ms (incl. engine overhead {r.step_overhead_s * 1e3:.2f} ms "
+             f"per microbatch step) + prefill interference {r.prefill_interference_s * 1e3:.2f} ms",
              f"links: {links}", f"prefill: {row['prefill_breakdown']}", f"decode:  {row['decode_breakdown']}", "",
              table(["stage", "weights GiB", "KV GiB", "act GiB", "total GiB"], stage_rows),
              f"memory budget {mem.budget_bytes / GIB:.2f} GiB per device: {'fits' if mem.fits else 'DOES NOT FIT'}",

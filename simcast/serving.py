@@ -7,13 +7,15 @@ layout, built from two simulated steps:
   ``max_batched_tokens``; the chunks are microbatches that flow through the
   pipeline (fill-drain), plus the runtime's per-step overhead per chunk.
 - **Decode step**: ``B`` requests at mean context ``ISL + OSL/2``, split into
-  ``M`` microbatches in flight (vLLM keeps ``pp``). In steady state a
-  microbatch returns every ``max(Σ_s t_s, M · max_s t_s)`` (one traversal, or
-  the bottleneck stage serving all M); the per-step overhead is added once.
+  ``M`` microbatches in flight (vLLM keeps ``pp``). Each microbatch step costs
+  the engine's CPU ``o = step_overhead + per_request · B/M`` before its GPU
+  work (the next step needs the sampled tokens). In steady state a microbatch
+  returns every ``max(o + Σ_s t_s, M · max_s t_s, M · o)``: its own round trip,
+  the bottleneck stage serving all M, or the CPU scheduling all M steps.
 - **Prefill interference**: each request's prefill occupies the pipeline's
   bottleneck stage once per request lifetime; amortised over its OSL decode
   steps it adds ``B · prefill_busy / OSL`` to every step (aggregated serving).
-- **TPOT** = decode cycle + overhead + interference. Output token/s per
+- **TPOT** = decode cycle + interference. Output token/s per
   replica = ``B / TPOT``; token/s/user = ``1 / TPOT``.
 - **Memory per stage**: weights + KV for ``B · (ISL + OSL)`` tokens on the
   stage's layers + activation peak + reserved margin, against
@@ -118,7 +120,7 @@ class ServingResult:
     tpot_s: float
     decode_cycle_s: float
     prefill_interference_s: float
-    step_overhead_s: float
+    step_overhead_s: float  # engine CPU time per microbatch step (inside decode_cycle_s)
     e2e_latency_s: float
     tokens_per_s: float  # output tokens/s, all replicas
     tokens_per_s_per_device: float
@@ -171,17 +173,18 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
     ttft = pre.latency_s + n_chunks * (rt.step_overhead_s + rt.per_request_overhead_s)
     st = dec.runtime.stage_times_s
     m = dec.runtime.num_microbatches
-    cycle = max(sum(st), m * max(st))
-    overhead = rt.step_overhead_s + rt.per_request_overhead_s * cfg.batch_size
+    overhead = rt.step_overhead_s + rt.per_request_overhead_s * cfg.batch_size / m  # per microbatch step
+    cycle = max(overhead + sum(st), m * max(st), m * overhead)
     prefill_busy = n_chunks * max(pre.runtime.stage_times_s)
     interference = cfg.batch_size * prefill_busy / w.output_length
-    tpot = cycle + overhead + interference
+    tpot = cycle + interference
     tps_replica = cfg.batch_size / tpot
     assumptions = (
         f"runtime {rt.name}: {rt.note}",
         f"TTFT: one request alone, {n_chunks} chunk(s) of <= {w.chunk_tokens} tokens pipelined through {par.pp} stage(s)",
         f"decode: {cfg.batch_size} requests/replica at context {w.input_length + w.output_length // 2}, "
-        f"{m} microbatch(es) in flight; cycle = max(sum stage times, M * max stage time)",
+        f"{m} microbatch(es) in flight; cycle = max(step overhead + sum stage times, M * max stage time, "
+        f"M * step overhead) = {cycle * 1e3:.3f} ms",
         f"prefill interference: B * prefill bottleneck-stage time / OSL = {interference * 1e3:.3f} ms per step",
         f"memory: weights + KV(B*(ISL+OSL)) + activations + {cfg.reserved_bytes / 2**30:.1f} GiB reserved "
         f"<= {cfg.mem_utilization:.2f} * HBM",

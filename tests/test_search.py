@@ -129,7 +129,8 @@ def test_pp1_row_identical_to_plain_simulation(base70b):
     r = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=8)))
     plain = simulate(SimSpec(model=base70b.model, device=base70b.device, parallel=ParallelSpec(tp=8),
                              batch=Batch.decode(16, 2048 + 256), num_microbatches=1))
-    assert r.decode.latency_s == plain.latency_s and r.decode_cycle_s == plain.latency_s
+    assert r.decode.latency_s == plain.latency_s
+    assert r.decode_cycle_s == pytest.approx(plain.latency_s + r.step_overhead_s)
     assert r.decode.runtime.send_recv_events == () and r.decode.breakdown["bubble"] == 0.0
 
 

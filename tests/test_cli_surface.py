@@ -1,0 +1,46 @@
+"""Frozen CLI surface: adding, renaming or dropping a flag must be a deliberate change here
+(and in the README's CLI reference), never an accident."""
+
+import argparse
+
+from simcast.cli import make_parser
+
+SURFACE = {
+    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--input-length",
+                      "--json", "--microbatches", "--model", "--no-cache", "--no-residual-send", "--num-devices",
+                      "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
+    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--input-length", "--json",
+                             "--max-batched-tokens", "--no-cache", "--num-devices", "--output-length", "--partition",
+                             "--plot", "--pp-sizes", "--runtime", "--show-rejected", "--top", "--tp-sizes",
+                             "--tpot-limit", "--ttft-limit"]),
+    "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--input-length", "--json", "--no-cache",
+                                        "--output-length", "--pp", "--runtime", "--tp", "--world-size"]),
+    "kernel": ([], []),
+    "calibrate": (["measured"], ["--device", "--out", "--transfer-from"]),
+    "validate": (["measured"], ["--device", "--json"]),
+}
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_cli_surface_is_frozen():
+    got = {}
+    for name, sp in _subparsers(make_parser()).items():
+        flags = sorted(o for a in sp._actions for o in a.option_strings if o not in ("-h", "--help"))
+        pos = [a.dest for a in sp._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+        got[name] = (pos, flags)
+    assert got == SURFACE
+
+
+def test_kernel_subcommands():
+    kernel = _subparsers(make_parser())["kernel"]
+    assert sorted(_subparsers(kernel)) == ["allgather", "allreduce", "attention", "gemm", "p2p"]
+
+
+def test_every_flag_is_in_the_readme():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = sorted({f for _, flags in SURFACE.values() for f in flags if f not in readme})
+    assert not missing, f"flags not documented in README: {missing}"

@@ -29,7 +29,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts")
     p.add_argument("--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile")
     p.add_argument("--max-batched-tokens", type=positive_int, default=None,
-                   help="prefill chunk budget [default min(ISL, 8192)]")
+                   help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")

@@ -60,7 +60,7 @@ RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
 class Workload:
     input_length: int
     output_length: int
-    max_batched_tokens: int = 0  # 0: min(ISL, 8192)
+    max_batched_tokens: int = 0  # 0: min(ISL, 8192), an assumed engine default; set your engine's value
 
     def __post_init__(self) -> None:
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")

@@ -35,6 +35,7 @@ class StageReport:
     activation_bytes: int
     tp_link: str
     ops: tuple[OpCost, ...]  # of the first microbatch, with replay counts
+    microbatch_ops: tuple[tuple[OpCost, ...], ...] = ()  # per microbatch (identical ones share the tuple)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,7 +197,8 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
             stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods),
             kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
             activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
-            tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0]))
+            tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0],
+            microbatch_ops=tuple(stage_ops[s])))
 
     return Report(spec=spec, plan=plan, stages=tuple(stages), runtime=runtime, microbatches=micro,
                   op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)

@@ -170,35 +170,8 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
 # --- adapter from a Report ---------------------------------------------------
 
 def microbatch_ops(report: "Report") -> tuple[tuple[tuple["OpCost", ...], ...], ...]:
-    """Op costs ``[stage][microbatch]`` of a report, with replay counts.
-
-    A Report keeps the ops of its first microbatch only; when every
-    microbatch has the same shape those serve all of them, otherwise each
-    microbatch is re-costed from the (cached) stage traces exactly as
-    :func:`simcast.simulate.simulate` costs it.
-    """
-    micro = report.microbatches
-    if all(mb == micro[0] for mb in micro):
-        return tuple(tuple(st.ops for _ in micro) for st in report.stages)
-    from .cost.compute import CostContext
-    from .groups import group_path, rank_of
-    from .memory import sharded_dims
-    from .simulate import cost_stage, stage_key
-    from .trace import get_trace
-
-    spec = report.spec
-    model, dev, par = spec.model, spec.device, spec.parallel
-    sd = sharded_dims(model, par.tp)
-    out = []
-    for info in report.plan.stage_infos:
-        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
-        tr = get_trace(key)
-        tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
-        tp_path = group_path(tp_ranks, dev.links, par.world_size)
-        out.append(tuple(cost_stage(tr, info.num_layers, CostContext(
-            batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm),
-            model.dtype) for mb in micro))
-    return tuple(out)
+    """Op costs ``[stage][microbatch]`` of a report, with replay counts (as simulate costed them)."""
+    return tuple(st.microbatch_ops for st in report.stages)
 
 
 def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None,

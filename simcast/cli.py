@@ -36,7 +36,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
                    help="decode: tokens already in the KV cache per request [default: input length]")
     p.add_argument("--microbatches", type=positive_int, default=None,
                    help="microbatches the step is split into [default: pp]")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts like 4,6,6,4")
+    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4")
     p.add_argument("--devices-per-node", type=positive_int, default=None,
                    help="override the profile's devices per node")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")

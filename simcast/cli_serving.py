@@ -26,7 +26,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts")
+    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
     p.add_argument("--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile")
     p.add_argument("--max-batched-tokens", type=positive_int, default=None,
                    help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")

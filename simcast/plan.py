@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .errors import SimcastInputError, require
 
-PARTITIONS = ("uniform", "vllm")
+PARTITIONS = ("uniform", "vllm", "balanced")  # or explicit counts "4,6,6,4"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +89,7 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
     - ``vllm``: ``L // P`` each, the remainder spread over the stages before the
       last, as vLLM's ``get_pp_indices`` does (22/4 -> 5, 6, 6, 5).
     - explicit: ``"4,6,6,4"``, which must sum to ``total_layers``.
+    - ``balanced`` depends on stage costs and is resolved by :mod:`simcast.balance` first.
     """
     require(total_layers >= 1, "model.num_hidden_layers", total_layers, "must be >= 1")
     require(pp >= 1, "pp_size", pp, "must be >= 1")
@@ -103,12 +104,15 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
         for k in range(rem):
             counts_l[(pp - 2 - k) % pp if pp > 1 else 0] += 1
         counts = tuple(counts_l)
+    elif partition == "balanced":
+        raise SimcastInputError("--partition", partition, "balanced needs stage costs: resolve it with "
+                                "simcast.balance.resolve_partition (simulate/serving do) before building the plan")
     else:
         try:
             counts = tuple(int(x) for x in partition.split(","))
         except ValueError:
             raise SimcastInputError("--partition", partition,
-                                    "allowed: uniform, vllm, or comma-separated layer counts like 4,6,6,4") from None
+                                    "allowed: uniform, vllm, balanced, or comma-separated layer counts like 4,6,6,4") from None
         require(len(counts) == pp, "--partition", partition, f"needs exactly pp_size={pp} layer counts")
         require(sum(counts) == total_layers, "--partition", partition,
                 f"layer counts must sum to the model's {total_layers} layers (got {sum(counts)})")

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from .errors import SimcastInputError, require
 from .groups import group_path, path_between, rank_of
-from .serving import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec
+from .serving import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
 from .simulate import simulate
 from .specs import ParallelSpec
 
@@ -107,6 +107,7 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     par = base.parallel
     label = parallel_label(par.tp, par.pp, par.dp)
     try:
+        base = resolve_partition(base, use_disk_cache=use_disk_cache)  # "balanced": once per layout
         mem1 = memory_fit(base)
     except SimcastInputError as e:
         return Rejection(parallel=label, reason=f"illegal split: {e}")

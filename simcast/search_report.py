@@ -11,7 +11,7 @@ from .serving import ServingResult
 GIB = 1024 ** 3
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
-           "prefill_breakdown", "decode_breakdown"]
+           "partition", "prefill_breakdown", "decode_breakdown"]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
@@ -24,6 +24,7 @@ def result_row(r: ServingResult, links: str = "") -> dict:
             "e2e": r.e2e_latency_s * 1e3,
             "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB, "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
             "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB, "links": links,
+            "partition": r.config.partition,
             "prefill_breakdown": r.prefill.breakdown_line, "decode_breakdown": r.decode.breakdown_line}
 
 
@@ -65,7 +66,8 @@ def format_serving(r: ServingResult, links: str) -> str:
                                                        mem.stage_activation_bytes, mem.stage_total_bytes))]
     c = r.config
     lines = [f"simcast serve-config: {c.model.name} on {c.parallel.world_size} x {c.device.name} ({row['parallel']}), "
-             f"ISL {c.workload.input_length} / OSL {c.workload.output_length}, batch {c.batch_size} per replica", "",
+             f"ISL {c.workload.input_length} / OSL {c.workload.output_length}, batch {c.batch_size} per replica, "
+             f"partition {c.partition}", "",
              f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
              f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
              f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",

@@ -14,7 +14,7 @@ parallel_config:
   tp_size: 4
   pp_size: 2
   dp_size: 1
-  partition: vllm                   # uniform | vllm | "20,20,20,20" (optional)
+  partition: vllm                   # uniform | vllm | balanced | "20,20,20,20" (optional)
   microbatches: 2                   # decode microbatches in flight (optional, default pp_size)
   devices_per_node: 8               # optional, default from the device profile
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated

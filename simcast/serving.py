@@ -162,9 +162,20 @@ def decode_spec(cfg: ServingConfig) -> SimSpec:
                    batch=Batch.decode(cfg.batch_size, ctx), num_microbatches=cfg.microbatches, partition=cfg.partition)
 
 
+def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
+    """``balanced`` -> explicit layer counts balanced for the decode step at ``cfg``'s batch
+    (one partition serves both phases, as in a real deployment)."""
+    if cfg.partition != "balanced":
+        return cfg
+    from .balance import balanced_counts
+    counts = balanced_counts(decode_spec(cfg), use_disk_cache=use_disk_cache)
+    return replace(cfg, partition=",".join(map(str, counts)))
+
+
 def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
                      prefill: Report | None = None) -> ServingResult:
     """TTFT, TPOT, throughput and memory of ``cfg`` (see module docstring)."""
+    cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
     rt = RUNTIME_PROFILES[cfg.runtime]
     w, par = cfg.workload, cfg.parallel
     pre = prefill or simulate(prefill_spec(cfg), use_disk_cache=use_disk_cache)

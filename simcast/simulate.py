@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from .cost.comm import p2p_s
@@ -140,6 +140,12 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     then cached), cost every op per microbatch with the roofline model, add PP
     send/recv at the stage boundaries, and combine with the fill-drain scheduler.
     """
+    if spec.partition == "balanced":
+        from .balance import resolve_partition
+        resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
+        r = simulate(resolved, use_disk_cache=use_disk_cache)
+        return replace(r, assumptions=r.assumptions + (
+            f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",))
     model, dev, par = spec.model, spec.device, spec.parallel
     require(par.tp * par.pp <= par.world_size, "tp*pp", par.tp * par.pp, f"must be <= world_size={par.world_size}")
     sd = sharded_dims(model, par.tp)

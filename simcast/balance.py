@@ -1,0 +1,60 @@
+"""The ``balanced`` partition: layer counts that minimise the slowest stage.
+
+vLLM's even split ignores that stage 0 also runs the embedding and the last
+stage the final norm, lm_head and sampler, and that middle stages both
+receive and send. Starting from the vLLM split, this moves one layer at a
+time from the slowest stage to whichever other stage lowers the slowest
+stage time most (ties: lower latency), costing every candidate with
+:func:`simcast.simulate.simulate` itself, until no move helps. Layer ranges
+stay contiguous; only the counts change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .plan import partition_layers
+from .simulate import Report, simulate
+from .specs import SimSpec
+
+
+def _score(r: Report) -> tuple[float, float]:
+    return max(r.runtime.stage_times_s), r.latency_s
+
+
+def balanced_counts(spec: SimSpec, *, use_disk_cache: bool = True, max_moves: int = 1000) -> tuple[int, ...]:
+    """Layer counts per stage minimising the slowest per-microbatch stage time for ``spec.batch``."""
+    pp, layers = spec.parallel.pp, spec.model.num_layers
+    counts = list(partition_layers(layers, pp, "vllm"))
+    if pp == 1:
+        return tuple(counts)
+
+    def run(c: list[int]) -> Report:
+        return simulate(replace(spec, partition=",".join(map(str, c))), use_disk_cache=use_disk_cache)
+
+    best = run(counts)
+    for _ in range(max_moves):
+        times = best.runtime.stage_times_s
+        slow = max(range(pp), key=lambda s: times[s])
+        if counts[slow] <= 1:
+            break
+        trials = []
+        for j in range(pp):
+            if j != slow:
+                c = counts.copy()
+                c[slow] -= 1
+                c[j] += 1
+                trials.append((run(c), c))
+        r, c = min(trials, key=lambda t: _score(t[0]))
+        if _score(r) >= _score(best):
+            break
+        best, counts = r, c
+    return tuple(counts)
+
+
+def resolve_partition(spec: SimSpec, *, use_disk_cache: bool = True) -> SimSpec:
+    """``spec`` with ``partition="balanced"`` replaced by explicit counts; other specs unchanged."""
+    if spec.partition != "balanced":
+        return spec
+    counts = balanced_counts(spec, use_disk_cache=use_disk_cache)
+    return replace(spec, partition=",".join(map(str, counts)))

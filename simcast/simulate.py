@@ -229,6 +229,9 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
         "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
     ]
+    if spec.model.dtype == "fp8":
+        out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
+                   "(approximation: real fp8 serving keeps some activations in bf16)")
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:

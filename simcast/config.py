@@ -122,9 +122,9 @@ _PROFILE_SCHEMA: dict[str, Any] = {
                    "vector_memory?": float, "vector_launch_overhead_s?": float},
     "links": {"devices_per_node": int,
               "intra_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA]},
+                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int},
               "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA]}},
+                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int}},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
 }
 

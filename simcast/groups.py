@@ -10,7 +10,7 @@ slowest edge's, its latency the sum of the edges'.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import networkx as nx
@@ -104,8 +104,8 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
     g = cluster_graph(links, world_size)
     nodes = nx.shortest_path(g, f"gpu{a}", f"gpu{b}", weight="latency_s")
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
-    slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s)
-    return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s,
+    slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s / max(1, l.mesh_links))
+    return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
                 latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
                 efficiency=slowest.efficiency, collectives=slowest.collectives,
                 cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node))
@@ -116,7 +116,11 @@ def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Pat
     if len(ranks) <= 1:
         return path_between(ranks[0], ranks[0], links, world_size)
     hops = [path_between(a, b, links, world_size) for a, b in zip(ranks, ranks[1:] + ranks[:1])]
-    return min(hops, key=lambda p: (p.effective_bw_bytes_per_s, -p.latency_s))
+    worst = min(hops, key=lambda p: (p.effective_bw_bytes_per_s, -p.latency_s))
+    mesh = links.intra_node.mesh_links
+    if mesh and not worst.cross_node:  # a collective over k ranks of a full mesh drives min(k-1, n) links
+        worst = replace(worst, bw_bytes_per_s=worst.bw_bytes_per_s * min(len(ranks) - 1, mesh))
+    return worst
 
 
 def nodes_spanned(ranks: tuple[int, ...], devices_per_node: int) -> int:

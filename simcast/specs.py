@@ -95,6 +95,10 @@ class LinkSpec:
     ``latency_s`` and ``efficiency`` give a point-to-point message
     ``latency_s + bytes / (bw · efficiency)``; ``collectives`` (optional,
     fitted by ``simcast calibrate``) hold per-collective, per-group-size fits.
+    ``mesh_links`` (optional): 0 for a switched fabric, where every pair sees
+    ``bw_bytes_per_s``; n > 0 for a full mesh of n equal peer links sharing it
+    (e.g. MI300X xGMI), where one pair sees ``bw/n`` and a collective over k
+    ranks drives ``min(k-1, n)`` links.
     """
 
     name: str
@@ -102,11 +106,13 @@ class LinkSpec:
     latency_s: float
     efficiency: float
     collectives: tuple[CollectiveFit, ...] = ()
+    mesh_links: int = 0
 
     def __post_init__(self) -> None:
         require(self.bw_bytes_per_s > 0, f"link {self.name}.bw_bytes_per_s", self.bw_bytes_per_s, "must be > 0")
         require(self.latency_s >= 0, f"link {self.name}.latency_s", self.latency_s, "must be >= 0")
         require(0 < self.efficiency <= 1, f"link {self.name}.efficiency", self.efficiency, "must be in (0, 1]")
+        require(self.mesh_links >= 0, f"link {self.name}.mesh_links", self.mesh_links, "must be >= 0 (0: switched)")
         object.__setattr__(self, "collectives", tuple(
             c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives))
 

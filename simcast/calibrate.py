@@ -130,8 +130,7 @@ def fit_compute(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[Efficiency, dict[s
             return np.log(model_time_s(work, _with_eff(dev, **dict(zip(GEMM_PARAMS, x)))) / work.time_s)
 
         x = least_squares(resid, np.array([_X0[p] for p in GEMM_PARAMS]), lo, hi)
-        eff = dataclasses.replace(eff, **{p: float(v) for p, v in zip(GEMM_PARAMS, x)},
-                                  matmul_half_size_flops=0.0, memory_half_size_bytes=0.0)
+        eff = dataclasses.replace(eff, **{p: float(v) for p, v in zip(GEMM_PARAMS, x)})
         errors["gemm"] = float(np.median(np.abs(np.exp(resid(x)) - 1)) * 100)
     e = rows[rows["kind"].isin(ELEMENTWISE_KINDS)]
     if len(e):
@@ -226,8 +225,7 @@ def parameter_count(dev: DeviceSpec) -> int:
 
 
 # ------------------------------------------------------------------ YAML output
-_EFF_FIELDS = GEMM_PARAMS + ("vector_memory", "vector_launch_overhead_s", "matmul_half_size_flops",
-                             "memory_half_size_bytes")
+_EFF_FIELDS = GEMM_PARAMS + ("vector_memory", "vector_launch_overhead_s")
 
 
 def _fmt(v: float) -> str:

@@ -121,8 +121,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def _all_paths(dev) -> list[str]:
     keys = [f"efficiency.{f}" for f in ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory",
-                                        "launch_overhead_s", "vector_memory", "vector_launch_overhead_s",
-                                        "matmul_half_size_flops", "memory_half_size_bytes")]
+                                        "launch_overhead_s", "vector_memory", "vector_launch_overhead_s")]
     for ln in ("intra_node", "inter_node"):
         link = getattr(dev.links, ln)
         keys += [f"links.{ln}.latency_s", f"links.{ln}.efficiency"]

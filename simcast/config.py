@@ -117,7 +117,6 @@ _PROFILE_SCHEMA: dict[str, Any] = {
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
     "memory": {"hbm_bytes": int, "hbm_bw_bytes_per_s": float},
     "efficiency": {"matmul": float, "vector": float, "memory": float, "launch_overhead_s": float,
-                   "matmul_half_size_flops?": float, "memory_half_size_bytes?": float,
                    "matmul_half_m_ridge?": float, "matmul_half_n?": float, "matmul_half_k?": float,
                    "vector_memory?": float, "vector_launch_overhead_s?": float},
     "links": {"devices_per_node": int,

@@ -220,9 +220,7 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         + (f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
            f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)" if e.matmul_half_m_ridge or e.matmul_half_n
            or e.matmul_half_k else "")
-        + (" ; size-dependent efficiency curves" if e.matmul_half_size_flops or e.memory_half_size_bytes else "")
-        + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k
-                                  or e.matmul_half_size_flops or e.memory_half_size_bytes) else ""),
+        + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k) else ""),
         f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
         "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",

@@ -137,14 +137,11 @@ class LinkTable:
 class Efficiency:
     """Achieved fractions of peak, and fixed per-kernel overhead.
 
-    ``matmul``/``vector``/``memory`` are constant fractions of the matmul peak,
-    vector peak and HBM bandwidth. ``matmul_half_size_flops`` (optional,
-    fitted by calibration) makes matmul efficiency saturate with problem size:
-    ``eff(F) = matmul · F / (F + matmul_half_size_flops)``; likewise
-    ``memory_half_size_bytes`` for memory-bound kernels. 0 disables the curve.
+    ``matmul``/``vector``/``memory`` are fractions of the matmul peak, vector
+    peak and HBM bandwidth.
 
     GEMM shape curves (optional, fitted by ``simcast calibrate``): the matmul
-    efficiency of an ``M×K @ K×N`` GEMM is further multiplied by
+    efficiency of an ``M×K @ K×N`` GEMM is multiplied by
     ``d / (d + d_half)`` for d in M, N, K. ``matmul_half_m_ridge`` gives M's
     half point in units of the device's ridge intensity (tokens at which a
     GEMM turns compute-bound, ``peak / hbm_bw`` for 2-byte dtypes), so the
@@ -158,8 +155,6 @@ class Efficiency:
     vector: float
     memory: float
     launch_overhead_s: float
-    matmul_half_size_flops: float = 0.0
-    memory_half_size_bytes: float = 0.0
     matmul_half_m_ridge: float = 0.0
     matmul_half_n: float = 0.0
     matmul_half_k: float = 0.0
@@ -171,7 +166,7 @@ class Efficiency:
             v = getattr(self, f)
             require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         require(self.launch_overhead_s >= 0, "efficiency.launch_overhead_s", self.launch_overhead_s, "must be >= 0")
-        for f in ("matmul_half_size_flops", "memory_half_size_bytes", "matmul_half_m_ridge", "matmul_half_n",
+        for f in ("matmul_half_m_ridge", "matmul_half_n",
                   "matmul_half_k"):
             require(getattr(self, f) >= 0, f"efficiency.{f}", getattr(self, f), "must be >= 0 (0 disables)")
         require(self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,

@@ -192,12 +192,12 @@ def _saturation(size, half: float):
 def matmul_efficiency(dev: DeviceSpec, flops: float, mnk: tuple | None = None, dtype: str | None = None) -> float:
     """Fraction of the matmul peak a GEMM/attention kernel reaches.
 
-    ``matmul · sat(flops) [· sat(M) · sat(N) · sat(K)]`` where ``sat(d) = d / (d + d_half)``;
+    ``matmul [· sat(M) · sat(N) · sat(K)]`` where ``sat(d) = d / (d + d_half)``;
     the M half point scales with the device's ridge intensity in tokens
     (``peak[dtype] · dtype_bytes / (2 · hbm_bw)``). Array-friendly (calibration evaluates it on numpy arrays).
     """
     e = dev.efficiency
-    eff = e.matmul * _saturation(flops, e.matmul_half_size_flops)
+    eff = e.matmul
     if mnk is not None:
         m, n, k = mnk
         if e.matmul_half_m_ridge > 0:
@@ -212,7 +212,7 @@ def memory_efficiency(dev: DeviceSpec, nbytes_: float, unit: str = "cube") -> fl
     """Fraction of HBM bandwidth reached: GEMM/attention (``cube``) or other (``vec``) kernels."""
     e = dev.efficiency
     base = e.vector_memory if unit == "vec" and e.vector_memory > 0 else e.memory
-    return base * _saturation(nbytes_, e.memory_half_size_bytes)
+    return base
 
 
 def roofline_parts(flops, nbytes_, unit: str, dev: DeviceSpec, dtype: str, mnk: tuple | None = None):

@@ -4,9 +4,11 @@ vLLM's even split ignores that stage 0 also runs the embedding and the last
 stage the final norm, lm_head and sampler, and that middle stages both
 receive and send. Starting from the vLLM split, this moves one layer at a
 time from the slowest stage to whichever other stage lowers the slowest
-stage time most (ties: lower latency), costing every candidate with
-:func:`simcast.simulate.simulate` itself, until no move helps. Layer ranges
-stay contiguous; only the counts change.
+stage time most (ties: lower latency); when no such move helps it tries a
+move between any two stages, and it stops when nothing lowers (slowest
+stage, latency). Every candidate is costed with
+:func:`simcast.simulate.simulate` itself. Layer ranges stay contiguous; only
+the counts change.
 """
 
 from __future__ import annotations
@@ -32,23 +34,28 @@ def balanced_counts(spec: SimSpec, *, use_disk_cache: bool = True, max_moves: in
     def run(c: list[int]) -> Report:
         return simulate(replace(spec, partition=",".join(map(str, c))), use_disk_cache=use_disk_cache)
 
+    def best_move(sources: list[int]) -> tuple[Report, list[int]] | None:
+        trials = []
+        for i in sources:
+            for j in range(pp):
+                if j != i and counts[i] > 1:
+                    c = counts.copy()
+                    c[i] -= 1
+                    c[j] += 1
+                    trials.append((run(c), c))
+        return min(trials, key=lambda t: _score(t[0])) if trials else None
+
     best = run(counts)
     for _ in range(max_moves):
         times = best.runtime.stage_times_s
         slow = max(range(pp), key=lambda s: times[s])
-        if counts[slow] <= 1:
+        # moves off the slowest stage first; when none helps, any move that lowers (slowest, latency)
+        move = best_move([slow])
+        if move is None or _score(move[0]) >= _score(best):
+            move = best_move(list(range(pp)))
+        if move is None or _score(move[0]) >= _score(best):
             break
-        trials = []
-        for j in range(pp):
-            if j != slow:
-                c = counts.copy()
-                c[slow] -= 1
-                c[j] += 1
-                trials.append((run(c), c))
-        r, c = min(trials, key=lambda t: _score(t[0]))
-        if _score(r) >= _score(best):
-            break
-        best, counts = r, c
+        best, counts = move
     return tuple(counts)
 
 

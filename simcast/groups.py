@@ -121,7 +121,3 @@ def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Pat
     if mesh and not worst.cross_node:  # a collective over k ranks of a full mesh drives min(k-1, n) links
         worst = replace(worst, bw_bytes_per_s=worst.bw_bytes_per_s * min(len(ranks) - 1, mesh))
     return worst
-
-
-def nodes_spanned(ranks: tuple[int, ...], devices_per_node: int) -> int:
-    return len({node_of(r, devices_per_node) for r in ranks})

@@ -10,9 +10,6 @@ from dataclasses import dataclass
 
 from .errors import SimcastInputError, require
 
-PARTITIONS = ("uniform", "vllm", "balanced")  # or explicit counts "4,6,6,4"
-
-
 @dataclass(frozen=True, kw_only=True)
 class PipelineStageInfo:
     """Layers ``[start_layer, end_layer)`` of ``total_layers`` run on stage ``stage_id``."""

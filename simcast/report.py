@@ -42,6 +42,7 @@ def report_to_dict(r: Report) -> dict[str, Any]:
         "max_stage_memory_bytes": r.max_stage_memory_bytes,
         "device_memory_bytes": sp.device.hbm_bytes,
         "assumptions": list(r.assumptions),
+        "traces_compiled": r.traces_compiled,
     }
 
 

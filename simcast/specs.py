@@ -5,7 +5,7 @@ Units are in the field names. Constructors validate and never touch files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import require
@@ -268,7 +268,6 @@ class SimSpec:
     send_residual: bool = True
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")

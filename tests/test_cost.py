@@ -25,7 +25,7 @@ def test_gemm_flops_and_bytes(h100):
     assert c.flops == 2 * 4096 * 1280 * 8192
     assert c.bytes == 2 * (4096 * 8192 + 1280 * 8192 + 4096 * 1280)
     e = h100.efficiency
-    eff_c = matmul_efficiency(h100, c.flops, (4096, 1280, 8192), "bf16")  # calibrated shape curves
+    eff_c = matmul_efficiency(h100, (4096, 1280, 8192), "bf16")  # calibrated shape curves
     expect = max(c.flops / (989.4e12 * eff_c), c.bytes / (3.35e12 * e.memory)) + e.launch_overhead_s
     assert c.time_s == pytest.approx(expect) and c.bound == "Cube"
     # decode: one token, weight-read bound

@@ -189,7 +189,7 @@ def _saturation(size, half: float):
     return size / (size + half) if half > 0 else 1.0
 
 
-def matmul_efficiency(dev: DeviceSpec, flops: float, mnk: tuple | None = None, dtype: str | None = None) -> float:
+def matmul_efficiency(dev: DeviceSpec, mnk: tuple | None = None, dtype: str | None = None) -> float:
     """Fraction of the matmul peak a GEMM/attention kernel reaches.
 
     ``matmul [· sat(M) · sat(N) · sat(K)]`` where ``sat(d) = d / (d + d_half)``;
@@ -218,7 +218,7 @@ def memory_efficiency(dev: DeviceSpec, nbytes_: float, unit: str = "cube") -> fl
 def roofline_parts(flops, nbytes_, unit: str, dev: DeviceSpec, dtype: str, mnk: tuple | None = None):
     """(compute_s, memory_s) of a kernel, without launch overhead. Array-friendly (both > 0 for arrays)."""
     if unit == "cube":
-        peak = dev.matmul_peak(dtype) * matmul_efficiency(dev, flops, mnk, dtype)
+        peak = dev.matmul_peak(dtype) * matmul_efficiency(dev, mnk, dtype)
     else:
         peak = dev.vector_peak(dtype) * dev.efficiency.vector
     return flops / peak, nbytes_ / (dev.hbm_bw_bytes_per_s * memory_efficiency(dev, nbytes_, unit))

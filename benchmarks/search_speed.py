@@ -92,7 +92,7 @@ def main() -> None:
         cold = timed([simcast] + ARGS, env)
         warm = [timed([simcast] + ARGS, env) for _ in range(3)]
         os.environ["SIMCAST_CACHE_DIR"] = cache
-        from simcast.cli import main as cli_main
+        from simcast.cli.main import main as cli_main
         import contextlib
         import io
         with contextlib.redirect_stdout(io.StringIO()):

@@ -18,9 +18,9 @@ CONFIGS = [(phase, pp) for phase in ("prefill", "decode") for pp in (1, 2, 4, 8)
 CHILD = """
 import sys, time
 t0 = time.perf_counter()
-from simcast.config import load_device, load_model
-from simcast.simulate import simulate
-from simcast.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_device, load_model
+from simcast.sim.simulate import simulate
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 phase, pp = sys.argv[1], int(sys.argv[2])
 m, d = load_model("meta-llama/Llama-3.1-70B"), load_device("h100_sxm")
 b = Batch.prefill(8, 2048) if phase == "prefill" else Batch.decode(64, 2048)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from simcast.calibrate import calibrate, parameter_count, transfer
-from simcast.config import load_device
-from simcast.validate import error_table, markdown_table, predict_frame
-from simcast.vidur_data import VIDUR_SNAPSHOT, read_vidur
+from simcast.calib.fit import calibrate, parameter_count, transfer
+from simcast.inputs.loaders import load_device
+from simcast.calib.validate import error_table, markdown_table, predict_frame
+from simcast.calib.vidur import VIDUR_SNAPSHOT, read_vidur
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_LABELS = {"attn_pre_proj": "QKV", "attn_post_proj": "o_proj", "mlp_up_proj": "gate_up", "mlp_down_proj": "down",

@@ -12,17 +12,17 @@ CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 
 @pytest.fixture(scope="session")
 def h100():
-    from simcast.config import load_device
+    from simcast.inputs.loaders import load_device
     return load_device("h100_sxm")
 
 
 @pytest.fixture(scope="session")
 def llama70b():
-    from simcast.config import load_model
+    from simcast.inputs.loaders import load_model
     return load_model("meta-llama/Llama-3.1-70B")
 
 
 @pytest.fixture(scope="session")
 def qwen06b():
-    from simcast.config import load_model
+    from simcast.inputs.loaders import load_model
     return load_model("Qwen/Qwen3-0.6B")

@@ -2,12 +2,12 @@
 
 import pytest
 
-from simcast.balance import balanced_counts
-from simcast.config import load_model
-from simcast.errors import SimcastInputError
-from simcast.plan import partition_layers
-from simcast.simulate import simulate
-from simcast.specs import Batch, ParallelSpec, SimSpec
+from simcast.sim.partition import balanced_counts
+from simcast.inputs.loaders import load_model
+from simcast.core.errors import SimcastInputError
+from simcast.core.plan import partition_layers
+from simcast.sim.simulate import simulate
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 
 
 @pytest.mark.parametrize("name,pp,batch", [("meta-llama/Llama-3.1-8B", 6, Batch.decode(64, 1024)),

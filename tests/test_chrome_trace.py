@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from simcast.chrome_trace import TIDS, chrome_trace, stage_segments
-from simcast.cli import main
-from simcast.simulate import simulate
-from simcast.specs import Batch, ParallelSpec, SimSpec
+from simcast.render.chrome_trace import TIDS, chrome_trace, stage_segments
+from simcast.cli.main import main
+from simcast.sim.simulate import simulate
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 
 EPS_US = 2e-3  # timestamps are rounded to 1 ns
 
@@ -129,7 +129,7 @@ def test_cli_trace_flag(tmp_path, capsys):
 
 
 def test_auto_detail_falls_back_to_keep_files_small(report, monkeypatch):
-    import simcast.chrome_trace as ct
+    import simcast.render.chrome_trace as ct
     assert ct.choose_detail(report) == "op"
     monkeypatch.setattr(ct, "MAX_SLICES", 150)  # ~100 layer slices, ~1000 op slices
     assert ct.choose_detail(report) == "layer"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from simcast.cli import main
+from simcast.cli.main import main
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")

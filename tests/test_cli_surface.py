@@ -3,7 +3,7 @@
 
 import argparse
 
-from simcast.cli import make_parser
+from simcast.cli.main import make_parser
 
 SURFACE = {
     "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--input-length",

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from simcast.config import load_device, load_model, shipped_devices, shipped_models
-from simcast.errors import SimcastInputError
+from simcast.inputs.loaders import load_device, load_model, shipped_devices, shipped_models
+from simcast.core.errors import SimcastInputError
 
 SHIPPED_MODELS = ["meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-70b-hf",
                   "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",

@@ -4,10 +4,10 @@ import pytest
 
 from simcast.cost import comm
 from simcast.cost.compute import CostContext, matmul_efficiency, op_cost, roofline, OpWork
-from simcast.groups import Path
-from simcast.simulate import pp_message_bytes
-from simcast.specs import Batch
-from simcast.trace import OpRecord, TensorArg
+from simcast.core.layout import Path
+from simcast.sim.simulate import pp_message_bytes
+from simcast.core.specs import Batch
+from simcast.trace.tracer import OpRecord, TensorArg
 
 NV = Path(name="nv", bw_bytes_per_s=100e9, latency_s=2e-6, efficiency=0.5, cross_node=False)
 

@@ -1,5 +1,5 @@
-from simcast.groups import group_path, node_of, path_between, rank_groups
-from simcast.specs import ParallelSpec
+from simcast.core.layout import group_path, node_of, path_between, rank_groups
+from simcast.core.specs import ParallelSpec
 
 
 def test_rfc_rank_group_example():
@@ -33,7 +33,7 @@ def test_links_follow_node_placement(h100):
 
 def test_full_mesh_links_scale_with_group_size():
     # MI300X-like: 7 peer links sharing 448 GB/s; a pair sees one link, 8 GPUs drive all 7
-    from simcast.specs import LinkSpec, LinkTable
+    from simcast.core.specs import LinkSpec, LinkTable
     mesh = LinkSpec(name="xgmi", bw_bytes_per_s=448e9, latency_s=5e-6, efficiency=0.7, mesh_links=7)
     ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=8e-6, efficiency=0.8)
     links = LinkTable(devices_per_node=8, intra_node=mesh, inter_node=ib)

@@ -6,11 +6,11 @@ import json
 import pandas as pd
 import pytest
 
-from simcast import kernels
-from simcast.calibrate import calibrate, update_profile_yaml
-from simcast.config import device_from_dict, load_device, _check, _PROFILE_SCHEMA
+from simcast.cost import kernels
+from simcast.calib.fit import calibrate, update_profile_yaml
+from simcast.inputs.loaders import device_from_dict, load_device, _check, _PROFILE_SCHEMA
 from simcast.cost.compute import OpWork, roofline
-from simcast.errors import SimcastInputError
+from simcast.core.errors import SimcastInputError
 
 
 def test_gemm_uses_the_simulator_roofline(h100):
@@ -105,7 +105,7 @@ def test_calibrate_recovers_a_known_device(h100):
 
 
 def run_cli(capsys, *argv):
-    from simcast import cli, cli_kernel as ck
+    from simcast.cli import kernel as ck, main as cli
     cmds = dict(cli.COMMANDS)
     cmds.update({"kernel": (ck.add_kernel_args, ck.cmd_kernel, ""), "calibrate": (ck.add_calibrate_args,
                  ck.cmd_calibrate, ""), "validate": (ck.add_validate_args, ck.cmd_validate, "")})

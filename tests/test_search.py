@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from simcast.cli import main
-from simcast.config import load_device, load_model
-from simcast.errors import SimcastInputError
-from simcast.search import SearchSpace, check_space, resolve_search_sizes, search
-from simcast.serving import ServingConfig, Workload, estimate_serving
-from simcast.simulate import simulate
-from simcast.specs import Batch, ParallelSpec, SimSpec
+from simcast.cli.main import main
+from simcast.inputs.loaders import load_device, load_model
+from simcast.core.errors import SimcastInputError
+from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
+from simcast.serving.model import ServingConfig, Workload, estimate_serving
+from simcast.sim.simulate import simulate
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")
@@ -106,7 +106,7 @@ def test_pp_helps_when_tp_crosses_nodes(base70b):
     tp16 = estimate_serving(replace(m, parallel=ParallelSpec(tp=16)))
     tp8pp2 = estimate_serving(replace(m, parallel=ParallelSpec(tp=8, pp=2)))
     assert tp8pp2.tpot_s < tp16.tpot_s
-    from simcast.search import layout_links
+    from simcast.serving.search import layout_links
     assert layout_links(replace(m, parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
     assert layout_links(replace(m, parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
 

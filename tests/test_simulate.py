@@ -2,10 +2,10 @@
 
 import pytest
 
-from simcast.config import load_model
-from simcast.memory import sharded_dims
-from simcast.simulate import simulate, split_batch
-from simcast.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_model
+from simcast.core.memory import sharded_dims
+from simcast.sim.simulate import simulate, split_batch
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 
 
 def run(model, dev, tp=1, pp=1, batch=None, m=None, **kw):
@@ -112,7 +112,7 @@ def test_memory_falls_with_pp_and_tp_sharded_send(llama70b, h100):
 
 
 def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
-    from simcast.config import load_device
+    from simcast.inputs.loaders import load_device
     dev4 = load_device("h100_sxm", devices_per_node=4)
     r = simulate(SimSpec(model=llama70b, device=dev4, parallel=ParallelSpec(tp=4, pp=2),
                          batch=Batch.prefill(2, 1024), num_microbatches=2))
@@ -123,7 +123,7 @@ def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
 
 
 def test_tp_shards_checked(llama70b):
-    from simcast.errors import SimcastInputError
+    from simcast.core.errors import SimcastInputError
     with pytest.raises(SimcastInputError, match="num_attention_heads=64"):
         sharded_dims(llama70b, 3)
     assert sharded_dims(llama70b, 16).kv_heads == 1  # kv heads replicated beyond 8

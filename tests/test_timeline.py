@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcast.schedule import fill_drain_latency, flow_shop_latency
-from simcast.simulate import simulate
-from simcast.specs import Batch, ParallelSpec, SimSpec
-from simcast.timeline import report_timeline, schedule_pipeline
+from simcast.core.schedule import fill_drain_latency, flow_shop_latency
+from simcast.sim.simulate import simulate
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.sim.timeline import report_timeline, schedule_pipeline
 
 # Dyadic times (k / 1024 s): every sum is exact in float64, so "equal" means bit-equal.
 dyadic = st.integers(min_value=0, max_value=4096).map(lambda k: k / 1024)

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from simcast import trace as tr
-from simcast.memory import sharded_dims
-from simcast.simulate import stage_key
+from simcast.trace import tracer as tr
+from simcast.core.memory import sharded_dims
+from simcast.sim.simulate import stage_key
 
 
 def ops_of(t):

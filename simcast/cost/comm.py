@@ -3,8 +3,8 @@
 Bandwidths are per-GPU unidirectional link bandwidths (the link table's
 ``bw_bytes_per_s``) scaled by the link's achievable efficiency.
 
-A :class:`~simcast.groups.Path` carries its bottleneck link's calibrated collective fits
-(:class:`~simcast.specs.CollectiveFit`, per collective and group size); then a
+A :class:`~simcast.core.layout.Path` carries its bottleneck link's calibrated collective fits
+(:class:`~simcast.core.specs.CollectiveFit`, per collective and group size); then a
 collective costs ``α + factor · bytes / β`` with the fit of the nearest
 measured group size, instead of the generic per-step formula.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
-from ..groups import Path
-from ..specs import CollectiveFit
+from simcast.core.layout import Path
+from simcast.core.specs import CollectiveFit
 
 
 def collective_fit(path: Path, kind: str, n: int) -> CollectiveFit | None:

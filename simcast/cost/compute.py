@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from ..groups import Path
-from ..specs import DTYPE_BYTES, Batch, DeviceSpec
-from ..trace import OpRecord, TensorArg, shape_fn
-from . import comm
+from simcast.core.layout import Path
+from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
+from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
+from simcast.cost import comm
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import require
-from .plan import PipelineStageInfo, StageModuleSpec
-from .specs import Batch, ModelSpec
+from simcast.core.errors import require
+from simcast.core.plan import PipelineStageInfo, StageModuleSpec
+from simcast.core.specs import Batch, ModelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

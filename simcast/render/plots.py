@@ -20,12 +20,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .timeline import Timeline, report_timeline
+from simcast.sim.timeline import Timeline, report_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .simulate import Report
+    from simcast.sim.simulate import Report
 
 GIB = 1024 ** 3
 MS = 1e3

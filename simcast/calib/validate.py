@@ -19,9 +19,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from . import kernels
-from .errors import SimcastInputError
-from .specs import DeviceSpec, ModelSpec
+from simcast.cost import kernels
+from simcast.core.errors import SimcastInputError
+from simcast.core.specs import DeviceSpec, ModelSpec
 
 GENERIC_COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
                    "head_dim", "bytes", "gpus", "nodes", "time_s")
@@ -75,7 +75,7 @@ def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | 
 def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
                   load_device: Callable[[str], DeviceSpec] | None = None) -> pd.DataFrame:
     """``df`` plus ``predicted_s``, ``bound``, ``reason`` and ``abs_err_pct`` per row."""
-    from .config import load_device as _load_device, load_model
+    from simcast.inputs.loaders import load_device as _load_device, load_model
     load = load_device or _load_device
     devices: dict[str, Any] = {}
     models: dict[str, ModelSpec] = {}
@@ -165,7 +165,7 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 def read_measured(path: str | Path) -> pd.DataFrame:
     """A measured CSV in the generic schema, or a Vidur profiling file as it is."""
-    from .vidur_data import is_vidur_file, read_vidur
+    from simcast.calib.vidur import is_vidur_file, read_vidur
     p = Path(path)
     if not p.is_file():
         raise SimcastInputError("MEASURED.csv", str(path), "no such file")

@@ -26,10 +26,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import _check, load_device, load_model, read_yaml
-from .errors import require
-from .serving import ServingConfig, Workload
-from .specs import ParallelSpec
+from simcast.inputs.loaders import _check, load_device, load_model, read_yaml
+from simcast.core.errors import require
+from simcast.serving.model import ServingConfig, Workload
+from simcast.core.specs import ParallelSpec
 
 SCHEMA: dict[str, Any] = {
     "model": str, "device": str, "runtime?": str,

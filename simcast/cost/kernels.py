@@ -1,9 +1,9 @@
 """Predict one kernel on one device with the simulator's own cost functions.
 
-Each function builds the :class:`~simcast.trace.OpRecord` the tracer would
+Each function builds the :class:`~simcast.trace.tracer.OpRecord` the tracer would
 record (concrete shapes) and costs it with :func:`simcast.cost.compute.op_cost`
-— the same formulas and roofline as :func:`simcast.simulate` — or resolves the
-link path with :mod:`simcast.groups` and costs it with :mod:`simcast.cost.comm`.
+— the same formulas and roofline as :func:`simcast.sim.simulate` — or resolves the
+link path with :mod:`simcast.core.layout` and costs it with :mod:`simcast.cost.comm`.
 Nothing here re-states a FLOP, byte or time formula.
 
 Bounds: ``compute`` and ``memory`` (roofline side), ``latency`` and
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cost import comm
-from .cost.compute import CostContext, op_cost
-from .errors import require
-from .groups import Path, group_path, path_between
-from .specs import Batch, DeviceSpec, LinkTable, ModelSpec
-from .trace import OpRecord, TensorArg
+from simcast.cost import comm
+from simcast.cost.compute import CostContext, op_cost
+from simcast.core.errors import require
+from simcast.core.layout import Path, group_path, path_between
+from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
+from simcast.trace.tracer import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
 _BOUNDS = {"Cube": "compute", "Vec": "compute", "Mem": "memory"}

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import networkx as nx
 
-from .specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
+from simcast.core.specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

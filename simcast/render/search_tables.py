@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .report import table
-from .search import Candidate, Rejection, parallel_label
-from .serving import ServingResult
+from simcast.render.tables import table
+from simcast.serving.search import Candidate, Rejection, parallel_label
+from simcast.serving.model import ServingResult
 
 GIB = 1024 ** 3
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",

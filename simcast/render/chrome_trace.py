@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .timeline import Timeline, TimelineEvent, microbatch_ops, report_timeline
+from simcast.sim.timeline import Timeline, TimelineEvent, microbatch_ops, report_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .cost.compute import OpCost
-    from .simulate import Report
+    from simcast.cost.compute import OpCost
+    from simcast.sim.simulate import Report
 
 MAX_SLICES = 60_000
 TIDS = {"compute": 0, "recv": 1, "send": 2}
@@ -115,7 +115,7 @@ def choose_detail(report: "Report", detail: str = "auto") -> str:
 
 
 def _metadata(report: "Report") -> list[dict[str, Any]]:
-    from .groups import rank_of
+    from simcast.core.layout import rank_of
     par = report.spec.parallel
     out: list[dict[str, Any]] = []
     for st in report.stages:
@@ -136,7 +136,7 @@ def chrome_trace(report: "Report", *, blocking: bool = True, max_in_flight: int 
                  detail: str = "auto", timeline: Timeline | None = None) -> dict[str, Any]:
     """The report's forward step as a Trace Event Format dict (``{"traceEvents": [...], ...}``).
 
-    ``blocking``/``max_in_flight`` choose the timeline (:func:`simcast.timeline.schedule_pipeline`);
+    ``blocking``/``max_in_flight`` choose the timeline (:func:`simcast.sim.timeline.schedule_pipeline`);
     a precomputed ``timeline`` of the same report may be passed instead.
     """
     ops = microbatch_ops(report)

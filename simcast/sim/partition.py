@@ -7,7 +7,7 @@ time from the slowest stage to whichever other stage lowers the slowest
 stage time most (ties: lower latency); when no such move helps it tries a
 move between any two stages, and it stops when nothing lowers (slowest
 stage, latency). Every candidate is costed with
-:func:`simcast.simulate.simulate` itself. Layer ranges stay contiguous; only
+:func:`simcast.sim.simulate.simulate` itself. Layer ranges stay contiguous; only
 the counts change.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .plan import partition_layers
-from .simulate import Report, simulate
-from .specs import SimSpec
+from simcast.core.plan import partition_layers
+from simcast.sim.simulate import Report, simulate
+from simcast.core.specs import SimSpec
 
 
 def _score(r: Report) -> tuple[float, float]:

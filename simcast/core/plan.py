@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import SimcastInputError, require
+from simcast.core.errors import SimcastInputError, require
 
 @dataclass(frozen=True, kw_only=True)
 class PipelineStageInfo:
@@ -86,7 +86,7 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
     - ``vllm``: ``L // P`` each, the remainder spread over the stages before the
       last, as vLLM's ``get_pp_indices`` does (22/4 -> 5, 6, 6, 5).
     - explicit: ``"4,6,6,4"``, which must sum to ``total_layers``.
-    - ``balanced`` depends on stage costs and is resolved by :mod:`simcast.balance` first.
+    - ``balanced`` depends on stage costs and is resolved by :mod:`simcast.sim.partition` first.
     """
     require(total_layers >= 1, "model.num_hidden_layers", total_layers, "must be >= 1")
     require(pp >= 1, "pp_size", pp, "must be >= 1")
@@ -103,7 +103,7 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
         counts = tuple(counts_l)
     elif partition == "balanced":
         raise SimcastInputError("--partition", partition, "balanced needs stage costs: resolve it with "
-                                "simcast.balance.resolve_partition (simulate/serving do) before building the plan")
+                                "simcast.sim.partition.resolve_partition (simulate/serving do) before building the plan")
     else:
         try:
             counts = tuple(int(x) for x in partition.split(","))

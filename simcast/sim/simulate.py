@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from .cost.comm import p2p_s
-from .cost.compute import CostContext, OpCost, op_cost
-from .groups import Path, group_path, path_between, rank_of
-from .memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
+from simcast.cost.comm import p2p_s
+from simcast.cost.compute import CostContext, OpCost, op_cost
+from simcast.core.layout import Path, group_path, path_between, rank_of
+from simcast.core.memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
                      stage_weight_bytes)
-from .plan import PipelineStagePlan, build_pipeline_stage_plan
-from .schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
-from .specs import Batch, ModelSpec, SimSpec
-from .stage_key import StageKey
-from .trace import StageTrace, get_trace
+from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
+from simcast.core.schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
+from simcast.core.specs import Batch, ModelSpec, SimSpec
+from simcast.trace.key import StageKey
+from simcast.trace.tracer import StageTrace, get_trace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +140,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     send/recv at the stage boundaries, and combine with the fill-drain scheduler.
     """
     if spec.partition == "balanced":
-        from .balance import resolve_partition
+        from simcast.sim.partition import resolve_partition
         resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
         r = simulate(resolved, use_disk_cache=use_disk_cache)
         return replace(r, assumptions=r.assumptions + (

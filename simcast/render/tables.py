@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .simulate import Report
+from simcast.sim.simulate import Report
 
 GIB = 1024 ** 3
 
@@ -48,7 +48,7 @@ def report_to_dict(r: Report) -> dict[str, Any]:
 
 def overlapped_latency_s(r: Report) -> float:
     """Makespan of the event-level timeline with asynchronous send/recv (tighter than the RFC's figure)."""
-    from .timeline import report_timeline
+    from simcast.sim.timeline import report_timeline
     return report_timeline(r, blocking=False).makespan_s
 
 

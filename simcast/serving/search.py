@@ -13,11 +13,11 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from .errors import SimcastInputError, require
-from .groups import group_path, path_between, rank_of
-from .serving import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
-from .simulate import simulate
-from .specs import ParallelSpec
+from simcast.core.errors import SimcastInputError, require
+from simcast.core.layout import group_path, path_between, rank_of
+from simcast.serving.model import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
+from simcast.sim.simulate import simulate
+from simcast.core.specs import ParallelSpec
 
 MAX_BATCH = 4096
 

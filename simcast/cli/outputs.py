@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import SimcastInputError
+from simcast.core.errors import SimcastInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from .simulate import Report
+    from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -69,7 +69,7 @@ def write_outputs(args: argparse.Namespace, report: "Report") -> None:
     if plot_path:
         _check_plot_path(plot_path)  # fail before any work
     if trace_path:
-        from .chrome_trace import chrome_trace
+        from simcast.render.chrome_trace import chrome_trace
         tr = chrome_trace(report, blocking=blocking)
         out = Path(trace_path)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -78,11 +78,11 @@ def write_outputs(args: argparse.Namespace, report: "Report") -> None:
         sys.stderr.write(f"simcast: wrote {out} ({len(tr['traceEvents'])} events, {od['send_recv']}, "
                          f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n")
     if plot_path:
-        from .plots import plot_report
+        from simcast.render.plots import plot_report
         out = save_figure(plot_report(report, blocking=blocking), plot_path)
         sys.stderr.write(f"simcast: wrote {out}\n")
     if trace_path or plot_path:
-        from .timeline import report_timeline
+        from simcast.sim.timeline import report_timeline
         other = report_timeline(report, blocking=not blocking).makespan_s
         sys.stderr.write(f"simcast: {'overlapped isend/irecv' if blocking else 'blocking send/recv (RFC)'} "
                          f"timeline would take {other * 1e3:.3f} ms\n")
@@ -90,7 +90,7 @@ def write_outputs(args: argparse.Namespace, report: "Report") -> None:
 
 def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -> Path:
     """``simcast optimize --plot``: the Pareto chart of the optimizer's table (see plots.plot_pareto)."""
-    from .plots import plot_pareto
+    from simcast.render.plots import plot_pareto
     _check_plot_path(path)
     out = save_figure(plot_pareto(df, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")

@@ -8,8 +8,8 @@ models:
   ``stage_time = compute + (incoming + outgoing)`` one-way times, receiving
   first and sending last; the next stage starts the microbatch only when the
   sender has finished sending. The makespan equals
-  :func:`simcast.schedule.flow_shop_latency` bit for bit, hence
-  :func:`~simcast.schedule.fill_drain_latency` for identical microbatches.
+  :func:`simcast.core.schedule.flow_shop_latency` bit for bit, hence
+  :func:`~simcast.core.schedule.fill_drain_latency` for identical microbatches.
   Each hop is counted on both sides, one after the other (conservative).
 * ``blocking=False`` (vLLM and SGLang post ``isend``/``irecv``): a stage is
   busy only while computing; after compute the hidden states cross the link
@@ -24,7 +24,7 @@ stage (``None``: no cap).
 The scheduler is a pure function of per-microbatch, per-stage compute times
 ``compute_s[m][s]`` and per-hop one-way send times ``send_s[m][h]`` (hop ``h``
 is stage ``h`` → ``h + 1``); all times in seconds. ``report_timeline`` adapts
-a :class:`~simcast.simulate.Report`.
+a :class:`~simcast.sim.simulate.Report`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .cost.compute import OpCost
-    from .simulate import Report
+    from simcast.cost.compute import OpCost
+    from simcast.sim.simulate import Report
 
 KINDS = ("compute", "send", "recv")
 

@@ -15,8 +15,8 @@ import math
 import torch
 from torch import nn
 
-from . import ops
-from .stage_key import StageKey
+from simcast.trace import ops
+from simcast.trace.key import StageKey
 
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}
 

@@ -1,6 +1,6 @@
 """Strict loading of model configs (HF ``config.json``) and device profiles (YAML).
 
-Every problem is one :class:`~simcast.errors.SimcastInputError` line naming the
+Every problem is one :class:`~simcast.core.errors.SimcastInputError` line naming the
 field, the bad value and what is allowed. This is an edge module: it reads files.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from .errors import SimcastInputError, require
-from .specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.core.errors import SimcastInputError, require
+from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                            "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}

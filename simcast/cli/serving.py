@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from .cli_args import positive_int
-from .cli_plots import add_output_args, write_pareto_plot
-from .errors import require
+from simcast.cli.args import positive_int
+from simcast.cli.outputs import add_output_args, write_pareto_plot
+from simcast.core.errors import require
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -57,11 +57,11 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
-    from .config import load_device, load_model
-    from .search import SearchSpace, check_space, resolve_search_sizes, search
-    from .search_report import format_search, to_dataframe
-    from .serving import ServingConfig, Workload
-    from .specs import ParallelSpec
+    from simcast.inputs.loaders import load_device, load_model
+    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
+    from simcast.render.search_tables import format_search, to_dataframe
+    from simcast.serving.model import ServingConfig, Workload
+    from simcast.core.specs import ParallelSpec
 
     normalize_trailing_model(a)
     n = a.num_devices
@@ -117,10 +117,10 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
-    from .search import layout_links
-    from .search_report import format_serving, result_row
-    from .serving import estimate_serving
-    from .service_yaml import build_serving_config, read_service_yaml
+    from simcast.serving.search import layout_links
+    from simcast.render.search_tables import format_serving, result_row
+    from simcast.serving.model import estimate_serving
+    from simcast.serving.service_yaml import build_serving_config, read_service_yaml
 
     overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
                  "input_length": a.input_length, "output_length": a.output_length, "device": a.device,

@@ -1,4 +1,4 @@
-"""Frozen, keyword-only specs: the inputs of :func:`simcast.simulate`.
+"""Frozen, keyword-only specs: the inputs of :func:`simcast.sim.simulate`.
 
 Units are in the field names. Constructors validate and never touch files.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .errors import require
+from simcast.core.errors import require
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -257,7 +257,7 @@ class Batch:
 
 @dataclass(frozen=True, kw_only=True)
 class SimSpec:
-    """Everything :func:`simcast.simulate` needs for one forward step."""
+    """Everything :func:`simcast.sim.simulate` needs for one forward step."""
 
     model: ModelSpec
     device: DeviceSpec

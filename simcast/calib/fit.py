@@ -4,7 +4,7 @@ Pure numpy: Levenberg–Marquardt on ``log(predicted / measured)`` with a
 numerical Jacobian in scaled parameters, optionally robust (IRLS towards the
 L1 norm, so a few noisy measurements do not pull the fit). The predictions are
 the simulator's own: :func:`simcast.cost.compute.roofline_parts` on the FLOPs
-and bytes :mod:`simcast.kernels` derives, and :mod:`simcast.cost.comm` for
+and bytes :mod:`simcast.cost.kernels` derives, and :mod:`simcast.cost.comm` for
 messages. Parameters fitted (all physical, shared by every shape and model):
 
 * GEMM: ``matmul`` (max fraction of peak), ``matmul_half_m_ridge``,
@@ -24,9 +24,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import kernels
-from .cost.compute import launch_s, roofline_parts
-from .specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
+from simcast.cost import kernels
+from simcast.cost.compute import launch_s, roofline_parts
+from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
 _BOUNDS = {"matmul": (0.2, 1.0), "matmul_half_m_ridge": (1e-3, 20.0), "matmul_half_n": (1e-3, 2e4),
@@ -101,7 +101,7 @@ def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
 
 
 def _elementwise_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
-    from .validate import predict_row
+    from simcast.calib.validate import predict_row
     preds = [predict_row(r, dev)[0] for r in rows.to_dict("records")]
     return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=None,
                  unit="vec", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))

@@ -7,10 +7,11 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from . import cli_kernel, cli_serving
-from .cli_plots import add_output_args, write_outputs
-from .cli_args import positive_int
-from .errors import SimcastInputError, require
+from simcast.cli import kernel as cli_kernel
+from simcast.cli import serving as cli_serving
+from simcast.cli.outputs import add_output_args, write_outputs
+from simcast.cli.args import positive_int
+from simcast.core.errors import SimcastInputError, require
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,8 +49,8 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_spec(a: argparse.Namespace):
-    from .config import load_device, load_model
-    from .specs import Batch, ParallelSpec, SimSpec
+    from simcast.inputs.loaders import load_device, load_model
+    from simcast.core.specs import Batch, ParallelSpec, SimSpec
     model = load_model(a.model, dtype=a.dtype)
     device = load_device(a.device, a.devices_per_node)
     world = a.num_devices or a.tp * a.pp
@@ -67,8 +68,8 @@ def build_spec(a: argparse.Namespace):
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from .report import format_report, report_to_dict
-    from .simulate import simulate
+    from simcast.render.tables import format_report, report_to_dict
+    from simcast.sim.simulate import simulate
     report = simulate(build_spec(a), use_disk_cache=not a.no_cache)
     print(json.dumps(report_to_dict(report), indent=2) if a.json else format_report(report))
     write_outputs(a, report)

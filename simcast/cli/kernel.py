@@ -8,8 +8,8 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from .cli_args import positive_float, positive_int
-from .errors import require
+from simcast.cli.args import positive_float, positive_int
+from simcast.core.errors import require
 
 
 # ------------------------------------------------------------------ kernel
@@ -45,8 +45,8 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
-    from . import kernels
-    from .config import load_device
+    from simcast.cost import kernels
+    from simcast.inputs.loaders import load_device
     dev = load_device(a.device)
     if a.kernel == "gemm":
         p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype)
@@ -77,9 +77,9 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    from .calibrate import calibrate, parameter_count, transfer, update_profile_yaml
-    from .config import load_device, profiles_dir
-    from .validate import read_measured
+    from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
+    from simcast.inputs.loaders import load_device, profiles_dir
+    from simcast.calib.validate import read_measured
     import pandas as pd
     base = load_device(a.device)
     src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
@@ -151,10 +151,10 @@ def add_validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from .validate import error_table, markdown_table, predict_frame, read_measured
+    from simcast.calib.validate import error_table, markdown_table, predict_frame, read_measured
     df = read_measured(a.measured)
     if a.device is not None:
-        from .config import load_device
+        from simcast.inputs.loaders import load_device
         load_device(a.device)  # a bad --device is one error line, not one reason per row
     pred = predict_frame(df, a.device)
     if a.json:

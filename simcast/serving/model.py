@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .errors import require
-from .memory import (kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes)
-from .plan import build_pipeline_stage_plan
-from .simulate import Report, simulate
-from .specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.core.errors import require
+from simcast.core.memory import (kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes)
+from simcast.core.plan import build_pipeline_stage_plan
+from simcast.sim.simulate import Report, simulate
+from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +167,7 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     (one partition serves both phases, as in a real deployment)."""
     if cfg.partition != "balanced":
         return cfg
-    from .balance import balanced_counts
+    from simcast.sim.partition import balanced_counts
     counts = balanced_counts(decode_spec(cfg), use_disk_cache=use_disk_cache)
     return replace(cfg, partition=",".join(map(str, counts)))
 

@@ -4,7 +4,7 @@ A recording backend receives dynamo's graph of one stage-local module (never a
 full model split afterwards) with symbolic token dims ``T`` (new tokens), ``R``
 (requests) and ``S`` (KV-cache slots), and keeps every op with its symbolic
 shapes. One compile serves every batch and length; concrete shapes come by
-substitution. Traces are cached per :class:`~simcast.stage.StageKey` in memory
+substitution. Traces are cached per :class:`~simcast.trace.stage.StageKey` in memory
 and on disk (JSON, keyed by simcast and torch versions), so a warm process or a
 repeated run imports no compiler. Pure views (getitem/view/split) cost nothing
 and are not kept.
@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from .stage_key import StageKey
+from simcast.trace.key import StageKey
 
 TRACE_FORMAT = 2
 _VIEW_OPS = {"getitem", "view", "split", "reshape", "size", "contiguous"}
@@ -57,7 +57,7 @@ class StageTrace:
 
 
 def versions() -> str:
-    from . import __version__
+    from simcast import __version__
     try:
         tv = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -128,7 +128,7 @@ def _compile_trace(key: StageKey) -> StageTrace:
     import torch
     import torch._dynamo
 
-    from .stage import StageModule, example_inputs
+    from simcast.trace.stage import StageModule, example_inputs
 
     graphs: list = []
 

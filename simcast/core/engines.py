@@ -1,0 +1,15 @@
+"""The serving engines simcast knows by name (one list, used by every layer).
+
+Engine-specific data lives where it belongs: kernel parameters per engine in the
+device profile (``cost``), scheduler policies and CPU overheads in ``serving``.
+This module only names them, so a flag, a YAML key and a profile section all
+accept the same set.
+"""
+
+from __future__ import annotations
+
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""Serving engines: vLLM, SGLang, TensorRT-LLM."""
+
+NCCL = "nccl"
+"""Collectives issued by NCCL itself (not an engine's custom all-reduce)."""

@@ -1,0 +1,98 @@
+"""The package tree is the architecture: imports run one way, down the data flow.
+
+Layers, lowest first (a module may import its own layer and the layers below):
+core (specs, layout, plan, memory, schedule) → inputs (strict file loading) → trace
+(op IR, leaf ops, stage modules, tracer) → cost (roofline, comm, kernels) → sim (simulate,
+partitions, timeline) → calib → serving → render → cli.
+Function-local imports count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PKG = Path(__file__).resolve().parents[1] / "simcast"
+LAYERS = ["core", "inputs", "trace", "cost", "sim", "calib", "serving", "render", "cli"]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in PKG.rglob("*.py"):
+        parts = f.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(pkg[: len(pkg) - node.level + 1]) if node.level else ""
+            mod = ".".join(x for x in (base, node.module or "") if x)
+            targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        for t in targets:
+            while t and t not in mods:
+                t = t.rpartition(".")[0]
+            if t and t != name and t != "simcast":
+                found.add(t)
+    return found
+
+
+def _graph() -> nx.DiGraph:
+    mods = _modules()
+    g = nx.DiGraph()
+    for name, path in mods.items():
+        g.add_node(name)
+        for t in _imports(name, path, mods):
+            g.add_edge(name, t)
+    return g
+
+
+def _layer(mod: str) -> int | None:
+    parts = mod.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    loose = [m for m in _modules() if m.count(".") >= 1 and _layer(m) is None and m != "simcast.__main__"]
+    assert loose == [], f"modules outside the layered subpackages: {loose}"
+
+
+def test_no_import_cycles() -> None:
+    cycles = list(nx.simple_cycles(_graph()))
+    assert cycles == [], f"import cycles: {cycles[:5]}"
+
+
+def test_imports_run_down_the_data_flow() -> None:
+    upward = []
+    for a, b in _graph().edges:
+        la, lb = _layer(a), _layer(b)
+        if la is not None and lb is not None and lb > la:
+            upward.append(f"{a} -> {b}")
+    assert upward == [], "upward imports:\n" + "\n".join(sorted(upward))
+
+
+def test_pure_layers_never_reach_the_edges() -> None:
+    """The RFC's core (core, trace, cost) never imports serving, rendering or the CLI."""
+    edges = {"serving", "render", "cli"}
+    bad = [f"{a} -> {b}" for a, b in _graph().edges
+           if a.split(".")[1:2] and a.split(".")[1] in {"core", "trace", "cost"}
+           and b.split(".")[1:2] and b.split(".")[1] in edges]
+    assert bad == []
+
+
+def test_package_level_graph_is_acyclic() -> None:
+    g = nx.DiGraph()
+    for a, b in _graph().edges:
+        pa, pb = a.split(".")[1:2], b.split(".")[1:2]
+        if pa and pb and pa != pb:
+            g.add_edge(pa[0], pb[0])
+    assert nx.is_directed_acyclic_graph(g), list(nx.simple_cycles(g))

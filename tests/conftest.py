@@ -7,7 +7,9 @@ import pytest
 # A private trace cache per test session: tests never read a developer's cache.
 os.environ.setdefault("SIMCAST_CACHE_DIR", tempfile.mkdtemp(prefix="simcast-test-cache-"))
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "shared" / "calibration"
+# ../shared/calibration beside the repository; SIMCAST_CALIBRATION_DIR overrides it (e.g. in a git worktree)
+CALIBRATION = Path(os.environ.get("SIMCAST_CALIBRATION_DIR",
+                                  Path(__file__).resolve().parents[2] / "shared" / "calibration"))
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from typing import Callable
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
 from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
-from simcast.cost import comm
+from simcast.cost import comm, engine_cost
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 
@@ -36,6 +36,8 @@ class CostContext:
     device: DeviceSpec
     tp_path: Path
     collective_algorithm: str = "auto"
+    engine: str | None = None  # vllm | sglang | trtllm: the profile's fitted kernels for that engine
+    attention_phase: str = "auto"  # "prefill": cost 1-token prompts with the prefill fit (kernel benchmarks)
 
     @property
     def dims(self) -> tuple[int, int, int]:
@@ -51,6 +53,7 @@ class OpWork:
     unit: str  # "cube" | "vec" | "comm"
     comm_s: float = 0.0
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
+    attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +126,8 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     b = DTYPE_BYTES[q.dtype]
     pairs, tile_tokens = _attention_sums(ctx.batch.query_lens, ctx.batch.context_lens, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube")
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube",
+                  attn=(hq, hkv, d))
 
 
 @lru_cache(maxsize=4096)
@@ -173,8 +177,10 @@ def _sample(rec: OpRecord, ctx: CostContext) -> OpWork:
 @formula("simcast::all_reduce")
 def _all_reduce(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.args[0], ctx.dims)
+    n = int(rec.args[1])
+    eng = engine_cost.all_reduce_s(ctx.device, ctx.engine, n, size, ctx.tp_path.cross_node)
     return OpWork(flops=0.0, bytes=size, unit="comm",
-                  comm_s=comm.all_reduce_s(size, int(rec.args[1]), ctx.tp_path, ctx.collective_algorithm))
+                  comm_s=eng[0] if eng else comm.all_reduce_s(size, n, ctx.tp_path, ctx.collective_algorithm))
 
 
 @formula("simcast::all_gather")
@@ -235,6 +241,22 @@ def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
     return max(t_c, t_m) + launch_s(dev, work.unit), bound
 
 
+_ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem"}
+
+
+def engine_roofline(work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, str]:
+    """(time_s, bound) with the engine's fitted GEMM / attention kernels, else the generic roofline."""
+    got = None
+    if work.mnk is not None:
+        got = engine_cost.gemm_s(ctx.device, ctx.engine, dtype, *work.mnk)
+    elif work.attn is not None:
+        got = engine_cost.attention_s(ctx.device, ctx.engine, dtype, ctx.batch.query_lens, ctx.batch.context_lens,
+                                      *work.attn, phase=ctx.attention_phase)
+    if got is None:
+        return roofline(work, ctx.device, dtype)
+    return got[0], _ENGINE_BOUNDS[got[1]]
+
+
 def launch_s(dev: DeviceSpec, unit: str) -> float:
     """Fixed per-kernel time: GEMM/attention kernels, or the vector kernels' own when fitted."""
     e = dev.efficiency
@@ -249,6 +271,6 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
         work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
     else:
         work = fn(rec, ctx)
-    t, bound = roofline(work, ctx.device, dtype)
+    t, bound = engine_roofline(work, ctx, dtype) if ctx.engine is not None else roofline(work, ctx.device, dtype)
     return OpCost(op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)", scope=rec.scope,
                   count=count, flops=work.flops, bytes=work.bytes, time_s=t, bound=bound)

@@ -1,0 +1,111 @@
+"""Attention kernel time with an engine's fitted parameters.
+
+Prefill (causal, FlashAttention-style tiling): the kernel walks query tiles of
+``tile`` rows; query tile ``i`` of a request with ``c`` cached tokens visits the
+key tiles up to its last row, ``ceil((c + min((i+1)·tile, q)) / tile)`` of them,
+and computes each visited ``tile × tile`` block in full (the causal mask only
+zeroes the diagonal block's upper half). FLOPs are ``4 · heads · head_dim``
+(QK^T and PV, 2 FLOPs per multiply-add) per visited query-key pair. Exact causal
+pairs are ``q·c + q(q+1)/2``; the tiled count is larger by the diagonal blocks
+and the padding of the last tile, which dominates short sequences.
+
+Decode (one new token per request): the kernel streams the request's keys and
+values, ``2 · kv_len · kv_heads · head_dim`` elements, once; the query heads of a
+GQA group share that read. Its efficiency depends on how many independent
+units of work there are: ``batch · kv_heads`` (split-KV kernels cut each long
+context into chunks of ``split_tokens`` that run in parallel and are merged).
+
+Both have a fixed launch time (the floor short kernels never go below).
+Array-friendly where the fit needs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
+
+KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def causal_pairs(q_len, cached):
+    """Exact query-key pairs of causal attention: ``q·c + q(q+1)/2`` (array-friendly)."""
+    q, c = np.asarray(q_len, dtype=float), np.asarray(cached, dtype=float)
+    return q * c + q * (q + 1) / 2
+
+
+def tiled_causal_pairs(q_len, cached, tile: int):
+    """Query-key pairs a tiled causal kernel computes: every visited ``tile × tile`` block in full.
+
+    With ``n = ceil(q / tile)`` query tiles, tile ``i`` (0-based) visits
+    ``ceil((c + min((i+1)·tile, q)) / tile)`` key tiles; for ``c = 0`` and ``q`` a multiple of
+    the tile that is ``n(n+1)/2`` blocks of ``tile²`` pairs. Closed form (array-friendly).
+    """
+    q, c = np.asarray(q_len, dtype=float), np.asarray(cached, dtype=float)
+    n = np.ceil(q / tile)
+    # full tile i visits ceil(c/tile) + i + 1 key tiles (its end (i+1)·tile is on the grid); sum over i < n-1
+    blocks = (n - 1) * n / 2 + (n - 1) * np.ceil(c / tile) + np.ceil((c + q) / tile)
+    return blocks * tile * tile
+
+
+def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None):
+    """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given."""
+    pairs = causal_pairs(q_len, cached) if tile is None else tiled_causal_pairs(q_len, cached, tile)
+    return 4.0 * np.asarray(batch, float) * np.asarray(heads, float) * np.asarray(head_dim, float) * pairs
+
+
+def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
+    """Q read and O written once (2 bytes), K and V read once per query tile group (KV dtype)."""
+    q, c = np.asarray(q_len, float), np.asarray(cached, float)
+    b, h, hkv, d = (np.asarray(v, float) for v in (batch, heads, kv_heads, head_dim))
+    return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * KV_BYTES[dtype])
+
+
+def saturation(x, half: float):
+    """``x / (x + half)``; 1 when ``half`` is 0 (array-friendly)."""
+    return x / (x + half) if half > 0 else 1.0
+
+
+def prefill_parts(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
+                  batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled=None):
+    """(compute_s, memory_s) of a prefill attention call."""
+    b, q, h, d = (np.asarray(v, float) for v in (batch, q_len, heads, head_dim))
+    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile) if flops_tiled is None else flops_tiled
+    eff = fit.matmul * saturation(q, fit.half_q_len) * saturation(b * h, fit.half_batch_heads) * saturation(d, fit.half_head_dim)
+    t_c = fl / (peak_flops_per_s * eff)
+    t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
+    return t_c, t_m
+
+
+def prefill_time_s(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
+                   batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled=None):
+    """Seconds for one prefill attention call over ``batch`` requests of ``q_len`` new tokens each."""
+    t_c, t_m = prefill_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, q_len, cached, heads, kv_heads,
+                             head_dim, flops_tiled)
+    p = fit.smooth_p
+    return (t_c ** p + t_m ** p) ** (1.0 / p) + fit.launch_s
+
+
+def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str):
+    """K and V of every request read once (KV dtype) + q read and o written (2 bytes)."""
+    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
+    return b * (2 * s * hkv * d * KV_BYTES[dtype] + 2 * h * d * 2)
+
+
+def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
+                 batch, kv_len, heads, kv_heads, head_dim):
+    """(compute_s, memory_s) of a decode attention call."""
+    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
+    units = b * hkv * np.ceil(s / fit.split_tokens)
+    eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len)
+    t_m = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * eff_m)
+    t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
+    return t_c, t_m
+
+
+def decode_time_s(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
+                  batch, kv_len, heads, kv_heads, head_dim):
+    """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
+    t_c, t_m = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
+    p = fit.smooth_p
+    return (t_c ** p + t_m ** p) ** (1.0 / p) + fit.launch_s

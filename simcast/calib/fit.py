@@ -286,8 +286,11 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
             return
         out.append("    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size")
         for f in link.collectives:
+            extra = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + \
+                (f", algorithm: {f.algorithm}" if f.algorithm else "")
+            note = notes.get(f"{path}.{f.kind}.{f.gpus}.{f.algorithm}", notes.get(f"{path}.{f.kind}.{f.gpus}", ""))
             out.append(f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-                       f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}}}  # {notes.get(f'{path}.{f.kind}.{f.gpus}', '')}")
+                       f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{extra}}}  # {note}")
 
     for line in lines:
         parsed = _key_line(line)

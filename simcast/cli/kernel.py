@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from simcast.cli.args import positive_float, positive_int
+from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
 from simcast.core.errors import require
 
 
@@ -69,14 +70,19 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ calibrate
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
-    p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
+    p.add_argument("--device", default=None,
+                   help="profile to start from (shipped name or YAML path); with --from-db default: the system's")
     p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
     p.add_argument("--transfer-from", default=None,
                    help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
                         "--device's peaks and link bandwidths")
+    add_from_db_args(p)
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
+    if a.from_db is not None:
+        return cmd_calibrate_from_db(a)
+    require(a.device is not None, "--device", None, "is required (the profile to start from)")
     from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
     from simcast.inputs.loaders import load_device, profiles_dir
     from simcast.calib.validate import read_measured

@@ -42,7 +42,7 @@ class GemmFit:
     compute ``2MNK / (peak · matmul · s(M) s(N) s(K) · wave^wave_exp)`` with ``s(d) = d / (d + half_d)``
     and ``wave`` the useful fraction of the last wave of ``tile_m × tile_n`` output tiles over
     ``sm_count`` SMs; memory ``bytes / (hbm_bw · memory · par^parallel_exp · (1 + l2_boost · L/(L + bytes)))``
-    with ``par = min(1, tiles · ceil(K / split_k_elems) / sm_count)`` (too few CTAs cannot saturate HBM) and
+    with ``par = min(1, tiles · max(1, K / split_k_elems) / sm_count)`` (too few CTAs cannot saturate HBM) and
     ``L = l2_half_bytes`` (operands that stay in L2 between calls move faster); the two combine as a
     smooth maximum ``(tc^p + tm^p)^(1/p)`` with ``p = smooth_p``; plus ``launch_s``.
     """
@@ -76,15 +76,17 @@ class GemmFit:
 class PrefillAttentionFit:
     """Prefill (causal) attention: see :func:`simcast.cost.attention.prefill_time_s`.
 
-    compute ``flops_tiled / (peak · matmul · s(q_len) s(batch·heads) s(head_dim))`` where
-    ``flops_tiled`` counts every ``tile × tile`` block the causal kernel visits; memory
-    ``bytes / (hbm_bw · memory)``; smooth maximum with ``smooth_p``; plus ``launch_s``.
+    compute ``flops_tiled / (peak · matmul · s(q_len) s(units) s(head_dim))`` where
+    ``flops_tiled`` counts every ``tile × tile`` block the causal kernel visits (GQA query
+    heads packed into the query tile) and ``units = batch · kv_heads · query tiles`` is the
+    number of CTAs; memory ``bytes / (hbm_bw · memory)``; smooth maximum with ``smooth_p``;
+    plus ``launch_s``.
     """
 
     dtype: str
     matmul: float
     half_q_len: float
-    half_batch_heads: float
+    half_units: float
     half_head_dim: float
     memory: float
     smooth_p: float
@@ -104,8 +106,10 @@ class DecodeAttentionFit:
     """Decode attention (one new token per request): see :func:`simcast.cost.attention.decode_time_s`.
 
     memory ``kv_bytes / (hbm_bw · memory · s(units) · s(kv_len))`` with ``units = batch · kv_heads ·
-    ceil(kv_len / split_tokens)`` (split-KV: long contexts are cut into chunks that run in parallel);
-    compute ``4 · batch · heads · head_dim · kv_len / (peak · matmul)``; smooth maximum; plus ``launch_s``.
+    max(1, kv_len / split_tokens)`` (split-KV: long contexts are cut into chunks that run in
+    parallel); compute ``4 · batch · heads · head_dim · kv_len / (peak · matmul)``; a per-wave
+    floor ``ceil(batch · kv_heads / sm_count) · wave_s`` (one CTA per request and KV head, each
+    with a minimum time however little it reads); smooth maximum of the three; plus ``launch_s``.
     """
 
     dtype: str
@@ -114,8 +118,10 @@ class DecodeAttentionFit:
     split_tokens: float
     half_kv_len: float
     matmul: float
+    wave_s: float
     smooth_p: float
     launch_s: float
+    sm_count: int
 
     def __post_init__(self) -> None:
         require(self.dtype in ATTENTION_DTYPES, "engines.decode.dtype", self.dtype,
@@ -123,6 +129,7 @@ class DecodeAttentionFit:
         _check_fields(self, f"engines.decode[{self.dtype}]", ("matmul", "memory"))
         require(self.smooth_p >= 1, f"engines.decode[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
         require(self.split_tokens >= 1, f"engines.decode[{self.dtype}].split_tokens", self.split_tokens, "must be >= 1")
+        require(self.sm_count >= 1, f"engines.decode[{self.dtype}].sm_count", self.sm_count, "must be >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

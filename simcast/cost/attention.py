@@ -9,11 +9,17 @@ zeroes the diagonal block's upper half). FLOPs are ``4 · heads · head_dim``
 pairs are ``q·c + q(q+1)/2``; the tiled count is larger by the diagonal blocks
 and the padding of the last tile, which dominates short sequences.
 
+GQA: for short queries FlashAttention-3 packs the ``group = heads / kv_heads``
+query heads of one KV head into the query tile, so the padding of the last tile
+is over ``q · group`` rows; FLOPs are then counted per KV head.
+
 Decode (one new token per request): the kernel streams the request's keys and
 values, ``2 · kv_len · kv_heads · head_dim`` elements, once; the query heads of a
 GQA group share that read. Its efficiency depends on how many independent
 units of work there are: ``batch · kv_heads`` (split-KV kernels cut each long
-context into chunks of ``split_tokens`` that run in parallel and are merged).
+context into chunks of ``split_tokens`` that run in parallel and are merged),
+and one CTA per (request, KV head) has a minimum time, so a large batch of
+short contexts costs whole waves of CTAs over the SMs.
 
 Both have a fixed launch time (the floor short kernels never go below).
 Array-friendly where the fit needs it.
@@ -34,24 +40,54 @@ def causal_pairs(q_len, cached):
     return q * c + q * (q + 1) / 2
 
 
-def tiled_causal_pairs(q_len, cached, tile: int):
-    """Query-key pairs a tiled causal kernel computes: every visited ``tile × tile`` block in full.
+def _packed_sum(count, group):
+    """``Σ_{i=1..count} ceil(i / group)`` in closed form (array-friendly)."""
+    a = np.floor(count / group)
+    r = count - a * group
+    return group * a * (a + 1) / 2 + r * (a + 1)
 
-    With ``n = ceil(q / tile)`` query tiles, tile ``i`` (0-based) visits
-    ``ceil((c + min((i+1)·tile, q)) / tile)`` key tiles; for ``c = 0`` and ``q`` a multiple of
-    the tile that is ``n(n+1)/2`` blocks of ``tile²`` pairs. Closed form (array-friendly).
+
+def tiled_causal_blocks(q_len, cached, tile: int, group=1):
+    """``tile × tile`` blocks a tiled causal kernel computes per KV head (array-friendly).
+
+    Query rows are the request's ``q_len`` positions times ``group`` query heads of one KV head
+    (GQA packing, as FlashAttention-3 does for short queries; ``group = 1`` is one head at a time,
+    then count per query head). With ``n = ceil(q·group / tile)`` query tiles, tile ``i``
+    (0-based) ends at position ``(i+1)·tile/group`` and visits ``ceil((c + end) / tile)`` key
+    tiles; the full tiles sum to ``(n-1)·ceil(c/tile) + Σ_{i<n} ceil(i/group)`` (exact when the
+    cached length is a multiple of the tile) and the last one ends at ``q``.
     """
-    q, c = np.asarray(q_len, dtype=float), np.asarray(cached, dtype=float)
-    n = np.ceil(q / tile)
-    # full tile i visits ceil(c/tile) + i + 1 key tiles (its end (i+1)·tile is on the grid); sum over i < n-1
-    blocks = (n - 1) * n / 2 + (n - 1) * np.ceil(c / tile) + np.ceil((c + q) / tile)
-    return blocks * tile * tile
+    q, c, g = (np.asarray(v, dtype=float) for v in (q_len, cached, group))
+    n = np.ceil(q * g / tile)
+    return (n - 1) * np.ceil(c / tile) + _packed_sum(n - 1, g) + np.ceil((c + q) / tile)
 
 
-def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None):
-    """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given."""
-    pairs = causal_pairs(q_len, cached) if tile is None else tiled_causal_pairs(q_len, cached, tile)
-    return 4.0 * np.asarray(batch, float) * np.asarray(heads, float) * np.asarray(head_dim, float) * pairs
+def tiled_causal_pairs(q_len, cached, tile: int):
+    """Query-key pairs one query head's tiled causal kernel computes: blocks × ``tile²``.
+
+    For ``c = 0`` and ``q`` a multiple of the tile, ``n(n+1)/2`` blocks (``n = q / tile``).
+    """
+    return tiled_causal_blocks(q_len, cached, tile, 1) * tile * tile
+
+
+def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None, kv_heads=None):
+    """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given.
+
+    Tiled with ``kv_heads``: GQA-packed tiles, ``4 · batch · kv_heads · head_dim · blocks · tile²``.
+    """
+    b, h, d = (np.asarray(v, float) for v in (batch, heads, head_dim))
+    if tile is None:
+        return 4.0 * b * h * d * causal_pairs(q_len, cached)
+    if kv_heads is None:
+        return 4.0 * b * h * d * tiled_causal_pairs(q_len, cached, tile)
+    hkv = np.asarray(kv_heads, float)
+    return 4.0 * b * hkv * d * tiled_causal_blocks(q_len, cached, tile, h / hkv) * tile * tile
+
+
+def prefill_units(batch, q_len, heads, kv_heads, tile: int):
+    """CTAs of a GQA-packed prefill: ``batch · kv_heads · ceil(q_len · group / tile)``."""
+    b, q, h, hkv = (np.asarray(v, float) for v in (batch, q_len, heads, kv_heads))
+    return b * hkv * np.ceil(q * (h / hkv) / tile)
 
 
 def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
@@ -69,9 +105,12 @@ def saturation(x, half: float):
 def prefill_parts(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
                   batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled=None):
     """(compute_s, memory_s) of a prefill attention call."""
-    b, q, h, d = (np.asarray(v, float) for v in (batch, q_len, heads, head_dim))
-    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile) if flops_tiled is None else flops_tiled
-    eff = fit.matmul * saturation(q, fit.half_q_len) * saturation(b * h, fit.half_batch_heads) * saturation(d, fit.half_head_dim)
+    q, d = (np.asarray(v, float) for v in (q_len, head_dim))
+    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None \
+        else flops_tiled
+    units = prefill_units(batch, q_len, heads, kv_heads, fit.tile)
+    eff = fit.matmul * saturation(q, fit.half_q_len) * saturation(units, fit.half_units) * \
+        saturation(d, fit.half_head_dim)
     t_c = fl / (peak_flops_per_s * eff)
     t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
     return t_c, t_m
@@ -94,18 +133,20 @@ def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str):
 
 def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
                  batch, kv_len, heads, kv_heads, head_dim):
-    """(compute_s, memory_s) of a decode attention call."""
+    """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
-    units = b * hkv * np.ceil(s / fit.split_tokens)
+    units = b * hkv * np.maximum(1.0, s / fit.split_tokens)
     eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len)
     t_m = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
-    return t_c, t_m
+    t_w = np.ceil(b * hkv / fit.sm_count) * fit.wave_s
+    return t_c, t_m, t_w
 
 
 def decode_time_s(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
                   batch, kv_len, heads, kv_heads, head_dim):
     """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
-    t_c, t_m = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
+    t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads,
+                                 head_dim)
     p = fit.smooth_p
-    return (t_c ** p + t_m ** p) ** (1.0 / p) + fit.launch_s
+    return (t_c ** p + t_m ** p + t_w ** p) ** (1.0 / p) + fit.launch_s

@@ -117,19 +117,21 @@ def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Seq
             return None
         kv = c[dec] + 1
         # the batch's totals: for equal requests this is attention.decode_parts exactly
-        units = float(np.sum(kv_heads * np.ceil(kv / fit.split_tokens)))
+        units = float(np.sum(kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
         mean_kv = float(np.mean(kv))
         eff_m = fit.memory * attn.saturation(units, fit.half_units) * attn.saturation(mean_kv, fit.half_kv_len)
         t_m = float(np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype))) / \
             (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
+        t_w = float(np.ceil(len(kv) * kv_heads / fit.sm_count)) * fit.wave_s
         p = fit.smooth_p
-        parts.append(((t_c ** p + t_m ** p) ** (1 / p), fit.launch_s, "memory" if t_m >= t_c else "compute"))
+        parts.append(((t_c ** p + t_m ** p + t_w ** p) ** (1 / p), fit.launch_s,
+                      "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency")))
     if pre.any():
         fit, _ = pick(dev, engine, "prefill", dtype)
         if fit is None:
             return None
-        fl = float(np.sum(attn.prefill_flops(1, q[pre], c[pre], heads, head_dim, fit.tile)))
+        fl = float(np.sum(attn.prefill_flops(1, q[pre], c[pre], heads, head_dim, fit.tile, kv_heads)))
         nb = float(np.sum(attn.prefill_bytes(1, q[pre], c[pre], heads, kv_heads, head_dim, fit.dtype)))
         b = int(pre.sum())
         t_c, _ = attn.prefill_parts(fit, peak, dev.hbm_bw_bytes_per_s, b, float(np.mean(q[pre])), 0.0, heads,

@@ -10,7 +10,7 @@
   on a 128-row tile grid).
 * memory: operands read and the output written once (``A·M·K + B·N·K + 2·M·N``
   bytes, A = B = element bytes; fp8 outputs are bf16), at an HBM fraction that
-  drops when too few CTAs run (``tiles · ceil(K / split_k_elems)`` against the
+  drops when too few CTAs run (``tiles · max(1, K / split_k_elems)`` against the
   SM count: split-K spreads a skinny GEMM over more SMs) and rises when the
   operands are small enough to stay in L2 between calls.
 * the two overlap imperfectly: a smooth maximum ``(tc^p + tm^p)^(1/p)``;
@@ -49,7 +49,7 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
     eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff ** fit.wave_exp
     t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
-    par = np.minimum(1.0, tiles * np.ceil(k / fit.split_k_elems) / fit.sm_count)
+    par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)
     l2 = 1.0 + fit.l2_boost * (fit.l2_half_bytes / (fit.l2_half_bytes + nbytes) if fit.l2_half_bytes > 0 else 0.0)
     t_m = nbytes / (hbm_bw_bytes_per_s * fit.memory * par ** fit.parallel_exp * l2)
     return t_c, t_m

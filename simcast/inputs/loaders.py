@@ -13,8 +13,10 @@ from typing import Any
 
 import yaml
 
+from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
+from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
@@ -111,7 +113,22 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
 
 
 # ------------------------------------------------------------------- devices
-_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": str, "gpus": int, "latency_s": float, "bus_bw_bytes_per_s": float}
+_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": str, "gpus": int, "latency_s": float, "bus_bw_bytes_per_s": float,
+                                      "max_bytes?": float, "algorithm?": str}
+_GEMM_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": str, "matmul": float, "half_m": float, "half_n": float, "half_k": float, "wave_exp": float,
+    "memory": float, "split_k_elems": float, "parallel_exp": float, "l2_boost": float, "l2_half_bytes": float,
+    "smooth_p": float, "launch_s": float, "sm_count": int, "tile_m?": int, "tile_n?": int}
+_PREFILL_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": str, "matmul": float, "half_q_len": float, "half_units": float, "half_head_dim": float,
+    "memory": float, "smooth_p": float, "launch_s": float, "tile?": int}
+_DECODE_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": str, "memory": float, "half_units": float, "split_tokens": float, "half_kv_len": float,
+    "matmul": float, "wave_s": float, "smooth_p": float, "launch_s": float, "sm_count": int}
+_ENGINE_SCHEMA: dict[str, Any] = {
+    "source": str, "fit_abs_err_pct?": dict,  # provenance: tables used, held-out error per kernel kind
+    "gemm?": [_GEMM_FIT_SCHEMA], "prefill?": [_PREFILL_FIT_SCHEMA], "decode?": [_DECODE_FIT_SCHEMA],
+    "all_reduce?": [_COLLECTIVE_SCHEMA]}
 _PROFILE_SCHEMA: dict[str, Any] = {
     "name": str, "description": str,
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
@@ -125,6 +142,7 @@ _PROFILE_SCHEMA: dict[str, Any] = {
               "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
                              "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int}},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
+    "engines?": {f"{e}?": _ENGINE_SCHEMA for e in ENGINES},  # per-engine fitted kernels (simcast.core.kernel_fits)
 }
 
 
@@ -201,4 +219,14 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
                       matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
                       vector_flops_per_s=d["compute"]["vector_flops_per_s"],
                       hbm_bytes=d["memory"]["hbm_bytes"], hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
-                      efficiency=Efficiency(**d["efficiency"]), links=links)
+                      efficiency=Efficiency(**d["efficiency"]), links=links,
+                      engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()})
+
+
+def engine_kernels(engine: str, sec: dict) -> EngineKernels:
+    """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
+    return EngineKernels(engine=engine, source=sec["source"],
+                         gemm=tuple(GemmFit(**g) for g in sec.get("gemm", ())),
+                         prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
+                         decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
+                         all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())))

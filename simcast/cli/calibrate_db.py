@@ -1,0 +1,104 @@
+"""``simcast calibrate --from-db aiconfigurator --system S --engine E [--version V] --out X.yaml`` (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+from pathlib import Path
+
+from simcast.core.engines import ENGINES
+from simcast.core.errors import require
+
+DATABASES = ("aiconfigurator",)
+
+
+def add_from_db_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from-db", default=None, metavar="DB",
+                   help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
+                        "extra: pip install 'simcast[measured]')")
+    p.add_argument("--system", default=None, help="--from-db: the database's system (e.g. h100_sxm, b200_sxm)")
+    p.add_argument("--engine", default=None,
+                   help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})")
+    p.add_argument("--version", default=None, help="--from-db: engine version folder [default: newest non-reserved]")
+
+
+def parse_engines(value: str | None) -> tuple[str, ...]:
+    require(value is not None, "--engine", value, f"--from-db needs --engine ({', '.join(ENGINES)} or all)")
+    assert value is not None
+    names = ENGINES if value == "all" else tuple(v.strip() for v in value.split(",") if v.strip())
+    for n in names:
+        require(n in ENGINES, "--engine", n, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
+    return names
+
+
+def _existing_sections(text: str) -> dict[str, list[str]]:
+    """Lines of each engine section already in the profile (kept when not refitted)."""
+    lines = text.splitlines()
+    out: dict[str, list[str]] = {}
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("engines:"))
+    except StopIteration:
+        return out
+    cur = None
+    for ln in lines[start + 1:]:
+        if ln and ln[0] not in " #":
+            break
+        if ln.startswith("  ") and not ln.startswith("   ") and ln.strip().endswith(":"):
+            cur = ln.strip()[:-1]
+            out[cur] = [ln]
+        elif cur is not None:
+            out[cur].append(ln)
+    return out
+
+
+def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
+    from simcast.calib import aic_db
+    from simcast.calib.engines_yaml import (render_engines, replace_engines_block, replace_link_collectives,
+                                            set_calibration_entry)
+    from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.inputs.loaders import load_device, profiles_dir
+    require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
+    require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
+    require(not a.transfer_from, "--transfer-from", a.transfer_from, "cannot be combined with --from-db")
+    require(a.system in SYSTEMS, "--system", a.system, f"allowed: {', '.join(SYSTEMS)}")
+    engines = parse_engines(a.engine)
+    aic_db.data_root()  # one line telling how to install the extra when it is missing
+    device = a.device or SYSTEMS[a.system].profile
+    base = load_device(device)
+    src = Path(device) if Path(device).is_file() else profiles_dir() / f"{device}.yaml"
+    text = src.read_text()
+    old = _existing_sections(text)
+    fitted: dict[str, tuple] = {}
+    summary: dict[str, dict] = {}
+    for e in engines:
+        ek, errs, data = fit_engine(a.system, e, base, a.version)
+        fitted[e] = (ek, errs)
+        summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies),
+                      "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}}
+        print(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items())
+              + " (held-out median/p90)")
+    how = f"simcast calibrate --from-db aiconfigurator --system {a.system}"
+    block_new = render_engines(fitted, how)
+    new_sections = _existing_sections(block_new)
+    merged = [block_new.splitlines()[0]]
+    for e in ENGINES:
+        if e in new_sections:
+            merged += new_sections[e]
+        elif e in old:
+            merged += old[e]
+    text = replace_engines_block(text, "\n".join(merged))
+    fits, nerr, note = nccl_fits(a.system)
+    if fits:
+        err = f"; held-out median {nerr['nccl.all_reduce'][0]:.1f}%, p90 {nerr['nccl.all_reduce'][1]:.1f}%" \
+            if nerr else ""
+        how_nccl = "fitted on the system's NCCL table" if nerr else "transferred (see calibration.from_db.nccl)"
+        text = replace_link_collectives(text, "intra_node", fits, {"": f"NCCL's own all-reduce, {how_nccl}{err}"})
+    summary_all = {"package": f"aiconfigurator-core {aic_db.package_version()}", "system": a.system, "date": _dt.date.today().isoformat(),
+                   "split": "fit on shapes whose CRC32 is even, errors on the odd half", "engines": summary,
+                   "nccl": {"source": note, "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)]
+                                                                      for k, (m, p) in nerr.items()}}}
+    text = set_calibration_entry(text, "from_db", summary_all)
+    Path(a.out).write_text(text)
+    load_device(a.out)  # the written profile must load
+    print(f"wrote {a.out} (engines {', '.join(engines)} on {a.system})")
+    return 0

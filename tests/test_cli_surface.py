@@ -6,7 +6,8 @@ import argparse
 from simcast.cli.main import make_parser
 
 SURFACE = {
-    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--input-length",
+    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--engine",
+                      "--input-length",
                       "--json", "--microbatches", "--model", "--no-cache", "--no-residual-send", "--num-devices",
                       "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
     "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--input-length", "--json",
@@ -16,8 +17,9 @@ SURFACE = {
     "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--input-length", "--json", "--no-cache",
                                         "--output-length", "--pp", "--runtime", "--tp", "--world-size"]),
     "kernel": ([], []),
-    "calibrate": (["measured"], ["--device", "--out", "--transfer-from"]),
-    "validate": (["measured"], ["--device", "--json"]),
+    "calibrate": (["measured"], ["--device", "--engine", "--from-db", "--out", "--system", "--transfer-from",
+                                 "--version"]),
+    "validate": (["measured"], ["--device", "--engine", "--json"]),
 }
 
 

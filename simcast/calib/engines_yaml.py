@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from simcast.core.kernel_fits import EngineKernels
 
 
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+
+
 def _fmt(v: Any) -> str:
+    if isinstance(v, str) and _PLAIN.match(v) and v.lower() not in _YAML_WORDS:
+        return v  # an identifier (dtype, kind, algorithm): plain, as the hand-written profiles do
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return json.dumps(v)
     if isinstance(v, int):
@@ -49,7 +56,7 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
         out.append(f"    source: {json.dumps(ek.source)}")
         out.append("    fit_abs_err_pct: {" + ", ".join(f"{k}: [{m:.1f}, {p:.1f}]" for k, (m, p) in errs.items())
                    + "}  # [median, p90] % on the held-out half (CRC32 of the shape odd), fitted on the other half")
-        note = f"fit on the tables in source{{}}"
+        note = "fit on the tables in source{}"
         if ek.gemm:
             out.append("    gemm:                           # simcast.cost.gemm: per dtype family")
             out += [f"      - {flow(g, ('tile_m', 'tile_n'))}  # {note.format(_err(errs, 'gemm.' + g.dtype))}"
@@ -60,7 +67,8 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
                     for a in ek.prefill]
         if ek.decode:
             out.append("    decode:                         # simcast.cost.attention.decode_time_s: per KV dtype")
-            out += [f"      - {flow(a)}  # {note.format(_err(errs, 'decode.' + a.dtype))}" for a in ek.decode]
+            out += [f"      - {flow(a, ('max_group', 'group_share', 'l2_boost', 'l2_half_bytes'))}  # {note.format(_err(errs, 'decode.' + a.dtype))}"
+                    for a in ek.decode]
         if ek.all_reduce:
             out.append("    all_reduce:                     # the engine's all-reduce as it issues it: "
                        "t = latency_s + 2(n-1)/n·bytes/bus_bw up to max_bytes (0: unbounded)")

@@ -71,7 +71,16 @@ def held_out(df: pd.DataFrame) -> np.ndarray:
     """True for the held-out half: a CRC32 of the row's shape columns is odd (every other shape)."""
     cols = [c for c in ("kind", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
                         "head_dim", "bytes", "gpus") if c in df]
-    keys = df[cols].astype(str).agg("|".join, axis=1)
+
+    def text(v: object) -> str | None:  # integral numbers print as ints, so a mixed frame hashes like its parts
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return str(int(v))
+        return str(v)
+
+    keys = ("|".join(t for t in (text(v) for v in row) if t is not None)
+            for row in df[cols].itertuples(index=False, name=None))
     return np.array([zlib.crc32(k.encode()) % 2 == 1 for k in keys], dtype=bool)
 
 
@@ -92,9 +101,9 @@ def newest(system: str, kind: str, engine: str, table: str) -> str | None:
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
-    """Keep each kind's main kernel (the one with most rows: the engine's default on that GPU)."""
+    """Keep each kind's and dtype's main kernel (the one with most rows: the engine's default on that GPU)."""
     out = []
-    for _, g in rows.groupby("kind"):
+    for _, g in rows.groupby(["kind", "dtype"]):
         top = g["op"].value_counts().idxmax()
         out.append(g[g["op"] == top])
     return pd.concat(out, ignore_index=True) if out else rows

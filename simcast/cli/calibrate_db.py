@@ -53,8 +53,12 @@ def _existing_sections(text: str) -> dict[str, list[str]]:
 
 def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     from simcast.calib import aic_db
-    from simcast.calib.engines_yaml import (render_engines, replace_engines_block, replace_link_collectives,
-                                            set_calibration_entry)
+    from simcast.calib.engines_yaml import (
+        render_engines,
+        replace_engines_block,
+        replace_link_collectives,
+        set_calibration_entry,
+    )
     from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
     from simcast.inputs.loaders import load_device, profiles_dir
     require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")

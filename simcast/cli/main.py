@@ -11,6 +11,7 @@ from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.cli.args import positive_int
+from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 
 
@@ -41,6 +42,9 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices-per-node", type=positive_int, default=None,
                    help="override the profile's devices per node")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
+    p.add_argument("--engine", choices=ENGINES, default=None,
+                   help="cost GEMMs, attention and TP all-reduce with the profile's fitted kernels of this serving "
+                        "engine (nearest engine's fit if it has none, labelled) [default: generic roofline]")
     p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
@@ -64,7 +68,8 @@ def build_spec(a: argparse.Namespace):
     par = ParallelSpec(tp=a.tp, pp=a.pp, dp=world // (a.tp * a.pp), world_size=world)
     return SimSpec(model=model, device=device, parallel=par, batch=batch,
                    num_microbatches=a.microbatches or a.pp, partition=a.partition,
-                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send)
+                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send,
+                   engine=a.engine)
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:

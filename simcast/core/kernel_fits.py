@@ -110,6 +110,12 @@ class DecodeAttentionFit:
     parallel); compute ``4 · batch · heads · head_dim · kv_len / (peak · matmul)``; a per-wave
     floor ``ceil(batch · kv_heads / sm_count) · wave_s`` (one CTA per request and KV head, each
     with a minimum time however little it reads); smooth maximum of the three; plus ``launch_s``.
+    ``max_group`` (0 = no limit): GQA groups larger than this fall back to a kernel that reads the
+    keys and values ``group / group_share`` times (TensorRT-LLM's XQA kernels take groups up to a
+    size; past it the generic kernel works per query head, partly served from L2).
+    ``l2_boost``, ``l2_half_bytes``: the bandwidth rises by ``1 + l2_boost · L/(L + bytes)`` when the
+    keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
+    L2 next to slow memory, e.g. L40S).
     """
 
     dtype: str
@@ -122,6 +128,10 @@ class DecodeAttentionFit:
     smooth_p: float
     launch_s: float
     sm_count: int
+    max_group: int = 0
+    group_share: float = 1.0
+    l2_boost: float = 0.0
+    l2_half_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         require(self.dtype in ATTENTION_DTYPES, "engines.decode.dtype", self.dtype,
@@ -130,6 +140,7 @@ class DecodeAttentionFit:
         require(self.smooth_p >= 1, f"engines.decode[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
         require(self.split_tokens >= 1, f"engines.decode[{self.dtype}].split_tokens", self.split_tokens, "must be >= 1")
         require(self.sm_count >= 1, f"engines.decode[{self.dtype}].sm_count", self.sm_count, "must be >= 1")
+        require(self.group_share >= 1, f"engines.decode[{self.dtype}].group_share", self.group_share, "must be >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

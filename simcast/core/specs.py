@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
 
@@ -280,8 +281,11 @@ class SimSpec:
     send_residual: bool = True
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
+    engine: str | None = None  # vllm | sglang | trtllm: cost GEMM/attention/all-reduce with the profile's engine fits
 
     def __post_init__(self) -> None:
+        require(self.engine is None or self.engine in ENGINES, "--engine", self.engine,
+                f"allowed: {', '.join(ENGINES)}")
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
         require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
                 self.collective_algorithm, "allowed: auto, ring, tree")

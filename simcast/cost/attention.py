@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
+from simcast.cost.gemm import smooth_max
 
 KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -121,14 +122,26 @@ def prefill_time_s(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_byt
     """Seconds for one prefill attention call over ``batch`` requests of ``q_len`` new tokens each."""
     t_c, t_m = prefill_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, q_len, cached, heads, kv_heads,
                              head_dim, flops_tiled)
-    p = fit.smooth_p
-    return (t_c ** p + t_m ** p) ** (1.0 / p) + fit.launch_s
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
 
 
-def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str):
-    """K and V of every request read once (KV dtype) + q read and o written (2 bytes)."""
+def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0,
+                 group_share: float = 1.0):
+    """K and V of every request read once (KV dtype) + q read and o written (2 bytes).
+
+    With ``max_group`` > 0 and a GQA group larger than it, K and V are read
+    ``max(1, group / group_share)`` times.
+    """
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
-    return b * (2 * s * hkv * d * KV_BYTES[dtype] + 2 * h * d * 2)
+    reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
+    return b * (2 * s * hkv * d * KV_BYTES[dtype] * reads + 2 * h * d * 2)
+
+
+def l2_factor(fit: DecodeAttentionFit, nbytes):
+    """``1 + l2_boost · L / (L + bytes)``: small working sets served from L2 (1 when off)."""
+    if fit.l2_boost <= 0 or fit.l2_half_bytes <= 0:
+        return 1.0
+    return 1.0 + fit.l2_boost * fit.l2_half_bytes / (fit.l2_half_bytes + np.asarray(nbytes, dtype=float))
 
 
 def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
@@ -136,8 +149,9 @@ def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_
     """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
     units = b * hkv * np.maximum(1.0, s / fit.split_tokens)
-    eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len)
-    t_m = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * eff_m)
+    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share)
+    eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
+    t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
     t_w = np.ceil(b * hkv / fit.sm_count) * fit.wave_s
     return t_c, t_m, t_w
@@ -148,5 +162,4 @@ def decode_time_s(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes
     """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
     t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads,
                                  head_dim)
-    p = fit.smooth_p
-    return (t_c ** p + t_m ** p + t_w ** p) ** (1.0 / p) + fit.launch_s
+    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s

@@ -241,7 +241,7 @@ def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
     return max(t_c, t_m) + launch_s(dev, work.unit), bound
 
 
-_ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem"}
+_ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem", "latency": "Mem"}  # a per-wave floor counts as non-compute
 
 
 def engine_roofline(work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, str]:

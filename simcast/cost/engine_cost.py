@@ -15,7 +15,8 @@ which calls it).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from simcast.core.kernel_fits import EngineKernels
 from simcast.core.specs import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost import collectives
-from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_time_s
+from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_time_s, smooth_max
 
 FALLBACK: dict[str, tuple[str, ...]] = {"vllm": ("sglang", "trtllm"), "sglang": ("vllm", "trtllm"),
                                         "trtllm": ("vllm", "sglang")}
@@ -119,13 +120,14 @@ def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Seq
         # the batch's totals: for equal requests this is attention.decode_parts exactly
         units = float(np.sum(kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
         mean_kv = float(np.mean(kv))
-        eff_m = fit.memory * attn.saturation(units, fit.half_units) * attn.saturation(mean_kv, fit.half_kv_len)
-        t_m = float(np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype))) / \
-            (dev.hbm_bw_bytes_per_s * eff_m)
+        nbytes = float(np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group,
+                                                fit.group_share)))
+        eff_m = fit.memory * attn.saturation(units, fit.half_units) * attn.saturation(mean_kv, fit.half_kv_len) * \
+            float(attn.l2_factor(fit, nbytes))
+        t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
         t_w = float(np.ceil(len(kv) * kv_heads / fit.sm_count)) * fit.wave_s
-        p = fit.smooth_p
-        parts.append(((t_c ** p + t_m ** p + t_w ** p) ** (1 / p), fit.launch_s,
+        parts.append((float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)), fit.launch_s,
                       "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency")))
     if pre.any():
         fit, _ = pick(dev, engine, "prefill", dtype)
@@ -137,8 +139,8 @@ def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Seq
         t_c, _ = attn.prefill_parts(fit, peak, dev.hbm_bw_bytes_per_s, b, float(np.mean(q[pre])), 0.0, heads,
                                     kv_heads, head_dim, flops_tiled=fl)
         t_m = nb / (dev.hbm_bw_bytes_per_s * fit.memory)
-        p = fit.smooth_p
-        parts.append(((float(t_c) ** p + t_m ** p) ** (1 / p), fit.launch_s, "compute" if t_c >= t_m else "memory"))
+        parts.append((float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s,
+                      "compute" if t_c >= t_m else "memory"))
     body = sum(p[0] for p in parts)
     bound = max(parts, key=lambda p: p[0])[2]
     return body + max(p[1] for p in parts), bound

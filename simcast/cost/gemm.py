@@ -36,6 +36,13 @@ def gemm_bytes(m, n, k, dtype: str):
     return eb * (m * k + n * k) + 2 * m * n
 
 
+def smooth_max(*terms, p: float):
+    """``(Σ t^p)^(1/p)``, computed relative to the largest term (no overflow for large ``p``)."""
+    big = np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])
+    safe = np.where(big > 0, big, 1.0)
+    return big * sum((np.asarray(t, dtype=float) / safe) ** p for t in terms) ** (1.0 / p)
+
+
 def _sat(x, half: float):
     return x / (x + half) if half > 0 else 1.0
 
@@ -58,8 +65,7 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
 def gemm_time_s(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
     """Seconds for one GEMM call (array-friendly)."""
     t_c, t_m = gemm_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, m, n, k)
-    p = fit.smooth_p
-    return (t_c ** p + t_m ** p) ** (1.0 / p) + fit.launch_s
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
 
 
 def gemm_bound(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m: int, n: int, k: int) -> str:

@@ -124,7 +124,8 @@ _PREFILL_FIT_SCHEMA: dict[str, Any] = {
     "memory": float, "smooth_p": float, "launch_s": float, "tile?": int}
 _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "dtype": str, "memory": float, "half_units": float, "split_tokens": float, "half_kv_len": float,
-    "matmul": float, "wave_s": float, "smooth_p": float, "launch_s": float, "sm_count": int}
+    "matmul": float, "wave_s": float, "smooth_p": float, "launch_s": float, "sm_count": int, "max_group?": int,
+    "group_share?": float, "l2_boost?": float, "l2_half_bytes?": float}
 _ENGINE_SCHEMA: dict[str, Any] = {
     "source": str, "fit_abs_err_pct?": dict,  # provenance: tables used, held-out error per kernel kind
     "gemm?": [_GEMM_FIT_SCHEMA], "prefill?": [_PREFILL_FIT_SCHEMA], "decode?": [_DECODE_FIT_SCHEMA],

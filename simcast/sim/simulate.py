@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from simcast.cost.comm import p2p_s
+from simcast.cost import engine_cost
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, group_path, path_between, rank_of
 from simcast.core.memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
@@ -169,7 +170,8 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
             k = (key, info.num_layers, mb, tp_path)
             if k not in memo:
                 memo[k] = cost_stage(tr, info.num_layers, CostContext(
-                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm), model.dtype)
+                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm,
+                    engine=spec.engine), model.dtype)
             row.append(memo[k])
         stage_ops.append(row)
 
@@ -225,9 +227,13 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
         "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
     ]
+    if spec.engine is not None:
+        out.append(engine_cost.describe(dev, spec.engine, spec.model.dtype))
     if spec.model.dtype == "fp8":
-        out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-                   "(approximation: real fp8 serving keeps some activations in bf16)")
+        fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
+        out.append("fp8: weights, activations and KV cache all 1 byte" + (
+            "; GEMMs from the engine's fitted fp8 kernels" if fitted else " and GEMMs at the fp8 peak")
+            + " (approximation: real fp8 serving keeps some activations in bf16)")
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:

@@ -244,5 +244,9 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
         how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"
+        if fitted and any(f.max_bytes for p in tp_paths for f in p.collectives):
+            how = "calibrated piecewise alpha + bytes/beta fits per message-size regime (nearest group size)"
+        if spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None:
+            how += f"; inside a node the {spec.engine} all-reduce as the engine issues it (one-shot/two-shot/NCCL)"
         out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
     return tuple(out)

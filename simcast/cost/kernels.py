@@ -156,7 +156,9 @@ def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int 
     else:
         t = comm.all_gather_s(nbytes, gpus, path)
         t0 = comm.all_gather_s(1.0, gpus, path)
-    return _message(kind, t, t0, nbytes, path)
+    fit = comm.collective_fit(path, "all_reduce" if kind == "allreduce" else "all_gather", gpus, nbytes)
+    how = ("NCCL link fit" + (f", {fit.algorithm}" if fit.algorithm else "")) if fit else "ring/tree formula"
+    return dataclasses.replace(_message(kind, t, t0, nbytes, path), kernel_model=how)
 
 
 def p2p(dev: DeviceSpec, nbytes: float, cross_node: bool = False) -> KernelPrediction:

@@ -52,13 +52,20 @@ class SystemInfo:
 
 
 SYSTEMS: dict[str, SystemInfo] = {
-    "h100_sxm": SystemInfo(profile="h100_sxm", sm_count=132, sm_source="H100 SXM5: 132 SMs (NVIDIA H100 whitepaper, 2022)"),
-    "h200_sxm": SystemInfo(profile="h200_sxm", sm_count=132, sm_source="H200: GH100 with 132 SMs, as H100 SXM5 (NVIDIA H200 datasheet / H100 whitepaper)"),
-    "b200_sxm": SystemInfo(profile="b200", sm_count=148, sm_source="B200: 148 SMs (CUDA device properties, e.g. DeepGEMM/CUTLASS Blackwell notes)"),
-    "b300_sxm": SystemInfo(profile="b300", sm_count=160, sm_source="B300 (Blackwell Ultra): 160 SMs (NVIDIA 'Inside Blackwell Ultra' developer blog, Hot Chips 2025)"),
-    "gb200": SystemInfo(profile="gb200", sm_count=148, sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"),
-    "a100_sxm": SystemInfo(profile="a100_sxm_80gb", sm_count=108, sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"),
-    "l40s": SystemInfo(profile="l40s", sm_count=142, sm_source="L40S: 142 SMs (18,176 CUDA cores / 128 per SM, NVIDIA L40S datasheet)"),
+    "h100_sxm": SystemInfo(profile="h100_sxm", sm_count=132,
+                      sm_source="H100 SXM5: 132 SMs (NVIDIA H100 whitepaper, 2022)"),
+    "h200_sxm": SystemInfo(profile="h200_sxm", sm_count=132,
+                      sm_source="H200: GH100 with 132 SMs, as H100 SXM5 (NVIDIA H200 datasheet / H100 whitepaper)"),
+    "b200_sxm": SystemInfo(profile="b200", sm_count=148,
+                      sm_source="B200: 148 SMs (CUDA device properties, e.g. DeepGEMM/CUTLASS Blackwell notes)"),
+    "b300_sxm": SystemInfo(profile="b300", sm_count=160,
+                      sm_source="B300 (Blackwell Ultra): 160 SMs (NVIDIA 'Inside Blackwell Ultra' developer blog, Hot Chips 2025)"),
+    "gb200": SystemInfo(profile="gb200", sm_count=148,
+                      sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"),
+    "a100_sxm": SystemInfo(profile="a100_sxm_80gb", sm_count=108,
+                      sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"),
+    "l40s": SystemInfo(profile="l40s", sm_count=142,
+                      sm_source="L40S: 142 SMs (18,176 CUDA cores / 128 per SM, NVIDIA L40S datasheet)"),
 }
 
 PROXY_GEMM = {"bf16": "trtllm", "fp16": "trtllm", "fp8": "sglang", "fp8_block": "sglang"}

@@ -6,6 +6,8 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
+import yaml
+
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 
@@ -101,6 +103,9 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
                    "split": "fit on shapes whose CRC32 is even, errors on the odd half", "engines": summary,
                    "nccl": {"source": note, "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)]
                                                                       for k, (m, p) in nerr.items()}}}
+    previous = (yaml.safe_load(text) or {}).get("calibration", {}) or {}
+    kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
+    summary_all["engines"] = {e: (summary[e] if e in summary else kept[e]) for e in ENGINES if e in summary or e in kept}
     text = set_calibration_entry(text, "from_db", summary_all)
     Path(a.out).write_text(text)
     load_device(a.out)  # the written profile must load

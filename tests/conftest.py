@@ -8,23 +8,27 @@ import pytest
 os.environ.setdefault("SIMCAST_CACHE_DIR", tempfile.mkdtemp(prefix="simcast-test-cache-"))
 
 # ../shared/calibration beside the repository; SIMCAST_CALIBRATION_DIR overrides it (e.g. in a git worktree)
-CALIBRATION = Path(os.environ.get("SIMCAST_CALIBRATION_DIR",
-                                  Path(__file__).resolve().parents[2] / "shared" / "calibration"))
+CALIBRATION = Path(
+    os.environ.get("SIMCAST_CALIBRATION_DIR", Path(__file__).resolve().parents[2] / "shared" / "calibration")
+)
 
 
 @pytest.fixture(scope="session")
 def h100():
     from simcast.inputs.loaders import load_device
+
     return load_device("h100_sxm")
 
 
 @pytest.fixture(scope="session")
 def llama70b():
     from simcast.inputs.loaders import load_model
+
     return load_model("meta-llama/Llama-3.1-70B")
 
 
 @pytest.fixture(scope="session")
 def qwen06b():
     from simcast.inputs.loaders import load_model
+
     return load_model("Qwen/Qwen3-0.6B")

@@ -6,19 +6,77 @@ import argparse
 from simcast.cli.main import make_parser
 
 SURFACE = {
-    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--engine",
-                      "--input-length",
-                      "--json", "--microbatches", "--model", "--no-cache", "--no-residual-send", "--num-devices",
-                      "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
-    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--input-length", "--json",
-                             "--max-batched-tokens", "--no-cache", "--num-devices", "--output-length", "--partition",
-                             "--plot", "--pp-sizes", "--runtime", "--show-rejected", "--top", "--tp-sizes",
-                             "--tpot-limit", "--ttft-limit"]),
-    "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--input-length", "--json", "--no-cache",
-                                        "--output-length", "--pp", "--runtime", "--tp", "--world-size"]),
+    "simulate": (
+        [],
+        [
+            "--batch",
+            "--context-length",
+            "--device",
+            "--devices-per-node",
+            "--dtype",
+            "--engine",
+            "--input-length",
+            "--json",
+            "--microbatches",
+            "--model",
+            "--no-cache",
+            "--no-residual-send",
+            "--num-devices",
+            "--overlap",
+            "--partition",
+            "--phase",
+            "--plot",
+            "--pp",
+            "--tp",
+            "--tp-sharded-send",
+            "--trace",
+        ],
+    ),
+    "optimize": (
+        ["model"],
+        [
+            "--batch-sizes",
+            "--csv",
+            "--device",
+            "--devices-per-node",
+            "--input-length",
+            "--json",
+            "--max-batched-tokens",
+            "--no-cache",
+            "--num-devices",
+            "--output-length",
+            "--partition",
+            "--plot",
+            "--pp-sizes",
+            "--runtime",
+            "--show-rejected",
+            "--top",
+            "--tp-sizes",
+            "--tpot-limit",
+            "--ttft-limit",
+        ],
+    ),
+    "serve-config": (
+        ["service_yaml"],
+        [
+            "--batch",
+            "--device",
+            "--dp",
+            "--input-length",
+            "--json",
+            "--no-cache",
+            "--output-length",
+            "--pp",
+            "--runtime",
+            "--tp",
+            "--world-size",
+        ],
+    ),
     "kernel": ([], []),
-    "calibrate": (["measured"], ["--device", "--engine", "--from-db", "--out", "--system", "--transfer-from",
-                                 "--version"]),
+    "calibrate": (
+        ["measured"],
+        ["--device", "--engine", "--from-db", "--out", "--system", "--transfer-from", "--version"],
+    ),
     "validate": (["measured"], ["--device", "--engine", "--json"]),
 }
 
@@ -43,6 +101,7 @@ def test_kernel_subcommands():
 
 def test_every_flag_is_in_the_readme():
     from pathlib import Path
+
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     missing = sorted({f for _, flags in SURFACE.values() for f in flags if f not in readme})
     assert not missing, f"flags not documented in README: {missing}"

@@ -2,11 +2,11 @@
 
 import pytest
 
-from simcast.cost import comm
-from simcast.cost.compute import CostContext, matmul_efficiency, op_cost, roofline, OpWork
 from simcast.core.layout import Path
-from simcast.sim.simulate import pp_message_bytes
 from simcast.core.specs import Batch
+from simcast.cost import comm
+from simcast.cost.compute import CostContext, OpWork, matmul_efficiency, op_cost, roofline
+from simcast.sim.simulate import pp_message_bytes
 from simcast.trace.tracer import OpRecord, TensorArg
 
 NV = Path(name="nv", bw_bytes_per_s=100e9, latency_s=2e-6, efficiency=0.5, cross_node=False)
@@ -18,9 +18,12 @@ def ctx(dev, batch):
 
 def test_gemm_flops_and_bytes(h100):
     # (T=4096, K=8192) x (N=1280, K)^T in bf16: 2*M*N*K FLOPs; x + w + out bytes
-    rec = OpRecord(op="linear", scope="layer0",
-                   args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"), None),
-                   outputs=(TensorArg(shape=("T", "1280"), dtype="bf16"),))
+    rec = OpRecord(
+        op="linear",
+        scope="layer0",
+        args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"), None),
+        outputs=(TensorArg(shape=("T", "1280"), dtype="bf16"),),
+    )
     c = op_cost(rec, ctx(h100, Batch.prefill(2, 2048)), "bf16", 1)
     assert c.flops == 2 * 4096 * 1280 * 8192
     assert c.bytes == 2 * (4096 * 8192 + 1280 * 8192 + 4096 * 1280)
@@ -34,10 +37,15 @@ def test_gemm_flops_and_bytes(h100):
 
 
 def test_broadcast_weight_counts_once(h100):
-    rec = OpRecord(op="mystery_elementwise", scope="layer0",
-                   args=(TensorArg(shape=("T", "1024"), dtype="bf16"),
-                         TensorArg(shape=("T", "1024"), dtype="bf16", broadcast_dims=(0,))),
-                   outputs=(TensorArg(shape=("T", "1024"), dtype="bf16"),))
+    rec = OpRecord(
+        op="mystery_elementwise",
+        scope="layer0",
+        args=(
+            TensorArg(shape=("T", "1024"), dtype="bf16"),
+            TensorArg(shape=("T", "1024"), dtype="bf16", broadcast_dims=(0,)),
+        ),
+        outputs=(TensorArg(shape=("T", "1024"), dtype="bf16"),),
+    )
     c = op_cost(rec, ctx(h100, Batch.prefill(1, 64)), "bf16", 1)
     assert c.bytes == 2 * (64 * 1024 + 1024 + 64 * 1024)
     assert "unregistered" in c.op  # labelled, never silent
@@ -45,10 +53,20 @@ def test_broadcast_weight_counts_once(h100):
 
 def test_attention_flops_causal(h100):
     # 2 requests: (q=4, ctx=0) and (q=1, ctx=9); Hq=8, Hkv=2, D=64
-    rec = OpRecord(op="simcast::attention", scope="layer0",
-                   args=(TensorArg(shape=("T", "512"), dtype="bf16"), TensorArg(shape=("S", "2", "64"), dtype="bf16"),
-                         TensorArg(shape=("S", "2", "64"), dtype="bf16"), None, None, True, 0.125),
-                   outputs=(TensorArg(shape=("T", "512"), dtype="bf16"),))
+    rec = OpRecord(
+        op="simcast::attention",
+        scope="layer0",
+        args=(
+            TensorArg(shape=("T", "512"), dtype="bf16"),
+            TensorArg(shape=("S", "2", "64"), dtype="bf16"),
+            TensorArg(shape=("S", "2", "64"), dtype="bf16"),
+            None,
+            None,
+            True,
+            0.125,
+        ),
+        outputs=(TensorArg(shape=("T", "512"), dtype="bf16"),),
+    )
     b = Batch(query_lens=(4, 1), context_lens=(0, 9))
     c = op_cost(rec, ctx(h100, b), "bf16", 1)
     pairs = (4 * 0 + 4 * 5 / 2) + (1 * 9 + 1)  # 10 + 10 query-key pairs

@@ -32,8 +32,10 @@ def test_guard_refuses_reserved_and_suspect_tables(key):
 
 def test_reserved_set_is_the_briefed_one():
     assert {(s, k, e, v) for s, k, e, v in aic_db.RESERVED} == {
-        (s, k, e, v) for s in ("h100_sxm", "h200_sxm")
-        for k, e, v in (("gemm", "vllm", "0.24.0"), ("attention", "vllm", "0.24.0"), ("comm", "nccl", "2.29.2"))}
+        (s, k, e, v)
+        for s in ("h100_sxm", "h200_sxm")
+        for k, e, v in (("gemm", "vllm", "0.24.0"), ("attention", "vllm", "0.24.0"), ("comm", "nccl", "2.29.2"))
+    }
 
 
 def test_guard_follows_symlinks(tmp_path):
@@ -60,9 +62,21 @@ def _fake_tables(monkeypatch, tables):
 
 
 def test_gemm_rows_convert_units_and_dtypes(monkeypatch):
-    _fake_tables(monkeypatch, {"gemm_perf": pd.DataFrame({
-        "kernel_source": ["a", "b", "c"], "gemm_dtype": ["bfloat16", "fp8", "int4_wo"],
-        "m": [8, 16, 32], "n": [128, 256, 512], "k": [64, 64, 64], "latency": [0.01, 0.02, 0.03]})})
+    _fake_tables(
+        monkeypatch,
+        {
+            "gemm_perf": pd.DataFrame(
+                {
+                    "kernel_source": ["a", "b", "c"],
+                    "gemm_dtype": ["bfloat16", "fp8", "int4_wo"],
+                    "m": [8, 16, 32],
+                    "n": [128, 256, 512],
+                    "k": [64, 64, 64],
+                    "latency": [0.01, 0.02, 0.03],
+                }
+            )
+        },
+    )
     r = aic_db.gemm_rows("b200_sxm", "vllm", "0.24.0", "b200")
     assert list(r["dtype"]) == ["bf16", "fp8"]  # int4 weight-only left out
     assert r["time_s"].tolist() == pytest.approx([1e-5, 2e-5])  # ms -> s
@@ -71,10 +85,22 @@ def test_gemm_rows_convert_units_and_dtypes(monkeypatch):
 
 
 def test_attention_rows_kv_len_follows_each_collector(monkeypatch):
-    ctx = pd.DataFrame({"kernel_source": "k", "batch_size": [2, 2], "isl": [128, 128], "num_heads": 8,
-                        "num_key_value_heads": 2, "head_dim": 128, "beam_width": 1, "attn_dtype": "bfloat16",
-                        "kv_cache_dtype": ["bfloat16", "fp8"], "step": 0, "window_size": [0, 1024],
-                        "latency": [0.1, 0.1]})
+    ctx = pd.DataFrame(
+        {
+            "kernel_source": "k",
+            "batch_size": [2, 2],
+            "isl": [128, 128],
+            "num_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "beam_width": 1,
+            "attn_dtype": "bfloat16",
+            "kv_cache_dtype": ["bfloat16", "fp8"],
+            "step": 0,
+            "window_size": [0, 1024],
+            "latency": [0.1, 0.1],
+        }
+    )
     gen = ctx.assign(isl=1, step=[1023, 1023], window_size=0)
     _fake_tables(monkeypatch, {"context_attention_perf": ctx, "generation_attention_perf": gen})
     for engine, kv in (("vllm", 1023), ("sglang", 1024), ("trtllm", 1024)):
@@ -87,9 +113,20 @@ def test_attention_rows_kv_len_follows_each_collector(monkeypatch):
 
 
 def test_nccl_rows_count_elements_and_merge_repeats(monkeypatch):
-    _fake_tables(monkeypatch, {"nccl_perf": pd.DataFrame({
-        "op_name": ["all_reduce"] * 3 + ["alltoall"], "nccl_dtype": ["half", "half", "int8", "half"],
-        "num_gpus": 8, "message_size": [1024, 1024, 1024, 1024], "latency": [0.010, 0.012, 0.009, 0.5]})})
+    _fake_tables(
+        monkeypatch,
+        {
+            "nccl_perf": pd.DataFrame(
+                {
+                    "op_name": ["all_reduce"] * 3 + ["alltoall"],
+                    "nccl_dtype": ["half", "half", "int8", "half"],
+                    "num_gpus": 8,
+                    "message_size": [1024, 1024, 1024, 1024],
+                    "latency": [0.010, 0.012, 0.009, 0.5],
+                }
+            )
+        },
+    )
     r = aic_db.nccl_rows("b200_sxm", "2.29.2", "b200").sort_values("bytes")
     assert r["bytes"].tolist() == [1024, 2048]  # int8: 1 byte, half: 2 bytes per element
     assert r["time_s"].tolist() == pytest.approx([9e-6, 11e-6])  # the two half repeats -> median
@@ -102,8 +139,9 @@ def test_exact_causal_flops():
     assert attn.prefill_flops(2, 3, 5, 4, 64) == pytest.approx(4 * 2 * 4 * 64 * 21)
 
 
-@pytest.mark.parametrize("q,c,blocks", [(1, 0, 1), (128, 0, 1), (129, 0, 3), (256, 0, 3), (512, 0, 10),
-                                        (256, 128, 5), (5, 300, 3)])
+@pytest.mark.parametrize(
+    "q,c,blocks", [(1, 0, 1), (128, 0, 1), (129, 0, 3), (256, 0, 3), (512, 0, 10), (256, 128, 5), (5, 300, 3)]
+)
 def test_tiled_causal_blocks_by_hand(q, c, blocks):
     # q=129: tile 0 (rows 0-127) sees key tile 0; tile 1 (row 128) sees key tiles 0-1 -> 3 blocks.
     # q=256 after c=128: tile 0 ends at key 256 (2 key tiles), tile 1 at 384 (3) -> 5.
@@ -116,8 +154,9 @@ def test_gqa_packing_pads_query_rows_not_heads():
     fl = attn.prefill_flops(1, 16, 0, 8, 128, tile=128, kv_heads=1)
     assert fl == pytest.approx(4 * 1 * 1 * 128 * 128 * 128)
     # without GQA (group 1) the packed count equals the per-head count
-    assert attn.prefill_flops(3, 300, 40, 4, 64, 128, kv_heads=4) == pytest.approx(attn.prefill_flops(3, 300, 40, 4,
-                                                                                                      64, 128))
+    assert attn.prefill_flops(3, 300, 40, 4, 64, 128, kv_heads=4) == pytest.approx(
+        attn.prefill_flops(3, 300, 40, 4, 64, 128)
+    )
 
 
 def test_tiled_flops_bound_exact_flops():
@@ -131,9 +170,23 @@ def test_tiled_flops_bound_exact_flops():
 def test_gemm_fit_recovers_synthetic_device(h100):
     from simcast.calib.fit_kernels import fit_gemm
     from simcast.cost.gemm import gemm_time_s
-    true = GemmFit(dtype="bf16", matmul=0.8, half_m=60.0, half_n=40.0, half_k=120.0, wave_exp=0.3, memory=0.85,
-                   split_k_elems=1000.0, parallel_exp=0.5, l2_boost=0.0, l2_half_bytes=1e6, smooth_p=4.0,
-                   launch_s=3e-6, sm_count=132)
+
+    true = GemmFit(
+        dtype="bf16",
+        matmul=0.8,
+        half_m=60.0,
+        half_n=40.0,
+        half_k=120.0,
+        wave_exp=0.3,
+        memory=0.85,
+        split_k_elems=1000.0,
+        parallel_exp=0.5,
+        l2_boost=0.0,
+        l2_half_bytes=1e6,
+        smooth_p=4.0,
+        launch_s=3e-6,
+        sm_count=132,
+    )
     g = np.array([1, 7, 64, 300, 1024, 4096, 16384])
     m, n, k = (a.ravel() for a in np.meshgrid(g, [256, 1024, 4096, 14336], [512, 4096, 8192]))
     rows = pd.DataFrame({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k})
@@ -147,13 +200,35 @@ def test_gemm_fit_recovers_synthetic_device(h100):
 
 def test_decode_fit_recovers_synthetic_kernel(h100):
     from simcast.calib.fit_kernels import fit_decode
-    true = DecodeAttentionFit(dtype="bf16", memory=0.85, half_units=50.0, split_tokens=300.0, half_kv_len=2.0,
-                              matmul=0.5, wave_s=3e-6, smooth_p=2.0, launch_s=6e-6, sm_count=132)
+
+    true = DecodeAttentionFit(
+        dtype="bf16",
+        memory=0.85,
+        half_units=50.0,
+        split_tokens=300.0,
+        half_kv_len=2.0,
+        matmul=0.5,
+        wave_s=3e-6,
+        smooth_p=2.0,
+        launch_s=6e-6,
+        sm_count=132,
+    )
     b, s, hkv = (a.ravel() for a in np.meshgrid([1, 4, 32, 256, 2048], [16, 256, 4096, 65536], [1, 8]))
-    rows = pd.DataFrame({"kind": "attention_decode", "dtype": "bf16", "batch": b, "q_len": 1, "kv_len": s,
-                         "heads": 4 * hkv, "kv_heads": hkv, "head_dim": 128})
-    rows["time_s"] = attn.decode_time_s(true, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, b, s, 4 * hkv,
-                                        hkv, 128)
+    rows = pd.DataFrame(
+        {
+            "kind": "attention_decode",
+            "dtype": "bf16",
+            "batch": b,
+            "q_len": 1,
+            "kv_len": s,
+            "heads": 4 * hkv,
+            "kv_heads": hkv,
+            "head_dim": 128,
+        }
+    )
+    rows["time_s"] = attn.decode_time_s(
+        true, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, b, s, 4 * hkv, hkv, 128
+    )
     fit, err = fit_decode(rows, h100, "bf16", 132)
     assert err < 2.0
     assert fit.memory == pytest.approx(0.85, rel=0.1)
@@ -162,6 +237,7 @@ def test_decode_fit_recovers_synthetic_kernel(h100):
 
 def test_piecewise_fit_finds_the_switch():
     from simcast.calib.fit_kernels import fit_piecewise
+
     b = 2.0 ** np.arange(8, 30)
     fac = 2 * 7 / 8
     t = np.where(b <= 2**18, 5e-6 + fac * b / 80e9, 12e-6 + fac * b / 400e9)
@@ -179,13 +255,27 @@ def _with_engines(dev, **sections):
 
 
 def _gemm_fit(launch_s):
-    return GemmFit(dtype="bf16", matmul=0.8, half_m=0.0, half_n=0.0, half_k=0.0, wave_exp=0.0, memory=0.8,
-                   split_k_elems=1e9, parallel_exp=0.0, l2_boost=0.0, l2_half_bytes=1e6, smooth_p=1e3,
-                   launch_s=launch_s, sm_count=132)
+    return GemmFit(
+        dtype="bf16",
+        matmul=0.8,
+        half_m=0.0,
+        half_n=0.0,
+        half_k=0.0,
+        wave_exp=0.0,
+        memory=0.8,
+        split_k_elems=1e9,
+        parallel_exp=0.0,
+        l2_boost=0.0,
+        l2_half_bytes=1e6,
+        smooth_p=1e3,
+        launch_s=launch_s,
+        sm_count=132,
+    )
 
 
 def test_engine_gemm_and_labelled_fallback(h100):
     from simcast.cost import kernels
+
     dev = _with_engines(h100, sglang=EngineKernels(engine="sglang", gemm=(_gemm_fit(7e-6),), source="synthetic"))
     big = kernels.gemm(dev, 8192, 8192, 8192, engine="sglang")
     # roofline by hand: compute 2MNK / (peak 0.8) + launch (the memory term is far smaller)
@@ -200,9 +290,13 @@ def test_engine_gemm_and_labelled_fallback(h100):
 
 def test_engine_all_reduce_regimes(h100):
     from simcast.cost import kernels
-    ar = (CollectiveFit(kind="all_reduce", gpus=8, latency_s=5e-6, bus_bw_bytes_per_s=80e9, max_bytes=2**18,
-                        algorithm="one_shot"),
-          CollectiveFit(kind="all_reduce", gpus=8, latency_s=12e-6, bus_bw_bytes_per_s=400e9, algorithm="nccl"))
+
+    ar = (
+        CollectiveFit(
+            kind="all_reduce", gpus=8, latency_s=5e-6, bus_bw_bytes_per_s=80e9, max_bytes=2**18, algorithm="one_shot"
+        ),
+        CollectiveFit(kind="all_reduce", gpus=8, latency_s=12e-6, bus_bw_bytes_per_s=400e9, algorithm="nccl"),
+    )
     dev = _with_engines(h100, vllm=EngineKernels(engine="vllm", all_reduce=ar, source="synthetic"))
     small = kernels.collective(dev, "allreduce", 2**16, 8, engine="vllm")
     assert small.time_s == pytest.approx(5e-6 + 1.75 * 2**16 / 80e9) and small.kernel_model.endswith("one_shot")
@@ -215,8 +309,19 @@ def test_engine_all_reduce_regimes(h100):
 
 def test_decode_attention_by_hand(h100):
     from simcast.cost import kernels
-    fit = DecodeAttentionFit(dtype="bf16", memory=0.8, half_units=0.0, split_tokens=1e9, half_kv_len=0.0,
-                             matmul=1.0, wave_s=0.0, smooth_p=1e3, launch_s=5e-6, sm_count=132)
+
+    fit = DecodeAttentionFit(
+        dtype="bf16",
+        memory=0.8,
+        half_units=0.0,
+        split_tokens=1e9,
+        half_kv_len=0.0,
+        matmul=1.0,
+        wave_s=0.0,
+        smooth_p=1e3,
+        launch_s=5e-6,
+        sm_count=132,
+    )
     dev = _with_engines(h100, trtllm=EngineKernels(engine="trtllm", decode=(fit,), source="synthetic"))
     p = kernels.attention(dev, "decode", 64, 1, 4096, 32, 8, 128, engine="trtllm")
     kv_bytes = 64 * (2 * 4096 * 8 * 128 * 2 + 2 * 32 * 128 * 2)
@@ -225,15 +330,17 @@ def test_decode_attention_by_hand(h100):
 
 def test_profile_engines_section_is_strict(tmp_path):
     from simcast.inputs.loaders import load_device, profiles_dir
+
     text = (profiles_dir() / "mi300x.yaml").read_text()
-    good = text + ("engines:\n  vllm:\n    source: synthetic\n    gemm:\n      - {dtype: bf16, matmul: 0.8, half_m: 1, "
-                   "half_n: 1, half_k: 1, wave_exp: 0, memory: 0.8, split_k_elems: 512, parallel_exp: 0, "
-                   "l2_boost: 0, l2_half_bytes: 1.0e+6, smooth_p: 4, launch_s: 3.0e-6, sm_count: 304}\n")
+    good = text + (
+        "engines:\n  vllm:\n    source: synthetic\n    gemm:\n      - {dtype: bf16, matmul: 0.8, half_m: 1, "
+        "half_n: 1, half_k: 1, wave_exp: 0, memory: 0.8, split_k_elems: 512, parallel_exp: 0, "
+        "l2_boost: 0, l2_half_bytes: 1.0e+6, smooth_p: 4, launch_s: 3.0e-6, sm_count: 304}\n"
+    )
     (tmp_path / "mi300x.yaml").write_text(good)
     dev = load_device(str(tmp_path / "mi300x.yaml"))
     assert dev.engines["vllm"].gemm[0].sm_count == 304
-    (tmp_path / "bad.yaml").write_text(good.replace("l2_boost: 0,", "l2_bost: 0,").replace("name: mi300x",
-                                                                                            "name: bad"))
+    (tmp_path / "bad.yaml").write_text(good.replace("l2_boost: 0,", "l2_bost: 0,").replace("name: mi300x", "name: bad"))
     with pytest.raises(SimcastInputError, match="l2_bost"):
         load_device(str(tmp_path / "bad.yaml"))
     (tmp_path / "bad2.yaml").write_text(good.replace("  vllm:", "  tgi:").replace("name: mi300x", "name: bad2"))
@@ -242,14 +349,18 @@ def test_profile_engines_section_is_strict(tmp_path):
 
 
 # ------------------------------------------------------------------ CLI one-line errors
-@pytest.mark.parametrize("args,needle", [
-    (["--from-db", "nosuchdb", "--system", "h100_sxm", "--engine", "vllm"], "--from-db"),
-    (["--from-db", "aiconfigurator", "--system", "tpu_v9", "--engine", "vllm"], "--system"),
-    (["--from-db", "aiconfigurator", "--system", "h100_sxm", "--engine", "tgi"], "--engine"),
-    (["--from-db", "aiconfigurator", "--system", "h100_sxm"], "--engine"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--from-db", "nosuchdb", "--system", "h100_sxm", "--engine", "vllm"], "--from-db"),
+        (["--from-db", "aiconfigurator", "--system", "tpu_v9", "--engine", "vllm"], "--system"),
+        (["--from-db", "aiconfigurator", "--system", "h100_sxm", "--engine", "tgi"], "--engine"),
+        (["--from-db", "aiconfigurator", "--system", "h100_sxm"], "--engine"),
+    ],
+)
 def test_calibrate_from_db_bad_input_is_one_line(capsys, tmp_path, args, needle):
     from simcast.cli.main import main
+
     assert main(["calibrate", *args, "--out", str(tmp_path / "x.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("simcast: error: ") and err.count("\n") == 1 and needle in err
@@ -257,9 +368,24 @@ def test_calibrate_from_db_bad_input_is_one_line(capsys, tmp_path, args, needle)
 
 def test_calibrate_from_db_without_extra_is_one_line(capsys, tmp_path, monkeypatch):
     from simcast.cli.main import main
+
     monkeypatch.setattr(aic_db.importlib.util, "find_spec", lambda name: None)
-    assert main(["calibrate", "--from-db", "aiconfigurator", "--system", "h100_sxm", "--engine", "vllm",
-                 "--out", str(tmp_path / "x.yaml")]) == 2
+    assert (
+        main(
+            [
+                "calibrate",
+                "--from-db",
+                "aiconfigurator",
+                "--system",
+                "h100_sxm",
+                "--engine",
+                "vllm",
+                "--out",
+                str(tmp_path / "x.yaml"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'simcast[measured]'" in err
 
@@ -282,6 +408,7 @@ def test_simulate_with_engine_uses_and_labels_engine_kernels(qwen06b, h100):
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
     from simcast.inputs.loaders import load_device
     from simcast.sim.simulate import simulate
+
     base = dict(model=qwen06b, parallel=ParallelSpec(tp=2), batch=Batch.decode(16, 1024))
     generic = simulate(SimSpec(device=h100, **base))
     vllm = simulate(SimSpec(device=h100, engine="vllm", **base))
@@ -297,12 +424,14 @@ def test_simulate_with_engine_uses_and_labels_engine_kernels(qwen06b, h100):
 
 def test_simulate_rejects_unknown_engine(qwen06b, h100):
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
+
     with pytest.raises(SimcastInputError, match="--engine"):
         SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(), batch=Batch.decode(1, 8), engine="tgi")
 
 
 def test_shipped_engine_sections_load_with_provenance():
     from simcast.inputs.loaders import load_device
+
     for name in ("h100_sxm", "h200_sxm", "b200", "b300", "gb200", "a100_sxm_80gb", "l40s"):
         dev = load_device(name)
         assert set(dev.engines) == {"vllm", "sglang", "trtllm"}, name
@@ -323,6 +452,7 @@ def test_shipped_hopper_profiles_meet_targets_on_held_out_half(system, profile):
     from simcast.calib.from_db import held_out
     from simcast.calib.validate import predict_frame
     from simcast.inputs.loaders import load_device
+
     rows = engine_rows(system, "vllm")
     test = rows[held_out(rows) & (rows["dtype"] == "bf16")]
     pred = predict_frame(test.sample(min(len(test), 6000), random_state=0), load_device(profile))

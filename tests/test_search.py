@@ -7,21 +7,21 @@ from pathlib import Path
 import pytest
 
 from simcast.cli.main import main
-from simcast.inputs.loaders import load_device, load_model
 from simcast.core.errors import SimcastInputError
-from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
-from simcast.serving.model import ServingConfig, Workload, estimate_serving
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_device, load_model
+from simcast.serving.model import ServingConfig, Workload, estimate_serving
+from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
+from simcast.sim.simulate import simulate
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")
 
 
 def test_resolve_search_sizes_contract():
-    assert resolve_search_sizes(None, 8, 1, "--pp-sizes") == [1]            # absent -> [1]
+    assert resolve_search_sizes(None, 8, 1, "--pp-sizes") == [1]  # absent -> [1]
     assert resolve_search_sizes(None, 8, None, "--tp-sizes") == [1, 2, 4, 8]  # absent tp -> powers of two
-    assert resolve_search_sizes([], 8, 1, "--pp-sizes") == [1, 2, 4, 8]      # flag, no value
+    assert resolve_search_sizes([], 8, 1, "--pp-sizes") == [1, 2, 4, 8]  # flag, no value
     assert resolve_search_sizes([], 12, 1, "--pp-sizes") == [1, 2, 4, 8]
     assert resolve_search_sizes([4, 2, 2], 8, 1, "--pp-sizes") == [2, 4]
     with pytest.raises(SimcastInputError, match="--pp-sizes: got 16; each value must be an integer in 1..8"):
@@ -52,8 +52,24 @@ def test_cli_flag_contract(capsys):
     assert rc == 0 and {r["pp"] for r in d["rows"]} == {1}  # --pp-sizes absent -> pp 1 only
     rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "--json", "Qwen/Qwen3-0.6B"], capsys)
     assert {r["pp"] for r in json.loads(out)["rows"]} == {1, 2, 4}  # empty flag -> powers of two <= 4
-    rc, _, err = _opt(["--device", DEV, "--num-devices", "6", "--input-length", "8", "--output-length", "8",
-                       "--tp-sizes", "4", "--pp-sizes", "4", "Qwen/Qwen3-0.6B"], capsys)
+    rc, _, err = _opt(
+        [
+            "--device",
+            DEV,
+            "--num-devices",
+            "6",
+            "--input-length",
+            "8",
+            "--output-length",
+            "8",
+            "--tp-sizes",
+            "4",
+            "--pp-sizes",
+            "4",
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
     assert rc == 2 and "no combination divides --num-devices=6" in err and err.count("\n") == 1
     rc, _, err = _opt(BASE + ["--pp-sizes", "0", "Qwen/Qwen3-0.6B"], capsys)
     assert rc == 2 and "--pp-sizes: got '0'; each value must be a positive integer" in err
@@ -63,26 +79,60 @@ def test_cli_flag_contract(capsys):
 
 def test_golden_optimize_output(capsys, tmp_path):
     csv = tmp_path / "rows.csv"
-    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "2", "4", "--pp-sizes", "1", "2", "--tpot-limit", "8",
-                                "--show-rejected", "--csv", str(csv), "Qwen/Qwen3-0.6B"], capsys)
+    rc, out, err = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "4",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--show-rejected",
+            "--csv",
+            str(csv),
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
     assert rc == 0
     golden = HERE / "golden" / "optimize_qwen3_0.6b.txt"
     import os
+
     if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
         golden.write_text(out)
     assert out == golden.read_text()
     import pandas as pd
+
     df = pd.read_csv(csv)
-    assert list(df.columns[:11]) == ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot",
-                                     "token/s", "token/s/device", "token/s/user"]
+    assert list(df.columns[:11]) == [
+        "parallel",
+        "tp",
+        "pp",
+        "dp",
+        "batch_size",
+        "concurrency",
+        "ttft",
+        "tpot",
+        "token/s",
+        "token/s/device",
+        "token/s/user",
+    ]
     assert (df["tpot"] <= 8.0).all() and df["token/s/device"].is_monotonic_decreasing
 
 
 @pytest.fixture(scope="module")
 def base70b():
-    return ServingConfig(model=load_model("meta-llama/Llama-3.1-70B"), device=load_device("h100_sxm"),
-                         parallel=ParallelSpec(tp=8), workload=Workload(input_length=2048, output_length=512),
-                         batch_size=16)
+    return ServingConfig(
+        model=load_model("meta-llama/Llama-3.1-70B"),
+        device=load_device("h100_sxm"),
+        parallel=ParallelSpec(tp=8),
+        workload=Workload(input_length=2048, output_length=512),
+        batch_size=16,
+    )
 
 
 def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
@@ -92,11 +142,15 @@ def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
 
 
 def test_ttft_grows_with_isl_and_memory_falls_with_pp(base70b):
-    ttft = [estimate_serving(replace(base70b, workload=Workload(input_length=n, output_length=128))).ttft_s
-            for n in (512, 2048, 8192)]
+    ttft = [
+        estimate_serving(replace(base70b, workload=Workload(input_length=n, output_length=128))).ttft_s
+        for n in (512, 2048, 8192)
+    ]
     assert ttft == sorted(ttft) and ttft[0] < ttft[-1]
-    mem = [max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
-           for pp in (1, 2, 4)]
+    mem = [
+        max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
+        for pp in (1, 2, 4)
+    ]
     assert mem[0] > mem[1] > mem[2]
 
 
@@ -107,6 +161,7 @@ def test_pp_helps_when_tp_crosses_nodes(base70b):
     tp8pp2 = estimate_serving(replace(m, parallel=ParallelSpec(tp=8, pp=2)))
     assert tp8pp2.tpot_s < tp16.tpot_s
     from simcast.serving.search import layout_links
+
     assert layout_links(replace(m, parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
     assert layout_links(replace(m, parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
 
@@ -127,8 +182,15 @@ def test_slo_filtering_and_rejections(base70b):
 
 def test_pp1_row_identical_to_plain_simulation(base70b):
     r = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=8)))
-    plain = simulate(SimSpec(model=base70b.model, device=base70b.device, parallel=ParallelSpec(tp=8),
-                             batch=Batch.decode(16, 2048 + 256), num_microbatches=1))
+    plain = simulate(
+        SimSpec(
+            model=base70b.model,
+            device=base70b.device,
+            parallel=ParallelSpec(tp=8),
+            batch=Batch.decode(16, 2048 + 256),
+            num_microbatches=1,
+        )
+    )
     assert r.decode.latency_s == plain.latency_s
     assert r.decode_cycle_s == pytest.approx(plain.latency_s + r.step_overhead_s)
     assert r.decode.runtime.send_recv_events == () and r.decode.breakdown["bubble"] == 0.0

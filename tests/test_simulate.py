@@ -2,16 +2,19 @@
 
 import pytest
 
-from simcast.inputs.loaders import load_model
 from simcast.core.memory import sharded_dims
-from simcast.sim.simulate import simulate, split_batch
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_model
+from simcast.sim.simulate import simulate, split_batch
 
 
 def run(model, dev, tp=1, pp=1, batch=None, m=None, **kw):
     batch = batch or Batch.prefill(4, 512)
-    return simulate(SimSpec(model=model, device=dev, parallel=ParallelSpec(tp=tp, pp=pp), batch=batch,
-                            num_microbatches=m or pp, **kw))
+    return simulate(
+        SimSpec(
+            model=model, device=dev, parallel=ParallelSpec(tp=tp, pp=pp), batch=batch, num_microbatches=m or pp, **kw
+        )
+    )
 
 
 def test_pp1_has_no_pp_comm_or_bubble(qwen06b, h100):
@@ -38,9 +41,9 @@ def test_send_recv_directions_and_bytes(qwen06b, h100):
     assert all(e.message_bytes == 100 * qwen06b.hidden_size * 2 * 2 for e in ev)
     s0, s1, s2 = r.stages
     one_way = ev[0].latency_s
-    assert s0.comm_s == pytest.approx(one_way)          # outgoing only
-    assert s1.comm_s == pytest.approx(2 * one_way)      # incoming + outgoing
-    assert s2.comm_s == pytest.approx(one_way)          # incoming only
+    assert s0.comm_s == pytest.approx(one_way)  # outgoing only
+    assert s1.comm_s == pytest.approx(2 * one_way)  # incoming + outgoing
+    assert s2.comm_s == pytest.approx(one_way)  # incoming only
 
 
 def test_fill_drain_with_per_microbatch_costs(qwen06b, h100):
@@ -72,8 +75,10 @@ def test_kv_cache_counts_active_layers_only(qwen06b, h100):
     assert r4.max_stage_kv_cache_bytes < r1.max_stage_kv_cache_bytes
 
 
-@pytest.mark.parametrize("name,tp", [("meta-llama/Llama-3.1-70B", 4), ("Qwen/Qwen3-32B", 8),
-                                     ("meta-llama/Llama-3.2-1B", 2), ("Qwen/Qwen2.5-7B", 4)])
+@pytest.mark.parametrize(
+    "name,tp",
+    [("meta-llama/Llama-3.1-70B", 4), ("Qwen/Qwen3-32B", 8), ("meta-llama/Llama-3.2-1B", 2), ("Qwen/Qwen2.5-7B", 4)],
+)
 def test_weights_over_stages_times_tp_equal_model_bytes(name, tp, h100):
     m = load_model(name)
     r = run(m, h100, tp=tp, pp=4)
@@ -94,8 +99,11 @@ def test_traced_flops_match_analytic(name, h100):
     h, d = m.hidden_size, m.head_dim
     layer_linear = h * (m.num_heads + 2 * m.num_kv_heads) * d + m.num_heads * d * h + 3 * h * m.intermediate_size
     bias = (m.num_heads + 2 * m.num_kv_heads) * d if m.attention_bias else 0
-    expect_lin = 2 * b.num_tokens * layer_linear * m.num_layers + b.num_tokens * bias * m.num_layers \
+    expect_lin = (
+        2 * b.num_tokens * layer_linear * m.num_layers
+        + b.num_tokens * bias * m.num_layers
         + 2 * b.num_requests * h * m.vocab_size
+    )
     pairs = sum(q * c + q * (q + 1) / 2 for q, c in zip(b.query_lens, b.context_lens))
     expect_attn = 4 * m.num_heads * d * pairs * m.num_layers
     assert lin == pytest.approx(expect_lin, rel=0.01)
@@ -113,9 +121,17 @@ def test_memory_falls_with_pp_and_tp_sharded_send(llama70b, h100):
 
 def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
     from simcast.inputs.loaders import load_device
+
     dev4 = load_device("h100_sxm", devices_per_node=4)
-    r = simulate(SimSpec(model=llama70b, device=dev4, parallel=ParallelSpec(tp=4, pp=2),
-                         batch=Batch.prefill(2, 1024), num_microbatches=2))
+    r = simulate(
+        SimSpec(
+            model=llama70b,
+            device=dev4,
+            parallel=ParallelSpec(tp=4, pp=2),
+            batch=Batch.prefill(2, 1024),
+            num_microbatches=2,
+        )
+    )
     ev = r.runtime.send_recv_events[0]
     assert ev.link == dev4.links.inter_node.name
     intra = run(llama70b, h100, tp=4, pp=2, batch=Batch.prefill(2, 1024))
@@ -124,6 +140,7 @@ def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
 
 def test_tp_shards_checked(llama70b):
     from simcast.core.errors import SimcastInputError
+
     with pytest.raises(SimcastInputError, match="num_attention_heads=64"):
         sharded_dims(llama70b, 3)
     assert sharded_dims(llama70b, 16).kv_heads == 1  # kv heads replicated beyond 8

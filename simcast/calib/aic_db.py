@@ -34,12 +34,17 @@ INSTALL_HINT = "needs the optional extra: pip install 'simcast[measured]' (insta
 RESERVED: frozenset[tuple[str, str, str, str]] = frozenset(
     (system, kind, engine, version)
     for system in ("h100_sxm", "h200_sxm")
-    for kind, engine, version in (("gemm", "vllm", "0.24.0"), ("attention", "vllm", "0.24.0"),
-                                  ("comm", "nccl", "2.29.2")))
+    for kind, engine, version in (
+        ("gemm", "vllm", "0.24.0"),
+        ("attention", "vllm", "0.24.0"),
+        ("comm", "nccl", "2.29.2"),
+    )
+)
 """(system, kind, engine, version) folders kept for independent validation: never read."""
 
-SUSPECT: frozenset[tuple[str, str, str, str]] = frozenset({
-    ("h100_sxm", "comm", "nccl", "2.27.3"), ("h200_sxm", "comm", "nccl", "2.26.2")})
+SUSPECT: frozenset[tuple[str, str, str, str]] = frozenset(
+    {("h100_sxm", "comm", "nccl", "2.27.3"), ("h200_sxm", "comm", "nccl", "2.26.2")}
+)
 """Folders whose rows are all tagged NCCL 2.29.2: possibly the reserved data under another name; never read."""
 
 
@@ -61,6 +66,7 @@ def data_root() -> Path:
 
 def package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
@@ -71,8 +77,11 @@ def guard(system: str, kind: str, engine: str, version: str) -> None:
     """Refuse the reserved (and suspected reserved) folders; the single gate every read passes."""
     key = (system, kind, engine, version)
     if key in RESERVED or key in SUSPECT:
-        why = "reserved for independent validation" if key in RESERVED else \
-            "holds rows tagged NCCL 2.29.2 (possibly the reserved table)"
+        why = (
+            "reserved for independent validation"
+            if key in RESERVED
+            else "holds rows tagged NCCL 2.29.2 (possibly the reserved table)"
+        )
         raise SimcastInputError("aiconfigurator table", "/".join(key), f"is {why}; simcast never reads it")
 
 
@@ -116,8 +125,9 @@ def read_table(system: str, kind: str, engine: str, version: str, table: str):
     path = root / system / kind / engine / version / f"{table}.parquet"
     _guard_path(path, root)  # also after resolving symlinks
     if not path.is_file():
-        raise SimcastInputError("aiconfigurator table", f"{system}/{kind}/{engine}/{version}/{table}",
-                                "not in the installed package")
+        raise SimcastInputError(
+            "aiconfigurator table", f"{system}/{kind}/{engine}/{version}/{table}", "not in the installed package"
+        )
     try:
         return _read_parquet(str(path)).copy()
     except ImportError as e:  # pyarrow comes with the extra
@@ -127,12 +137,14 @@ def read_table(system: str, kind: str, engine: str, version: str, table: str):
 @lru_cache(maxsize=64)
 def _read_parquet(path: str):
     import pandas as pd
+
     return pd.read_parquet(path)
 
 
 def system_yaml(system: str) -> dict:
     """The package's ``systems/<system>.yaml`` (datasheet peaks, link bandwidths); cited, not fitted."""
     import yaml
+
     p = data_root().parent / f"{system}.yaml"
     if not p.is_file():
         raise SimcastInputError("--system", system, f"allowed: {', '.join(systems())}")
@@ -156,13 +168,23 @@ def _source(system: str, kind: str, engine: str, version: str, table: str) -> st
 def gemm_rows(system: str, engine: str, version: str, device: str):
     """``gemm`` rows (bf16, fp8 per-tensor, fp8 block-scaled) of one engine's GEMM table."""
     import pandas as pd
+
     df = read_table(system, "gemm", engine, version, "gemm_perf")
     df = df[df["gemm_dtype"].isin(GEMM_DTYPES)]
-    return pd.DataFrame({
-        "kind": "gemm", "device": device, "engine": engine, "dtype": df["gemm_dtype"].map(GEMM_DTYPES),
-        "m": df["m"].astype(int), "n": df["n"].astype(int), "k": df["k"].astype(int),
-        "time_s": df["latency"].astype(float) * 1e-3, "op": df["kernel_source"].astype(str),
-        "source": _source(system, "gemm", engine, version, "gemm_perf")}).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "kind": "gemm",
+            "device": device,
+            "engine": engine,
+            "dtype": df["gemm_dtype"].map(GEMM_DTYPES),
+            "m": df["m"].astype(int),
+            "n": df["n"].astype(int),
+            "k": df["k"].astype(int),
+            "time_s": df["latency"].astype(float) * 1e-3,
+            "op": df["kernel_source"].astype(str),
+            "source": _source(system, "gemm", engine, version, "gemm_perf"),
+        }
+    ).reset_index(drop=True)
 
 
 def _kv_len_decode(engine: str, step):
@@ -182,6 +204,7 @@ def attention_rows(system: str, engine: str, version: str, device: str):
     attention kernels (vLLM's FlashAttention casts q to fp8), and decode reads fp8 keys.
     """
     import pandas as pd
+
     out = []
     for table, phase in (("context_attention_perf", "prefill"), ("generation_attention_perf", "decode")):
         df = read_table(system, "attention", engine, version, table)
@@ -196,13 +219,25 @@ def attention_rows(system: str, engine: str, version: str, device: str):
         else:
             q_len = pd.Series(1, index=df.index)
             kv_len = _kv_len_decode(engine, df["step"].astype(int))
-        out.append(pd.DataFrame({
-            "kind": f"attention_{phase}", "device": device, "engine": engine,
-            "dtype": df["kv_cache_dtype"].map(_KV_DTYPES), "batch": df["batch_size"].astype(int),
-            "q_len": q_len, "kv_len": kv_len, "heads": df["num_heads"].astype(int),
-            "kv_heads": df["num_key_value_heads"].astype(int), "head_dim": df["head_dim"].astype(int),
-            "time_s": df["latency"].astype(float) * 1e-3, "op": df["kernel_source"].astype(str),
-            "source": _source(system, "attention", engine, version, table)}))
+        out.append(
+            pd.DataFrame(
+                {
+                    "kind": f"attention_{phase}",
+                    "device": device,
+                    "engine": engine,
+                    "dtype": df["kv_cache_dtype"].map(_KV_DTYPES),
+                    "batch": df["batch_size"].astype(int),
+                    "q_len": q_len,
+                    "kv_len": kv_len,
+                    "heads": df["num_heads"].astype(int),
+                    "kv_heads": df["num_key_value_heads"].astype(int),
+                    "head_dim": df["head_dim"].astype(int),
+                    "time_s": df["latency"].astype(float) * 1e-3,
+                    "op": df["kernel_source"].astype(str),
+                    "source": _source(system, "attention", engine, version, table),
+                }
+            )
+        )
     return pd.concat(out, ignore_index=True)
 
 
@@ -213,17 +248,27 @@ def nccl_rows(system: str, version: str, device: str, ops: tuple[str, ...] = ("a
     int8 sweep at 2^29, both 512 MiB, and the implied 8-GPU bus bandwidth fits NVLink only so.
     """
     import pandas as pd
+
     df = read_table(system, "comm", "nccl", version, "nccl_perf")
     df = df[df["op_name"].isin(ops) & df["nccl_dtype"].isin(_ELEM_BYTES)]
     # each key is measured twice in some tables: keep the median
     keys = ["op_name", "nccl_dtype", "num_gpus", "message_size"]
     df = df.groupby(keys, as_index=False)["latency"].median()
     kind = df["op_name"].map({"all_reduce": "allreduce", "all_gather": "allgather"})
-    return pd.DataFrame({
-        "kind": kind, "device": device, "engine": "nccl", "dtype": df["nccl_dtype"].astype(str),
-        "bytes": df["message_size"].astype(int) * df["nccl_dtype"].map(_ELEM_BYTES),
-        "gpus": df["num_gpus"].astype(int), "nodes": 1, "time_s": df["latency"].astype(float) * 1e-3,
-        "op": "nccl_" + df["op_name"], "source": _source(system, "comm", "nccl", version, "nccl_perf")})
+    return pd.DataFrame(
+        {
+            "kind": kind,
+            "device": device,
+            "engine": "nccl",
+            "dtype": df["nccl_dtype"].astype(str),
+            "bytes": df["message_size"].astype(int) * df["nccl_dtype"].map(_ELEM_BYTES),
+            "gpus": df["num_gpus"].astype(int),
+            "nodes": 1,
+            "time_s": df["latency"].astype(float) * 1e-3,
+            "op": "nccl_" + df["op_name"],
+            "source": _source(system, "comm", "nccl", version, "nccl_perf"),
+        }
+    )
 
 
 def custom_allreduce_rows(system: str, engine: str, version: str, device: str, mode: str = "graph"):
@@ -233,14 +278,23 @@ def custom_allreduce_rows(system: str, engine: str, version: str, device: str, m
     (engines replay decode steps as CUDA graphs). ``bytes`` = elements × 2 (bf16).
     """
     import pandas as pd
+
     df = read_table(system, "comm", engine, version, "custom_allreduce_perf")
     if "backend" in df and mode:
         df = df[df["backend"].astype(str).str.endswith(mode) | ~df["backend"].astype(str).str.contains("_")]
     df = df[df["op_name"] == "all_reduce"]
     df = df.groupby(["allreduce_dtype", "num_gpus", "message_size"], as_index=False)["latency"].median()
-    return pd.DataFrame({
-        "kind": "allreduce", "device": device, "engine": engine, "dtype": "bf16",
-        "bytes": df["message_size"].astype(int) * df["allreduce_dtype"].map(_ELEM_BYTES).fillna(2).astype(int),
-        "gpus": df["num_gpus"].astype(int), "nodes": 1, "time_s": df["latency"].astype(float) * 1e-3,
-        "op": f"{engine}_custom_allreduce", "source": _source(system, "comm", engine, version,
-                                                            "custom_allreduce_perf")})
+    return pd.DataFrame(
+        {
+            "kind": "allreduce",
+            "device": device,
+            "engine": engine,
+            "dtype": "bf16",
+            "bytes": df["message_size"].astype(int) * df["allreduce_dtype"].map(_ELEM_BYTES).fillna(2).astype(int),
+            "gpus": df["num_gpus"].astype(int),
+            "nodes": 1,
+            "time_s": df["latency"].astype(float) * 1e-3,
+            "op": f"{engine}_custom_allreduce",
+            "source": _source(system, "comm", engine, version, "custom_allreduce_perf"),
+        }
+    )

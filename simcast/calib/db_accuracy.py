@@ -28,9 +28,14 @@ def _summary(pred: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
     for key, g in pred.groupby(list(by), sort=True):
         e = g["abs_err_pct"].dropna()
         key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(by, key)), "rows": len(g),
-                    "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
-                    "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan")})
+        out.append(
+            {
+                **dict(zip(by, key)),
+                "rows": len(g),
+                "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
+                "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan"),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -75,8 +80,11 @@ def cross_engine(system: str, dev: DeviceSpec, fit_engine: str, test_engine: str
         v = newest(system, kind, test_engine, table)
         if v is None:
             continue
-        r = aic_db.gemm_rows(system, test_engine, v, dev.name) if kind == "gemm" else \
-            aic_db.attention_rows(system, test_engine, v, dev.name)
+        r = (
+            aic_db.gemm_rows(system, test_engine, v, dev.name)
+            if kind == "gemm"
+            else aic_db.attention_rows(system, test_engine, v, dev.name)
+        )
         rows.append(r)
     v = newest(system, "comm", test_engine, "custom_allreduce_perf")
     if v:
@@ -91,6 +99,7 @@ def cross_engine(system: str, dev: DeviceSpec, fit_engine: str, test_engine: str
 def cross_device(src: DeviceSpec, dst: DeviceSpec, system: str, engines: tuple[str, ...] = ENGINES) -> pd.DataFrame:
     """Transfer check: ``src``'s engine fits on ``dst``'s peaks, against ``dst``'s tables (all rows)."""
     from simcast.calib.fit_kernels import transfer_engines
+
     dev = transfer_engines(src, dataclasses.replace(dst, engines={}), SYSTEMS[system].sm_count)
     out = []
     for e in engines:
@@ -98,6 +107,10 @@ def cross_device(src: DeviceSpec, dst: DeviceSpec, system: str, engines: tuple[s
         if not len(rows):
             continue
         p = predict_frame(rows, dev)
-        out.append(_summary(p.assign(case=f"{src.name} fit -> {system} ({dst.name} peaks)", engine=e),
-                            ("case", "engine", "kind", "dtype")))
+        out.append(
+            _summary(
+                p.assign(case=f"{src.name} fit -> {system} ({dst.name} peaks)", engine=e),
+                ("case", "engine", "kind", "dtype"),
+            )
+        )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

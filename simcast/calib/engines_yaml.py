@@ -15,7 +15,6 @@ from typing import Any
 
 from simcast.core.kernel_fits import EngineKernels
 
-
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
 
@@ -54,24 +53,34 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
     for name, (ek, errs) in sections.items():
         out.append(f"  {name}:")
         out.append(f"    source: {json.dumps(ek.source)}")
-        out.append("    fit_abs_err_pct: {" + ", ".join(f"{k}: [{m:.1f}, {p:.1f}]" for k, (m, p) in errs.items())
-                   + "}  # [median, p90] % on the held-out half (CRC32 of the shape odd), fitted on the other half")
+        out.append(
+            "    fit_abs_err_pct: {"
+            + ", ".join(f"{k}: [{m:.1f}, {p:.1f}]" for k, (m, p) in errs.items())
+            + "}  # [median, p90] % on the held-out half (CRC32 of the shape odd), fitted on the other half"
+        )
         note = "fit on the tables in source{}"
         if ek.gemm:
             out.append("    gemm:                           # simcast.cost.gemm: per dtype family")
-            out += [f"      - {flow(g, ('tile_m', 'tile_n'))}  # {note.format(_err(errs, 'gemm.' + g.dtype))}"
-                    for g in ek.gemm]
+            out += [
+                f"      - {flow(g, ('tile_m', 'tile_n'))}  # {note.format(_err(errs, 'gemm.' + g.dtype))}"
+                for g in ek.gemm
+            ]
         if ek.prefill:
             out.append("    prefill:                        # simcast.cost.attention.prefill_time_s: per KV dtype")
-            out += [f"      - {flow(a, ('tile',))}  # {note.format(_err(errs, 'prefill.' + a.dtype))}"
-                    for a in ek.prefill]
+            out += [
+                f"      - {flow(a, ('tile',))}  # {note.format(_err(errs, 'prefill.' + a.dtype))}" for a in ek.prefill
+            ]
         if ek.decode:
             out.append("    decode:                         # simcast.cost.attention.decode_time_s: per KV dtype")
-            out += [f"      - {flow(a, ('max_group', 'group_share', 'l2_boost', 'l2_half_bytes'))}  # {note.format(_err(errs, 'decode.' + a.dtype))}"
-                    for a in ek.decode]
+            out += [
+                f"      - {flow(a, ('max_group', 'group_share', 'l2_boost', 'l2_half_bytes'))}  # {note.format(_err(errs, 'decode.' + a.dtype))}"
+                for a in ek.decode
+            ]
         if ek.all_reduce:
-            out.append("    all_reduce:                     # the engine's all-reduce as it issues it: "
-                       "t = latency_s + 2(n-1)/n·bytes/bus_bw up to max_bytes (0: unbounded)")
+            out.append(
+                "    all_reduce:                     # the engine's all-reduce as it issues it: "
+                "t = latency_s + 2(n-1)/n·bytes/bus_bw up to max_bytes (0: unbounded)"
+            )
             out += [f"      - {flow(c)}  # {note.format(_err(errs, 'all_reduce'))}" for c in ek.all_reduce]
     return "\n".join(out) + "\n"
 
@@ -91,7 +100,7 @@ def replace_engines_block(text: str, block: str | None) -> str:
     lines = text.splitlines()
     span = _top_level_block(lines, "engines")
     if span is not None:
-        del lines[span[0]:span[1]]
+        del lines[span[0] : span[1]]
     if block:
         cal = _top_level_block(lines, "calibration")
         at = cal[0] if cal is not None else len(lines)
@@ -111,7 +120,7 @@ def replace_link_collectives(text: str, link: str, fits: tuple, notes: dict[str,
     end = head + 1
     while end < len(lines) and (not lines[end].strip() or lines[end].startswith("    ")):
         end += 1
-    block = lines[head + 1:end]
+    block = lines[head + 1 : end]
     start = next((i for i, ln in enumerate(block) if ln.strip().startswith("collectives:")), None)
     if start is not None:
         stop = start + 1
@@ -120,12 +129,14 @@ def replace_link_collectives(text: str, link: str, fits: tuple, notes: dict[str,
         del block[start:stop]
     while block and not block[-1].strip():
         block.pop()
-    new = ["    collectives:                   # t = latency_s + factor·bytes/bus_bw up to max_bytes (0: unbounded), "
-           "per collective and group size"]
+    new = [
+        "    collectives:                   # t = latency_s + factor·bytes/bus_bw up to max_bytes (0: unbounded), "
+        "per collective and group size"
+    ]
     for f in fits:
         note = notes.get(f.algorithm, notes.get("", ""))
         new.append(f"      - {flow(f, ('max_bytes', 'algorithm'))}  # {note}")
-    lines[head + 1:end] = block + new
+    lines[head + 1 : end] = block + new
     return "\n".join(lines) + "\n"
 
 
@@ -138,8 +149,8 @@ def set_calibration_entry(text: str, key: str, value: dict) -> str:
         lines += ["calibration:                         # provenance of the fitted numbers", entry]
     else:
         s, e = span
-        body = [ln for ln in lines[s + 1:e] if not ln.startswith(f"  {key}:")]
+        body = [ln for ln in lines[s + 1 : e] if not ln.startswith(f"  {key}:")]
         while body and not body[-1].strip():
             body.pop()
-        lines[s + 1:e] = body + [entry]
+        lines[s + 1 : e] = body + [entry]
     return "\n".join(lines) + "\n"

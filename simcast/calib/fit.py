@@ -18,26 +18,44 @@ messages. Parameters fitted (all physical, shared by every shape and model):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.cost import kernels
 from simcast.cost.compute import launch_s, roofline_parts
-from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
-_BOUNDS = {"matmul": (0.2, 1.0), "matmul_half_m_ridge": (1e-3, 20.0), "matmul_half_n": (1e-3, 2e4),
-           "matmul_half_k": (1e-3, 2e4), "memory": (0.2, 1.0), "launch_overhead_s": (1e-7, 3e-5)}
-_X0 = {"matmul": 0.8, "matmul_half_m_ridge": 0.3, "matmul_half_n": 200.0, "matmul_half_k": 100.0,
-       "memory": 0.85, "launch_overhead_s": 4e-6}
+_BOUNDS = {
+    "matmul": (0.2, 1.0),
+    "matmul_half_m_ridge": (1e-3, 20.0),
+    "matmul_half_n": (1e-3, 2e4),
+    "matmul_half_k": (1e-3, 2e4),
+    "memory": (0.2, 1.0),
+    "launch_overhead_s": (1e-7, 3e-5),
+}
+_X0 = {
+    "matmul": 0.8,
+    "matmul_half_m_ridge": 0.3,
+    "matmul_half_n": 200.0,
+    "matmul_half_k": 100.0,
+    "memory": 0.85,
+    "launch_overhead_s": 4e-6,
+}
 ELEMENTWISE_KINDS = ("rms_norm", "add", "silu_and_mul", "rope")
 
 
-def least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  robust: bool = False, iters: int = 60) -> np.ndarray:
+def least_squares(
+    residual: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    robust: bool = False,
+    iters: int = 60,
+) -> np.ndarray:
     """Minimise ``Σ r(x)²`` (or ``Σ |r(x)|`` when ``robust``) within box bounds by Levenberg–Marquardt."""
     x = np.clip(np.asarray(x0, float), lo, hi)
     scale = np.maximum(np.abs(x), 1e-12)
@@ -96,15 +114,28 @@ class _Work:
 def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
     preds = [kernels.gemm(dev, int(r.m), int(r.n), int(r.k), r.dtype) for r in rows.itertuples()]
     mnk = tuple(rows[c].to_numpy(float) for c in ("m", "n", "k"))
-    return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=mnk,
-                 unit="cube", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))
+    return _Work(
+        flops=np.array([p.flops for p in preds]),
+        bytes=np.array([p.bytes for p in preds]),
+        mnk=mnk,
+        unit="cube",
+        time_s=rows["time_s"].to_numpy(float),
+        dtype=str(rows["dtype"].iloc[0]),
+    )
 
 
 def _elementwise_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
     from simcast.calib.validate import predict_row
+
     preds = [predict_row(r, dev)[0] for r in rows.to_dict("records")]
-    return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=None,
-                 unit="vec", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))
+    return _Work(
+        flops=np.array([p.flops for p in preds]),
+        bytes=np.array([p.bytes for p in preds]),
+        mnk=None,
+        unit="vec",
+        time_s=rows["time_s"].to_numpy(float),
+        dtype=str(rows["dtype"].iloc[0]),
+    )
 
 
 def model_time_s(work: _Work, dev: DeviceSpec) -> np.ndarray:
@@ -148,14 +179,15 @@ def fit_compute(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[Efficiency, dict[s
 
 
 # ------------------------------------------------------------------ links
-def _fit_alpha_beta(nbytes: np.ndarray, time_s: np.ndarray, factor: float, bw_max: float
-                    ) -> tuple[float, float, float]:
+def _fit_alpha_beta(nbytes: np.ndarray, time_s: np.ndarray, factor: float, bw_max: float) -> tuple[float, float, float]:
     """Robust fit of ``t = α + factor · bytes / β``: (α s, β bytes/s, median abs % error)."""
+
     def resid(x: np.ndarray) -> np.ndarray:
         return np.log((x[0] + factor * nbytes / x[1]) / time_s)
 
-    x = least_squares(resid, np.array([1e-5, 0.5 * bw_max]), np.array([0.0, 1e8]), np.array([1e-3, bw_max]),
-                      robust=True)
+    x = least_squares(
+        resid, np.array([1e-5, 0.5 * bw_max]), np.array([0.0, 1e8]), np.array([1e-3, bw_max]), robust=True
+    )
     return float(x[0]), float(x[1]), float(np.median(np.abs(np.exp(resid(x)) - 1)) * 100)
 
 
@@ -171,8 +203,9 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
         sel = rows[(rows["nodes"].fillna(1) > 1) == cross]
         p = sel[sel["kind"] == "p2p"]
         if len(p):
-            a, b, err = _fit_alpha_beta(p["bytes"].to_numpy(float), p["time_s"].to_numpy(float), 1.0,
-                                        link.bw_bytes_per_s)
+            a, b, err = _fit_alpha_beta(
+                p["bytes"].to_numpy(float), p["time_s"].to_numpy(float), 1.0, link.bw_bytes_per_s
+            )
             link = dataclasses.replace(link, latency_s=a, efficiency=min(b / link.bw_bytes_per_s, 1.0))
             errors[f"{name}.p2p"] = err
         fits = {(f.kind, f.gpus): f for f in link.collectives}
@@ -180,8 +213,9 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             n = int(gpus)
             ck = "all_reduce" if kind == "allreduce" else "all_gather"
             factor = (2.0 if ck == "all_reduce" else 1.0) * (n - 1) / n
-            a, b, err = _fit_alpha_beta(grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor,
-                                        4 * link.bw_bytes_per_s)
+            a, b, err = _fit_alpha_beta(
+                grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor, 4 * link.bw_bytes_per_s
+            )
             fits[(ck, n)] = CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)
             errors[f"{name}.{ck}.{n}"] = err
         new[name] = dataclasses.replace(link, collectives=tuple(sorted(fits.values(), key=lambda f: (f.kind, f.gpus))))
@@ -203,13 +237,23 @@ def transfer(src: DeviceSpec, dst: DeviceSpec) -> DeviceSpec:
     Link latencies are copied; efficiencies and collective bus bandwidths scale with the
     ratio of ``dst``'s to ``src``'s link bandwidth.
     """
+
     def link(s: LinkSpec, d: LinkSpec) -> LinkSpec:
         ratio = d.bw_bytes_per_s / s.bw_bytes_per_s
-        return dataclasses.replace(d, latency_s=s.latency_s, efficiency=s.efficiency, collectives=tuple(
-            dataclasses.replace(f, bus_bw_bytes_per_s=f.bus_bw_bytes_per_s * ratio) for f in s.collectives))
+        return dataclasses.replace(
+            d,
+            latency_s=s.latency_s,
+            efficiency=s.efficiency,
+            collectives=tuple(
+                dataclasses.replace(f, bus_bw_bytes_per_s=f.bus_bw_bytes_per_s * ratio) for f in s.collectives
+            ),
+        )
 
-    links = dataclasses.replace(dst.links, intra_node=link(src.links.intra_node, dst.links.intra_node),
-                                inter_node=link(src.links.inter_node, dst.links.inter_node))
+    links = dataclasses.replace(
+        dst.links,
+        intra_node=link(src.links.intra_node, dst.links.intra_node),
+        inter_node=link(src.links.inter_node, dst.links.inter_node),
+    )
     keep = {f.name: getattr(src.efficiency, f.name) for f in dataclasses.fields(Efficiency)}
     return dataclasses.replace(dst, efficiency=Efficiency(**keep), links=links)
 
@@ -217,8 +261,11 @@ def transfer(src: DeviceSpec, dst: DeviceSpec) -> DeviceSpec:
 def parameter_count(dev: DeviceSpec) -> int:
     """Fitted numbers in a profile: non-zero efficiency curve/fraction fields, link α/eff, collective α/β."""
     e = dev.efficiency
-    n = sum(1 for f in GEMM_PARAMS if getattr(e, f)) + (1 if e.vector_memory else 0) \
+    n = (
+        sum(1 for f in GEMM_PARAMS if getattr(e, f))
+        + (1 if e.vector_memory else 0)
         + (1 if e.vector_launch_overhead_s is not None else 0)
+    )
     for link in (dev.links.intra_node, dev.links.inter_node):
         n += 2 + 2 * len(link.collectives)
     return n
@@ -261,8 +308,9 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     ``notes[path]`` (e.g. ``efficiency.matmul``); collective fits replace the
     link's ``collectives`` list; ``provenance`` lines become the ``calibration`` block.
     """
-    values = {f"efficiency.{f}": getattr(dev.efficiency, f) for f in _EFF_FIELDS
-              if getattr(dev.efficiency, f) is not None}
+    values = {
+        f"efficiency.{f}": getattr(dev.efficiency, f) for f in _EFF_FIELDS if getattr(dev.efficiency, f) is not None
+    }
     for ln in ("intra_node", "inter_node"):
         link = getattr(dev.links, ln)
         values[f"links.{ln}.latency_s"] = link.latency_s
@@ -284,13 +332,18 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     def _collectives(path: str, link: LinkSpec) -> None:
         if not link.collectives:
             return
-        out.append("    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size")
+        out.append(
+            "    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size"
+        )
         for f in link.collectives:
-            extra = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + \
-                (f", algorithm: {f.algorithm}" if f.algorithm else "")
+            extra = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + (
+                f", algorithm: {f.algorithm}" if f.algorithm else ""
+            )
             note = notes.get(f"{path}.{f.kind}.{f.gpus}.{f.algorithm}", notes.get(f"{path}.{f.kind}.{f.gpus}", ""))
-            out.append(f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-                       f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{extra}}}  # {note}")
+            out.append(
+                f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
+                f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{extra}}}  # {note}"
+            )
 
     for line in lines:
         parsed = _key_line(line)
@@ -310,7 +363,9 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
         if path in values:
             prior = _prior(comment, value)
             note = notes.get(path, "fit by simcast calibrate")
-            out.append(_line(f"{' ' * indent}{key}: {_fmt(values[path])}", note + (f"; prior {prior}" if prior else "")))
+            out.append(
+                _line(f"{' ' * indent}{key}: {_fmt(values[path])}", note + (f"; prior {prior}" if prior else ""))
+            )
             seen.add(path)
             continue
         out.append(line)

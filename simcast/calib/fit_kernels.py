@@ -27,20 +27,47 @@ from simcast.cost.collectives import factor, piecewise_array_s
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
-_GEMM = {"matmul": (0.8, 0.2, 1.0), "half_m": (100.0, 0.0, 1e5), "half_n": (100.0, 0.0, 1e5),
-         "half_k": (100.0, 0.0, 1e5), "wave_exp": (0.3, 0.0, 1.0), "memory": (0.8, 0.2, 1.0),
-         "split_k_elems": (512.0, 16.0, 1e5), "parallel_exp": (0.5, 0.0, 2.0), "l2_boost": (1.0, 0.0, 10.0),
-         "l2_half_bytes": (2e7, 1e5, 1e9), "smooth_p": (4.0, 1.0, 20.0), "launch_s": (4e-6, 0.0, 3e-4)}
-_PREFILL = {"matmul": (0.6, 0.05, 1.0), "half_q_len": (100.0, 0.0, 1e5), "half_units": (50.0, 0.0, 1e5),
-            "half_head_dim": (30.0, 0.0, 1e4), "memory": (0.8, 0.05, 1.0), "smooth_p": (4.0, 1.0, 20.0),
-            "launch_s": (8e-6, 0.0, 3e-4)}
-_DECODE = {"memory": (0.8, 0.05, 1.0), "half_units": (100.0, 0.0, 1e6), "split_tokens": (512.0, 16.0, 1e6),
-           "half_kv_len": (100.0, 0.0, 1e6), "matmul": (0.3, 0.01, 1.0), "wave_s": (2e-6, 0.0, 1e-4),
-           "smooth_p": (4.0, 1.0, 20.0), "launch_s": (8e-6, 0.0, 3e-4)}
+_GEMM = {
+    "matmul": (0.8, 0.2, 1.0),
+    "half_m": (100.0, 0.0, 1e5),
+    "half_n": (100.0, 0.0, 1e5),
+    "half_k": (100.0, 0.0, 1e5),
+    "wave_exp": (0.3, 0.0, 1.0),
+    "memory": (0.8, 0.2, 1.0),
+    "split_k_elems": (512.0, 16.0, 1e5),
+    "parallel_exp": (0.5, 0.0, 2.0),
+    "l2_boost": (1.0, 0.0, 10.0),
+    "l2_half_bytes": (2e7, 1e5, 1e9),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (4e-6, 0.0, 3e-4),
+}
+_PREFILL = {
+    "matmul": (0.6, 0.05, 1.0),
+    "half_q_len": (100.0, 0.0, 1e5),
+    "half_units": (50.0, 0.0, 1e5),
+    "half_head_dim": (30.0, 0.0, 1e4),
+    "memory": (0.8, 0.05, 1.0),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (8e-6, 0.0, 3e-4),
+}
+_DECODE = {
+    "memory": (0.8, 0.05, 1.0),
+    "half_units": (100.0, 0.0, 1e6),
+    "split_tokens": (512.0, 16.0, 1e6),
+    "half_kv_len": (100.0, 0.0, 1e6),
+    "matmul": (0.3, 0.01, 1.0),
+    "wave_s": (2e-6, 0.0, 1e-4),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (8e-6, 0.0, 3e-4),
+}
 
 
-def _fit(spec: dict[str, tuple[float, float, float]], predict: Callable[[dict[str, float]], np.ndarray],
-         time_s: np.ndarray, starts: list[dict[str, float]] | None = None) -> tuple[dict[str, float], float]:
+def _fit(
+    spec: dict[str, tuple[float, float, float]],
+    predict: Callable[[dict[str, float]], np.ndarray],
+    time_s: np.ndarray,
+    starts: list[dict[str, float]] | None = None,
+) -> tuple[dict[str, float], float]:
     """Robust LM fit of ``spec``'s parameters; the best of a few starts. Returns (params, median abs % error)."""
     names = list(spec)
     lo = np.array([spec[n][1] for n in names])
@@ -76,9 +103,15 @@ def fit_gemm(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> 
     def make(p: dict[str, float]) -> GemmFit:
         return GemmFit(dtype=dtype, sm_count=sm_count, **p)
 
-    params, err = _fit(_GEMM, lambda p: gemm_time_s(make(p), peak, bw, m, n, k), t,
-                       starts=[{"smooth_p": 10.0, "wave_exp": 0.3, "launch_s": float(np.min(t)) * 0.8},
-                               {"half_m": 30.0, "l2_boost": 0.1, "parallel_exp": 0.0}])
+    params, err = _fit(
+        _GEMM,
+        lambda p: gemm_time_s(make(p), peak, bw, m, n, k),
+        t,
+        starts=[
+            {"smooth_p": 10.0, "wave_exp": 0.3, "launch_s": float(np.min(t)) * 0.8},
+            {"half_m": 30.0, "l2_boost": 0.1, "parallel_exp": 0.0},
+        ],
+    )
     return make(params), err
 
 
@@ -86,13 +119,19 @@ def fit_gemm(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> 
 def _attn_arrays(rows: pd.DataFrame) -> dict[str, np.ndarray]:
     q = rows["q_len"].to_numpy(float)
     kv = rows["kv_len"].to_numpy(float)
-    return {"b": rows["batch"].to_numpy(float), "q": q, "c": kv - q, "kv": kv,
-            "h": rows["heads"].to_numpy(float), "hkv": rows["kv_heads"].to_numpy(float),
-            "d": rows["head_dim"].to_numpy(float), "t": rows["time_s"].to_numpy(float)}
+    return {
+        "b": rows["batch"].to_numpy(float),
+        "q": q,
+        "c": kv - q,
+        "kv": kv,
+        "h": rows["heads"].to_numpy(float),
+        "hkv": rows["kv_heads"].to_numpy(float),
+        "d": rows["head_dim"].to_numpy(float),
+        "t": rows["time_s"].to_numpy(float),
+    }
 
 
-def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128
-                ) -> tuple[PrefillAttentionFit, float]:
+def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128) -> tuple[PrefillAttentionFit, float]:
     """A :class:`PrefillAttentionFit` on ``attention_prefill`` rows of KV dtype ``dtype``."""
     r = rows[(rows["kind"] == "attention_prefill") & (rows["dtype"] == dtype)]
     if not len(r):
@@ -104,9 +143,14 @@ def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128
     def make(p: dict[str, float]) -> PrefillAttentionFit:
         return PrefillAttentionFit(dtype=dtype, tile=tile, **p)
 
-    params, err = _fit(_PREFILL, lambda p: attn.prefill_time_s(
-        make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"], flops_tiled=fl),
-        a["t"], starts=[{"smooth_p": 10.0, "launch_s": float(np.min(a["t"])) * 0.8}])
+    params, err = _fit(
+        _PREFILL,
+        lambda p: attn.prefill_time_s(
+            make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"], flops_tiled=fl
+        ),
+        a["t"],
+        starts=[{"smooth_p": 10.0, "launch_s": float(np.min(a["t"])) * 0.8}],
+    )
     return make(params), err
 
 
@@ -121,19 +165,32 @@ def fit_decode(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -
     best: tuple[DecodeAttentionFit, float, float] | None = None
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
     for max_group in [0] + [g for g in (8, 16, 32, 64) if g < max(groups)]:  # a kernel switch, chosen by error
+
         def make(p: dict[str, float], mg: int = max_group) -> DecodeAttentionFit:
             return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, **p)
 
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
         if max_group:
             spec["group_share"] = (4.0, 1.0, 128.0)
-        params, err = _fit(spec, lambda p: attn.decode_time_s(
-            make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]), a["t"],
-            starts=[{"smooth_p": 1.5, "launch_s": float(np.min(a["t"])) * 0.6, "split_tokens": 256.0,
-                     "wave_s": 4e-6}])
+        params, err = _fit(
+            spec,
+            lambda p: attn.decode_time_s(
+                make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]
+            ),
+            a["t"],
+            starts=[{"smooth_p": 1.5, "launch_s": float(np.min(a["t"])) * 0.6, "split_tokens": 256.0, "wave_s": 4e-6}],
+        )
         fit = make(params)
-        cost = float(np.mean(np.abs(np.log(attn.decode_time_s(fit, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"],
-                                                                  a["h"], a["hkv"], a["d"]) / a["t"]))))
+        cost = float(
+            np.mean(
+                np.abs(
+                    np.log(
+                        attn.decode_time_s(fit, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                        / a["t"]
+                    )
+                )
+            )
+        )
         if best is None or cost < best[2] * 0.97:  # a switch must earn its keep (3 % lower mean abs log error)
             best = (fit, err, cost)
     assert best is not None
@@ -157,9 +214,15 @@ MIN_SIZES = 3
 """Measured message sizes per piecewise segment (fewer lets a single noisy point make a segment)."""
 
 
-def fit_piecewise(nbytes: np.ndarray, time_s: np.ndarray, kind: str, gpus: int, max_segments: int = 3,
-                  names: tuple[str, ...] = ("small", "medium", "large"), penalty_pct: float = 2.0
-                  ) -> tuple[tuple[CollectiveFit, ...], float]:
+def fit_piecewise(
+    nbytes: np.ndarray,
+    time_s: np.ndarray,
+    kind: str,
+    gpus: int,
+    max_segments: int = 3,
+    names: tuple[str, ...] = ("small", "medium", "large"),
+    penalty_pct: float = 2.0,
+) -> tuple[tuple[CollectiveFit, ...], float]:
     """Piecewise ``α + factor·bytes/β`` over message sizes: the breakpoints (between measured sizes)
     that minimise the summed abs log error, each extra segment paying ``penalty_pct`` per row.
 
@@ -180,9 +243,17 @@ def fit_piecewise(nbytes: np.ndarray, time_s: np.ndarray, kind: str, gpus: int, 
                 sel = (b > lo_) & (b <= hi_)
                 a_, beta = _line(b[sel], t[sel], fac)
                 pred[sel] = a_ + fac * b[sel] / beta
-                label = (names[:nseg - 1] + names[-1:])[i]  # the last segment keeps the last name
-                fits.append(CollectiveFit(kind=kind, gpus=gpus, latency_s=float(a_), bus_bw_bytes_per_s=float(beta),
-                                          max_bytes=0.0 if np.isinf(hi_) else float(hi_), algorithm=label))
+                label = (names[: nseg - 1] + names[-1:])[i]  # the last segment keeps the last name
+                fits.append(
+                    CollectiveFit(
+                        kind=kind,
+                        gpus=gpus,
+                        latency_s=float(a_),
+                        bus_bw_bytes_per_s=float(beta),
+                        max_bytes=0.0 if np.isinf(hi_) else float(hi_),
+                        algorithm=label,
+                    )
+                )
             err = np.abs(np.log(pred / t))
             score = float(np.sum(err)) + penalty_pct / 100 * len(t) * (nseg - 1)
             if best is None or score < best[0]:
@@ -191,15 +262,17 @@ def fit_piecewise(nbytes: np.ndarray, time_s: np.ndarray, kind: str, gpus: int, 
     return best[1], best[2]
 
 
-def fit_all_reduce(rows: pd.DataFrame, names: tuple[str, ...] = ("small", "medium", "large"),
-                   max_segments: int = 3) -> tuple[tuple[CollectiveFit, ...], dict[int, float]]:
+def fit_all_reduce(
+    rows: pd.DataFrame, names: tuple[str, ...] = ("small", "medium", "large"), max_segments: int = 3
+) -> tuple[tuple[CollectiveFit, ...], dict[int, float]]:
     """Piecewise all-reduce fits per group size on ``allreduce`` rows (one node)."""
     r = rows[rows["kind"] == "allreduce"]
     out: list[CollectiveFit] = []
     errs: dict[int, float] = {}
     for gpus, grp in r.groupby("gpus"):
-        fits, err = fit_piecewise(grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), "all_reduce",
-                                  int(gpus), max_segments, names)
+        fits, err = fit_piecewise(
+            grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), "all_reduce", int(gpus), max_segments, names
+        )
         out += fits
         errs[int(gpus)] = err
     return tuple(out), errs
@@ -208,6 +281,7 @@ def fit_all_reduce(rows: pd.DataFrame, names: tuple[str, ...] = ("small", "mediu
 def predict_all_reduce(fits: tuple[CollectiveFit, ...], rows: pd.DataFrame) -> np.ndarray:
     """Vectorised piecewise prediction for ``allreduce`` rows (nearest group size's regimes)."""
     from simcast.cost.collectives import regimes
+
     out = np.full(len(rows), np.nan)
     for gpus in rows["gpus"].unique():
         sel = (rows["gpus"] == gpus).to_numpy()
@@ -231,9 +305,12 @@ def transfer_engines(src: DeviceSpec, dst: DeviceSpec, sm_count: int | None = No
     for name, ek in src.engines.items():
         sm = {"sm_count": sm_count} if sm_count else {}
         out[name] = dataclasses.replace(
-            ek, gemm=tuple(dataclasses.replace(g, **sm) for g in ek.gemm),
+            ek,
+            gemm=tuple(dataclasses.replace(g, **sm) for g in ek.gemm),
             decode=tuple(dataclasses.replace(d, **sm) for d in ek.decode),
-            all_reduce=tuple(dataclasses.replace(c, bus_bw_bytes_per_s=c.bus_bw_bytes_per_s * ratio)
-                             for c in ek.all_reduce),
-            source=f"transferred from {src.name}: {ek.source}")
+            all_reduce=tuple(
+                dataclasses.replace(c, bus_bw_bytes_per_s=c.bus_bw_bytes_per_s * ratio) for c in ek.all_reduce
+            ),
+            source=f"transferred from {src.name}: {ek.source}",
+        )
     return dataclasses.replace(dst, engines=out)

@@ -52,20 +52,33 @@ class SystemInfo:
 
 
 SYSTEMS: dict[str, SystemInfo] = {
-    "h100_sxm": SystemInfo(profile="h100_sxm", sm_count=132,
-                      sm_source="H100 SXM5: 132 SMs (NVIDIA H100 whitepaper, 2022)"),
-    "h200_sxm": SystemInfo(profile="h200_sxm", sm_count=132,
-                      sm_source="H200: GH100 with 132 SMs, as H100 SXM5 (NVIDIA H200 datasheet / H100 whitepaper)"),
-    "b200_sxm": SystemInfo(profile="b200", sm_count=148,
-                      sm_source="B200: 148 SMs (CUDA device properties, e.g. DeepGEMM/CUTLASS Blackwell notes)"),
-    "b300_sxm": SystemInfo(profile="b300", sm_count=160,
-                      sm_source="B300 (Blackwell Ultra): 160 SMs (NVIDIA 'Inside Blackwell Ultra' developer blog, Hot Chips 2025)"),
-    "gb200": SystemInfo(profile="gb200", sm_count=148,
-                      sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"),
-    "a100_sxm": SystemInfo(profile="a100_sxm_80gb", sm_count=108,
-                      sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"),
-    "l40s": SystemInfo(profile="l40s", sm_count=142,
-                      sm_source="L40S: 142 SMs (18,176 CUDA cores / 128 per SM, NVIDIA L40S datasheet)"),
+    "h100_sxm": SystemInfo(
+        profile="h100_sxm", sm_count=132, sm_source="H100 SXM5: 132 SMs (NVIDIA H100 whitepaper, 2022)"
+    ),
+    "h200_sxm": SystemInfo(
+        profile="h200_sxm",
+        sm_count=132,
+        sm_source="H200: GH100 with 132 SMs, as H100 SXM5 (NVIDIA H200 datasheet / H100 whitepaper)",
+    ),
+    "b200_sxm": SystemInfo(
+        profile="b200",
+        sm_count=148,
+        sm_source="B200: 148 SMs (CUDA device properties, e.g. DeepGEMM/CUTLASS Blackwell notes)",
+    ),
+    "b300_sxm": SystemInfo(
+        profile="b300",
+        sm_count=160,
+        sm_source="B300 (Blackwell Ultra): 160 SMs (NVIDIA 'Inside Blackwell Ultra' developer blog, Hot Chips 2025)",
+    ),
+    "gb200": SystemInfo(
+        profile="gb200", sm_count=148, sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"
+    ),
+    "a100_sxm": SystemInfo(
+        profile="a100_sxm_80gb", sm_count=108, sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"
+    ),
+    "l40s": SystemInfo(
+        profile="l40s", sm_count=142, sm_source="L40S: 142 SMs (18,176 CUDA cores / 128 per SM, NVIDIA L40S datasheet)"
+    ),
 }
 
 PROXY_GEMM = {"bf16": "trtllm", "fp16": "trtllm", "fp8": "sglang", "fp8_block": "sglang"}
@@ -81,8 +94,25 @@ GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 
 def held_out(df: pd.DataFrame) -> np.ndarray:
     """True for the held-out half: a CRC32 of the row's shape columns is odd (every other shape)."""
-    cols = [c for c in ("kind", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
-                        "head_dim", "bytes", "gpus") if c in df]
+    cols = [
+        c
+        for c in (
+            "kind",
+            "dtype",
+            "m",
+            "n",
+            "k",
+            "batch",
+            "q_len",
+            "kv_len",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "bytes",
+            "gpus",
+        )
+        if c in df
+    ]
 
     def text(v: object) -> str | None:  # integral numbers print as ints, so a mixed frame hashes like its parts
         if v is None or (isinstance(v, float) and np.isnan(v)):
@@ -91,14 +121,17 @@ def held_out(df: pd.DataFrame) -> np.ndarray:
             return str(int(v))
         return str(v)
 
-    keys = ("|".join(t for t in (text(v) for v in row) if t is not None)
-            for row in df[cols].itertuples(index=False, name=None))
+    keys = (
+        "|".join(t for t in (text(v) for v in row) if t is not None)
+        for row in df[cols].itertuples(index=False, name=None)
+    )
     return np.array([zlib.crc32(k.encode()) % 2 == 1 for k in keys], dtype=bool)
 
 
 def _version_key(v: str) -> tuple:
     try:
         from packaging.version import Version
+
         return (0, Version(v))
     except Exception:  # noqa: BLE001 - any unparsable version sorts first
         return (-1, v)
@@ -107,8 +140,11 @@ def _version_key(v: str) -> tuple:
 def newest(system: str, kind: str, engine: str, table: str) -> str | None:
     """The newest non-reserved version folder of ``system/kind/engine`` holding ``table``."""
     root = aic_db.data_root()
-    vs = [v for v in aic_db.versions(system, kind, engine)
-          if (root / system / kind / engine / v / f"{table}.parquet").is_file()]
+    vs = [
+        v
+        for v in aic_db.versions(system, kind, engine)
+        if (root / system / kind / engine / v / f"{table}.parquet").is_file()
+    ]
     return max(vs, key=_version_key) if vs else None
 
 
@@ -166,15 +202,22 @@ def engine_data(system: str, engine: str, version: str | None = None) -> EngineD
         if dv and donor != engine:
             att = aic_db.attention_rows(system, donor, dv, info.profile)
             att = att[att["op"].isin(ops)].assign(engine=engine)
-            proxies.append(f"attention: {system}/attention/{donor}/{dv} {'/'.join(ops)} rows (proxy: FlashAttention-3, "
-                           f"vLLM's default on Hopper)")
+            proxies.append(
+                f"attention: {system}/attention/{donor}/{dv} {'/'.join(ops)} rows (proxy: FlashAttention-3, "
+                f"vLLM's default on Hopper)"
+            )
     ar_v = newest(system, "comm", engine, "custom_allreduce_perf")
     ar = pd.DataFrame()
     if ar_v:
         ar = aic_db.custom_allreduce_rows(system, engine, ar_v, info.profile)
         tables.append(f"{system}/comm/{engine}/{ar_v}/custom_allreduce_perf (CUDA-graph rows)")
-    return EngineData(gemm=pd.concat(gemm, ignore_index=True) if gemm else pd.DataFrame(), attention=att,
-                      all_reduce=ar, tables=tuple(tables), proxies=tuple(proxies))
+    return EngineData(
+        gemm=pd.concat(gemm, ignore_index=True) if gemm else pd.DataFrame(),
+        attention=att,
+        all_reduce=ar,
+        tables=tuple(tables),
+        proxies=tuple(proxies),
+    )
 
 
 def host_floor(engine: str, family: str) -> tuple[float, str] | None:
@@ -194,8 +237,10 @@ def host_floor(engine: str, family: str) -> tuple[float, str] | None:
     if not lat:
         return None
     t = float(np.median(lat))
-    return t, (f"gemm {family} launch_s {t * 1e6:.0f} us: median of {engine}'s own {family} GEMMs with M <= 16, "
-               f"N, K <= 1024 on {', '.join(used)} (host-bound: run without CUDA graphs)")
+    return t, (
+        f"gemm {family} launch_s {t * 1e6:.0f} us: median of {engine}'s own {family} GEMMs with M <= 16, "
+        f"N, K <= 1024 on {', '.join(used)} (host-bound: run without CUDA graphs)"
+    )
 
 
 def _errors(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
@@ -203,8 +248,9 @@ def _errors(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
     return float(np.median(e)), float(np.percentile(e, 90))
 
 
-def fit_engine(system: str, engine: str, dev: DeviceSpec, version: str | None = None
-               ) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
+def fit_engine(
+    system: str, engine: str, dev: DeviceSpec, version: str | None = None
+) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
     """Fit one engine section on the fitting half; (kernels, {kind: (median, p90) held-out % error}, data)."""
     require(system in SYSTEMS, "--system", system, f"allowed: {', '.join(SYSTEMS)}")
     require(engine in ENGINES, "--engine", engine, f"allowed: {', '.join(ENGINES)}")
@@ -214,6 +260,7 @@ def fit_engine(system: str, engine: str, dev: DeviceSpec, version: str | None = 
     gemms, pre, dec = [], [], []
     from simcast.cost import attention as attn
     from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+
     for fam in GEMM_FAMILIES:
         rows = data.gemm[data.gemm["dtype"] == fam] if len(data.gemm) else data.gemm
         if len(rows) < 50:
@@ -231,8 +278,11 @@ def fit_engine(system: str, engine: str, dev: DeviceSpec, version: str | None = 
         gemms.append(g)
     for dt in ("bf16", "fp8"):
         for kind, fitter, out in (("attention_prefill", fk.fit_prefill, pre), ("attention_decode", fk.fit_decode, dec)):
-            rows = data.attention[(data.attention["kind"] == kind) & (data.attention["dtype"] == dt)] \
-                if len(data.attention) else data.attention
+            rows = (
+                data.attention[(data.attention["kind"] == kind) & (data.attention["dtype"] == dt)]
+                if len(data.attention)
+                else data.attention
+            )
             if len(rows) < 50:
                 continue
             h = held_out(rows)
@@ -240,8 +290,9 @@ def fit_engine(system: str, engine: str, dev: DeviceSpec, version: str | None = 
             peak = dev.matmul_peak("fp8" if dt == "fp8" else "bf16")
             if kind == "attention_prefill":
                 f, _ = fitter(rows[~h], dev, dt)
-                p = attn.prefill_time_s(f, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"],
-                                        a["d"])
+                p = attn.prefill_time_s(
+                    f, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
+                )
             else:
                 f, _ = fitter(rows[~h], dev, dt, info.sm_count)
                 p = attn.decode_time_s(f, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
@@ -254,8 +305,13 @@ def fit_engine(system: str, engine: str, dev: DeviceSpec, version: str | None = 
         t = data.all_reduce[h]
         errs["all_reduce"] = _errors(fk.predict_all_reduce(ar, t), t["time_s"])
     src = f"aiconfigurator-core {aic_db.package_version()} {system}: " + "; ".join(data.tables + data.proxies)
-    return EngineKernels(engine=engine, gemm=tuple(gemms), prefill=tuple(pre), decode=tuple(dec), all_reduce=ar,
-                         source=src), errs, data
+    return (
+        EngineKernels(
+            engine=engine, gemm=tuple(gemms), prefill=tuple(pre), decode=tuple(dec), all_reduce=ar, source=src
+        ),
+        errs,
+        data,
+    )
 
 
 # ------------------------------------------------------------------ NCCL
@@ -294,8 +350,11 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
         h = held_out(rows)
         fits, _ = fk.fit_all_reduce(rows[~h], names=names)
         t = rows[h]
-        return fits, {"nccl.all_reduce": _errors(fk.predict_all_reduce(fits, t), t["time_s"])}, \
-            f"aiconfigurator-core {aic_db.package_version()} {system}/comm/nccl/{ver}/nccl_perf all_reduce (fit half)"
+        return (
+            fits,
+            {"nccl.all_reduce": _errors(fk.predict_all_reduce(fits, t), t["time_s"])},
+            f"aiconfigurator-core {aic_db.package_version()} {system}/comm/nccl/{ver}/nccl_perf all_reduce (fit half)",
+        )
     donor, dver = NCCL_DONOR
     drows = aic_db.nccl_rows(donor, dver, donor, ("all_reduce",))
     dfits, _ = fk.fit_all_reduce(drows, names=names)
@@ -303,10 +362,15 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
     tbw, used = _engine_tables_bw(system)
     if not tbw:
         raise SimcastInputError("--system", system, "has neither an NCCL all-reduce table nor engine all-reduce tables")
-    fits = tuple(dataclasses.replace(f, bus_bw_bytes_per_s=float(f.bus_bw_bytes_per_s * tbw[f.gpus] / dbw[f.gpus]))
-                 for f in dfits if f.gpus in tbw and f.gpus in dbw)
+    fits = tuple(
+        dataclasses.replace(f, bus_bw_bytes_per_s=float(f.bus_bw_bytes_per_s * tbw[f.gpus] / dbw[f.gpus]))
+        for f in dfits
+        if f.gpus in tbw and f.gpus in dbw
+    )
     ratios = ", ".join(f"{g} GPUs x{tbw[g] / dbw[g]:.2f}" for g in sorted(tbw) if g in dbw)
-    note = (f"transferred: {donor}/comm/nccl/{dver} all_reduce piecewise fit, bus bandwidths scaled by {system}'s / "
-            f"{donor}'s >=64 MiB all-reduce bandwidth in the engines' tables ({ratios}; {', '.join(used)}); "
-            f"no non-reserved NCCL all-reduce table of {system} is used")
+    note = (
+        f"transferred: {donor}/comm/nccl/{dver} all_reduce piecewise fit, bus bandwidths scaled by {system}'s / "
+        f"{donor}'s >=64 MiB all-reduce bandwidth in the engines' tables ({ratios}; {', '.join(used)}); "
+        f"no non-reserved NCCL all-reduce table of {system} is used"
+    )
     return fits, {}, note

@@ -18,18 +18,35 @@ For attention rows ``dtype`` is the KV-cache dtype (bf16 or fp8).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from simcast.cost import kernels
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import DeviceSpec, ModelSpec
+from simcast.cost import kernels
 
-GENERIC_COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
-                   "head_dim", "bytes", "gpus", "nodes", "time_s")
+GENERIC_COLUMNS = (
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+)
 NETWORK_KINDS = ("allreduce", "allgather", "p2p")
 TOKEN_BANDS = (0, 32, 256, 1024, 4096, math.inf)
 BYTE_BANDS = (0, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, math.inf)
@@ -50,14 +67,16 @@ def _dtype(row: dict) -> str:
 def row_engine(row: dict, default: str | None = None) -> str | None:
     """The row's ``engine`` column (empty -> ``default``), checked."""
     from simcast.cost.engine_cost import check_engine
+
     v = row.get("engine")
     if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
         return check_engine(default)
     return check_engine(str(v), "engine")
 
 
-def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None,
-                engine: str | None = None) -> tuple[kernels.KernelPrediction, str]:
+def predict_row(
+    row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None, engine: str | None = None
+) -> tuple[kernels.KernelPrediction, str]:
     """Predict one generic row on ``dev``; raises :class:`SimcastInputError` when it cannot.
 
     ``engine`` is the default for rows without an ``engine`` column value.
@@ -67,9 +86,18 @@ def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | 
     if kind == "gemm":
         return kernels.gemm(dev, _num(row, "m"), _num(row, "n"), _num(row, "k"), dt, engine=eng), ""
     if kind in ("attention_prefill", "attention_decode"):
-        return kernels.attention(dev, kind.split("_")[1], _num(row, "batch"), _num(row, "q_len"), _num(row, "kv_len"),
-                                 _num(row, "heads"), _num(row, "kv_heads"), _num(row, "head_dim"), dt,
-                                 engine=eng), ""
+        return kernels.attention(
+            dev,
+            kind.split("_")[1],
+            _num(row, "batch"),
+            _num(row, "q_len"),
+            _num(row, "kv_len"),
+            _num(row, "heads"),
+            _num(row, "kv_heads"),
+            _num(row, "head_dim"),
+            dt,
+            engine=eng,
+        ), ""
     if kind in ("allreduce", "allgather"):
         nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
         return kernels.collective(dev, kind, float(_num(row, "bytes")), _num(row, "gpus"), nodes, engine=eng), ""
@@ -80,24 +108,35 @@ def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | 
         return kernels.elementwise(dev, kind, _num(row, "m"), _num(row, "n"), dt), ""
     if kind == "rope":
         d = _num(row, "head_dim")
-        return kernels.elementwise(dev, "rope", _num(row, "m"), _num(row, "heads") * d, dt,
-                                   k_width=_num(row, "kv_heads") * d), ""
+        return kernels.elementwise(
+            dev, "rope", _num(row, "m"), _num(row, "heads") * d, dt, k_width=_num(row, "kv_heads") * d
+        ), ""
     if kind == "layer":
         name = row.get("model")
         if not isinstance(name, str) or not name or model is None:
             raise SimcastInputError("model", name, "a layer row needs a model column (e.g. meta-llama/Llama-2-7b-hf)")
         return kernels.layer(dev, model(name), _num(row, "batch"), _num(row, "gpus"), dt), ""
-    raise SimcastInputError("kind", kind, "allowed: gemm, attention_prefill, attention_decode, allreduce, allgather, "
-                                          "p2p, layer, rms_norm, add, silu_and_mul, rope")
+    raise SimcastInputError(
+        "kind",
+        kind,
+        "allowed: gemm, attention_prefill, attention_decode, allreduce, allgather, "
+        "p2p, layer, rms_norm, add, silu_and_mul, rope",
+    )
 
 
-def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
-                  load_device: Callable[[str], DeviceSpec] | None = None, engine: str | None = None) -> pd.DataFrame:
+def predict_frame(
+    df: pd.DataFrame,
+    device: str | DeviceSpec | None = None,
+    load_device: Callable[[str], DeviceSpec] | None = None,
+    engine: str | None = None,
+) -> pd.DataFrame:
     """``df`` plus ``predicted_s``, ``bound``, ``kernel_model``, ``reason`` and ``abs_err_pct`` per row.
 
     ``engine``: the default for rows without an ``engine`` value.
     """
-    from simcast.inputs.loaders import load_device as _load_device, load_model
+    from simcast.inputs.loaders import load_device as _load_device
+    from simcast.inputs.loaders import load_model
+
     load = load_device or _load_device
     devices: dict[str, Any] = {}
     models: dict[str, ModelSpec] = {}
@@ -173,9 +212,15 @@ def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataF
     for key, g in df.groupby(keys, dropna=False, sort=True):
         e = g["abs_err_pct"].dropna()
         key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(keys, key)), "rows": len(g), "unpredicted": int(g["predicted_s"].isna().sum()),
-                    "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
-                    "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan")})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "rows": len(g),
+                "unpredicted": int(g["predicted_s"].isna().sum()),
+                "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
+                "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan"),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -191,6 +236,7 @@ def markdown_table(df: pd.DataFrame) -> str:
 def read_measured(path: str | Path) -> pd.DataFrame:
     """A measured CSV in the generic schema, or a Vidur profiling file as it is."""
     from simcast.calib.vidur import is_vidur_file, read_vidur
+
     p = Path(path)
     if not p.is_file():
         raise SimcastInputError("MEASURED.csv", str(path), "no such file")
@@ -199,5 +245,7 @@ def read_measured(path: str | Path) -> pd.DataFrame:
     df = pd.read_csv(p)
     missing = [c for c in ("kind", "time_s") if c not in df]
     if missing:
-        raise SimcastInputError(str(p), ",".join(missing), f"missing columns; the schema is {','.join(GENERIC_COLUMNS)}")
+        raise SimcastInputError(
+            str(p), ",".join(missing), f"missing columns; the schema is {','.join(GENERIC_COLUMNS)}"
+        )
     return df

@@ -27,10 +27,38 @@ import pandas as pd
 
 VIDUR_SNAPSHOT = "7d47513"
 DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
-LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
-             "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
-COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim",
-           "bytes", "gpus", "nodes", "time_s", "model", "op", "source")
+LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+COLUMNS = (
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+    "model",
+    "op",
+    "source",
+)
 
 
 def is_vidur_file(path: str | Path) -> bool:
@@ -45,7 +73,7 @@ def _device(path: Path) -> str:
 
 def _source(path: Path) -> str:
     parts = path.resolve().parts
-    return "/".join(parts[parts.index("vidur"):]) if "vidur" in parts else path.name
+    return "/".join(parts[parts.index("vidur") :]) if "vidur" in parts else path.name
 
 
 def compute_rows(path: str | Path) -> pd.DataFrame:
@@ -65,15 +93,33 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
         hd = h // nh
         ms = {op: float(r[f"time_stats.{op}.median"]) for op in LAYER_OPS}
         common = {**base, "gpus": tp, "batch": t}
-        gemms = {"attn_pre_proj": (t, (nh + 2 * nkv) * hd // tp, h), "attn_post_proj": (t, h, nh * hd // tp),
-                 "mlp_up_proj": (t, 2 * ffn // tp, h), "mlp_down_proj": (t, h, ffn // tp)}
+        gemms = {
+            "attn_pre_proj": (t, (nh + 2 * nkv) * hd // tp, h),
+            "attn_post_proj": (t, h, nh * hd // tp),
+            "mlp_up_proj": (t, 2 * ffn // tp, h),
+            "mlp_down_proj": (t, h, ffn // tp),
+        }
         for op, (m, n, k) in gemms.items():
             rows.append({**common, "kind": "gemm", "op": op, "m": m, "n": n, "k": k, "time_s": ms[op] / 1e3})
-        for op, kind, width in (("input_layernorm", "rms_norm", h), ("post_attention_layernorm", "rms_norm", h),
-                                ("mlp_act", "silu_and_mul", 2 * ffn // tp), ("add", "add", h)):
+        for op, kind, width in (
+            ("input_layernorm", "rms_norm", h),
+            ("post_attention_layernorm", "rms_norm", h),
+            ("mlp_act", "silu_and_mul", 2 * ffn // tp),
+            ("add", "add", h),
+        ):
             rows.append({**common, "kind": kind, "op": op, "m": t, "n": width, "time_s": ms[op] / 1e3})
-        rows.append({**common, "kind": "rope", "op": "attn_rope", "m": t, "heads": nh // tp,
-                     "kv_heads": max(nkv // tp, 1), "head_dim": hd, "time_s": ms["attn_rope"] / 1e3})
+        rows.append(
+            {
+                **common,
+                "kind": "rope",
+                "op": "attn_rope",
+                "m": t,
+                "heads": nh // tp,
+                "kv_heads": max(nkv // tp, 1),
+                "head_dim": hd,
+                "time_s": ms["attn_rope"] / 1e3,
+            }
+        )
         rows.append({**common, "kind": "layer", "op": "layer", "time_s": sum(ms.values()) / 1e3})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -84,10 +130,19 @@ def network_rows(path: str | Path) -> pd.DataFrame:
     raw = pd.read_csv(path)
     coll = raw["collective"].iloc[0]
     kind = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}[coll]
-    out = pd.DataFrame({
-        "kind": kind, "device": _device(path), "dtype": "fp16", "bytes": raw["size"].astype(float),
-        "gpus": raw["num_workers"].astype(int), "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
-        "time_s": raw[f"time_stats.{coll}.median"].astype(float) / 1e3, "op": coll, "source": _source(path)})
+    out = pd.DataFrame(
+        {
+            "kind": kind,
+            "device": _device(path),
+            "dtype": "fp16",
+            "bytes": raw["size"].astype(float),
+            "gpus": raw["num_workers"].astype(int),
+            "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
+            "time_s": raw[f"time_stats.{coll}.median"].astype(float) / 1e3,
+            "op": coll,
+            "source": _source(path),
+        }
+    )
     return out.reindex(columns=list(COLUMNS))
 
 

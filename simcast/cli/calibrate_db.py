@@ -15,12 +15,17 @@ DATABASES = ("aiconfigurator",)
 
 
 def add_from_db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from-db", default=None, metavar="DB",
-                   help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
-                        "extra: pip install 'simcast[measured]')")
+    p.add_argument(
+        "--from-db",
+        default=None,
+        metavar="DB",
+        help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
+        "extra: pip install 'simcast[measured]')",
+    )
     p.add_argument("--system", default=None, help="--from-db: the database's system (e.g. h100_sxm, b200_sxm)")
-    p.add_argument("--engine", default=None,
-                   help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})")
+    p.add_argument(
+        "--engine", default=None, help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
+    )
     p.add_argument("--version", default=None, help="--from-db: engine version folder [default: newest non-reserved]")
 
 
@@ -42,7 +47,7 @@ def _existing_sections(text: str) -> dict[str, list[str]]:
     except StopIteration:
         return out
     cur = None
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         if ln and ln[0] not in " #":
             break
         if ln.startswith("  ") and not ln.startswith("   ") and ln.strip().endswith(":"):
@@ -63,6 +68,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     )
     from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
     from simcast.inputs.loaders import load_device, profiles_dir
+
     require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
     require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
     require(not a.transfer_from, "--transfer-from", a.transfer_from, "cannot be combined with --from-db")
@@ -79,10 +85,12 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     for e in engines:
         ek, errs, data = fit_engine(a.system, e, base, a.version)
         fitted[e] = (ek, errs)
-        summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies),
-                      "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}}
-        print(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items())
-              + " (held-out median/p90)")
+        summary[e] = {
+            "tables": list(data.tables),
+            "proxies": list(data.proxies),
+            "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()},
+        }
+        print(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
     how = f"simcast calibrate --from-db aiconfigurator --system {a.system}"
     block_new = render_engines(fitted, how)
     new_sections = _existing_sections(block_new)
@@ -95,17 +103,26 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     text = replace_engines_block(text, "\n".join(merged))
     fits, nerr, note = nccl_fits(a.system)
     if fits:
-        err = f"; held-out median {nerr['nccl.all_reduce'][0]:.1f}%, p90 {nerr['nccl.all_reduce'][1]:.1f}%" \
-            if nerr else ""
+        err = (
+            f"; held-out median {nerr['nccl.all_reduce'][0]:.1f}%, p90 {nerr['nccl.all_reduce'][1]:.1f}%"
+            if nerr
+            else ""
+        )
         how_nccl = "fitted on the system's NCCL table" if nerr else "transferred (see calibration.from_db.nccl)"
         text = replace_link_collectives(text, "intra_node", fits, {"": f"NCCL's own all-reduce, {how_nccl}{err}"})
-    summary_all = {"package": f"aiconfigurator-core {aic_db.package_version()}", "system": a.system, "date": _dt.date.today().isoformat(),
-                   "split": "fit on shapes whose CRC32 is even, errors on the odd half", "engines": summary,
-                   "nccl": {"source": note, "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)]
-                                                                      for k, (m, p) in nerr.items()}}}
+    summary_all = {
+        "package": f"aiconfigurator-core {aic_db.package_version()}",
+        "system": a.system,
+        "date": _dt.date.today().isoformat(),
+        "split": "fit on shapes whose CRC32 is even, errors on the odd half",
+        "engines": summary,
+        "nccl": {"source": note, "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in nerr.items()}},
+    }
     previous = (yaml.safe_load(text) or {}).get("calibration", {}) or {}
     kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
-    summary_all["engines"] = {e: (summary[e] if e in summary else kept[e]) for e in ENGINES if e in summary or e in kept}
+    summary_all["engines"] = {
+        e: (summary[e] if e in summary else kept[e]) for e in ENGINES if e in summary or e in kept
+    }
     text = set_calibration_entry(text, "from_db", summary_all)
     Path(a.out).write_text(text)
     load_device(a.out)  # the written profile must load

@@ -17,22 +17,34 @@ from simcast.core.errors import require
 # ------------------------------------------------------------------ kernel
 def add_kernel_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="kernel", required=True, parser_class=type(p))
-    for name, help_ in (("gemm", "one GEMM (M×K)·(K×N)"), ("attention", "one attention kernel"),
-                        ("allreduce", "NCCL-style all-reduce"), ("allgather", "NCCL-style all-gather"),
-                        ("p2p", "one send/recv between two GPUs")):
+    for name, help_ in (
+        ("gemm", "one GEMM (M×K)·(K×N)"),
+        ("attention", "one attention kernel"),
+        ("allreduce", "NCCL-style all-reduce"),
+        ("allgather", "NCCL-style all-gather"),
+        ("p2p", "one send/recv between two GPUs"),
+    ):
         s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
         if name != "p2p":
             choices = ENGINES + ((NCCL,) if name == "allreduce" else ())
-            s.add_argument("--engine", choices=choices, default=None,
-                           help="use the profile's fitted kernels of this engine (allreduce: its own all-reduce as it "
-                                "issues it; nccl: NCCL's own) [default: generic roofline / NCCL link fits]")
+            s.add_argument(
+                "--engine",
+                choices=choices,
+                default=None,
+                help="use the profile's fitted kernels of this engine (allreduce: its own all-reduce as it "
+                "issues it; nccl: NCCL's own) [default: generic roofline / NCCL link fits]",
+            )
         if name == "gemm":
             for d in ("m", "n", "k"):
                 s.add_argument(f"--{d}", type=positive_int, required=True, help=f"GEMM dimension {d.upper()}")
-            s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp8_block", "fp32"), default="bf16",
-                           help="[default bf16]; fp8_block (128x128 block-scaled fp8) needs --engine")
+            s.add_argument(
+                "--dtype",
+                choices=("bf16", "fp16", "fp8", "fp8_block", "fp32"),
+                default="bf16",
+                help="[default bf16]; fp8_block (128x128 block-scaled fp8) needs --engine",
+            )
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
             s.add_argument("--batch", type=positive_int, default=1, help="requests [default 1]")
@@ -43,8 +55,12 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
             s.add_argument("--head-dim", type=positive_int, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
-            s.add_argument("--bytes", type=positive_float, required=True,
-                           help="message bytes per rank (all-gather: output bytes per rank)")
+            s.add_argument(
+                "--bytes",
+                type=positive_float,
+                required=True,
+                help="message bytes per rank (all-gather: output bytes per rank)",
+            )
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
@@ -55,12 +71,14 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
 def cmd_kernel(a: argparse.Namespace) -> int:
     from simcast.cost import kernels
     from simcast.inputs.loaders import load_device
+
     dev = load_device(a.device)
     if a.kernel == "gemm":
         p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype, engine=a.engine)
     elif a.kernel == "attention":
-        p = kernels.attention(dev, a.phase, a.batch, a.q_len, a.kv_len, a.heads, a.kv_heads, a.head_dim, a.dtype,
-                              engine=a.engine)
+        p = kernels.attention(
+            dev, a.phase, a.batch, a.q_len, a.kv_len, a.heads, a.kv_heads, a.head_dim, a.dtype, engine=a.engine
+        )
     elif a.kernel == "p2p":
         p = kernels.p2p(dev, a.bytes, a.cross_node)
     else:
@@ -71,20 +89,28 @@ def cmd_kernel(a: argparse.Namespace) -> int:
         extra = f", {p.flops / 1e9:.3f} GFLOP" if p.flops else ""
         link = f" over {p.link}" if p.link else ""
         how = f" [{p.kernel_model}]" if p.kernel_model else ""
-        print(f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, "
-              f"{p.bytes / 1e6:.3f} MB){how}")
+        print(
+            f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, "
+            f"{p.bytes / 1e6:.3f} MB){how}"
+        )
     return 0
 
 
 # ------------------------------------------------------------------ calibrate
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
-    p.add_argument("--device", default=None,
-                   help="profile to start from (shipped name or YAML path); with --from-db default: the system's")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="profile to start from (shipped name or YAML path); with --from-db default: the system's",
+    )
     p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
-    p.add_argument("--transfer-from", default=None,
-                   help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
-                        "--device's peaks and link bandwidths")
+    p.add_argument(
+        "--transfer-from",
+        default=None,
+        help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
+        "--device's peaks and link bandwidths",
+    )
     add_from_db_args(p)
 
 
@@ -92,10 +118,12 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     if a.from_db is not None:
         return cmd_calibrate_from_db(a)
     require(a.device is not None, "--device", None, "is required (the profile to start from)")
-    from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
-    from simcast.inputs.loaders import load_device, profiles_dir
-    from simcast.calib.validate import read_measured
     import pandas as pd
+
+    from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
+    from simcast.calib.validate import read_measured
+    from simcast.inputs.loaders import load_device, profiles_dir
+
     base = load_device(a.device)
     src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
     today = _dt.date.today().isoformat()
@@ -103,19 +131,25 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         require(not a.measured, "measured", a.measured, "give either measured CSVs or --transfer-from")
         ref = load_device(a.transfer_from)
         dev = transfer(ref, base)
-        note = (f"carried over from {ref.name} (fit by simcast calibrate on ../shared/calibration/vidur, "
-                f"vidur snapshot 7d47513); same kernels, scaled by {base.name}'s datasheet peaks / HBM and link bw")
+        note = (
+            f"carried over from {ref.name} (fit by simcast calibrate on ../shared/calibration/vidur, "
+            f"vidur snapshot 7d47513); same kernels, scaled by {base.name}'s datasheet peaks / HBM and link bw"
+        )
         notes = {k: note for k in _all_paths(dev)}
-        prov = [f"method: {json.dumps('transfer from ' + ref.name + ' (no measurement on this device)')}",
-                f"date: {json.dumps(today)}", f"fitted_parameters: {parameter_count(dev)}"]
+        prov = [
+            f"method: {json.dumps('transfer from ' + ref.name + ' (no measurement on this device)')}",
+            f"date: {json.dumps(today)}",
+            f"fitted_parameters: {parameter_count(dev)}",
+        ]
     else:
         require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
         rows = pd.concat([read_measured(m) for m in a.measured], ignore_index=True)
         rows = rows[rows.get("device", pd.Series([base.name] * len(rows))).fillna(base.name) == base.name]
         require(len(rows) > 0, "measured", a.measured, f"no rows for device {base.name}")
         dev, errors = calibrate(rows, base)
-        files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or \
-            [Path(m).name for m in a.measured]
+        files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or [
+            Path(m).name for m in a.measured
+        ]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
         snap = " (vidur snapshot 7d47513)" if any(f.startswith("vidur/") for f in files) else ""
         notes = {}
@@ -124,9 +158,12 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
             err = errors.get(group)
             if err is not None:
                 notes[k] = f"fit by simcast calibrate on {_files_for(group, files)}{snap}, median err {err:.1f}%"
-        prov = [f"source: {json.dumps(where)}", f"date: {json.dumps(today)}",
-                f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
-                f"fitted_parameters: {parameter_count(dev)}"]
+        prov = [
+            f"source: {json.dumps(where)}",
+            f"date: {json.dumps(today)}",
+            f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
+            f"fitted_parameters: {parameter_count(dev)}",
+        ]
     text = update_profile_yaml(src.read_text(), dev, notes, prov)
     Path(a.out).write_text(text)
     load_device(a.out)  # the written profile must load
@@ -135,8 +172,19 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def _all_paths(dev) -> list[str]:
-    keys = [f"efficiency.{f}" for f in ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory",
-                                        "launch_overhead_s", "vector_memory", "vector_launch_overhead_s")]
+    keys = [
+        f"efficiency.{f}"
+        for f in (
+            "matmul",
+            "matmul_half_m_ridge",
+            "matmul_half_n",
+            "matmul_half_k",
+            "memory",
+            "launch_overhead_s",
+            "vector_memory",
+            "vector_launch_overhead_s",
+        )
+    ]
     for ln in ("intra_node", "inter_node"):
         link = getattr(dev.links, ln)
         keys += [f"links.{ln}.latency_s", f"links.{ln}.efficiency"]
@@ -152,8 +200,11 @@ def _error_group(path: str) -> str:
 
 
 def _files_for(group: str, files: list[str]) -> str:
-    want = "_mlp.csv" if group in ("gemm", "elementwise") else ("send_recv.csv" if group.endswith("p2p")
-                                                                 else "all_reduce.csv")
+    want = (
+        "_mlp.csv"
+        if group in ("gemm", "elementwise")
+        else ("send_recv.csv" if group.endswith("p2p") else "all_reduce.csv")
+    )
     hit = [f for f in files if f.endswith(want)] or files
     return ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in hit)
 
@@ -162,16 +213,22 @@ def _files_for(group: str, files: list[str]) -> str:
 def add_validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", help="measured CSV (generic schema, see README) or a Vidur profiling file")
     p.add_argument("--device", default=None, help="predict every row on this profile instead of its device column")
-    p.add_argument("--engine", choices=ENGINES + (NCCL,), default=None,
-                   help="engine for rows without an engine column value (the profile's fitted kernels of that engine)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES + (NCCL,),
+        default=None,
+        help="engine for rows without an engine column value (the profile's fitted kernels of that engine)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per row: its columns + predicted_s")
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
     from simcast.calib.validate import error_table, markdown_table, predict_frame, read_measured
+
     df = read_measured(a.measured)
     if a.device is not None:
         from simcast.inputs.loaders import load_device
+
         load_device(a.device)  # a bad --device is one error line, not one reason per row
     pred = predict_frame(df, a.device, engine=a.engine)
     if a.json:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
-from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.cli.args import positive_int
+from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 
@@ -24,28 +24,50 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
+    p.add_argument(
+        "--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path"
+    )
     p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size")
     p.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel size (stages)")
-    p.add_argument("--num-devices", type=positive_int, default=None,
-                   help="world size; default tp*pp (dp = num_devices // (tp*pp))")
+    p.add_argument(
+        "--num-devices", type=positive_int, default=None, help="world size; default tp*pp (dp = num_devices // (tp*pp))"
+    )
     p.add_argument("--batch", type=positive_int, default=1, help="requests in the step")
-    p.add_argument("--input-length", type=positive_int, default=2048,
-                   help="prompt tokens per request (prefill) [default 2048]")
+    p.add_argument(
+        "--input-length", type=positive_int, default=2048, help="prompt tokens per request (prefill) [default 2048]"
+    )
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="which step to simulate")
-    p.add_argument("--context-length", type=positive_int, default=None,
-                   help="decode: tokens already in the KV cache per request [default: input length]")
-    p.add_argument("--microbatches", type=positive_int, default=None,
-                   help="microbatches the step is split into [default: pp]")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4")
-    p.add_argument("--devices-per-node", type=positive_int, default=None,
-                   help="override the profile's devices per node")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="cost GEMMs, attention and TP all-reduce with the profile's fitted kernels of this serving "
-                        "engine (nearest engine's fit if it has none, labelled) [default: generic roofline]")
-    p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")
+    p.add_argument(
+        "--context-length",
+        type=positive_int,
+        default=None,
+        help="decode: tokens already in the KV cache per request [default: input length]",
+    )
+    p.add_argument(
+        "--microbatches", type=positive_int, default=None, help="microbatches the step is split into [default: pp]"
+    )
+    p.add_argument(
+        "--partition",
+        default="vllm",
+        help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4",
+    )
+    p.add_argument(
+        "--devices-per-node", type=positive_int, default=None, help="override the profile's devices per node"
+    )
+    p.add_argument(
+        "--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]"
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="cost GEMMs, attention and TP all-reduce with the profile's fitted kernels of this serving "
+        "engine (nearest engine's fit if it has none, labelled) [default: generic roofline]",
+    )
+    p.add_argument(
+        "--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)"
+    )
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -53,8 +75,9 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_spec(a: argparse.Namespace):
-    from simcast.inputs.loaders import load_device, load_model
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
+    from simcast.inputs.loaders import load_device, load_model
+
     model = load_model(a.model, dtype=a.dtype)
     device = load_device(a.device, a.devices_per_node)
     world = a.num_devices or a.tp * a.pp
@@ -66,15 +89,23 @@ def build_spec(a: argparse.Namespace):
     else:
         batch = Batch.decode(a.batch, a.context_length or a.input_length)
     par = ParallelSpec(tp=a.tp, pp=a.pp, dp=world // (a.tp * a.pp), world_size=world)
-    return SimSpec(model=model, device=device, parallel=par, batch=batch,
-                   num_microbatches=a.microbatches or a.pp, partition=a.partition,
-                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send,
-                   engine=a.engine)
+    return SimSpec(
+        model=model,
+        device=device,
+        parallel=par,
+        batch=batch,
+        num_microbatches=a.microbatches or a.pp,
+        partition=a.partition,
+        send_residual=not a.no_residual_send,
+        tp_sharded_send=a.tp_sharded_send,
+        engine=a.engine,
+    )
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from simcast.render.tables import format_report, report_to_dict
     from simcast.sim.simulate import simulate
+
     report = simulate(build_spec(a), use_disk_cache=not a.no_cache)
     print(json.dumps(report_to_dict(report), indent=2) if a.json else format_report(report))
     write_outputs(a, report)
@@ -83,16 +114,31 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]] = {
     "simulate": (add_simulate_args, cmd_simulate, "simulate one forward step of one TP x PP x DP layout"),
-    "optimize": (cli_serving.add_optimize_args, cli_serving.cmd_optimize,
-                 "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits"),
-    "serve-config": (cli_serving.add_serve_config_args, cli_serving.cmd_serve_config,
-                     "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML"),
-    "kernel": (cli_kernel.add_kernel_args, cli_kernel.cmd_kernel,
-               "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device"),
-    "calibrate": (cli_kernel.add_calibrate_args, cli_kernel.cmd_calibrate,
-                  "fit a device profile's efficiency and link parameters to measured times"),
-    "validate": (cli_kernel.add_validate_args, cli_kernel.cmd_validate,
-                 "predicted vs measured kernel times, median and p90 error per kind"),
+    "optimize": (
+        cli_serving.add_optimize_args,
+        cli_serving.cmd_optimize,
+        "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits",
+    ),
+    "serve-config": (
+        cli_serving.add_serve_config_args,
+        cli_serving.cmd_serve_config,
+        "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML",
+    ),
+    "kernel": (
+        cli_kernel.add_kernel_args,
+        cli_kernel.cmd_kernel,
+        "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device",
+    ),
+    "calibrate": (
+        cli_kernel.add_calibrate_args,
+        cli_kernel.cmd_calibrate,
+        "fit a device profile's efficiency and link parameters to measured times",
+    ),
+    "validate": (
+        cli_kernel.add_validate_args,
+        cli_kernel.cmd_validate,
+        "predicted vs measured kernel times, median and p90 error per kind",
+    ),
 }
 
 

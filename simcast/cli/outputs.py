@@ -28,14 +28,20 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 def add_output_args(p: argparse.ArgumentParser, *, trace: bool = True) -> None:
     """``--plot PATH`` and (unless ``trace=False``, e.g. for ``optimize``) ``--trace PATH``, ``--overlap``."""
     if trace:
-        p.add_argument("--trace", metavar="PATH", default=None,
-                       help="write the step's timeline as a Chrome trace (JSON; open in Perfetto or chrome://tracing)")
-    p.add_argument("--plot", metavar="PATH", default=None, type=_plot_path,
-                   help="write a figure (.png, .svg or .pdf)")
+        p.add_argument(
+            "--trace",
+            metavar="PATH",
+            default=None,
+            help="write the step's timeline as a Chrome trace (JSON; open in Perfetto or chrome://tracing)",
+        )
+    p.add_argument("--plot", metavar="PATH", default=None, type=_plot_path, help="write a figure (.png, .svg or .pdf)")
     if trace:
-        p.add_argument("--overlap", action="store_true",
-                       help="trace/Gantt with overlapped isend/irecv (vLLM, SGLang) instead of the RFC's blocking "
-                            "send/recv inside the stage time")
+        p.add_argument(
+            "--overlap",
+            action="store_true",
+            help="trace/Gantt with overlapped isend/irecv (vLLM, SGLang) instead of the RFC's blocking "
+            "send/recv inside the stage time",
+        )
 
 
 def _check_plot_path(path: str) -> Path:
@@ -54,7 +60,7 @@ def _plot_path(path: str) -> str:
     return path
 
 
-def save_figure(fig: "Figure", path: str) -> Path:
+def save_figure(fig: Figure, path: str) -> Path:
     """Save ``fig`` to ``path`` (format from the suffix); returns the path."""
     out = _check_plot_path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +68,7 @@ def save_figure(fig: "Figure", path: str) -> Path:
     return out
 
 
-def write_outputs(args: argparse.Namespace, report: "Report") -> None:
+def write_outputs(args: argparse.Namespace, report: Report) -> None:
     """Write ``--trace`` and ``--plot`` files of a simulate report, if asked for."""
     blocking = not getattr(args, "overlap", False)
     trace_path, plot_path = getattr(args, "trace", None), getattr(args, "plot", None)
@@ -70,27 +76,35 @@ def write_outputs(args: argparse.Namespace, report: "Report") -> None:
         _check_plot_path(plot_path)  # fail before any work
     if trace_path:
         from simcast.render.chrome_trace import chrome_trace
+
         tr = chrome_trace(report, blocking=blocking)
         out = Path(trace_path)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(tr, separators=(",", ":")))
         od = tr["otherData"]
-        sys.stderr.write(f"simcast: wrote {out} ({len(tr['traceEvents'])} events, {od['send_recv']}, "
-                         f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n")
+        sys.stderr.write(
+            f"simcast: wrote {out} ({len(tr['traceEvents'])} events, {od['send_recv']}, "
+            f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n"
+        )
     if plot_path:
         from simcast.render.plots import plot_report
+
         out = save_figure(plot_report(report, blocking=blocking), plot_path)
         sys.stderr.write(f"simcast: wrote {out}\n")
     if trace_path or plot_path:
         from simcast.sim.timeline import report_timeline
+
         other = report_timeline(report, blocking=not blocking).makespan_s
-        sys.stderr.write(f"simcast: {'overlapped isend/irecv' if blocking else 'blocking send/recv (RFC)'} "
-                         f"timeline would take {other * 1e3:.3f} ms\n")
+        sys.stderr.write(
+            f"simcast: {'overlapped isend/irecv' if blocking else 'blocking send/recv (RFC)'} "
+            f"timeline would take {other * 1e3:.3f} ms\n"
+        )
 
 
-def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -> Path:
+def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> Path:
     """``simcast optimize --plot``: the Pareto chart of the optimizer's table (see plots.plot_pareto)."""
     from simcast.render.plots import plot_pareto
+
     _check_plot_path(path)
     out = save_figure(plot_pareto(df, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")

@@ -11,25 +11,42 @@ from simcast.core.errors import require
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", default=None,
-                   help="shipped model id or config.json path (last positional argument)")
+    p.add_argument(
+        "model", nargs="?", default=None, help="shipped model id or config.json path (last positional argument)"
+    )
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
     p.add_argument("--num-devices", type=positive_int, required=True, help="devices in the deployment")
     p.add_argument("--input-length", type=positive_int, required=True, help="ISL, tokens")
     p.add_argument("--output-length", type=positive_int, required=True, help="OSL, tokens")
-    p.add_argument("--tp-sizes", nargs="*", default=None,
-                   help="TP sizes; absent: powers of two <= num-devices; no value: same")
-    p.add_argument("--pp-sizes", nargs="*", default=None,
-                   help="PP sizes; absent: [1]; no value: powers of two <= num-devices")
-    p.add_argument("--batch-sizes", nargs="+", default=None,
-                   help="restrict concurrency per replica to these values (default: binary search up to 4096)")
+    p.add_argument(
+        "--tp-sizes", nargs="*", default=None, help="TP sizes; absent: powers of two <= num-devices; no value: same"
+    )
+    p.add_argument(
+        "--pp-sizes", nargs="*", default=None, help="PP sizes; absent: [1]; no value: powers of two <= num-devices"
+    )
+    p.add_argument(
+        "--batch-sizes",
+        nargs="+",
+        default=None,
+        help="restrict concurrency per replica to these values (default: binary search up to 4096)",
+    )
     p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
-    p.add_argument("--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile")
-    p.add_argument("--max-batched-tokens", type=positive_int, default=None,
-                   help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")
+    p.add_argument(
+        "--partition",
+        default="vllm",
+        help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts",
+    )
+    p.add_argument(
+        "--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile"
+    )
+    p.add_argument(
+        "--max-batched-tokens",
+        type=positive_int,
+        default=None,
+        help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]",
+    )
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
@@ -57,45 +74,67 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
+    from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
-    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
     from simcast.render.search_tables import format_search, to_dataframe
     from simcast.serving.model import ServingConfig, Workload
-    from simcast.core.specs import ParallelSpec
+    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
 
     normalize_trailing_model(a)
     n = a.num_devices
     for flag, lim in (("--ttft-limit", a.ttft_limit), ("--tpot-limit", a.tpot_limit)):
         require(lim is None or lim > 0, flag, lim, "must be > 0 (milliseconds)")
-    space = SearchSpace(tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
-                        pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")), num_devices=n,
-                        batch_sizes=tuple(a.batch_sizes or ()),
-                        ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
-                        tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"))
+    space = SearchSpace(
+        tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
+        pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")),
+        num_devices=n,
+        batch_sizes=tuple(a.batch_sizes or ()),
+        ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
+        tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
+    )
     check_space(space)
     model, device = load_model(a.model), load_device(a.device, a.devices_per_node)
-    base = ServingConfig(model=model, device=device, parallel=ParallelSpec(world_size=1),
-                         workload=Workload(input_length=a.input_length, output_length=a.output_length,
-                                           max_batched_tokens=a.max_batched_tokens or 0),
-                         batch_size=1, partition=a.partition, runtime=a.runtime)
+    base = ServingConfig(
+        model=model,
+        device=device,
+        parallel=ParallelSpec(world_size=1),
+        workload=Workload(
+            input_length=a.input_length, output_length=a.output_length, max_batched_tokens=a.max_batched_tokens or 0
+        ),
+        batch_size=1,
+        partition=a.partition,
+        runtime=a.runtime,
+    )
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     df = to_dataframe(rows)
     if a.csv:
         df.to_csv(a.csv, index=False)
     if a.plot:
-        write_pareto_plot(df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
+        write_pareto_plot(
+            df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}"
+        )
     if a.json:
-        print(json.dumps({"rows": df.to_dict(orient="records"),
-                          "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "rows": df.to_dict(orient="records"),
+                    "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
+                },
+                indent=2,
+            )
+        )
         return 0
     lim = []
     if a.ttft_limit:
         lim.append(f"TTFT <= {a.ttft_limit:g} ms")
     if a.tpot_limit:
         lim.append(f"TPOT <= {a.tpot_limit:g} ms")
-    header = (f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
-              f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
-              + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
+    header = (
+        f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
+        f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+        + (f", limits {', '.join(lim)}" if lim else "")
+        + "; ranked by token/s/device"
+    )
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
     return 0
@@ -117,22 +156,34 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
-    from simcast.serving.search import layout_links
     from simcast.render.search_tables import format_serving, result_row
     from simcast.serving.model import estimate_serving
+    from simcast.serving.search import layout_links
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
 
-    overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
-                 "input_length": a.input_length, "output_length": a.output_length, "device": a.device,
-                 "runtime": a.runtime}
+    overrides = {
+        "tp_size": a.tp,
+        "pp_size": a.pp,
+        "dp_size": a.dp,
+        "world_size": a.world_size,
+        "batch_size": a.batch,
+        "input_length": a.input_length,
+        "output_length": a.output_length,
+        "device": a.device,
+        "runtime": a.runtime,
+    }
     cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []
     if values.get("ttft_ms"):
-        verdicts.append(f"TTFT limit {values['ttft_ms']:g} ms: {'met' if r.ttft_s * 1e3 <= values['ttft_ms'] else 'VIOLATED'}")
+        verdicts.append(
+            f"TTFT limit {values['ttft_ms']:g} ms: {'met' if r.ttft_s * 1e3 <= values['ttft_ms'] else 'VIOLATED'}"
+        )
     if values.get("tpot_ms"):
-        verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}")
+        verdicts.append(
+            f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}"
+        )
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits

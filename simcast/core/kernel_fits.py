@@ -94,8 +94,12 @@ class PrefillAttentionFit:
     tile: int = 128
 
     def __post_init__(self) -> None:
-        require(self.dtype in ATTENTION_DTYPES, "engines.prefill.dtype", self.dtype,
-                f"allowed: {', '.join(ATTENTION_DTYPES)}")
+        require(
+            self.dtype in ATTENTION_DTYPES,
+            "engines.prefill.dtype",
+            self.dtype,
+            f"allowed: {', '.join(ATTENTION_DTYPES)}",
+        )
         _check_fields(self, f"engines.prefill[{self.dtype}]", ("matmul", "memory"))
         require(self.smooth_p >= 1, f"engines.prefill[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
         require(self.tile >= 1, f"engines.prefill[{self.dtype}].tile", self.tile, "must be >= 1")
@@ -134,8 +138,12 @@ class DecodeAttentionFit:
     l2_half_bytes: float = 0.0
 
     def __post_init__(self) -> None:
-        require(self.dtype in ATTENTION_DTYPES, "engines.decode.dtype", self.dtype,
-                f"allowed: {', '.join(ATTENTION_DTYPES)}")
+        require(
+            self.dtype in ATTENTION_DTYPES,
+            "engines.decode.dtype",
+            self.dtype,
+            f"allowed: {', '.join(ATTENTION_DTYPES)}",
+        )
         _check_fields(self, f"engines.decode[{self.dtype}]", ("matmul", "memory"))
         require(self.smooth_p >= 1, f"engines.decode[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
         require(self.split_tokens >= 1, f"engines.decode[{self.dtype}].split_tokens", self.split_tokens, "must be >= 1")

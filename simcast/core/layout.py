@@ -56,9 +56,11 @@ def rank_groups(rank: int, par: ParallelSpec) -> RankGroups:
     tp = tuple(rank_of(d, p, i, par) for i in range(par.tp))
     pp = tuple(rank_of(d, i, t, par) for i in range(par.pp))
     dp = tuple(rank_of(i, p, t, par) for i in range(par.dp))
-    return RankGroups(tp_group=ParallelGroup(rank=rank, world_size=par.tp, rank_group=tp),
-                      pp_group=ParallelGroup(rank=rank, world_size=par.pp, rank_group=pp),
-                      dp_group=ParallelGroup(rank=rank, world_size=par.dp, rank_group=dp))
+    return RankGroups(
+        tp_group=ParallelGroup(rank=rank, world_size=par.tp, rank_group=tp),
+        pp_group=ParallelGroup(rank=rank, world_size=par.pp, rank_group=pp),
+        dp_group=ParallelGroup(rank=rank, world_size=par.dp, rank_group=dp),
+    )
 
 
 def node_of(rank: int, devices_per_node: int) -> int:
@@ -105,10 +107,14 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
     nodes = nx.shortest_path(g, f"gpu{a}", f"gpu{b}", weight="latency_s")
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
     slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s / max(1, l.mesh_links))
-    return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
-                latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
-                efficiency=slowest.efficiency, collectives=slowest.collectives,
-                cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node))
+    return Path(
+        name=slowest.name,
+        bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
+        latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
+        efficiency=slowest.efficiency,
+        collectives=slowest.collectives,
+        cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node),
+    )
 
 
 def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Path:

@@ -28,21 +28,38 @@ class ShardedDims:
 
 def sharded_dims(model: ModelSpec, tp: int) -> ShardedDims:
     """Per-rank sizes; raises a one-line error when ``tp`` cannot split the model."""
-    require(model.num_heads % tp == 0, "tp_size", tp,
-            f"must divide num_attention_heads={model.num_heads} of {model.name}")
+    require(
+        model.num_heads % tp == 0, "tp_size", tp, f"must divide num_attention_heads={model.num_heads} of {model.name}"
+    )
     if tp <= model.num_kv_heads:
-        require(model.num_kv_heads % tp == 0, "tp_size", tp,
-                f"must divide num_key_value_heads={model.num_kv_heads} of {model.name} (or be a multiple of it)")
+        require(
+            model.num_kv_heads % tp == 0,
+            "tp_size",
+            tp,
+            f"must divide num_key_value_heads={model.num_kv_heads} of {model.name} (or be a multiple of it)",
+        )
         kv = model.num_kv_heads // tp
     else:
-        require(tp % model.num_kv_heads == 0, "tp_size", tp,
-                f"must be a multiple of num_key_value_heads={model.num_kv_heads} of {model.name} when larger")
+        require(
+            tp % model.num_kv_heads == 0,
+            "tp_size",
+            tp,
+            f"must be a multiple of num_key_value_heads={model.num_kv_heads} of {model.name} when larger",
+        )
         kv = 1  # replicated kv heads, as vLLM does
-    require(model.intermediate_size % tp == 0, "tp_size", tp,
-            f"must divide intermediate_size={model.intermediate_size} of {model.name}")
-    return ShardedDims(tp=tp, q_heads=model.num_heads // tp, kv_heads=kv,
-                       intermediate=model.intermediate_size // tp,
-                       vocab_shard=math.ceil(model.vocab_size / tp))
+    require(
+        model.intermediate_size % tp == 0,
+        "tp_size",
+        tp,
+        f"must divide intermediate_size={model.intermediate_size} of {model.name}",
+    )
+    return ShardedDims(
+        tp=tp,
+        q_heads=model.num_heads // tp,
+        kv_heads=kv,
+        intermediate=model.intermediate_size // tp,
+        vocab_shard=math.ceil(model.vocab_size / tp),
+    )
 
 
 def layer_weight_bytes(model: ModelSpec, sd: ShardedDims) -> int:

@@ -5,8 +5,8 @@ Units are in the field names. Constructors validate and never touch files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
@@ -36,12 +36,23 @@ class ModelSpec:
     dtype: str = "bf16"
 
     def __post_init__(self) -> None:
-        for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-                  "intermediate_size", "vocab_size"):
+        for f in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "vocab_size",
+        ):
             v = getattr(self, f)
             require(isinstance(v, int) and v > 0, f"model.{f}", v, "a positive integer is required")
-        require(self.num_heads % self.num_kv_heads == 0, "model.num_key_value_heads",
-                self.num_kv_heads, f"must divide num_attention_heads={self.num_heads}")
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            "model.num_key_value_heads",
+            self.num_kv_heads,
+            f"must divide num_attention_heads={self.num_heads}",
+        )
         require(self.dtype in DTYPE_BYTES, "model.dtype", self.dtype, f"allowed: {sorted(DTYPE_BYTES)}")
 
     @property
@@ -124,8 +135,11 @@ class LinkSpec:
         require(self.latency_s >= 0, f"link {self.name}.latency_s", self.latency_s, "must be >= 0")
         require(0 < self.efficiency <= 1, f"link {self.name}.efficiency", self.efficiency, "must be in (0, 1]")
         require(self.mesh_links >= 0, f"link {self.name}.mesh_links", self.mesh_links, "must be >= 0 (0: switched)")
-        object.__setattr__(self, "collectives", tuple(
-            c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives))
+        object.__setattr__(
+            self,
+            "collectives",
+            tuple(c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives),
+        )
 
     @property
     def effective_bw_bytes_per_s(self) -> float:
@@ -177,11 +191,14 @@ class Efficiency:
             v = getattr(self, f)
             require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         require(self.launch_overhead_s >= 0, "efficiency.launch_overhead_s", self.launch_overhead_s, "must be >= 0")
-        for f in ("matmul_half_m_ridge", "matmul_half_n",
-                  "matmul_half_k"):
+        for f in ("matmul_half_m_ridge", "matmul_half_n", "matmul_half_k"):
             require(getattr(self, f) >= 0, f"efficiency.{f}", getattr(self, f), "must be >= 0 (0 disables)")
-        require(self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,
-                "efficiency.vector_launch_overhead_s", self.vector_launch_overhead_s, "must be >= 0")
+        require(
+            self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,
+            "efficiency.vector_launch_overhead_s",
+            self.vector_launch_overhead_s,
+            "must be >= 0",
+        )
         require(0 <= self.vector_memory <= 1, "efficiency.vector_memory", self.vector_memory, "must be in [0, 1]")
 
 
@@ -202,8 +219,12 @@ class DeviceSpec:
 
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s."""
-        require(dtype in self.matmul_flops_per_s, "dtype", dtype,
-                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}")
+        require(
+            dtype in self.matmul_flops_per_s,
+            "dtype",
+            dtype,
+            f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}",
+        )
         return self.matmul_flops_per_s[dtype]
 
     def vector_peak(self, dtype: str) -> float:
@@ -225,8 +246,12 @@ class ParallelSpec:
             require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
         if self.world_size == 0:
             object.__setattr__(self, "world_size", self.tp * self.pp * self.dp)
-        require(self.world_size == self.tp * self.pp * self.dp, "world_size", self.world_size,
-                f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}")
+        require(
+            self.world_size == self.tp * self.pp * self.dp,
+            "world_size",
+            self.world_size,
+            f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,19 +262,23 @@ class Batch:
     context_lens: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        require(len(self.query_lens) == len(self.context_lens) and len(self.query_lens) > 0,
-                "batch", len(self.query_lens), "needs >= 1 request with matching query/context lists")
+        require(
+            len(self.query_lens) == len(self.context_lens) and len(self.query_lens) > 0,
+            "batch",
+            len(self.query_lens),
+            "needs >= 1 request with matching query/context lists",
+        )
         require(all(q >= 1 for q in self.query_lens), "query_len", min(self.query_lens), "must be >= 1")
         require(all(c >= 0 for c in self.context_lens), "context_len", min(self.context_lens), "must be >= 0")
 
     @classmethod
-    def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> "Batch":
+    def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(input_len >= 1, "--input-length", input_len, "must be >= 1")
         return cls(query_lens=(input_len,) * batch_size, context_lens=(context_len,) * batch_size)
 
     @classmethod
-    def decode(cls, batch_size: int, context_len: int) -> "Batch":
+    def decode(cls, batch_size: int, context_len: int) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(context_len >= 1, "--context-length", context_len, "must be >= 1")
         return cls(query_lens=(1,) * batch_size, context_lens=(context_len,) * batch_size)
@@ -284,8 +313,13 @@ class SimSpec:
     engine: str | None = None  # vllm | sglang | trtllm: cost GEMM/attention/all-reduce with the profile's engine fits
 
     def __post_init__(self) -> None:
-        require(self.engine is None or self.engine in ENGINES, "--engine", self.engine,
-                f"allowed: {', '.join(ENGINES)}")
+        require(
+            self.engine is None or self.engine in ENGINES, "--engine", self.engine, f"allowed: {', '.join(ENGINES)}"
+        )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
-        require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
-                self.collective_algorithm, "allowed: auto, ring, tree")
+        require(
+            self.collective_algorithm in ("auto", "ring", "tree"),
+            "collective_algorithm",
+            self.collective_algorithm,
+            "allowed: auto, ring, tree",
+        )

@@ -103,30 +103,55 @@ def saturation(x, half: float):
     return x / (x + half) if half > 0 else 1.0
 
 
-def prefill_parts(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
-                  batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled=None):
+def prefill_parts(
+    fit: PrefillAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    q_len,
+    cached,
+    heads,
+    kv_heads,
+    head_dim,
+    flops_tiled=None,
+):
     """(compute_s, memory_s) of a prefill attention call."""
     q, d = (np.asarray(v, float) for v in (q_len, head_dim))
-    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None \
-        else flops_tiled
+    fl = (
+        prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None else flops_tiled
+    )
     units = prefill_units(batch, q_len, heads, kv_heads, fit.tile)
-    eff = fit.matmul * saturation(q, fit.half_q_len) * saturation(units, fit.half_units) * \
-        saturation(d, fit.half_head_dim)
+    eff = (
+        fit.matmul
+        * saturation(q, fit.half_q_len)
+        * saturation(units, fit.half_units)
+        * saturation(d, fit.half_head_dim)
+    )
     t_c = fl / (peak_flops_per_s * eff)
     t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
     return t_c, t_m
 
 
-def prefill_time_s(fit: PrefillAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
-                   batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled=None):
+def prefill_time_s(
+    fit: PrefillAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    q_len,
+    cached,
+    heads,
+    kv_heads,
+    head_dim,
+    flops_tiled=None,
+):
     """Seconds for one prefill attention call over ``batch`` requests of ``q_len`` new tokens each."""
-    t_c, t_m = prefill_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, q_len, cached, heads, kv_heads,
-                             head_dim, flops_tiled)
+    t_c, t_m = prefill_parts(
+        fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled
+    )
     return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
 
 
-def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0,
-                 group_share: float = 1.0):
+def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0, group_share: float = 1.0):
     """K and V of every request read once (KV dtype) + q read and o written (2 bytes).
 
     With ``max_group`` > 0 and a GQA group larger than it, K and V are read
@@ -144,8 +169,16 @@ def l2_factor(fit: DecodeAttentionFit, nbytes):
     return 1.0 + fit.l2_boost * fit.l2_half_bytes / (fit.l2_half_bytes + np.asarray(nbytes, dtype=float))
 
 
-def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
-                 batch, kv_len, heads, kv_heads, head_dim):
+def decode_parts(
+    fit: DecodeAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_len,
+    heads,
+    kv_heads,
+    head_dim,
+):
     """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
     units = b * hkv * np.maximum(1.0, s / fit.split_tokens)
@@ -157,9 +190,16 @@ def decode_parts(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_
     return t_c, t_m, t_w
 
 
-def decode_time_s(fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
-                  batch, kv_len, heads, kv_heads, head_dim):
+def decode_time_s(
+    fit: DecodeAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_len,
+    heads,
+    kv_heads,
+    head_dim,
+):
     """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
-    t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads,
-                                 head_dim)
+    t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
     return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s

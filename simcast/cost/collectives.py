@@ -19,7 +19,7 @@ cutoffs, which change between releases and with CUDA graphs).
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from simcast.core.specs import CollectiveFit
 
@@ -51,8 +51,9 @@ def fitted_s(fit: CollectiveFit, kind: str, n: int, message_bytes: float) -> flo
     return fit.latency_s + factor(kind, n) * message_bytes / fit.bus_bw_bytes_per_s
 
 
-def piecewise_s(fits: Iterable[CollectiveFit], kind: str, n: int, message_bytes: float
-                ) -> tuple[float, CollectiveFit] | None:
+def piecewise_s(
+    fits: Iterable[CollectiveFit], kind: str, n: int, message_bytes: float
+) -> tuple[float, CollectiveFit] | None:
     """Time of a collective from piecewise fits, and the regime used; None without a fit."""
     regs = regimes(fits, kind, n)
     if not regs:
@@ -64,6 +65,7 @@ def piecewise_s(fits: Iterable[CollectiveFit], kind: str, n: int, message_bytes:
 def piecewise_array_s(regs: tuple[CollectiveFit, ...], kind: str, n, message_bytes):
     """Vectorised :func:`piecewise_s` over messages of one group size (the fit evaluates it so)."""
     import numpy as np
+
     b = np.asarray(message_bytes, dtype=float)
     out = np.empty_like(b)
     done = np.zeros(b.shape, dtype=bool)

@@ -16,14 +16,14 @@ without importing torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
-from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
 from simcast.cost import comm, engine_cost
+from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 
@@ -84,8 +84,9 @@ def nbytes(t: TensorArg | None, dims: tuple[int, int, int]) -> float:
 
 
 def _io_bytes(rec: OpRecord, dims) -> float:
-    return sum(nbytes(a, dims) for a in rec.args if isinstance(a, TensorArg)) + \
-        sum(nbytes(o, dims) for o in rec.outputs)
+    return sum(nbytes(a, dims) for a in rec.args if isinstance(a, TensorArg)) + sum(
+        nbytes(o, dims) for o in rec.outputs
+    )
 
 
 OP_FORMULAS: dict[str, Callable[[OpRecord, CostContext], OpWork]] = {}
@@ -96,6 +97,7 @@ def formula(*names: str):
         for n in names:
             OP_FORMULAS[n] = fn
         return fn
+
     return deco
 
 
@@ -126,8 +128,7 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     b = DTYPE_BYTES[q.dtype]
     pairs, tile_tokens = _attention_sums(ctx.batch.query_lens, ctx.batch.context_lens, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube",
-                  attn=(hq, hkv, d))
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube", attn=(hq, hkv, d))
 
 
 @lru_cache(maxsize=4096)
@@ -145,13 +146,14 @@ def _elementwise(flops_per_out: float):
     def fn(rec: OpRecord, ctx: CostContext) -> OpWork:
         out = sum(numel(o, ctx.dims) for o in rec.outputs)
         return OpWork(flops=flops_per_out * out, bytes=_io_bytes(rec, ctx.dims), unit="vec")
+
     return fn
 
 
-formula("simcast::rms_norm")(_elementwise(4.0))          # x², mean, rsqrt·x, ·w
+formula("simcast::rms_norm")(_elementwise(4.0))  # x², mean, rsqrt·x, ·w
 formula("simcast::fused_add_rms_norm")(_elementwise(3.0))  # per output (2 outputs): add + norm
-formula("simcast::silu_and_mul")(_elementwise(5.0))      # sigmoid (~3), ·x, ·up
-formula("simcast::rope")(_elementwise(3.0))              # 2 mul + add per element, cos/sin cached
+formula("simcast::silu_and_mul")(_elementwise(5.0))  # sigmoid (~3), ·x, ·up
+formula("simcast::rope")(_elementwise(3.0))  # 2 mul + add per element, cos/sin cached
 
 
 @formula("simcast::kv_cache_write", "simcast::vocab_embedding", "index_select")
@@ -179,15 +181,18 @@ def _all_reduce(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.args[0], ctx.dims)
     n = int(rec.args[1])
     eng = engine_cost.all_reduce_s(ctx.device, ctx.engine, n, size, ctx.tp_path.cross_node)
-    return OpWork(flops=0.0, bytes=size, unit="comm",
-                  comm_s=eng[0] if eng else comm.all_reduce_s(size, n, ctx.tp_path, ctx.collective_algorithm))
+    return OpWork(
+        flops=0.0,
+        bytes=size,
+        unit="comm",
+        comm_s=eng[0] if eng else comm.all_reduce_s(size, n, ctx.tp_path, ctx.collective_algorithm),
+    )
 
 
 @formula("simcast::all_gather")
 def _all_gather(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.outputs[0], ctx.dims)
-    return OpWork(flops=0.0, bytes=size, unit="comm",
-                  comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
+    return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
 
 
 def _saturation(size, half: float):
@@ -250,8 +255,15 @@ def engine_roofline(work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, 
     if work.mnk is not None:
         got = engine_cost.gemm_s(ctx.device, ctx.engine, dtype, *work.mnk)
     elif work.attn is not None:
-        got = engine_cost.attention_s(ctx.device, ctx.engine, dtype, ctx.batch.query_lens, ctx.batch.context_lens,
-                                      *work.attn, phase=ctx.attention_phase)
+        got = engine_cost.attention_s(
+            ctx.device,
+            ctx.engine,
+            dtype,
+            ctx.batch.query_lens,
+            ctx.batch.context_lens,
+            *work.attn,
+            phase=ctx.attention_phase,
+        )
     if got is None:
         return roofline(work, ctx.device, dtype)
     return got[0], _ENGINE_BOUNDS[got[1]]
@@ -260,8 +272,9 @@ def engine_roofline(work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, 
 def launch_s(dev: DeviceSpec, unit: str) -> float:
     """Fixed per-kernel time: GEMM/attention kernels, or the vector kernels' own when fitted."""
     e = dev.efficiency
-    return e.vector_launch_overhead_s if unit == "vec" and e.vector_launch_overhead_s is not None \
-        else e.launch_overhead_s
+    return (
+        e.vector_launch_overhead_s if unit == "vec" and e.vector_launch_overhead_s is not None else e.launch_overhead_s
+    )
 
 
 def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
@@ -272,5 +285,12 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
     else:
         work = fn(rec, ctx)
     t, bound = engine_roofline(work, ctx, dtype) if ctx.engine is not None else roofline(work, ctx.device, dtype)
-    return OpCost(op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)", scope=rec.scope,
-                  count=count, flops=work.flops, bytes=work.bytes, time_s=t, bound=bound)
+    return OpCost(
+        op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)",
+        scope=rec.scope,
+        count=count,
+        flops=work.flops,
+        bytes=work.bytes,
+        time_s=t,
+        bound=bound,
+    )

@@ -28,15 +28,22 @@ from simcast.cost import attention as attn
 from simcast.cost import collectives
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_time_s, smooth_max
 
-FALLBACK: dict[str, tuple[str, ...]] = {"vllm": ("sglang", "trtllm"), "sglang": ("vllm", "trtllm"),
-                                        "trtllm": ("vllm", "sglang")}
+FALLBACK: dict[str, tuple[str, ...]] = {
+    "vllm": ("sglang", "trtllm"),
+    "sglang": ("vllm", "trtllm"),
+    "trtllm": ("vllm", "sglang"),
+}
 KINDS = ("gemm", "prefill", "decode", "all_reduce")
 
 
 def check_engine(engine: str | None, field: str = "--engine") -> str | None:
     """None (generic kernels), an engine name, or ``nccl`` (NCCL's own collectives); else a one-line error."""
-    require(engine is None or engine in ENGINES or engine == NCCL, field, engine,
-            f"allowed: {', '.join(ENGINES)} (or {NCCL} for NCCL's own all-reduce rows)")
+    require(
+        engine is None or engine in ENGINES or engine == NCCL,
+        field,
+        engine,
+        f"allowed: {', '.join(ENGINES)} (or {NCCL} for NCCL's own all-reduce rows)",
+    )
     return engine
 
 
@@ -85,8 +92,7 @@ def describe(dev: DeviceSpec, engine: str | None, dtype: str) -> str:
 
 
 # ------------------------------------------------------------------ op times
-def gemm_s(dev: DeviceSpec, engine: str | None, dtype: str, m: int, n: int, k: int
-           ) -> tuple[float, str] | None:
+def gemm_s(dev: DeviceSpec, engine: str | None, dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
     """(seconds, compute|memory) of a GEMM with the engine's fit; None without one."""
     fit, _ = pick(dev, engine, "gemm", dtype)
     if fit is None:
@@ -96,9 +102,17 @@ def gemm_s(dev: DeviceSpec, engine: str | None, dtype: str, m: int, n: int, k: i
     return t, gemm_bound(fit, peak, dev.hbm_bw_bytes_per_s, m, n, k)
 
 
-def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Sequence[int],
-                context_lens: Sequence[int], heads: int, kv_heads: int, head_dim: int, phase: str = "auto"
-                ) -> tuple[float, str] | None:
+def attention_s(
+    dev: DeviceSpec,
+    engine: str | None,
+    dtype: str,
+    query_lens: Sequence[int],
+    context_lens: Sequence[int],
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    phase: str = "auto",
+) -> tuple[float, str] | None:
     """(seconds, bound) of one attention launch over a batch of requests; None without a fit.
 
     Decode requests (one new token) use the decode fit with the batch's total KV read and
@@ -120,15 +134,25 @@ def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Seq
         # the batch's totals: for equal requests this is attention.decode_parts exactly
         units = float(np.sum(kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
         mean_kv = float(np.mean(kv))
-        nbytes = float(np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group,
-                                                fit.group_share)))
-        eff_m = fit.memory * attn.saturation(units, fit.half_units) * attn.saturation(mean_kv, fit.half_kv_len) * \
-            float(attn.l2_factor(fit, nbytes))
+        nbytes = float(
+            np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
+        )
+        eff_m = (
+            fit.memory
+            * attn.saturation(units, fit.half_units)
+            * attn.saturation(mean_kv, fit.half_kv_len)
+            * float(attn.l2_factor(fit, nbytes))
+        )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
         t_w = float(np.ceil(len(kv) * kv_heads / fit.sm_count)) * fit.wave_s
-        parts.append((float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)), fit.launch_s,
-                      "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency")))
+        parts.append(
+            (
+                float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
+                fit.launch_s,
+                "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency"),
+            )
+        )
     if pre.any():
         fit, _ = pick(dev, engine, "prefill", dtype)
         if fit is None:
@@ -136,18 +160,19 @@ def attention_s(dev: DeviceSpec, engine: str | None, dtype: str, query_lens: Seq
         fl = float(np.sum(attn.prefill_flops(1, q[pre], c[pre], heads, head_dim, fit.tile, kv_heads)))
         nb = float(np.sum(attn.prefill_bytes(1, q[pre], c[pre], heads, kv_heads, head_dim, fit.dtype)))
         b = int(pre.sum())
-        t_c, _ = attn.prefill_parts(fit, peak, dev.hbm_bw_bytes_per_s, b, float(np.mean(q[pre])), 0.0, heads,
-                                    kv_heads, head_dim, flops_tiled=fl)
+        t_c, _ = attn.prefill_parts(
+            fit, peak, dev.hbm_bw_bytes_per_s, b, float(np.mean(q[pre])), 0.0, heads, kv_heads, head_dim, flops_tiled=fl
+        )
         t_m = nb / (dev.hbm_bw_bytes_per_s * fit.memory)
-        parts.append((float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s,
-                      "compute" if t_c >= t_m else "memory"))
+        parts.append((float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s, "compute" if t_c >= t_m else "memory"))
     body = sum(p[0] for p in parts)
     bound = max(parts, key=lambda p: p[0])[2]
     return body + max(p[1] for p in parts), bound
 
 
-def all_reduce_s(dev: DeviceSpec, engine: str | None, n: int, message_bytes: float, cross_node: bool
-                 ) -> tuple[float, str] | None:
+def all_reduce_s(
+    dev: DeviceSpec, engine: str | None, n: int, message_bytes: float, cross_node: bool
+) -> tuple[float, str] | None:
     """The engine's all-reduce as it issues it (one-shot / two-shot / NCCL regimes); None without a fit.
 
     Engine custom all-reduce kernels work through NVLink peer memory inside one node, so a

@@ -53,12 +53,12 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
     tiles = np.ceil(m / fit.tile_m) * np.ceil(n / fit.tile_n)
     waves = np.ceil(tiles / fit.sm_count)
     wave_eff = tiles / (waves * fit.sm_count)
-    eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff ** fit.wave_exp
+    eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff**fit.wave_exp
     t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
     par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)
     l2 = 1.0 + fit.l2_boost * (fit.l2_half_bytes / (fit.l2_half_bytes + nbytes) if fit.l2_half_bytes > 0 else 0.0)
-    t_m = nbytes / (hbm_bw_bytes_per_s * fit.memory * par ** fit.parallel_exp * l2)
+    t_m = nbytes / (hbm_bw_bytes_per_s * fit.memory * par**fit.parallel_exp * l2)
     return t_c, t_m
 
 

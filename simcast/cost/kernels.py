@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from simcast.cost import comm, engine_cost
-from simcast.cost.compute import CostContext, op_cost
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
+from simcast.cost import comm, engine_cost
+from simcast.cost.compute import CostContext, op_cost
 from simcast.trace.tracer import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
@@ -44,13 +44,32 @@ def _t(*dims: int) -> tuple[str, ...]:
     return tuple(str(int(d)) for d in dims)
 
 
-def _cost(kernel: str, rec: OpRecord, dev: DeviceSpec, dtype: str, batch: Batch | None = None,
-          engine: str | None = None, kind: str = "", phase: str = "auto") -> KernelPrediction:
-    ctx = CostContext(batch=batch or Batch.prefill(1, 1), device=dev, tp_path=_NO_PATH,
-                      engine=engine_cost.check_engine(engine), attention_phase=phase)
+def _cost(
+    kernel: str,
+    rec: OpRecord,
+    dev: DeviceSpec,
+    dtype: str,
+    batch: Batch | None = None,
+    engine: str | None = None,
+    kind: str = "",
+    phase: str = "auto",
+) -> KernelPrediction:
+    ctx = CostContext(
+        batch=batch or Batch.prefill(1, 1),
+        device=dev,
+        tp_path=_NO_PATH,
+        engine=engine_cost.check_engine(engine),
+        attention_phase=phase,
+    )
     c = op_cost(rec, ctx, dtype, 1)
-    return KernelPrediction(kernel=kernel, time_s=c.time_s, bound=_BOUNDS[c.bound], flops=c.flops, bytes=c.bytes,
-                            kernel_model=engine_cost.label(dev, engine, kind, dtype) if kind else "")
+    return KernelPrediction(
+        kernel=kernel,
+        time_s=c.time_s,
+        bound=_BOUNDS[c.bound],
+        flops=c.flops,
+        bytes=c.bytes,
+        kernel_model=engine_cost.label(dev, engine, kind, dtype) if kind else "",
+    )
 
 
 def _positive(**dims: int) -> None:
@@ -58,8 +77,7 @@ def _positive(**dims: int) -> None:
         require(isinstance(v, int) and v >= 1, f"--{k.replace('_', '-')}", v, "must be an integer >= 1")
 
 
-def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16", engine: str | None = None
-         ) -> KernelPrediction:
+def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16", engine: str | None = None) -> KernelPrediction:
     """``(M×K) @ (K×N)`` as the tracer records a linear layer: x (M, K), weight (N, K).
 
     ``dtype`` ``fp8_block`` (fp8 with 128x128 block scales) needs an engine fit of that family.
@@ -69,17 +87,35 @@ def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16", engine: s
         got = engine_cost.gemm_s(dev, engine_cost.check_engine(engine), dtype, m, n, k)
         require(got is not None, "dtype", dtype, f"fp8_block GEMMs need an engine fit (--engine) on {dev.name}")
         assert got is not None
-        return KernelPrediction(kernel="gemm", time_s=got[0], bound=got[1], flops=2.0 * m * n * k,
-                                bytes=float(m * k + n * k + 2 * m * n),
-                                kernel_model=engine_cost.label(dev, engine, "gemm", dtype))
-    rec = OpRecord(op="linear", scope="kernel", args=(TensorArg(shape=_t(m, k), dtype=dtype),
-                                                      TensorArg(shape=_t(n, k), dtype=dtype), None),
-                   outputs=(TensorArg(shape=_t(m, n), dtype=dtype),))
+        return KernelPrediction(
+            kernel="gemm",
+            time_s=got[0],
+            bound=got[1],
+            flops=2.0 * m * n * k,
+            bytes=float(m * k + n * k + 2 * m * n),
+            kernel_model=engine_cost.label(dev, engine, "gemm", dtype),
+        )
+    rec = OpRecord(
+        op="linear",
+        scope="kernel",
+        args=(TensorArg(shape=_t(m, k), dtype=dtype), TensorArg(shape=_t(n, k), dtype=dtype), None),
+        outputs=(TensorArg(shape=_t(m, n), dtype=dtype),),
+    )
     return _cost("gemm", rec, dev, dtype, engine=engine, kind="gemm")
 
 
-def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int,
-              head_dim: int, dtype: str = "bf16", engine: str | None = None) -> KernelPrediction:
+def attention(
+    dev: DeviceSpec,
+    phase: str,
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: str = "bf16",
+    engine: str | None = None,
+) -> KernelPrediction:
     """Paged/flash attention for ``batch`` requests of ``q_len`` new tokens each.
 
     ``kv_len`` is the total keys per request including the new tokens (so the
@@ -93,30 +129,44 @@ def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, 
     b = Batch(query_lens=(q_len,) * batch, context_lens=(kv_len - q_len,) * batch)
     kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
     q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
-    rec = OpRecord(op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim ** -0.5),
-                   outputs=(q,))
+    rec = OpRecord(
+        op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim**-0.5), outputs=(q,)
+    )
     return _cost(f"attention_{phase}", rec, dev, dtype, b, engine=engine, kind=phase, phase=phase)
 
 
-def elementwise(dev: DeviceSpec, op: str, tokens: int, width: int, dtype: str = "bf16",
-                k_width: int = 0) -> KernelPrediction:
+def elementwise(
+    dev: DeviceSpec, op: str, tokens: int, width: int, dtype: str = "bf16", k_width: int = 0
+) -> KernelPrediction:
     """A non-GEMM kernel on ``tokens`` rows: ``rms_norm``/``add`` of ``width``, ``silu_and_mul``
     of input width ``width`` (= 2·intermediate), ``rope`` on q of ``width`` and k of ``k_width``."""
     _positive(tokens=tokens, width=width)
     require(op in ELEMENTWISE_OPS, "elementwise op", op, f"allowed: {', '.join(ELEMENTWISE_OPS)}")
     x = TensorArg(shape=_t(tokens, width), dtype=dtype)
     if op == "rms_norm":
-        rec = OpRecord(op="simcast::rms_norm", scope="kernel", args=(x, TensorArg(shape=_t(width), dtype=dtype), 1e-6),
-                       outputs=(x,))
+        rec = OpRecord(
+            op="simcast::rms_norm",
+            scope="kernel",
+            args=(x, TensorArg(shape=_t(width), dtype=dtype), 1e-6),
+            outputs=(x,),
+        )
     elif op == "add":  # no registered formula: the generic memory-bound estimate (inputs + output once)
         rec = OpRecord(op="add", scope="kernel", args=(x, x), outputs=(x,))
     elif op == "silu_and_mul":
-        rec = OpRecord(op="simcast::silu_and_mul", scope="kernel", args=(x,),
-                       outputs=(TensorArg(shape=_t(tokens, width // 2), dtype=dtype),))
+        rec = OpRecord(
+            op="simcast::silu_and_mul",
+            scope="kernel",
+            args=(x,),
+            outputs=(TensorArg(shape=_t(tokens, width // 2), dtype=dtype),),
+        )
     else:
         k = TensorArg(shape=_t(tokens, k_width or width), dtype=dtype)
-        rec = OpRecord(op="simcast::rope", scope="kernel",
-                       args=(TensorArg(shape=_t(tokens), dtype="int64"), x, k, 128, 10000.0), outputs=(x, k))
+        rec = OpRecord(
+            op="simcast::rope",
+            scope="kernel",
+            args=(TensorArg(shape=_t(tokens), dtype="int64"), x, k, 128, 10000.0),
+            outputs=(x, k),
+        )
     return _cost(op, rec, dev, dtype)
 
 
@@ -129,13 +179,13 @@ def collective_path(dev: DeviceSpec, gpus: int, nodes: int = 1) -> Path:
     """The ring path of ``gpus`` ranks spread evenly over ``nodes`` nodes, with the link's fits."""
     _positive(gpus=gpus, nodes=nodes)
     require(gpus % nodes == 0, "--gpus", gpus, f"must be a multiple of --nodes={nodes}")
-    links = LinkTable(devices_per_node=gpus // nodes, intra_node=dev.links.intra_node,
-                      inter_node=dev.links.inter_node)
+    links = LinkTable(devices_per_node=gpus // nodes, intra_node=dev.links.intra_node, inter_node=dev.links.inter_node)
     return group_path(tuple(range(gpus)), links, gpus)
 
 
-def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int = 1,
-               engine: str | None = None) -> KernelPrediction:
+def collective(
+    dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int = 1, engine: str | None = None
+) -> KernelPrediction:
     """All-reduce (``nbytes`` per rank) or all-gather (``nbytes`` output per rank) over ``gpus`` ranks.
 
     With ``engine`` (vllm, sglang, trtllm) an all-reduce inside one node is the engine's own
@@ -164,14 +214,16 @@ def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int 
 def p2p(dev: DeviceSpec, nbytes: float, cross_node: bool = False) -> KernelPrediction:
     """One-way send/recv between two GPUs in one node or on two nodes."""
     require(nbytes > 0, "--bytes", nbytes, "must be > 0")
-    links = LinkTable(devices_per_node=1 if cross_node else 2, intra_node=dev.links.intra_node,
-                      inter_node=dev.links.inter_node)
+    links = LinkTable(
+        devices_per_node=1 if cross_node else 2, intra_node=dev.links.intra_node, inter_node=dev.links.inter_node
+    )
     path = path_between(0, 1, links, 2)
     return _message("p2p", comm.p2p_s(nbytes, path), path.latency_s, nbytes, path)
 
 
-def layer_ops(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None
-              ) -> dict[str, KernelPrediction]:
+def layer_ops(
+    dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None
+) -> dict[str, KernelPrediction]:
     """The linear and elementwise kernels of one decoder layer on one TP rank.
 
     Keys follow Vidur's per-op profile (``attn_pre_proj`` = fused QKV, ``attn_post_proj`` = o_proj,
@@ -200,5 +252,10 @@ def layer(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | 
     """Sum of :func:`layer_ops` (one decoder layer without attention and collectives)."""
     ops = layer_ops(dev, model, tokens, tp, dtype)
     bound = max(("compute", "memory"), key=lambda b: sum(o.time_s for o in ops.values() if o.bound == b))
-    return KernelPrediction(kernel="layer", time_s=sum(o.time_s for o in ops.values()), bound=bound,
-                            flops=sum(o.flops for o in ops.values()), bytes=sum(o.bytes for o in ops.values()))
+    return KernelPrediction(
+        kernel="layer",
+        time_s=sum(o.time_s for o in ops.values()),
+        bound=bound,
+        flops=sum(o.flops for o in ops.values()),
+        bytes=sum(o.bytes for o in ops.values()),
+    )

@@ -19,8 +19,12 @@ from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit,
 from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
-SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+}
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -60,8 +64,9 @@ def resolve_model_path(name_or_path: str) -> Path:
     shipped = models_dir() / name_or_path / "config.json"
     if shipped.is_file():
         return shipped
-    raise SimcastInputError("--model", name_or_path,
-                            f"not a config.json path or a shipped model; shipped: {', '.join(shipped_models())}")
+    raise SimcastInputError(
+        "--model", name_or_path, f"not a config.json path or a shipped model; shipped: {', '.join(shipped_models())}"
+    )
 
 
 def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
@@ -92,8 +97,12 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     if arch is None:
         mt = cfg.get("model_type")
         arch = next((a for a, t in SUPPORTED_ARCHITECTURES.items() if t == mt), None)
-    require(arch is not None, "config.json:architectures", archs or cfg.get("model_type"),
-            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+    require(
+        arch is not None,
+        "config.json:architectures",
+        archs or cfg.get("model_type"),
+        f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
+    )
     family = SUPPORTED_ARCHITECTURES[arch]
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
@@ -101,47 +110,121 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     torch_dtype = dtype or _HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), None)
     require(torch_dtype in DTYPE_BYTES, "dtype", dtype or cfg.get("torch_dtype"), f"allowed: {sorted(DTYPE_BYTES)}")
     return ModelSpec(
-        name=name, architecture=arch, hidden_size=hidden,
-        num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
-        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=_get({"head_dim": head_dim}, "head_dim", int),
-        intermediate_size=_get(cfg, "intermediate_size", int), vocab_size=_get(cfg, "vocab_size", int),
+        name=name,
+        architecture=arch,
+        hidden_size=hidden,
+        num_layers=_get(cfg, "num_hidden_layers", int),
+        num_heads=heads,
+        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads),
+        head_dim=_get({"head_dim": head_dim}, "head_dim", int),
+        intermediate_size=_get(cfg, "intermediate_size", int),
+        vocab_size=_get(cfg, "vocab_size", int),
         tie_word_embeddings=_get(cfg, "tie_word_embeddings", bool, False),
-        rms_norm_eps=_get(cfg, "rms_norm_eps", float, 1e-6), rope_theta=_get(cfg, "rope_theta", float, 10000.0),
+        rms_norm_eps=_get(cfg, "rms_norm_eps", float, 1e-6),
+        rope_theta=_get(cfg, "rope_theta", float, 10000.0),
         qk_norm=family == "qwen3",
         attention_bias=True if family == "qwen2" else _get(cfg, "attention_bias", bool, False),
-        dtype=torch_dtype)
+        dtype=torch_dtype,
+    )
 
 
 # ------------------------------------------------------------------- devices
-_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": str, "gpus": int, "latency_s": float, "bus_bw_bytes_per_s": float,
-                                      "max_bytes?": float, "algorithm?": str}
+_COLLECTIVE_SCHEMA: dict[str, Any] = {
+    "kind": str,
+    "gpus": int,
+    "latency_s": float,
+    "bus_bw_bytes_per_s": float,
+    "max_bytes?": float,
+    "algorithm?": str,
+}
 _GEMM_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str, "matmul": float, "half_m": float, "half_n": float, "half_k": float, "wave_exp": float,
-    "memory": float, "split_k_elems": float, "parallel_exp": float, "l2_boost": float, "l2_half_bytes": float,
-    "smooth_p": float, "launch_s": float, "sm_count": int, "tile_m?": int, "tile_n?": int}
+    "dtype": str,
+    "matmul": float,
+    "half_m": float,
+    "half_n": float,
+    "half_k": float,
+    "wave_exp": float,
+    "memory": float,
+    "split_k_elems": float,
+    "parallel_exp": float,
+    "l2_boost": float,
+    "l2_half_bytes": float,
+    "smooth_p": float,
+    "launch_s": float,
+    "sm_count": int,
+    "tile_m?": int,
+    "tile_n?": int,
+}
 _PREFILL_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str, "matmul": float, "half_q_len": float, "half_units": float, "half_head_dim": float,
-    "memory": float, "smooth_p": float, "launch_s": float, "tile?": int}
+    "dtype": str,
+    "matmul": float,
+    "half_q_len": float,
+    "half_units": float,
+    "half_head_dim": float,
+    "memory": float,
+    "smooth_p": float,
+    "launch_s": float,
+    "tile?": int,
+}
 _DECODE_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str, "memory": float, "half_units": float, "split_tokens": float, "half_kv_len": float,
-    "matmul": float, "wave_s": float, "smooth_p": float, "launch_s": float, "sm_count": int, "max_group?": int,
-    "group_share?": float, "l2_boost?": float, "l2_half_bytes?": float}
+    "dtype": str,
+    "memory": float,
+    "half_units": float,
+    "split_tokens": float,
+    "half_kv_len": float,
+    "matmul": float,
+    "wave_s": float,
+    "smooth_p": float,
+    "launch_s": float,
+    "sm_count": int,
+    "max_group?": int,
+    "group_share?": float,
+    "l2_boost?": float,
+    "l2_half_bytes?": float,
+}
 _ENGINE_SCHEMA: dict[str, Any] = {
-    "source": str, "fit_abs_err_pct?": dict,  # provenance: tables used, held-out error per kernel kind
-    "gemm?": [_GEMM_FIT_SCHEMA], "prefill?": [_PREFILL_FIT_SCHEMA], "decode?": [_DECODE_FIT_SCHEMA],
-    "all_reduce?": [_COLLECTIVE_SCHEMA]}
+    "source": str,
+    "fit_abs_err_pct?": dict,  # provenance: tables used, held-out error per kernel kind
+    "gemm?": [_GEMM_FIT_SCHEMA],
+    "prefill?": [_PREFILL_FIT_SCHEMA],
+    "decode?": [_DECODE_FIT_SCHEMA],
+    "all_reduce?": [_COLLECTIVE_SCHEMA],
+}
 _PROFILE_SCHEMA: dict[str, Any] = {
-    "name": str, "description": str,
+    "name": str,
+    "description": str,
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
     "memory": {"hbm_bytes": int, "hbm_bw_bytes_per_s": float},
-    "efficiency": {"matmul": float, "vector": float, "memory": float, "launch_overhead_s": float,
-                   "matmul_half_m_ridge?": float, "matmul_half_n?": float, "matmul_half_k?": float,
-                   "vector_memory?": float, "vector_launch_overhead_s?": float},
-    "links": {"devices_per_node": int,
-              "intra_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int},
-              "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int}},
+    "efficiency": {
+        "matmul": float,
+        "vector": float,
+        "memory": float,
+        "launch_overhead_s": float,
+        "matmul_half_m_ridge?": float,
+        "matmul_half_n?": float,
+        "matmul_half_k?": float,
+        "vector_memory?": float,
+        "vector_launch_overhead_s?": float,
+    },
+    "links": {
+        "devices_per_node": int,
+        "intra_node": {
+            "name": str,
+            "bw_bytes_per_s": float,
+            "latency_s": float,
+            "efficiency": float,
+            "collectives?": [_COLLECTIVE_SCHEMA],
+            "mesh_links?": int,
+        },
+        "inter_node": {
+            "name": str,
+            "bw_bytes_per_s": float,
+            "latency_s": float,
+            "efficiency": float,
+            "collectives?": [_COLLECTIVE_SCHEMA],
+            "mesh_links?": int,
+        },
+    },
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
     "engines?": {f"{e}?": _ENGINE_SCHEMA for e in ENGINES},  # per-engine fitted kernels (simcast.core.kernel_fits)
 }
@@ -181,8 +264,12 @@ def _check(node: Any, schema: Any, where: str) -> Any:
         require(isinstance(node, (int, float)) and not isinstance(node, bool), where, node, "must be a number")
         return float(node)
     if schema is int:
-        require(isinstance(node, (int, float)) and not isinstance(node, bool) and float(node) == int(node),
-                where, node, "must be an integer")
+        require(
+            isinstance(node, (int, float)) and not isinstance(node, bool) and float(node) == int(node),
+            where,
+            node,
+            "must be an integer",
+        )
         return int(node)
     require(isinstance(node, schema), where, node, f"must be a {schema.__name__}")
     return node
@@ -194,8 +281,11 @@ def read_yaml(p: Path, what: str) -> Any:
         return yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise SimcastInputError(f"{what} {p.name}", "YAML",
-                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
+        raise SimcastInputError(
+            f"{what} {p.name}",
+            "YAML",
+            f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}",
+        ) from None
 
 
 def load_device(name_or_path: str, devices_per_node: int | None = None) -> DeviceSpec:
@@ -203,7 +293,12 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
     p = Path(name_or_path)
     if not p.is_file():
         p = profiles_dir() / f"{name_or_path}.yaml"
-    require(p.is_file(), "--device", name_or_path, f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
+    require(
+        p.is_file(),
+        "--device",
+        name_or_path,
+        f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}",
+    )
     d = _check(read_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
@@ -212,22 +307,36 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
     ln = d["links"]
     dpn = devices_per_node if devices_per_node is not None else ln["devices_per_node"]
     require(dpn >= 1, "--devices-per-node", dpn, "must be >= 1")
-    links = LinkTable(devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]),
-                      inter_node=LinkSpec(**ln["inter_node"]))
+    links = LinkTable(
+        devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]), inter_node=LinkSpec(**ln["inter_node"])
+    )
     require(d["memory"]["hbm_bytes"] > 0, "memory.hbm_bytes", d["memory"]["hbm_bytes"], "must be > 0")
-    require(d["memory"]["hbm_bw_bytes_per_s"] > 0, "memory.hbm_bw_bytes_per_s", d["memory"]["hbm_bw_bytes_per_s"], "must be > 0")
-    return DeviceSpec(name=d["name"], description=d["description"],
-                      matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
-                      vector_flops_per_s=d["compute"]["vector_flops_per_s"],
-                      hbm_bytes=d["memory"]["hbm_bytes"], hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
-                      efficiency=Efficiency(**d["efficiency"]), links=links,
-                      engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()})
+    require(
+        d["memory"]["hbm_bw_bytes_per_s"] > 0,
+        "memory.hbm_bw_bytes_per_s",
+        d["memory"]["hbm_bw_bytes_per_s"],
+        "must be > 0",
+    )
+    return DeviceSpec(
+        name=d["name"],
+        description=d["description"],
+        matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
+        vector_flops_per_s=d["compute"]["vector_flops_per_s"],
+        hbm_bytes=d["memory"]["hbm_bytes"],
+        hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
+        efficiency=Efficiency(**d["efficiency"]),
+        links=links,
+        engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()},
+    )
 
 
 def engine_kernels(engine: str, sec: dict) -> EngineKernels:
     """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
-    return EngineKernels(engine=engine, source=sec["source"],
-                         gemm=tuple(GemmFit(**g) for g in sec.get("gemm", ())),
-                         prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
-                         decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
-                         all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())))
+    return EngineKernels(
+        engine=engine,
+        source=sec["source"],
+        gemm=tuple(GemmFit(**g) for g in sec.get("gemm", ())),
+        prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
+        decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
+        all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())),
+    )

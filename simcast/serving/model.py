@@ -28,10 +28,10 @@ import math
 from dataclasses import dataclass, replace
 
 from simcast.core.errors import require
-from simcast.core.memory import (kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes)
+from simcast.core.memory import kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes
 from simcast.core.plan import build_pipeline_stage_plan
-from simcast.sim.simulate import Report, simulate
 from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.sim.simulate import Report, simulate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,12 +47,21 @@ class RuntimeProfile:
 
 
 RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
-    "vllm": RuntimeProfile(name="vllm", step_overhead_s=2.0e-3, per_request_overhead_s=5e-6,
-                           note="assumption: vLLM-like engine, ~2 ms CPU work per step + 5 us per scheduled request"),
-    "sglang": RuntimeProfile(name="sglang", step_overhead_s=1.0e-3, per_request_overhead_s=3e-6,
-                             note="assumption: SGLang-like overlap scheduler hides most CPU work: ~1 ms + 3 us/request"),
-    "none": RuntimeProfile(name="none", step_overhead_s=0.0, per_request_overhead_s=0.0,
-                           note="no per-step engine overhead (kernels only)"),
+    "vllm": RuntimeProfile(
+        name="vllm",
+        step_overhead_s=2.0e-3,
+        per_request_overhead_s=5e-6,
+        note="assumption: vLLM-like engine, ~2 ms CPU work per step + 5 us per scheduled request",
+    ),
+    "sglang": RuntimeProfile(
+        name="sglang",
+        step_overhead_s=1.0e-3,
+        per_request_overhead_s=3e-6,
+        note="assumption: SGLang-like overlap scheduler hides most CPU work: ~1 ms + 3 us/request",
+    ),
+    "none": RuntimeProfile(
+        name="none", step_overhead_s=0.0, per_request_overhead_s=0.0, note="no per-step engine overhead (kernels only)"
+    ),
 }
 
 
@@ -83,7 +92,7 @@ class ServingConfig:
     decode_microbatches: int = 0  # 0: pp
     runtime: str = "vllm"
     mem_utilization: float = 0.90
-    reserved_bytes: int = 2 * 1024 ** 3
+    reserved_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -105,8 +114,10 @@ class MemoryFit:
 
     @property
     def stage_total_bytes(self) -> tuple[int, ...]:
-        return tuple(w + k + a + self.reserved_bytes for w, k, a in
-                     zip(self.stage_weight_bytes, self.stage_kv_bytes, self.stage_activation_bytes))
+        return tuple(
+            w + k + a + self.reserved_bytes
+            for w, k, a in zip(self.stage_weight_bytes, self.stage_kv_bytes, self.stage_activation_bytes)
+        )
 
     @property
     def fits(self) -> bool:
@@ -141,25 +152,43 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     chunk = Batch.prefill(1, min(w.chunk_tokens, w.input_length))
     dec = Batch.decode(max(1, math.ceil(cfg.batch_size / cfg.microbatches)), w.input_length)
     return MemoryFit(
-        stage_weight_bytes=tuple(stage_weight_bytes(m, sd, i, s) for i, s in zip(plan.stage_infos, plan.stage_module_specs)),
+        stage_weight_bytes=tuple(
+            stage_weight_bytes(m, sd, i, s) for i, s in zip(plan.stage_infos, plan.stage_module_specs)
+        ),
         stage_kv_bytes=tuple(tokens * kv_bytes_per_token(m, sd, i.num_layers) for i in plan.stage_infos),
-        stage_activation_bytes=tuple(max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
-                                     for s in plan.stage_module_specs),
-        reserved_bytes=cfg.reserved_bytes, budget_bytes=int(cfg.device.hbm_bytes * cfg.mem_utilization))
+        stage_activation_bytes=tuple(
+            max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
+            for s in plan.stage_module_specs
+        ),
+        reserved_bytes=cfg.reserved_bytes,
+        budget_bytes=int(cfg.device.hbm_bytes * cfg.mem_utilization),
+    )
 
 
 def prefill_spec(cfg: ServingConfig) -> SimSpec:
     w = cfg.workload
     chunks = math.ceil(w.input_length / w.chunk_tokens)
-    return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition)
+    return SimSpec(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        batch=Batch.prefill(1, w.input_length),
+        num_microbatches=chunks,
+        partition=cfg.partition,
+    )
 
 
 def decode_spec(cfg: ServingConfig) -> SimSpec:
     w = cfg.workload
     ctx = w.input_length + w.output_length // 2
-    return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.decode(cfg.batch_size, ctx), num_microbatches=cfg.microbatches, partition=cfg.partition)
+    return SimSpec(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        batch=Batch.decode(cfg.batch_size, ctx),
+        num_microbatches=cfg.microbatches,
+        partition=cfg.partition,
+    )
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -168,12 +197,14 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     if cfg.partition != "balanced":
         return cfg
     from simcast.sim.partition import balanced_counts
+
     counts = balanced_counts(decode_spec(cfg), use_disk_cache=use_disk_cache)
     return replace(cfg, partition=",".join(map(str, counts)))
 
 
-def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
-                     prefill: Report | None = None) -> ServingResult:
+def estimate_serving(
+    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None
+) -> ServingResult:
     """TTFT, TPOT, throughput and memory of ``cfg`` (see module docstring)."""
     cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
     rt = RUNTIME_PROFILES[cfg.runtime]
@@ -201,11 +232,22 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
         f"<= {cfg.mem_utilization:.2f} * HBM",
     ) + pre.assumptions[:2]
     return ServingResult(
-        config=cfg, ttft_s=ttft, tpot_s=tpot, decode_cycle_s=cycle, prefill_interference_s=interference,
-        step_overhead_s=overhead, e2e_latency_s=ttft + (w.output_length - 1) * tpot,
-        tokens_per_s=tps_replica * par.dp, tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
-        tokens_per_s_per_user=1.0 / tpot, concurrency=cfg.batch_size * par.dp, memory=memory_fit(cfg),
-        prefill=pre, decode=dec, assumptions=assumptions)
+        config=cfg,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        decode_cycle_s=cycle,
+        prefill_interference_s=interference,
+        step_overhead_s=overhead,
+        e2e_latency_s=ttft + (w.output_length - 1) * tpot,
+        tokens_per_s=tps_replica * par.dp,
+        tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
+        tokens_per_s_per_user=1.0 / tpot,
+        concurrency=cfg.batch_size * par.dp,
+        memory=memory_fit(cfg),
+        prefill=pre,
+        decode=dec,
+        assumptions=assumptions,
+    )
 
 
 def with_batch(cfg: ServingConfig, b: int) -> ServingConfig:

@@ -10,14 +10,21 @@ TTFT/TPOT limits. Rows are ranked by output token/s per device.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.layout import group_path, path_between, rank_of
-from simcast.serving.model import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
-from simcast.sim.simulate import simulate
 from simcast.core.specs import ParallelSpec
+from simcast.serving.model import (
+    ServingConfig,
+    ServingResult,
+    estimate_serving,
+    memory_fit,
+    prefill_spec,
+    resolve_partition,
+)
+from simcast.sim.simulate import simulate
 
 MAX_BATCH = 4096
 
@@ -38,7 +45,9 @@ def resolve_search_sizes(values: Sequence[int] | None, num_devices: int, default
     if len(values) == 0:
         return powers_of_two(num_devices)
     for v in values:
-        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v, f"each value must be an integer in 1..{num_devices}")
+        require(
+            isinstance(v, int) and 1 <= v <= num_devices, flag, v, f"each value must be an integer in 1..{num_devices}"
+        )
     return sorted(set(values))
 
 
@@ -53,14 +62,22 @@ class SearchSpace:
 
     def layouts(self) -> list[tuple[int, int, int]]:
         """(tp, pp, dp) with num_devices % (tp·pp) == 0."""
-        return [(tp, pp, self.num_devices // (tp * pp)) for tp in self.tp_sizes for pp in self.pp_sizes
-                if self.num_devices % (tp * pp) == 0]
+        return [
+            (tp, pp, self.num_devices // (tp * pp))
+            for tp in self.tp_sizes
+            for pp in self.pp_sizes
+            if self.num_devices % (tp * pp) == 0
+        ]
 
 
 def check_space(space: SearchSpace) -> None:
     """Fail at parse time when no (tp, pp) divides the device count."""
-    require(bool(space.layouts()), "--tp-sizes/--pp-sizes", f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}",
-            f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0)")
+    require(
+        bool(space.layouts()),
+        "--tp-sizes/--pp-sizes",
+        f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}",
+        f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0)",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +98,14 @@ def parallel_label(tp: int, pp: int, dp: int) -> str:
 
 def layout_links(cfg: ServingConfig) -> str:
     par, links = cfg.parallel, cfg.device.links
-    tp_names = {group_path(tuple(rank_of(0, s, i, par) for i in range(par.tp)), links, par.world_size)
-                for s in range(par.pp)} if par.tp > 1 else set()
-    pp_paths = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, par.world_size)
-                for s in range(par.pp - 1)]
+    tp_names = (
+        {group_path(tuple(rank_of(0, s, i, par) for i in range(par.tp)), links, par.world_size) for s in range(par.pp)}
+        if par.tp > 1
+        else set()
+    )
+    pp_paths = [
+        path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, par.world_size) for s in range(par.pp - 1)
+    ]
     tp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in tp_names})) or "-"
     pp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in pp_paths})) or "-"
     return f"TP:{tp_s} PP:{pp_s}"
@@ -112,8 +133,11 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     except SimcastInputError as e:
         return Rejection(parallel=label, reason=f"illegal split: {e}")
     if not mem1.fits:
-        return Rejection(parallel=label, reason=f"does not fit: {max(mem1.stage_total_bytes) / 2**30:.1f} GiB per device "
-                         f"at batch 1 > budget {mem1.budget_bytes / 2**30:.1f} GiB")
+        return Rejection(
+            parallel=label,
+            reason=f"does not fit: {max(mem1.stage_total_bytes) / 2**30:.1f} GiB per device "
+            f"at batch 1 > budget {mem1.budget_bytes / 2**30:.1f} GiB",
+        )
     cap = max(space.batch_sizes) if space.batch_sizes else MAX_BATCH
     b_mem = _largest(1, cap, lambda b: memory_fit(replace(base, batch_size=b)).fits)
     prefill = simulate(prefill_spec(base), use_disk_cache=use_disk_cache)
@@ -126,9 +150,14 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
 
     r1 = result(1)
     if r1.ttft_s > space.ttft_limit_s:
-        return Rejection(parallel=label, reason=f"violates TTFT: {r1.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms")
+        return Rejection(
+            parallel=label, reason=f"violates TTFT: {r1.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms"
+        )
     if r1.tpot_s > space.tpot_limit_s:
-        return Rejection(parallel=label, reason=f"violates TPOT: {r1.tpot_s * 1e3:.2f} ms at batch 1 > {space.tpot_limit_s * 1e3:.2f} ms")
+        return Rejection(
+            parallel=label,
+            reason=f"violates TPOT: {r1.tpot_s * 1e3:.2f} ms at batch 1 > {space.tpot_limit_s * 1e3:.2f} ms",
+        )
     b_best = _largest(1, b_mem, lambda b: result(b).tpot_s <= space.tpot_limit_s)
     if space.batch_sizes:
         allowed = [b for b in space.batch_sizes if b <= b_best]
@@ -138,8 +167,9 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     return Candidate(result=result(b_best), links=layout_links(base))
 
 
-def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True,
-           progress: bool | None = None) -> tuple[list[Candidate], list[Rejection]]:
+def search(
+    base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True, progress: bool | None = None
+) -> tuple[list[Candidate], list[Rejection]]:
     """Evaluate every layout; returns (ranked candidates, rejections)."""
     check_space(space)
     rows: list[Candidate] = []
@@ -148,16 +178,25 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
     for tp in space.tp_sizes:
         for pp in space.pp_sizes:
             if space.num_devices % (tp * pp):
-                rejected.append(Rejection(parallel=f"TP={tp} | PP={pp}",
-                                          reason=f"illegal split: {space.num_devices} devices not divisible by tp*pp={tp * pp}"))
+                rejected.append(
+                    Rejection(
+                        parallel=f"TP={tp} | PP={pp}",
+                        reason=f"illegal split: {space.num_devices} devices not divisible by tp*pp={tp * pp}",
+                    )
+                )
     it = layouts_
     if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
         from tqdm import tqdm
+
         it = tqdm(layouts_, desc="layouts", unit="layout", file=sys.stderr)
     for tp, pp, dp in it:
         if pp > base.model.num_layers:
-            rejected.append(Rejection(parallel=parallel_label(tp, pp, dp),
-                                      reason=f"illegal split: pp={pp} > {base.model.num_layers} layers"))
+            rejected.append(
+                Rejection(
+                    parallel=parallel_label(tp, pp, dp),
+                    reason=f"illegal split: pp={pp} > {base.model.num_layers} layers",
+                )
+            )
             continue
         cfg = replace(base, parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=space.num_devices))
         out = evaluate_layout(cfg, space, use_disk_cache)

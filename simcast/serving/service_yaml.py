@@ -26,21 +26,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simcast.inputs.loaders import _check, load_device, load_model, read_yaml
 from simcast.core.errors import require
-from simcast.serving.model import ServingConfig, Workload
 from simcast.core.specs import ParallelSpec
+from simcast.inputs.loaders import _check, load_device, load_model, read_yaml
+from simcast.serving.model import ServingConfig, Workload
 
 SCHEMA: dict[str, Any] = {
-    "model": str, "device": str, "runtime?": str,
+    "model": str,
+    "device": str,
+    "runtime?": str,
     "workload": {"input_length": int, "output_length": int, "batch_size?": int, "max_batched_tokens?": int},
-    "parallel_config": {"world_size?": int, "tp_size?": int, "pp_size?": int, "dp_size?": int, "partition?": str,
-                        "microbatches?": int, "devices_per_node?": int},
+    "parallel_config": {
+        "world_size?": int,
+        "tp_size?": int,
+        "pp_size?": int,
+        "dp_size?": int,
+        "partition?": str,
+        "microbatches?": int,
+        "devices_per_node?": int,
+    },
     "limits?": {"ttft_ms?": float, "tpot_ms?": float},
 }
-DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "tp_size": 1, "pp_size": 1,
-                            "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
-                            "ttft_ms": None, "tpot_ms": None}
+DEFAULTS: dict[str, Any] = {
+    "runtime": "vllm",
+    "batch_size": 1,
+    "max_batched_tokens": 0,
+    "tp_size": 1,
+    "pp_size": 1,
+    "dp_size": 1,
+    "partition": "vllm",
+    "microbatches": 0,
+    "devices_per_node": None,
+    "ttft_ms": None,
+    "tpot_ms": None,
+}
 
 
 def read_service_yaml(path: str) -> dict[str, Any]:
@@ -56,21 +75,33 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any]) -> tuple[ServingConfig, dict[str, Any]]:
+def build_serving_config(
+    yaml_values: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[ServingConfig, dict[str, Any]]:
     """Merge defaults < YAML < CLI overrides (None = not given) and build the config."""
     v = dict(DEFAULTS)
     v.update(flatten(yaml_values))
     v.update({k: x for k, x in overrides.items() if x is not None})
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
     world = v.get("world_size") or tp * pp * dp
-    require(world == tp * pp * dp, "parallel_config.world_size", world,
-            f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}")
+    require(
+        world == tp * pp * dp,
+        "parallel_config.world_size",
+        world,
+        f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}",
+    )
     model = load_model(v["model"])
     require(pp <= model.num_layers, "parallel_config.pp_size", pp, f"must be <= the model's {model.num_layers} layers")
-    cfg = ServingConfig(model=model, device=load_device(v["device"], v["devices_per_node"]),
-                        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world),
-                        workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
-                                          max_batched_tokens=v["max_batched_tokens"]),
-                        batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],
-                        runtime=v["runtime"])
+    cfg = ServingConfig(
+        model=model,
+        device=load_device(v["device"], v["devices_per_node"]),
+        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world),
+        workload=Workload(
+            input_length=v["input_length"], output_length=v["output_length"], max_batched_tokens=v["max_batched_tokens"]
+        ),
+        batch_size=v["batch_size"],
+        partition=v["partition"],
+        decode_microbatches=v["microbatches"],
+        runtime=v["runtime"],
+    )
     return cfg, v

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
-from simcast.cost.comm import p2p_s
-from simcast.cost import engine_cost
-from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, group_path, path_between, rank_of
-from simcast.core.memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
-                     stage_weight_bytes)
+from simcast.core.memory import (
+    ShardedDims,
+    sharded_dims,
+    stage_activation_bytes,
+    stage_kv_cache_bytes,
+    stage_weight_bytes,
+)
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
-from simcast.core.schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
+from simcast.core.schedule import (
+    PipelineRuntimeEstimate,
+    PipelineSendRecvEvent,
+    estimate_pipeline_runtime,
+    format_breakdowns,
+)
 from simcast.core.specs import Batch, ModelSpec, SimSpec
+from simcast.cost import engine_cost
+from simcast.cost.comm import p2p_s
+from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.trace.key import StageKey
 from simcast.trace.tracer import StageTrace, get_trace
 
@@ -92,7 +102,7 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
         out, i = [], 0
         for k in range(m):
             n = base + (1 if k < extra else 0)
-            out.append(Batch(query_lens=batch.query_lens[i:i + n], context_lens=batch.context_lens[i:i + n]))
+            out.append(Batch(query_lens=batch.query_lens[i : i + n], context_lens=batch.context_lens[i : i + n]))
             i += n
         return tuple(out)
     chunks: list[tuple[list[int], list[int]]] = [([], []) for _ in range(m)]
@@ -109,11 +119,23 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
 
 
 def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:
-    return StageKey(hidden_size=model.hidden_size, q_heads=sd.q_heads, kv_heads=sd.kv_heads,
-                    head_dim=model.head_dim, intermediate=sd.intermediate, vocab_shard=sd.vocab_shard,
-                    tp=sd.tp, qk_norm=model.qk_norm, attention_bias=model.attention_bias,
-                    rms_norm_eps=model.rms_norm_eps, rope_theta=model.rope_theta, dtype=model.dtype,
-                    has_embedding=first, has_head=last, traced_layers=2 if first and num_layers >= 2 else 1)
+    return StageKey(
+        hidden_size=model.hidden_size,
+        q_heads=sd.q_heads,
+        kv_heads=sd.kv_heads,
+        head_dim=model.head_dim,
+        intermediate=sd.intermediate,
+        vocab_shard=sd.vocab_shard,
+        tp=sd.tp,
+        qk_norm=model.qk_norm,
+        attention_bias=model.attention_bias,
+        rms_norm_eps=model.rms_norm_eps,
+        rope_theta=model.rope_theta,
+        dtype=model.dtype,
+        has_embedding=first,
+        has_head=last,
+        traced_layers=2 if first and num_layers >= 2 else 1,
+    )
 
 
 def replay_counts(trace: StageTrace, num_layers: int) -> dict[str, int]:
@@ -142,10 +164,14 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     """
     if spec.partition == "balanced":
         from simcast.sim.partition import resolve_partition
+
         resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
         r = simulate(resolved, use_disk_cache=use_disk_cache)
-        return replace(r, assumptions=r.assumptions + (
-            f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",))
+        return replace(
+            r,
+            assumptions=r.assumptions
+            + (f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",),
+        )
     model, dev, par = spec.model, spec.device, spec.parallel
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
@@ -169,9 +195,18 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for mb in micro:  # identical microbatches on identical stages are costed once
             k = (key, info.num_layers, mb, tp_path)
             if k not in memo:
-                memo[k] = cost_stage(tr, info.num_layers, CostContext(
-                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm,
-                    engine=spec.engine), model.dtype)
+                memo[k] = cost_stage(
+                    tr,
+                    info.num_layers,
+                    CostContext(
+                        batch=mb,
+                        device=dev,
+                        tp_path=tp_path,
+                        collective_algorithm=spec.collective_algorithm,
+                        engine=spec.engine,
+                    ),
+                    model.dtype,
+                )
             row.append(memo[k])
         stage_ops.append(row)
 
@@ -185,8 +220,11 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for s, hop in enumerate(hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
-            events.append(PipelineSendRecvEvent(src_stage=s, dst_stage=s + 1, message_bytes=nbytes,
-                                                latency_s=t, link=hop.name, microbatch=m))
+            events.append(
+                PipelineSendRecvEvent(
+                    src_stage=s, dst_stage=s + 1, message_bytes=nbytes, latency_s=t, link=hop.name, microbatch=m
+                )
+            )
             comm[m][s] += t  # outgoing
             comm[m][s + 1] += t  # incoming
     runtime = estimate_pipeline_runtime(compute, comm, events)
@@ -197,29 +235,52 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for mb_ops in stage_ops[s]:
             for o in mb_ops:
                 op_bound[o.bound] += o.time_s * o.count / len(micro)
-        stages.append(StageReport(
-            stage_id=s, start_layer=info.start_layer, end_layer=info.end_layer, num_layers=info.num_layers,
-            compute_s=runtime.stage_compute_times_s[s], tp_comm_s=tp_comm, comm_s=runtime.stage_comm_times_s[s],
-            stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods),
-            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
-            activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
-            tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0],
-            microbatch_ops=tuple(stage_ops[s])))
+        stages.append(
+            StageReport(
+                stage_id=s,
+                start_layer=info.start_layer,
+                end_layer=info.end_layer,
+                num_layers=info.num_layers,
+                compute_s=runtime.stage_compute_times_s[s],
+                tp_comm_s=tp_comm,
+                comm_s=runtime.stage_comm_times_s[s],
+                stage_s=runtime.stage_times_s[s],
+                weight_bytes=stage_weight_bytes(model, sd, info, mods),
+                kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
+                activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
+                tp_link=tp_paths[s].name if par.tp > 1 else "-",
+                ops=stage_ops[s][0],
+                microbatch_ops=tuple(stage_ops[s]),
+            )
+        )
 
-    return Report(spec=spec, plan=plan, stages=tuple(stages), runtime=runtime, microbatches=micro,
-                  op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
+    return Report(
+        spec=spec,
+        plan=plan,
+        stages=tuple(stages),
+        runtime=runtime,
+        microbatches=micro,
+        op_bound_s=op_bound,
+        assumptions=assumptions(spec, micro, hops, tp_paths),
+        traces_compiled=compiled,
+    )
 
 
-def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
+def assumptions(
+    spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]
+) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
     e = dev.efficiency
     out = [
         f"roofline per op: max(flops/(peak*eff), bytes/(hbm_bw*eff)) + {e.launch_overhead_s * 1e6:.1f} us launch; "
         f"eff matmul {e.matmul:.3g}, vector {e.vector:.3g}, memory {e.memory:.3g}"
-        + (f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
-           f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)" if e.matmul_half_m_ridge or e.matmul_half_n
-           or e.matmul_half_k else "")
+        + (
+            f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
+            f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)"
+            if e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k
+            else ""
+        )
         + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k) else ""),
         f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
@@ -231,9 +292,11 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         out.append(engine_cost.describe(dev, spec.engine, spec.model.dtype))
     if spec.model.dtype == "fp8":
         fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
-        out.append("fp8: weights, activations and KV cache all 1 byte" + (
-            "; GEMMs from the engine's fitted fp8 kernels" if fitted else " and GEMMs at the fp8 peak")
-            + " (approximation: real fp8 serving keeps some activations in bf16)")
+        out.append(
+            "fp8: weights, activations and KV cache all 1 byte"
+            + ("; GEMMs from the engine's fitted fp8 kernels" if fitted else " and GEMMs at the fp8 peak")
+            + " (approximation: real fp8 serving keeps some activations in bf16)"
+        )
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:
@@ -243,7 +306,11 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
-        how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"
+        how = (
+            "calibrated alpha + bytes/beta fit (nearest group size)"
+            if fitted
+            else f"{spec.collective_algorithm} ring/tree formula"
+        )
         if fitted and any(f.max_bytes for p in tp_paths for f in p.collectives):
             how = "calibrated piecewise alpha + bytes/beta fits per message-size regime (nearest group size)"
         if spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None:

@@ -29,8 +29,9 @@ a :class:`~simcast.sim.simulate.Report`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.compute import OpCost
@@ -91,8 +92,9 @@ class Timeline:
         return max(0.0, 1.0 - busy / (self.num_stages * span))
 
 
-def _check_inputs(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]],
-                  max_in_flight: int | None) -> tuple[int, int]:
+def _check_inputs(
+    compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], max_in_flight: int | None
+) -> tuple[int, int]:
     m = len(compute_s)
     if m < 1:
         raise ValueError("need at least one microbatch")
@@ -108,8 +110,13 @@ def _check_inputs(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequenc
     return m, p
 
 
-def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], *,
-                      blocking: bool = True, max_in_flight: int | None = None) -> Timeline:
+def schedule_pipeline(
+    compute_s: Sequence[Sequence[float]],
+    send_s: Sequence[Sequence[float]],
+    *,
+    blocking: bool = True,
+    max_in_flight: int | None = None,
+) -> Timeline:
     """Schedule ``M`` microbatches through ``P`` stages; returns every event.
 
     ``compute_s[m][s]``: stage ``s`` compute time of microbatch ``m`` (s),
@@ -137,18 +144,26 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
                 res = f"stage{s}"
                 c_start, c_end = start + inc, max(start + inc, end - out)
                 if inc > 0:
-                    events.append(TimelineEvent(kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start,
-                                                resource=res, peer=s - 1))
-                events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end,
-                                            resource=res))
+                    events.append(
+                        TimelineEvent(
+                            kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
+                        )
+                    )
+                events.append(
+                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res)
+                )
                 if out > 0:
-                    events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end,
-                                                resource=res, peer=s + 1))
+                    events.append(
+                        TimelineEvent(
+                            kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1
+                        )
+                    )
                 stage_free[s] = ready = end
             else:
                 end = start + c
-                events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end,
-                                            resource=f"stage{s}"))
+                events.append(
+                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end, resource=f"stage{s}")
+                )
                 stage_free[s] = ready = end
                 if s < p - 1:
                     t = send_s[m][s]
@@ -157,25 +172,35 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
                     link_free[s] = t1
                     if t > 0:
                         link = f"link{s}->{s + 1}"
-                        events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1,
-                                                    resource=link, peer=s + 1))
-                        events.append(TimelineEvent(kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1,
-                                                    resource=link, peer=s))
+                        events.append(
+                            TimelineEvent(
+                                kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s + 1
+                            )
+                        )
+                        events.append(
+                            TimelineEvent(
+                                kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s
+                            )
+                        )
                     ready = t1
         left_pipeline.append(stage_free[p - 1])
-    return Timeline(events=tuple(events), num_stages=p, num_microbatches=m_count, blocking=blocking,
-                    max_in_flight=max_in_flight)
+    return Timeline(
+        events=tuple(events), num_stages=p, num_microbatches=m_count, blocking=blocking, max_in_flight=max_in_flight
+    )
 
 
 # --- adapter from a Report ---------------------------------------------------
 
-def microbatch_ops(report: "Report") -> tuple[tuple[tuple["OpCost", ...], ...], ...]:
+
+def microbatch_ops(report: Report) -> tuple[tuple[tuple[OpCost, ...], ...], ...]:
     """Op costs ``[stage][microbatch]`` of a report, with replay counts (as simulate costed them)."""
     return tuple(st.microbatch_ops for st in report.stages)
 
 
-def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None,
-                           ) -> tuple[list[list[float]], list[list[float]]]:
+def report_timeline_inputs(
+    report: Report,
+    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
+) -> tuple[list[list[float]], list[list[float]]]:
     """``(compute_s[m][s], send_s[m][h])`` of a report, in seconds.
 
     ``ops`` (from :func:`microbatch_ops`) is computed when not given.
@@ -189,8 +214,13 @@ def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["Op
     return compute, send
 
 
-def report_timeline(report: "Report", *, blocking: bool = True, max_in_flight: int | None = None,
-                    ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None) -> Timeline:
+def report_timeline(
+    report: Report,
+    *,
+    blocking: bool = True,
+    max_in_flight: int | None = None,
+    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
+) -> Timeline:
     """The event-level timeline of a report's forward step (see :func:`schedule_pipeline`)."""
     compute, send = report_timeline_inputs(report, ops)
     return schedule_pipeline(compute, send, blocking=blocking, max_in_flight=max_in_flight)

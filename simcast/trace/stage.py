@@ -12,6 +12,7 @@ a stage boundary. Importing this module imports torch.
 from __future__ import annotations
 
 import math
+
 import torch
 from torch import nn
 
@@ -72,7 +73,8 @@ class StageModule(nn.Module):
         self.k = k
         self.embed_tokens = nn.Parameter(torch.empty(k.vocab_shard, k.hidden_size, **mk)) if k.has_embedding else None
         self.layers = nn.ModuleList(
-            DecoderLayer(k, starts_residual=k.has_embedding and i == 0) for i in range(k.traced_layers))
+            DecoderLayer(k, starts_residual=k.has_embedding and i == 0) for i in range(k.traced_layers)
+        )
         self.norm = nn.Parameter(torch.empty(k.hidden_size, **mk)) if k.has_head else None
         self.lm_head = nn.Linear(k.hidden_size, k.vocab_shard, bias=False, **mk) if k.has_head else None
 
@@ -111,11 +113,16 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
     else:
         x = torch.empty(T, k.hidden_size, dtype=dt, **meta)
         residual = torch.empty(T, k.hidden_size, dtype=dt, **meta)
-    inputs = [x, residual, torch.empty(T, dtype=torch.int64, **meta),
-              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
-              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
-              torch.empty(R, dtype=torch.int32, **meta), torch.empty(R, dtype=torch.int32, **meta),
-              torch.empty(R, dtype=torch.int64, **meta)]
+    inputs = [
+        x,
+        residual,
+        torch.empty(T, dtype=torch.int64, **meta),
+        torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+        torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+        torch.empty(R, dtype=torch.int32, **meta),
+        torch.empty(R, dtype=torch.int32, **meta),
+        torch.empty(R, dtype=torch.int64, **meta),
+    ]
     roles = ["T", "T", "T", "S", "S", "R", "R", "R"]
     for t, role in zip(inputs, roles):
         if t is not None:

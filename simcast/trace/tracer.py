@@ -17,17 +17,26 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from simcast.trace.key import StageKey
 
 TRACE_FORMAT = 2
 _VIEW_OPS = {"getitem", "view", "split", "reshape", "size", "contiguous"}
-_INPUT_ROLES = {"x": "T", "residual": "T", "positions": "T", "k_cache": "S", "v_cache": "S",
-                "query_lens": "R", "context_lens": "R", "logits_indices": "R"}
+_INPUT_ROLES = {
+    "x": "T",
+    "residual": "T",
+    "positions": "T",
+    "k_cache": "S",
+    "v_cache": "S",
+    "query_lens": "R",
+    "context_lens": "R",
+    "logits_indices": "R",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +67,7 @@ class StageTrace:
 
 def versions() -> str:
     from simcast import __version__
+
     try:
         tv = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -67,7 +77,8 @@ def versions() -> str:
 
 def cache_dir() -> Path:
     base = os.environ.get("SIMCAST_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simcast")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simcast"
+    )
     return Path(base) / "traces" / versions()
 
 
@@ -80,9 +91,19 @@ def _key_hash(key: StageKey) -> str:
 def _to_json(tr: StageTrace) -> dict:
     def arg(a):
         return {"t": dataclasses.asdict(a)} if isinstance(a, TensorArg) else {"v": a}
-    return {"key": dataclasses.asdict(tr.key),
-            "ops": [{"op": o.op, "scope": o.scope, "args": [arg(a) for a in o.args],
-                     "outputs": [dataclasses.asdict(t) for t in o.outputs]} for o in tr.ops]}
+
+    return {
+        "key": dataclasses.asdict(tr.key),
+        "ops": [
+            {
+                "op": o.op,
+                "scope": o.scope,
+                "args": [arg(a) for a in o.args],
+                "outputs": [dataclasses.asdict(t) for t in o.outputs],
+            }
+            for o in tr.ops
+        ],
+    }
 
 
 def _tensor(d: dict) -> TensorArg:
@@ -90,9 +111,15 @@ def _tensor(d: dict) -> TensorArg:
 
 
 def _from_json(d: dict) -> StageTrace:
-    ops = tuple(OpRecord(op=o["op"], scope=o["scope"],
-                         args=tuple(_tensor(a["t"]) if "t" in a else a["v"] for a in o["args"]),
-                         outputs=tuple(_tensor(t) for t in o["outputs"])) for o in d["ops"])
+    ops = tuple(
+        OpRecord(
+            op=o["op"],
+            scope=o["scope"],
+            args=tuple(_tensor(a["t"]) if "t" in a else a["v"] for a in o["args"]),
+            outputs=tuple(_tensor(t) for t in o["outputs"]),
+        )
+        for o in d["ops"]
+    )
     for o in ops:
         for a in o.args + o.outputs:
             if isinstance(a, TensorArg):
@@ -102,8 +129,20 @@ def _from_json(d: dict) -> StageTrace:
 
 
 # ------------------------------------------------------------- shape evaluation
-_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
-            ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.USub, ast.Pow)
+_ALLOWED = (
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Name,
+    ast.Constant,
+    ast.Load,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.USub,
+    ast.Pow,
+)
 _SHAPE_FN_CACHE: dict[str, Callable[[int, int, int], int]] = {}
 
 
@@ -181,8 +220,11 @@ def _records(gm, torch) -> tuple[OpRecord, ...]:
     for n in gm.graph.nodes:
         if n.op not in ("call_function", "call_method"):
             continue
-        op = n.target if isinstance(n.target, str) else (
-            n.target.name() if hasattr(n.target, "name") and callable(n.target.name) else n.target.__name__)
+        op = (
+            n.target
+            if isinstance(n.target, str)
+            else (n.target.name() if hasattr(n.target, "name") and callable(n.target.name) else n.target.__name__)
+        )
         if op in _VIEW_OPS:
             continue
         scope = _scope(n.meta.get("nn_module_stack") or {})
@@ -192,8 +234,14 @@ def _records(gm, torch) -> tuple[OpRecord, ...]:
             seen_layer = True
         ev = n.meta.get("example_value")
         outs = ev if isinstance(ev, (tuple, list)) else (ev,)
-        out.append(OpRecord(op=op, args=tuple(val(a) for a in n.args),
-                            outputs=tuple(targ(v) for v in outs if isinstance(v, torch.Tensor)), scope=scope))
+        out.append(
+            OpRecord(
+                op=op,
+                args=tuple(val(a) for a in n.args),
+                outputs=tuple(targ(v) for v in outs if isinstance(v, torch.Tensor)),
+                scope=scope,
+            )
+        )
     return tuple(out)
 
 

@@ -7,7 +7,7 @@ from simcast.cost.compute import CostContext, matmul_efficiency, op_cost, roofli
 from simcast.core.layout import Path
 from simcast.sim.simulate import pp_message_bytes
 from simcast.core.specs import Batch
-from simcast.trace.tracer import OpRecord, TensorArg
+from simcast.trace.ir import OpRecord, TensorArg
 
 NV = Path(name="nv", bw_bytes_per_s=100e9, latency_s=2e-6, efficiency=0.5, cross_node=False)
 

@@ -3,7 +3,7 @@
 import pytest
 
 from simcast.inputs.loaders import load_model
-from simcast.core.memory import sharded_dims
+from simcast.core.shards import param_count, sharded_dims
 from simcast.sim.simulate import simulate, split_batch
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 
@@ -80,7 +80,7 @@ def test_weights_over_stages_times_tp_equal_model_bytes(name, tp, h100):
     total = sum(s.weight_bytes for s in r.stages) * tp
     if m.tie_word_embeddings:  # vLLM keeps the tied embedding on the first and the last stage
         total -= m.vocab_size * m.hidden_size * m.dtype_bytes
-    assert total == pytest.approx(m.param_count * m.dtype_bytes, rel=0.01)
+    assert total == pytest.approx(param_count(m) * m.dtype_bytes, rel=0.01)
 
 
 @pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-8B"])

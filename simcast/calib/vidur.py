@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simcast.core.shards import shard
+
 import pandas as pd
 
 VIDUR_SNAPSHOT = "7d47513"
@@ -62,18 +64,17 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
     for r in d.to_dict("records"):
         t, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
         nh, nkv, h, ffn = (int(r[c]) for c in shape)
-        hd = h // nh
+        sd = shard(hidden=h, heads=nh, kv_heads=nkv, head_dim=h // nh, intermediate=ffn, vocab=1, tp=tp,
+                   name=model)
         ms = {op: float(r[f"time_stats.{op}.median"]) for op in LAYER_OPS}
         common = {**base, "gpus": tp, "batch": t}
-        gemms = {"attn_pre_proj": (t, (nh + 2 * nkv) * hd // tp, h), "attn_post_proj": (t, h, nh * hd // tp),
-                 "mlp_up_proj": (t, 2 * ffn // tp, h), "mlp_down_proj": (t, h, ffn // tp)}
-        for op, (m, n, k) in gemms.items():
+        for op, (m, n, k) in sd.gemm_shapes(t).items():
             rows.append({**common, "kind": "gemm", "op": op, "m": m, "n": n, "k": k, "time_s": ms[op] / 1e3})
         for op, kind, width in (("input_layernorm", "rms_norm", h), ("post_attention_layernorm", "rms_norm", h),
-                                ("mlp_act", "silu_and_mul", 2 * ffn // tp), ("add", "add", h)):
+                                ("mlp_act", "silu_and_mul", 2 * sd.intermediate), ("add", "add", h)):
             rows.append({**common, "kind": kind, "op": op, "m": t, "n": width, "time_s": ms[op] / 1e3})
-        rows.append({**common, "kind": "rope", "op": "attn_rope", "m": t, "heads": nh // tp,
-                     "kv_heads": max(nkv // tp, 1), "head_dim": hd, "time_s": ms["attn_rope"] / 1e3})
+        rows.append({**common, "kind": "rope", "op": "attn_rope", "m": t, "heads": sd.q_heads,
+                     "kv_heads": sd.kv_heads, "head_dim": sd.head_dim, "time_s": ms["attn_rope"] / 1e3})
         rows.append({**common, "kind": "layer", "op": "layer", "time_s": sum(ms.values()) / 1e3})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 

@@ -69,8 +69,8 @@ def build_spec(a: argparse.Namespace):
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from simcast.render.tables import format_report, report_to_dict
-    from simcast.sim.simulate import simulate
-    report = simulate(build_spec(a), use_disk_cache=not a.no_cache)
+    from simcast.sim.partition import simulate_partitioned
+    report = simulate_partitioned(build_spec(a), use_disk_cache=not a.no_cache)
     print(json.dumps(report_to_dict(report), indent=2) if a.json else format_report(report))
     write_outputs(a, report)
     return 0

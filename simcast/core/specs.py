@@ -46,23 +46,6 @@ class ModelSpec:
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
 
-    @property
-    def layer_param_count(self) -> int:
-        """Parameters of one decoder layer (unsharded)."""
-        h, d = self.hidden_size, self.head_dim
-        q, kv = self.num_heads * d, self.num_kv_heads * d
-        attn = h * (q + 2 * kv) + q * h + (q + 2 * kv if self.attention_bias else 0)
-        mlp = 3 * h * self.intermediate_size
-        norms = 2 * h + (2 * d if self.qk_norm else 0)
-        return attn + mlp + norms
-
-    @property
-    def param_count(self) -> int:
-        """Total parameters (embedding counted once when tied)."""
-        emb = self.vocab_size * self.hidden_size
-        head = 0 if self.tie_word_embeddings else emb
-        return emb + head + self.hidden_size + self.num_layers * self.layer_param_count
-
 
 COLLECTIVE_KINDS = ("all_reduce", "all_gather")
 

@@ -22,7 +22,7 @@ from typing import Callable
 
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
-from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 from simcast.cost import comm
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block

@@ -1,6 +1,6 @@
 """Predict one kernel on one device with the simulator's own cost functions.
 
-Each function builds the :class:`~simcast.trace.tracer.OpRecord` the tracer would
+Each function builds the :class:`~simcast.trace.ir.OpRecord` the tracer would
 record (concrete shapes) and costs it with :func:`simcast.cost.compute.op_cost`
 — the same formulas and roofline as :func:`simcast.sim.simulate` — or resolves the
 link path with :mod:`simcast.core.layout` and costs it with :mod:`simcast.cost.comm`.
@@ -18,8 +18,9 @@ from simcast.cost import comm
 from simcast.cost.compute import CostContext, op_cost
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
+from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
-from simcast.trace.tracer import OpRecord, TensorArg
+from simcast.trace.ir import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
 _BOUNDS = {"Cube": "compute", "Vec": "compute", "Mem": "memory"}
@@ -151,18 +152,18 @@ def layer_ops(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: st
     """
     _positive(tokens=tokens, tp=tp)
     dt = dtype or model.dtype
-    h, d = model.hidden_size, model.head_dim
-    q, kv = model.num_heads * d // tp, max(model.num_kv_heads // tp, 1) * d
-    inter = model.intermediate_size // tp
+    sd = sharded_dims(model, tp)
+    h = sd.hidden
+    g = {op: gemm(dev, m, n, k, dt) for op, (m, n, k) in sd.gemm_shapes(tokens).items()}
     return {
         "input_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
-        "attn_pre_proj": gemm(dev, tokens, q + 2 * kv, h, dt),
-        "attn_rope": elementwise(dev, "rope", tokens, q, dt, k_width=kv),
-        "attn_post_proj": gemm(dev, tokens, h, q, dt),
+        "attn_pre_proj": g["attn_pre_proj"],
+        "attn_rope": elementwise(dev, "rope", tokens, sd.q_width, dt, k_width=sd.kv_width),
+        "attn_post_proj": g["attn_post_proj"],
         "post_attention_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
-        "mlp_up_proj": gemm(dev, tokens, 2 * inter, h, dt),
-        "mlp_act": elementwise(dev, "silu_and_mul", tokens, 2 * inter, dt),
-        "mlp_down_proj": gemm(dev, tokens, h, inter, dt),
+        "mlp_up_proj": g["mlp_up_proj"],
+        "mlp_act": elementwise(dev, "silu_and_mul", tokens, 2 * sd.intermediate, dt),
+        "mlp_down_proj": g["mlp_down_proj"],
         "add": elementwise(dev, "add", tokens, h, dt),
     }
 

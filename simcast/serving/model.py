@@ -28,7 +28,9 @@ import math
 from dataclasses import dataclass, replace
 
 from simcast.core.errors import require
-from simcast.core.memory import (kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes)
+from simcast.core.memory import kv_bytes_per_token, stage_activation_bytes, stage_weight_bytes
+from simcast.core.shards import sharded_dims
+from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.sim.simulate import Report, simulate
 from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
@@ -167,9 +169,7 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     (one partition serves both phases, as in a real deployment)."""
     if cfg.partition != "balanced":
         return cfg
-    from simcast.sim.partition import balanced_counts
-    counts = balanced_counts(decode_spec(cfg), use_disk_cache=use_disk_cache)
-    return replace(cfg, partition=",".join(map(str, counts)))
+    return replace(cfg, partition=resolve_sim_partition(decode_spec(cfg), use_disk_cache=use_disk_cache).partition)
 
 
 def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,

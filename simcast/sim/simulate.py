@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from simcast.cost.comm import p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, group_path, path_between, rank_of
-from simcast.core.memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
+from simcast.core.shards import ShardedDims, sharded_dims
+from simcast.core.memory import (stage_activation_bytes, stage_kv_cache_bytes,
                      stage_weight_bytes)
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
 from simcast.core.specs import Batch, ModelSpec, SimSpec
 from simcast.trace.key import StageKey
-from simcast.trace.tracer import StageTrace, get_trace
+from simcast.trace.cache import get_trace
+from simcast.trace.ir import StageTrace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,13 +140,9 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     Per stage: build the stage-local module's key, get its trace (compiled once,
     then cached), cost every op per microbatch with the roofline model, add PP
     send/recv at the stage boundaries, and combine with the fill-drain scheduler.
+    ``spec.partition`` must be resolved (uniform, vllm or explicit counts): cost-driven
+    policies such as ``balanced`` are resolved first by :func:`simcast.sim.partition.resolve_partition`.
     """
-    if spec.partition == "balanced":
-        from simcast.sim.partition import resolve_partition
-        resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
-        r = simulate(resolved, use_disk_cache=use_disk_cache)
-        return replace(r, assumptions=r.assumptions + (
-            f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",))
     model, dev, par = spec.model, spec.device, spec.parallel
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)

@@ -74,10 +74,6 @@ def least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, 
     return x
 
 
-def abs_pct_errors(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
-    return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0) * 100.0
-
-
 def _with_eff(dev: DeviceSpec, **kw: float) -> DeviceSpec:
     return dataclasses.replace(dev, efficiency=dataclasses.replace(dev.efficiency, **kw))
 

@@ -96,9 +96,3 @@ def read_vidur(path: str | Path) -> pd.DataFrame:
     """Generic rows from any Vidur profiling CSV (compute or network)."""
     name = Path(path).name
     return compute_rows(path) if name.endswith("_mlp.csv") else network_rows(path)
-
-
-def calibration_files(root: str | Path, device: str) -> list[Path]:
-    """The Vidur files under ``root`` (``.../calibration/vidur``) measured on ``device`` (a profile name)."""
-    root = Path(root)
-    return sorted(p for p in root.rglob("*.csv") if is_vidur_file(p) and _device(p) == device)

@@ -80,6 +80,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
     from simcast.inputs.loaders import load_device, profiles_dir
     from simcast.calib.validate import read_measured
+    from simcast.calib.vidur import VIDUR_SNAPSHOT
     import pandas as pd
     base = load_device(a.device)
     src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
@@ -102,7 +103,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or \
             [Path(m).name for m in a.measured]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
-        snap = " (vidur snapshot 7d47513)" if any(f.startswith("vidur/") for f in files) else ""
+        snap = f" (vidur snapshot {VIDUR_SNAPSHOT})" if any(f.startswith("vidur/") for f in files) else ""
         notes = {}
         for k in _all_paths(dev):
             group = _error_group(k)

@@ -8,6 +8,7 @@ import json
 from simcast.cli.args import positive_int
 from simcast.cli.outputs import add_output_args, write_pareto_plot
 from simcast.core.errors import require
+from simcast.serving.model import RUNTIME_PROFILES
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
-    p.add_argument("--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile")
+    p.add_argument("--runtime", default="vllm", choices=tuple(RUNTIME_PROFILES), help="per-step engine overhead profile")
     p.add_argument("--max-batched-tokens", type=positive_int, default=None,
                    help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
@@ -111,7 +112,7 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-length", type=positive_int, default=None, help="override workload.input_length")
     p.add_argument("--output-length", type=positive_int, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
-    p.add_argument("--runtime", default=None, choices=("vllm", "sglang", "none"), help="override runtime")
+    p.add_argument("--runtime", default=None, choices=tuple(RUNTIME_PROFILES), help="override runtime")
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import networkx as nx
 
+from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
 
 
@@ -121,3 +122,14 @@ def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Pat
     if mesh and not worst.cross_node:  # a collective over k ranks of a full mesh drives min(k-1, n) links
         worst = replace(worst, bw_bytes_per_s=worst.bw_bytes_per_s * min(len(ranks) - 1, mesh))
     return worst
+
+
+def stage_tp_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:
+    """The TP group of ``stage`` in replica 0 (all replicas are placed alike) and the path its ring sees."""
+    return group_path(tuple(rank_of(0, stage, i, par) for i in range(par.tp)), links, par.world_size)
+
+
+def pp_hop_path(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) -> Path:
+    """The path of a plan's send/recv edge: TP rank 0 of the source stage to TP rank 0 of the destination."""
+    return path_between(rank_of(0, edge.src_stage, 0, par), rank_of(0, edge.dst_stage, 0, par), links,
+                        par.world_size)

@@ -13,6 +13,10 @@ from simcast.core.errors import require
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
+GIB = 2**30
+"""Bytes in a GiB (the unit of every memory figure simcast prints)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral family)."""

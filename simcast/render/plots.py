@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from simcast.sim.simulate import Report
 
-GIB = 1024 ** 3
+from simcast.core.specs import GIB
 MS = 1e3
 COLORS = {"compute": "#4C72B0", "tp": "#DD8452", "pp": "#55A868", "idle": "#D9D9D9",
           "weights": "#4C72B0", "kv": "#DD8452", "act": "#8172B3", "capacity": "#C44E52"}

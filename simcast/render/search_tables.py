@@ -8,7 +8,7 @@ from simcast.render.tables import table
 from simcast.serving.search import Candidate, Rejection, parallel_label
 from simcast.serving.model import ServingResult
 
-GIB = 1024 ** 3
+from simcast.core.specs import GIB
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
            "partition", "prefill_breakdown", "decode_breakdown"]

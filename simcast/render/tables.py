@@ -7,7 +7,7 @@ from typing import Any
 
 from simcast.sim.simulate import Report
 
-GIB = 1024 ** 3
+from simcast.core.specs import GIB
 
 
 def report_to_dict(r: Report) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from simcast.core.shards import sharded_dims
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.sim.simulate import Report, simulate
-from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.core.specs import GIB, Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +85,7 @@ class ServingConfig:
     decode_microbatches: int = 0  # 0: pp
     runtime: str = "vllm"
     mem_utilization: float = 0.90
-    reserved_bytes: int = 2 * 1024 ** 3
+    reserved_bytes: int = 2 * GIB
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -197,7 +197,7 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
         f"{m} microbatch(es) in flight; cycle = max(step overhead + sum stage times, M * max stage time, "
         f"M * step overhead) = {cycle * 1e3:.3f} ms",
         f"prefill interference: B * prefill bottleneck-stage time / OSL = {interference * 1e3:.3f} ms per step",
-        f"memory: weights + KV(B*(ISL+OSL)) + activations + {cfg.reserved_bytes / 2**30:.1f} GiB reserved "
+        f"memory: weights + KV(B*(ISL+OSL)) + activations + {cfg.reserved_bytes / GIB:.1f} GiB reserved "
         f"<= {cfg.mem_utilization:.2f} * HBM",
     ) + pre.assumptions[:2]
     return ServingResult(
@@ -206,7 +206,3 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True,
         tokens_per_s=tps_replica * par.dp, tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
         tokens_per_s_per_user=1.0 / tpot, concurrency=cfg.batch_size * par.dp, memory=memory_fit(cfg),
         prefill=pre, decode=dec, assumptions=assumptions)
-
-
-def with_batch(cfg: ServingConfig, b: int) -> ServingConfig:
-    return replace(cfg, batch_size=b)

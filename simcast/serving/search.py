@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.layout import group_path, path_between, rank_of
+from simcast.core.layout import pp_hop_path, stage_tp_path
+from simcast.core.plan import SendRecvEdge
 from simcast.serving.model import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
 from simcast.sim.simulate import simulate
-from simcast.core.specs import ParallelSpec
+from simcast.core.specs import GIB, ParallelSpec
 
 MAX_BATCH = 4096
 
@@ -81,10 +82,8 @@ def parallel_label(tp: int, pp: int, dp: int) -> str:
 
 def layout_links(cfg: ServingConfig) -> str:
     par, links = cfg.parallel, cfg.device.links
-    tp_names = {group_path(tuple(rank_of(0, s, i, par) for i in range(par.tp)), links, par.world_size)
-                for s in range(par.pp)} if par.tp > 1 else set()
-    pp_paths = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, par.world_size)
-                for s in range(par.pp - 1)]
+    tp_names = {stage_tp_path(s, par, links) for s in range(par.pp)} if par.tp > 1 else set()
+    pp_paths = [pp_hop_path(SendRecvEdge(src_stage=s, dst_stage=s + 1), par, links) for s in range(par.pp - 1)]
     tp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in tp_names})) or "-"
     pp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in pp_paths})) or "-"
     return f"TP:{tp_s} PP:{pp_s}"
@@ -112,8 +111,8 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     except SimcastInputError as e:
         return Rejection(parallel=label, reason=f"illegal split: {e}")
     if not mem1.fits:
-        return Rejection(parallel=label, reason=f"does not fit: {max(mem1.stage_total_bytes) / 2**30:.1f} GiB per device "
-                         f"at batch 1 > budget {mem1.budget_bytes / 2**30:.1f} GiB")
+        return Rejection(parallel=label, reason=f"does not fit: {max(mem1.stage_total_bytes) / GIB:.1f} GiB per device "
+                         f"at batch 1 > budget {mem1.budget_bytes / GIB:.1f} GiB")
     cap = max(space.batch_sizes) if space.batch_sizes else MAX_BATCH
     b_mem = _largest(1, cap, lambda b: memory_fit(replace(base, batch_size=b)).fits)
     prefill = simulate(prefill_spec(base), use_disk_cache=use_disk_cache)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from simcast.cost.comm import p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
-from simcast.core.layout import Path, group_path, path_between, rank_of
+from simcast.core.layout import Path, pp_hop_path, stage_tp_path
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.memory import (stage_activation_bytes, stage_kv_cache_bytes,
                      stage_weight_bytes)
@@ -147,7 +147,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
-    links, world = dev.links, par.world_size
+    links = dev.links
     n_tensors = 2 if spec.send_residual else 1
     shards = par.tp if spec.tp_sharded_send else 1
 
@@ -159,8 +159,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
         tr = get_trace(key, use_disk_cache=use_disk_cache)
         compiled += tr.compiled
-        tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
-        tp_path = group_path(tp_ranks, links, world)
+        tp_path = stage_tp_path(info.stage_id, par, links)
         tp_paths.append(tp_path)
         row = []
         for mb in micro:  # identical microbatches on identical stages are costed once
@@ -171,20 +170,20 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
             row.append(memo[k])
         stage_ops.append(row)
 
-    hops = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, world) for s in range(par.pp - 1)]
+    hops = [pp_hop_path(e, par, links) for e in plan.send_recv_edges]
     events: list[PipelineSendRecvEvent] = []
     compute = [[0.0] * par.pp for _ in micro]
     comm = [[0.0] * par.pp for _ in micro]
     for m, mb in enumerate(micro):
         for s in range(par.pp):
             compute[m][s] = sum(o.time_s * o.count for o in stage_ops[s][m])
-        for s, hop in enumerate(hops):
+        for edge, hop in zip(plan.send_recv_edges, hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
-            events.append(PipelineSendRecvEvent(src_stage=s, dst_stage=s + 1, message_bytes=nbytes,
-                                                latency_s=t, link=hop.name, microbatch=m))
-            comm[m][s] += t  # outgoing
-            comm[m][s + 1] += t  # incoming
+            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=edge.dst_stage,
+                                                message_bytes=nbytes, latency_s=t, link=hop.name, microbatch=m))
+            comm[m][edge.src_stage] += t  # outgoing
+            comm[m][edge.dst_stage] += t  # incoming
     runtime = estimate_pipeline_runtime(compute, comm, events)
 
     stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}

@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.compute import OpCost
     from simcast.sim.simulate import Report
 
-KINDS = ("compute", "send", "recv")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,8 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from simcast.cli.args import positive_float, positive_int
+from simcast.cli.args import DEVICES, GEMM_DIM, HEAD_DIM, HEADS, MESSAGE_BYTES, REQUESTS, TOKENS
+from simcast.cli.outputs import output_path, write_atomic
 from simcast.core.errors import require
 
 
@@ -23,25 +24,25 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
         if name == "gemm":
             for d in ("m", "n", "k"):
-                s.add_argument(f"--{d}", type=positive_int, required=True, help=f"GEMM dimension {d.upper()}")
+                s.add_argument(f"--{d}", type=GEMM_DIM, required=True, help=f"GEMM dimension {d.upper()} [<= 2^31-1]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp32"), default="bf16", help="[default bf16]")
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
-            s.add_argument("--batch", type=positive_int, default=1, help="requests [default 1]")
-            s.add_argument("--q-len", type=positive_int, default=1, help="new tokens per request [default 1]")
-            s.add_argument("--kv-len", type=positive_int, required=True, help="keys per request incl. the new tokens")
-            s.add_argument("--heads", type=positive_int, required=True, help="query heads on this GPU")
-            s.add_argument("--kv-heads", type=positive_int, required=True, help="KV heads on this GPU")
-            s.add_argument("--head-dim", type=positive_int, default=128, help="[default 128]")
+            s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
+            s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
+            s.add_argument("--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]")
+            s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
+            s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
+            s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
-            s.add_argument("--bytes", type=positive_float, required=True,
-                           help="message bytes per rank (all-gather: output bytes per rank)")
+            s.add_argument("--bytes", type=MESSAGE_BYTES, required=True,
+                           help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]")
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
-                s.add_argument("--gpus", type=positive_int, required=True, help="ranks in the group")
-                s.add_argument("--nodes", type=positive_int, default=1, help="nodes the group spans [default 1]")
+                s.add_argument("--gpus", type=DEVICES, required=True, help="ranks in the group [<= 65536]")
+                s.add_argument("--nodes", type=DEVICES, default=1, help="nodes the group spans [default 1]")
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
@@ -70,7 +71,8 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
     p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
-    p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
+    p.add_argument("--out", required=True, type=output_path("--out"),
+                   help="YAML file to write (may equal the input profile)")
     p.add_argument("--transfer-from", default=None,
                    help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
                         "--device's peaks and link bandwidths")
@@ -78,7 +80,9 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
-    from simcast.inputs.loaders import load_device, profiles_dir
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, profiles_dir
+    from simcast.inputs.schema import check
     from simcast.calib.validate import read_measured
     from simcast.calib.vidur import VIDUR_SNAPSHOT
     import pandas as pd
@@ -113,9 +117,9 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         prov = [f"source: {json.dumps(where)}", f"date: {json.dumps(today)}",
                 f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
                 f"fitted_parameters: {parameter_count(dev)}"]
-    text = update_profile_yaml(src.read_text(), dev, notes, prov)
-    Path(a.out).write_text(text)
-    load_device(a.out)  # the written profile must load
+    text = update_profile_yaml(read_text(src, "--device"), dev, notes, prov)
+    device_from_dict(check(loads_yaml(text, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
     print(f"wrote {a.out} ({parameter_count(dev)} fitted parameters)")
     return 0
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from simcast.cli.args import positive_int
-from simcast.cli.outputs import add_output_args, write_pareto_plot
+from simcast.cli.args import (BATCHED_TOKENS, DEVICES, DEVICES_PER_NODE, LIMIT_MS, REQUESTS, TOKENS, parse_int,
+                              positive_int)
+from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
 from simcast.core.errors import require
+from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
 from simcast.serving.model import RUNTIME_PROFILES
 
 
@@ -15,24 +17,24 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default=None,
                    help="shipped model id or config.json path (last positional argument)")
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
-    p.add_argument("--num-devices", type=positive_int, required=True, help="devices in the deployment")
-    p.add_argument("--input-length", type=positive_int, required=True, help="ISL, tokens")
-    p.add_argument("--output-length", type=positive_int, required=True, help="OSL, tokens")
+    p.add_argument("--num-devices", type=DEVICES, required=True, help="devices in the deployment [<= 65536]")
+    p.add_argument("--input-length", type=TOKENS, required=True, help="ISL, tokens [<= 10^7]")
+    p.add_argument("--output-length", type=TOKENS, required=True, help="OSL, tokens [<= 10^7]")
     p.add_argument("--tp-sizes", nargs="*", default=None,
                    help="TP sizes; absent: powers of two <= num-devices; no value: same")
     p.add_argument("--pp-sizes", nargs="*", default=None,
                    help="PP sizes; absent: [1]; no value: powers of two <= num-devices")
     p.add_argument("--batch-sizes", nargs="+", default=None,
-                   help="restrict concurrency per replica to these values (default: binary search up to 4096)")
-    p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
-    p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
-    p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
+                   help="restrict concurrency per replica to these values (default: binary search up to 4096) [each <= 10^6]")
+    p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
+    p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
+    p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
     p.add_argument("--runtime", default="vllm", choices=tuple(RUNTIME_PROFILES), help="per-step engine overhead profile")
-    p.add_argument("--max-batched-tokens", type=positive_int, default=None,
+    p.add_argument("--max-batched-tokens", type=BATCHED_TOKENS, default=None,
                    help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
-    p.add_argument("--csv", default=None, help="write all rows to this CSV file")
+    p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
@@ -44,7 +46,7 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
     for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
         vals = getattr(a, name)
-        if a.model is None and vals and not vals[-1].lstrip("-").isdigit():
+        if a.model is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(a.model is not None, "model", None, "a model id or config.json path is required as the last argument")
     for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
@@ -52,9 +54,11 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
         if vals is None:
             continue
         flag = "--" + name.replace("_", "-")
+        hi = MAX_REQUESTS if name == "batch_sizes" else MAX_DEVICES
         for v in vals:
-            require(v.isdigit() and int(v) > 0, flag, v, "each value must be a positive integer")
-        setattr(a, name, [int(v) for v in vals])
+            n = parse_int(v)
+            require(n is not None and 1 <= n <= hi, flag, v, f"each value must be a positive integer <= {hi}")
+        setattr(a, name, [parse_int(v) for v in vals])
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
@@ -66,8 +70,6 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
     normalize_trailing_model(a)
     n = a.num_devices
-    for flag, lim in (("--ttft-limit", a.ttft_limit), ("--tpot-limit", a.tpot_limit)):
-        require(lim is None or lim > 0, flag, lim, "must be > 0 (milliseconds)")
     space = SearchSpace(tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
                         pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")), num_devices=n,
                         batch_sizes=tuple(a.batch_sizes or ()),
@@ -82,7 +84,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     df = to_dataframe(rows)
     if a.csv:
-        df.to_csv(a.csv, index=False)
+        write_atomic(a.csv, "--csv", lambda tmp: df.to_csv(tmp, index=False))
     if a.plot:
         write_pareto_plot(df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
     if a.json:
@@ -98,23 +100,29 @@ def cmd_optimize(a: argparse.Namespace) -> int:
               f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
               + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
     assumptions = rows[0].result.assumptions if rows else ()
-    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
+    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
     return 0
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("service_yaml", help="service YAML (see README: model, device, workload, parallel_config)")
-    p.add_argument("--tp", type=positive_int, default=None, help="override parallel_config.tp_size")
-    p.add_argument("--pp", type=positive_int, default=None, help="override parallel_config.pp_size")
-    p.add_argument("--dp", type=positive_int, default=None, help="override parallel_config.dp_size")
-    p.add_argument("--world-size", type=positive_int, default=None, help="override parallel_config.world_size")
-    p.add_argument("--batch", type=positive_int, default=None, help="override workload.batch_size")
-    p.add_argument("--input-length", type=positive_int, default=None, help="override workload.input_length")
-    p.add_argument("--output-length", type=positive_int, default=None, help="override workload.output_length")
+    p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
+    p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
+    p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")
+    p.add_argument("--world-size", type=DEVICES, default=None, help="override parallel_config.world_size")
+    p.add_argument("--batch", type=REQUESTS, default=None, help="override workload.batch_size")
+    p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
+    p.add_argument("--output-length", type=TOKENS, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
     p.add_argument("--runtime", default=None, choices=tuple(RUNTIME_PROFILES), help="override runtime")
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+
+
+SERVE_CONFIG_FLAGS = {"tp_size": "--tp", "pp_size": "--pp", "dp_size": "--dp", "world_size": "--world-size",
+                      "batch_size": "--batch", "input_length": "--input-length", "output_length": "--output-length",
+                      "device": "--device", "runtime": "--runtime"}
+"""The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
@@ -126,7 +134,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
                  "input_length": a.input_length, "output_length": a.output_length, "device": a.device,
                  "runtime": a.runtime}
-    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides)
+    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []

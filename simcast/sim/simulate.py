@@ -146,6 +146,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         return replace(r, assumptions=r.assumptions + (
             f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",))
     model, dev, par = spec.model, spec.device, spec.parallel
+    dev.matmul_peak(model.dtype), dev.vector_peak(model.dtype)  # a missing peak fails before any tracing
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
@@ -227,7 +228,8 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
     ]
     if spec.model.dtype == "fp8":
         out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-                   "(approximation: real fp8 serving keeps some activations in bf16)")
+                   "(approximation: real fp8 serving keeps some activations in bf16)"
+                   + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak"))
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from simcast.cost.comm import p2p_s
+from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, group_path, path_between, rank_of
 from simcast.core.memory import (ShardedDims, sharded_dims, stage_activation_bytes, stage_kv_cache_bytes,
@@ -27,7 +27,7 @@ class StageReport:
     num_layers: int
     compute_s: float  # traced ops incl. TP collectives
     tp_comm_s: float  # the TP-collective part of compute_s
-    comm_s: float  # PP send + recv
+    comm_s: float  # PP recv: the incoming hop (+ the TP all-gather of a sharded send); sends are not charged
     stage_s: float
     weight_bytes: int
     kv_cache_bytes: int
@@ -151,7 +151,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
     links, world = dev.links, par.world_size
-    n_tensors = 2 if spec.send_residual else 1
+    n_tensors = n_tensors_of(spec)
     shards = par.tp if spec.tp_sharded_send else 1
 
     compiled = 0
@@ -184,10 +184,14 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for s, hop in enumerate(hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
+            gather = 0.0
+            if shards > 1:  # vLLM: each received tensor is all-gathered over the receiver's TP group before use
+                gather = n_tensors * all_gather_s(pp_message_bytes(mb.num_tokens, model, 1, 1), par.tp, tp_paths[s + 1])
             events.append(PipelineSendRecvEvent(src_stage=s, dst_stage=s + 1, message_bytes=nbytes,
-                                                latency_s=t, link=hop.name, microbatch=m))
-            comm[m][s] += t  # outgoing
-            comm[m][s + 1] += t  # incoming
+                                                latency_s=t, link=hop.name, microbatch=m, all_gather_s=gather))
+            # The receiver pays: like vLLM's irecv it waits for the data before computing. The sender's isend
+            # returns at once (its wait sits at the start of its next step, long done), so the send is free.
+            comm[m][s + 1] += t + gather
     runtime = estimate_pipeline_runtime(compute, comm, events)
 
     stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}
@@ -209,6 +213,11 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                   op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
 
 
+def n_tensors_of(spec: SimSpec) -> int:
+    """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
+    return 2 if spec.send_residual else 1
+
+
 def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
@@ -224,7 +233,8 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
         "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
-        "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
+        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
+        "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
     if spec.model.dtype == "fp8":
         out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
@@ -237,6 +247,10 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
+        if spec.tp_sharded_send and par.tp > 1:
+            out.append(f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
+                       f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
+                       "(vLLM's irecv post-processing); charged to the receiver")
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
         how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"

@@ -133,3 +133,23 @@ def test_shipped_profiles_count_only_fitted_values(path):
     if "transfer" in block.get("method", ""):
         assert block["fitted_parameters"] == 0
         assert "fit by simcast calibrate on ../shared/calibration/vidur," not in text  # cite the source's own files
+
+
+def _md_rows(text, title):
+    """Data rows (lists of cells) of the first table under the ``## title`` heading of a markdown text."""
+    sec = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in sec.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]
+
+
+def test_readme_accuracy_tables_hold_every_row_of_docs_accuracy():
+    root = Path(__file__).resolve().parents[1]
+    docs, readme = (root / "docs" / "accuracy.md").read_text(), (root / "README.md").read_text()
+    section = readme.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
+    titles = ["Per op", "GEMMs and whole layer per TP", "GEMMs and whole layer per token band", "All-reduce and send/recv"]
+    for title in titles:
+        rows = _md_rows(docs, title)
+        assert rows, title
+        for cells in rows:
+            med, p90 = cells[-3:-1] if title.startswith("All-reduce") else cells[-2:]
+            assert f"{med} / {p90}" in section, (title, cells)  # weak rows included

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from simcast.cost import kernels
 from simcast.cli.main import main
+from simcast.cost import kernels
 from simcast.inputs.loaders import load_device
 
 PROFILES = Path(__file__).resolve().parents[1] / "device_profiles"

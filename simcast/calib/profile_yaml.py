@@ -13,7 +13,7 @@ earlier run fitted, stays exactly as it was, label and all. The
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import yaml
 
@@ -186,7 +186,7 @@ def _line(lhs: str, comment: str) -> str:
 def _prior(comment: str, old: str) -> str:
     """The previous value and its source comment, carried along (never the note of a prior calibration)."""
     comment = comment.lstrip("#").strip()
-    if comment.startswith(FIT_NOTE) or comment.startswith(CARRIED_NOTE):
+    if comment.startswith((FIT_NOTE, CARRIED_NOTE)):
         return comment.split("; prior ", 1)[1] if "; prior " in comment else ""
     return f"{old}: {comment}" if comment else old
 
@@ -219,10 +219,10 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     def close_sections(indent: int) -> None:
         while stack and stack[-1][0] >= indent:
             _, path = stack.pop()
-            for key in values:  # values new to this section go at its end
+            for key, v in values.items():  # values new to this section go at its end
                 if key.rsplit(".", 1)[0] == path and key not in seen and is_set(key):
                     pad = " " * (2 * (path.count(".") + 1))
-                    out.append(_line(f"{pad}{key.rsplit('.', 1)[1]}: {_fmt(values[key] or 0.0)}", notes[key]))
+                    out.append(_line(f"{pad}{key.rsplit('.', 1)[1]}: {_fmt(v or 0.0)}", notes[key]))
                     seen.add(key)
             if path.startswith("links.") and path.count(".") == 1:
                 _collectives(path, getattr(dev.links, path.split(".")[1]))

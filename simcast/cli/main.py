@@ -41,7 +41,9 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices-per-node", type=positive_int, default=None,
                    help="override the profile's devices per node")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
-    p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")
+    p.add_argument("--tp-sharded-send", action="store_true",
+                   help="each TP rank sends 1/tp of the hidden states; the receiving stage all-gathers them over "
+                        "its TP group (vLLM); both costed")
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

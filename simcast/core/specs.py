@@ -175,13 +175,24 @@ class DeviceSpec:
     links: LinkTable
 
     def matmul_peak(self, dtype: str) -> float:
-        """Dense matmul peak for ``dtype`` in FLOP/s."""
-        require(dtype in self.matmul_flops_per_s, "dtype", dtype,
-                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}")
+        """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
+        require(self.matmul_flops_per_s.get(dtype, 0) > 0, f"device.compute.matmul_flops_per_s.{dtype}", "missing",
+                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}; "
+                f"add the {dtype} peak (FLOP/s) to its profile or pick another --dtype")
         return self.matmul_flops_per_s[dtype]
 
     def vector_peak(self, dtype: str) -> float:
-        return self.vector_flops_per_s.get(dtype, self.vector_flops_per_s.get("fp32", 0.0)) or 1.0
+        """Vector-unit (non-matmul) peak for ``dtype`` in FLOP/s.
+
+        fp8 has no vector arithmetic (norms and activations upcast), so an fp8
+        model's elementwise work runs at the fp32 peak unless the profile gives
+        an fp8 one. Any other missing dtype is an error naming the field.
+        """
+        key = "fp32" if dtype == "fp8" and "fp8" not in self.vector_flops_per_s else dtype
+        require(self.vector_flops_per_s.get(key, 0) > 0, f"device.compute.vector_flops_per_s.{key}", "missing",
+                f"device {self.name} has vector peaks for {sorted(self.vector_flops_per_s)}; "
+                f"add the {key} peak (FLOP/s) to its profile or pick another --dtype")
+        return self.vector_flops_per_s[key]
 
 
 @dataclass(frozen=True, kw_only=True)

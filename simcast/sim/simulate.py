@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from simcast.cost.comm import p2p_s
+from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, pp_hop_path, stage_tp_path
 from simcast.core.shards import ShardedDims, sharded_dims
@@ -29,7 +29,7 @@ class StageReport:
     num_layers: int
     compute_s: float  # traced ops incl. TP collectives
     tp_comm_s: float  # the TP-collective part of compute_s
-    comm_s: float  # PP send + recv
+    comm_s: float  # PP recv: the incoming hop (+ the TP all-gather of a sharded send); sends are not charged
     stage_s: float
     weight_bytes: int
     kv_cache_bytes: int
@@ -144,11 +144,12 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     policies such as ``balanced`` are resolved first by :func:`simcast.sim.partition.resolve_partition`.
     """
     model, dev, par = spec.model, spec.device, spec.parallel
+    dev.matmul_peak(model.dtype), dev.vector_peak(model.dtype)  # a missing peak fails before any tracing
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
     links = dev.links
-    n_tensors = 2 if spec.send_residual else 1
+    n_tensors = n_tensors_of(spec)
     shards = par.tp if spec.tp_sharded_send else 1
 
     compiled = 0
@@ -180,10 +181,15 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for edge, hop in zip(plan.send_recv_edges, hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
-            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=edge.dst_stage,
-                                                message_bytes=nbytes, latency_s=t, link=hop.name, microbatch=m))
-            comm[m][edge.src_stage] += t  # outgoing
-            comm[m][edge.dst_stage] += t  # incoming
+            dst = edge.dst_stage
+            gather = 0.0
+            if shards > 1:  # vLLM: each received tensor is all-gathered over the receiver's TP group before use
+                gather = n_tensors * all_gather_s(pp_message_bytes(mb.num_tokens, model, 1, 1), par.tp, tp_paths[dst])
+            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=dst, message_bytes=nbytes,
+                                                latency_s=t, link=hop.name, microbatch=m, all_gather_s=gather))
+            # The receiver pays: like vLLM's irecv it waits for the data before computing. The sender's isend
+            # returns at once (its wait sits at the start of its next step, long done), so the send is free.
+            comm[m][dst] += t + gather
     runtime = estimate_pipeline_runtime(compute, comm, events)
 
     stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}
@@ -205,6 +211,11 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                   op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
 
 
+def n_tensors_of(spec: SimSpec) -> int:
+    """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
+    return 2 if spec.send_residual else 1
+
+
 def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
@@ -220,11 +231,13 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
         "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
-        "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
+        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
+        "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
     if spec.model.dtype == "fp8":
         out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-                   "(approximation: real fp8 serving keeps some activations in bf16)")
+                   "(approximation: real fp8 serving keeps some activations in bf16)"
+                   + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak"))
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:
@@ -232,6 +245,10 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
+        if spec.tp_sharded_send and par.tp > 1:
+            out.append(f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
+                       f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
+                       "(vLLM's irecv post-processing); charged to the receiver")
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
         how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"

@@ -44,7 +44,7 @@ def layout_label(report: "Report") -> str:
     """``Llama-3.1-70B on 16 x h100_sxm, TP=4 | PP=4 | DP=1, prefill 8 req / 16384 tok, M=4``."""
     sp = report.spec
     b, par = sp.batch, sp.parallel
-    phase = "decode" if all(q == 1 for q in b.query_lens) else "prefill" if not any(b.context_lens) else "mixed"
+    phase = b.phase
     return (f"{sp.model.name.split('/')[-1]} on {par.world_size} x {sp.device.name}, "
             f"TP={par.tp} | PP={par.pp} | DP={par.dp}, {phase} {b.num_requests} req / {b.num_tokens} tok, "
             f"M={report.runtime.num_microbatches}")

@@ -253,14 +253,15 @@ def _label_front(ax: Axes, front: list[int], xs: list[float], ys: list[float], l
 
 def draw_pareto(ax: Axes, df: "pd.DataFrame", *, x: str = "token/s/user", y: str = "token/s/device",
                 label: str = "parallel") -> None:
-    """Scatter of optimizer rows, coloured by layout, Pareto front joined and labelled."""
+    """Optimizer points: one curve per layout (its concurrency sweep), the Pareto front over all joined and labelled."""
     from matplotlib import colormaps
     xs, ys, labels = list(map(float, df[x])), list(map(float, df[y])), list(map(str, df[label]))
     layouts = list(dict.fromkeys(labels))
     cmap = colormaps["tab20" if len(layouts) > 10 else "tab10"]
     for k, lay in enumerate(layouts):
-        idx = [i for i, v in enumerate(labels) if v == lay]
-        ax.scatter([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), s=28, alpha=0.8, label=lay)
+        idx = sorted((i for i, v in enumerate(labels) if v == lay), key=lambda i: xs[i])  # the layout's curve
+        ax.plot([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), marker="o", markersize=4,
+                linewidth=1, alpha=0.8, label=lay)
     front = pareto_front(xs, ys)
     if front:
         ax.plot([xs[i] for i in front], [ys[i] for i in front], color="black", linewidth=1, zorder=1,

@@ -95,6 +95,7 @@ def test_microbatch_edge_cases():
     assert split_batch(b, 1) == (b,)
     chunks = split_batch(Batch.prefill(1, 10), 4)  # one long prompt: chunked prefill
     assert [c.query_lens for c in chunks] == [(3,), (3,), (2,), (2,)]
+    assert [c.counts for c in chunks] == [(1,), (1,), (1,), (1,)]
     assert [c.context_lens for c in chunks] == [(0,), (3,), (6,), (8,)]
     assert len(split_batch(Batch.decode(2, 50), 4)) == 2  # cannot split 2 decode tokens 4 ways
 

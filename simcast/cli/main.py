@@ -8,6 +8,7 @@ import sys
 from typing import Callable, Sequence
 
 from simcast.cli import kernel as cli_kernel
+from simcast.cli import bench_serve as cli_bench_serve
 from simcast.cli import serving as cli_serving
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.cli.args import positive_int
@@ -84,6 +85,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
                  "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits"),
     "serve-config": (cli_serving.add_serve_config_args, cli_serving.cmd_serve_config,
                      "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML"),
+    "bench-serve": (cli_bench_serve.add_bench_serve_args, cli_bench_serve.cmd_bench_serve,
+                    "simulate a vllm bench serve run request by request (arrivals, scheduler, KV blocks)"),
     "kernel": (cli_kernel.add_kernel_args, cli_kernel.cmd_kernel,
                "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device"),
     "calibrate": (cli_kernel.add_calibrate_args, cli_kernel.cmd_calibrate,

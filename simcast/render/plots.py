@@ -44,7 +44,7 @@ def layout_label(report: "Report") -> str:
     """``Llama-3.1-70B on 16 x h100_sxm, TP=4 | PP=4 | DP=1, prefill 8 req / 16384 tok, M=4``."""
     sp = report.spec
     b, par = sp.batch, sp.parallel
-    phase = "decode" if all(q == 1 for q in b.query_lens) else "prefill" if not any(b.context_lens) else "mixed"
+    phase = b.phase
     return (f"{sp.model.name.split('/')[-1]} on {par.world_size} x {sp.device.name}, "
             f"TP={par.tp} | PP={par.pp} | DP={par.dp}, {phase} {b.num_requests} req / {b.num_tokens} tok, "
             f"M={report.runtime.num_microbatches}")
@@ -259,14 +259,15 @@ def _label_front(ax: Axes, front: list[int], xs: list[float], ys: list[float], l
 
 def draw_pareto(ax: Axes, df: "pd.DataFrame", *, x: str = "token/s/user", y: str = "token/s/device",
                 label: str = "parallel") -> None:
-    """Scatter of optimizer rows, coloured by layout, Pareto front joined and labelled."""
+    """Optimizer points: one curve per layout (its concurrency sweep), the Pareto front over all joined and labelled."""
     from matplotlib import colormaps
     xs, ys, labels = list(map(float, df[x])), list(map(float, df[y])), list(map(str, df[label]))
     layouts = list(dict.fromkeys(labels))
     cmap = colormaps["tab20" if len(layouts) > 10 else "tab10"]
     for k, lay in enumerate(layouts):
-        idx = [i for i, v in enumerate(labels) if v == lay]
-        ax.scatter([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), s=28, alpha=0.8, label=lay)
+        idx = sorted((i for i, v in enumerate(labels) if v == lay), key=lambda i: xs[i])  # the layout's curve
+        ax.plot([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), marker="o", markersize=4,
+                linewidth=1, alpha=0.8, label=lay)
     front = pareto_front(xs, ys)
     if front:
         ax.plot([xs[i] for i in front], [ys[i] for i in front], color="black", linewidth=1, zorder=1,

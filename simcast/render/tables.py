@@ -19,7 +19,8 @@ def report_to_dict(r: Report) -> dict[str, Any]:
         "parallel": {"tp": sp.parallel.tp, "pp": sp.parallel.pp, "dp": sp.parallel.dp,
                      "world_size": sp.parallel.world_size, "devices_per_node": sp.device.links.devices_per_node},
         "batch": {"num_requests": sp.batch.num_requests, "num_tokens": sp.batch.num_tokens,
-                  "query_lens": list(sp.batch.query_lens), "context_lens": list(sp.batch.context_lens)},
+                  "query_lens": list(sp.batch.query_lens), "context_lens": list(sp.batch.context_lens),
+                  "counts": list(sp.batch.counts)},
         "partition": sp.partition,
         "num_microbatches": rt.num_microbatches,
         "latency_s": rt.latency_s,
@@ -65,7 +66,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 def format_report(r: Report) -> str:
     sp, rt = r.spec, r.runtime
     b = sp.batch
-    phase = "decode" if all(q == 1 for q in b.query_lens) else ("prefill" if not any(b.context_lens) else "mixed")
+    phase = b.phase
     head = (f"simcast simulate: {sp.model.name} on {sp.parallel.world_size} x {sp.device.name} "
             f"(TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}), {phase} step, "
             f"{b.num_requests} requests / {b.num_tokens} tokens, {rt.num_microbatches} microbatch(es), "

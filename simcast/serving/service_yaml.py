@@ -3,12 +3,13 @@
 ```yaml
 model: meta-llama/Llama-3.1-70B     # shipped id or config.json path
 device: h100_sxm                    # shipped profile or YAML path
-runtime: vllm                       # vllm | sglang | none  (per-step engine overhead)
+runtime: vllm                       # engine: vllm | sglang | trtllm | none (scheduler defaults, CPU overhead)
 workload:
   input_length: 2048                # ISL, tokens
   output_length: 512                # OSL, tokens
   batch_size: 32                    # concurrency per replica
-  max_batched_tokens: 8192          # prefill chunk budget (optional)
+  max_batched_tokens: 8192          # step token budget (optional, default: the engine's)
+  max_num_seqs: 256                 # running requests per step (optional, default: the engine's)
 parallel_config:
   world_size: 8                     # must equal tp_size * pp_size * dp_size
   tp_size: 4
@@ -33,12 +34,13 @@ from simcast.core.specs import ParallelSpec
 
 SCHEMA: dict[str, Any] = {
     "model": str, "device": str, "runtime?": str,
-    "workload": {"input_length": int, "output_length": int, "batch_size?": int, "max_batched_tokens?": int},
+    "workload": {"input_length": int, "output_length": int, "batch_size?": int, "max_batched_tokens?": int,
+                 "max_num_seqs?": int},
     "parallel_config": {"world_size?": int, "tp_size?": int, "pp_size?": int, "dp_size?": int, "partition?": str,
                         "microbatches?": int, "devices_per_node?": int},
     "limits?": {"ttft_ms?": float, "tpot_ms?": float},
 }
-DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "tp_size": 1, "pp_size": 1,
+DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0, "tp_size": 1, "pp_size": 1,
                             "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
                             "ttft_ms": None, "tpot_ms": None}
 
@@ -72,5 +74,5 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any])
                         workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
                                           max_batched_tokens=v["max_batched_tokens"]),
                         batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],
-                        runtime=v["runtime"])
+                        runtime=v["runtime"], max_num_seqs=v["max_num_seqs"])
     return cfg, v

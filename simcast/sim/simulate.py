@@ -76,37 +76,52 @@ class Report:
 
 
 def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
-    """Split one step's batch into (at most) ``m`` microbatches.
+    """Split one step's batch into (at most) ``m`` microbatches, group by group.
 
-    With at least ``m`` requests, requests are dealt into ``m`` contiguous groups
-    whose sizes differ by at most one. With fewer requests (one long prefill),
-    each request's new tokens are chunked into ``m`` pieces (chunked prefill:
-    chunk k sees the earlier chunks as context). Fewer microbatches result when
-    the tokens cannot be split further (decode of fewer than ``m`` requests).
+    With at least ``m`` requests, the requests (groups expanded in order) are
+    dealt into ``m`` contiguous runs whose sizes differ by at most one; each run
+    is a slice of a few groups, so the work is O(groups + m), never O(requests).
+    With fewer requests (one long prefill), each request's new tokens are
+    chunked into ``m`` pieces (chunked prefill: chunk k sees the earlier chunks
+    as context). Fewer microbatches result when the tokens cannot be split
+    further (decode of fewer than ``m`` requests).
     """
     r = batch.num_requests
     if m <= 1:
         return (batch,)
-    if r >= m or all(q == 1 for q in batch.query_lens):
+    if r >= m or batch.is_decode:
         m = min(m, r)
         base, extra = divmod(r, m)
-        out, i = [], 0
+        out: list[Batch] = []
+        groups = list(batch.groups)
+        g, left = 0, groups[0][2]  # current group and requests left in it
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            out.append(Batch(query_lens=batch.query_lens[i:i + n], context_lens=batch.context_lens[i:i + n]))
-            i += n
+            need = base + (1 if k < extra else 0)
+            qs, cs, ns = [], [], []
+            while need:
+                take = min(need, left)
+                qs.append(groups[g][0])
+                cs.append(groups[g][1])
+                ns.append(take)
+                need -= take
+                left -= take
+                if left == 0 and g + 1 < len(groups):
+                    g += 1
+                    left = groups[g][2]
+            out.append(Batch(query_lens=tuple(qs), context_lens=tuple(cs), counts=tuple(ns)))
         return tuple(out)
-    chunks: list[tuple[list[int], list[int]]] = [([], []) for _ in range(m)]
-    for q, c in zip(batch.query_lens, batch.context_lens):
+    chunks: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in range(m)]
+    for q, c, n in batch.groups:
         base, extra = divmod(q, m)
         done = 0
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            if n:
-                chunks[k][0].append(n)
+            size = base + (1 if k < extra else 0)
+            if size:
+                chunks[k][0].append(size)
                 chunks[k][1].append(c + done)
-                done += n
-    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c)) for q, c in chunks if q)
+                chunks[k][2].append(n)
+                done += size
+    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) for q, c, n in chunks if q)
 
 
 def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from simcast.cost import kernels
-from simcast.calib.fit import calibrate, update_profile_yaml
+from simcast.calib.fit import calibrate
+from simcast.calib.profile_yaml import update_profile_yaml
 from simcast.inputs.loaders import device_from_dict, load_device, _check, _PROFILE_SCHEMA
 from simcast.cost.compute import OpWork, roofline
 from simcast.core.errors import SimcastInputError

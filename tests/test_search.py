@@ -58,7 +58,9 @@ def test_cli_flag_contract(capsys):
     rc, _, err = _opt(BASE + ["--pp-sizes", "0", "Qwen/Qwen3-0.6B"], capsys)
     assert rc == 2 and "--pp-sizes: got '0'; each value must be a positive integer" in err
     rc, out, _ = _opt(BASE + ["--tp-sizes", "2", "--pp-sizes", "2", "Qwen/Qwen3-0.6B", "--json"], capsys)
-    assert rc == 0 and [r["parallel"] for r in json.loads(out)["rows"]] == ["TP=2 | PP=2 | DP=1"]
+    pts = json.loads(out)["rows"]
+    assert rc == 0 and {r["parallel"] for r in pts} == {"TP=2 | PP=2 | DP=1"}
+    assert len(pts) > 1 and sum(r["best"] for r in pts) == 1  # the whole curve, one chosen point
 
 
 def test_golden_optimize_output(capsys, tmp_path):
@@ -75,7 +77,15 @@ def test_golden_optimize_output(capsys, tmp_path):
     df = pd.read_csv(csv)
     assert list(df.columns[:11]) == ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot",
                                      "token/s", "token/s/device", "token/s/user"]
-    assert (df["tpot"] <= 8.0).all() and df["token/s/device"].is_monotonic_decreasing
+    ok, best = df[df["meets_limits"]], df[df["best"]]
+    assert (ok["tpot"] <= 8.0).all() and (df[~df["meets_limits"]]["tpot"] > 8.0).all()
+    assert best["token/s/device"].is_monotonic_decreasing
+    assert df.groupby("parallel").size().min() > 1  # every layout keeps its whole concurrency sweep
+    # pareto: no point meeting the limits beats a frontier point in both token/s/user and token/s/device
+    for _, f in ok[ok["pareto"]].iterrows():
+        assert not ((ok["token/s/user"] >= f["token/s/user"]) & (ok["token/s/device"] >= f["token/s/device"])
+                    & ((ok["token/s/user"] > f["token/s/user"]) | (ok["token/s/device"] > f["token/s/device"]))).any()
+    assert ok["pareto"].any() and not df[~df["meets_limits"]]["pareto"].any()
 
 
 @pytest.fixture(scope="module")

@@ -79,25 +79,30 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
+    from simcast.calib import profile_yaml as py
+    from simcast.calib.fit import calibrate, transfer
     from simcast.inputs.files import loads_yaml, read_text
-    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, profiles_dir
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict
     from simcast.inputs.schema import check
     from simcast.calib.validate import read_measured
     from simcast.calib.vidur import VIDUR_SNAPSHOT
+    from simcast.inputs.loaders import load_device, read_yaml
     import pandas as pd
     base = load_device(a.device)
-    src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
+    src = _profile_path(a.device)
+    text = read_text(src, "--device")
+    old_block = (read_yaml(src, "device profile") or {}).get("calibration")
     today = _dt.date.today().isoformat()
     if a.transfer_from:
         require(not a.measured, "measured", a.measured, "give either measured CSVs or --transfer-from")
         ref = load_device(a.transfer_from)
+        ref_path = _profile_path(a.transfer_from)
         dev = transfer(ref, base)
-        note = (f"carried over from {ref.name} (fit by simcast calibrate on ../shared/calibration/vidur, "
-                f"vidur snapshot 7d47513); same kernels, scaled by {base.name}'s datasheet peaks / HBM and link bw")
-        notes = {k: note for k in _all_paths(dev)}
-        prov = [f"method: {json.dumps('transfer from ' + ref.name + ' (no measurement on this device)')}",
-                f"date: {json.dumps(today)}", f"fitted_parameters: {parameter_count(dev)}"]
+        notes, carried, fitted_on_src = py.transfer_notes(ref, read_text(ref_path, "--transfer-from"), base, dev)
+        ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
+        out = py.update_profile_yaml(text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried,
+                                                                              fitted_on_src))
+        summary = f"0 fitted parameters; {carried} values carried over from {ref.name}, {fitted_on_src} of them fitted there"
     else:
         require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
         rows = pd.concat([read_measured(m) for m in a.measured], ignore_index=True)
@@ -107,45 +112,19 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or \
             [Path(m).name for m in a.measured]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
-        snap = f" (vidur snapshot {VIDUR_SNAPSHOT})" if any(f.startswith("vidur/") for f in files) else ""
-        notes = {}
-        for k in _all_paths(dev):
-            group = _error_group(k)
-            err = errors.get(group)
-            if err is not None:
-                notes[k] = f"fit by simcast calibrate on {_files_for(group, files)}{snap}, median err {err:.1f}%"
-        prov = [f"source: {json.dumps(where)}", f"date: {json.dumps(today)}",
-                f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
-                f"fitted_parameters: {parameter_count(dev)}"]
-    text = update_profile_yaml(read_text(src, "--device"), dev, notes, prov)
-    device_from_dict(check(loads_yaml(text, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
-    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
-    print(f"wrote {a.out} ({parameter_count(dev)} fitted parameters)")
+        notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
+        body = py.update_profile_yaml(text, dev, notes, [])
+        out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
+        summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+    device_from_dict(check(loads_yaml(out, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
+    print(f"wrote {a.out} ({summary})")
     return 0
 
 
-def _all_paths(dev) -> list[str]:
-    keys = [f"efficiency.{f}" for f in ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory",
-                                        "launch_overhead_s", "vector_memory", "vector_launch_overhead_s")]
-    for ln in ("intra_node", "inter_node"):
-        link = getattr(dev.links, ln)
-        keys += [f"links.{ln}.latency_s", f"links.{ln}.efficiency"]
-        keys += [f"links.{ln}.{f.kind}.{f.gpus}" for f in link.collectives]
-    return keys
-
-
-def _error_group(path: str) -> str:
-    if path.startswith("efficiency."):
-        return "elementwise" if "vector" in path else "gemm"
-    parts = path.split(".")
-    return f"{parts[1]}.p2p" if parts[2] in ("latency_s", "efficiency") else ".".join(parts[1:])
-
-
-def _files_for(group: str, files: list[str]) -> str:
-    want = "_mlp.csv" if group in ("gemm", "elementwise") else ("send_recv.csv" if group.endswith("p2p")
-                                                                 else "all_reduce.csv")
-    hit = [f for f in files if f.endswith(want)] or files
-    return ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in hit)
+def _profile_path(name_or_path: str) -> Path:
+    from simcast.inputs.loaders import profiles_dir
+    return Path(name_or_path) if Path(name_or_path).is_file() else profiles_dir() / f"{name_or_path}.yaml"
 
 
 # ------------------------------------------------------------------ validate

@@ -8,6 +8,7 @@ import sys
 from typing import Callable, Sequence
 
 from simcast.cli import kernel as cli_kernel
+from simcast.cli import bench_serve as cli_bench_serve
 from simcast.cli import serving as cli_serving
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.cli.args import DEVICES, DEVICES_PER_NODE, MICROBATCHES, REQUESTS, TOKENS
@@ -42,7 +43,9 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None,
                    help="override the profile's devices per node [<= 1024]")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
-    p.add_argument("--tp-sharded-send", action="store_true", help="PP send of 1/tp of the hidden states + all-gather (vLLM)")
+    p.add_argument("--tp-sharded-send", action="store_true",
+                   help="each TP rank sends 1/tp of the hidden states; the receiving stage all-gathers them over "
+                        "its TP group (vLLM); both costed")
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -84,6 +87,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
                  "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits"),
     "serve-config": (cli_serving.add_serve_config_args, cli_serving.cmd_serve_config,
                      "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML"),
+    "bench-serve": (cli_bench_serve.add_bench_serve_args, cli_bench_serve.cmd_bench_serve,
+                    "simulate a vllm bench serve run request by request (arrivals, scheduler, KV blocks)"),
     "kernel": (cli_kernel.add_kernel_args, cli_kernel.cmd_kernel,
                "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device"),
     "calibrate": (cli_kernel.add_calibrate_args, cli_kernel.cmd_calibrate,

@@ -41,8 +41,8 @@ def add_output_args(p: argparse.ArgumentParser, *, trace: bool = True) -> None:
                    help="write a figure (.png, .svg or .pdf)")
     if trace:
         p.add_argument("--overlap", action="store_true",
-                       help="trace/Gantt with overlapped isend/irecv (vLLM, SGLang) instead of the RFC's blocking "
-                            "send/recv inside the stage time")
+                       help="trace/Gantt with each hidden-state transfer overlapped with the receiver's earlier work "
+                            "(a lower bound) instead of the receiver waiting for it (what the latency assumes)")
 
 
 def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> Path:
@@ -103,11 +103,11 @@ def save_figure(fig: Figure, path: str, flag: str = "--plot") -> Path:
 
 def write_outputs(args: argparse.Namespace, report: Report) -> None:
     """Write ``--trace`` and ``--plot`` files of a simulate report, if asked for."""
-    blocking = not getattr(args, "overlap", False)
+    mode = "overlap" if getattr(args, "overlap", False) else "receiver"
     trace_path, plot_path = getattr(args, "trace", None), getattr(args, "plot", None)
     if trace_path:
         from simcast.render.chrome_trace import chrome_trace
-        tr = chrome_trace(report, blocking=blocking)
+        tr = chrome_trace(report, send_recv=mode)
         text = json.dumps(tr, separators=(",", ":"))
         out = write_atomic(trace_path, "--trace", lambda tmp: tmp.write_text(text))
         od = tr["otherData"]
@@ -115,13 +115,13 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
                          f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n")
     if plot_path:
         from simcast.render.plots import plot_report
-        out = save_figure(plot_report(report, blocking=blocking), plot_path)
+        out = save_figure(plot_report(report, send_recv=mode), plot_path)
         sys.stderr.write(f"simcast: wrote {out}\n")
     if trace_path or plot_path:
-        from simcast.sim.timeline import report_timeline
-        other = report_timeline(report, blocking=not blocking).makespan_s
-        sys.stderr.write(f"simcast: {'overlapped isend/irecv' if blocking else 'blocking send/recv (RFC)'} "
-                         f"timeline would take {other * 1e3:.3f} ms\n")
+        from simcast.sim.timeline import SEND_RECV_LABELS, report_timeline
+        other_mode = "receiver" if mode == "overlap" else "overlap"
+        other = report_timeline(report, send_recv=other_mode).makespan_s
+        sys.stderr.write(f"simcast: the timeline with {SEND_RECV_LABELS[other_mode]} would take {other * 1e3:.3f} ms\n")
 
 
 def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -> Path:

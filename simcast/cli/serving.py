@@ -10,7 +10,17 @@ from simcast.cli.args import (BATCHED_TOKENS, DEVICES, DEVICES_PER_NODE, LIMIT_M
 from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
-from simcast.serving.model import RUNTIME_PROFILES
+from simcast.serving.engines import ENGINE_CHOICES
+
+
+def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    """``--engine`` (alias ``--runtime``) and the engine limits a user may override."""
+    p.add_argument("--engine", "--runtime", dest="runtime", default=default, choices=ENGINE_CHOICES,
+                   help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)")
+    p.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=BATCHED_TOKENS,
+                   default=None, help="token budget of one step [default: the engine's own; <= 10^9]")
+    p.add_argument("--max-num-seqs", type=REQUESTS, default=None,
+                   help="running requests per step [default: the engine's own; <= 10^6]")
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -30,9 +40,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
-    p.add_argument("--runtime", default="vllm", choices=tuple(RUNTIME_PROFILES), help="per-step engine overhead profile")
-    p.add_argument("--max-batched-tokens", type=BATCHED_TOKENS, default=None,
-                   help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]")
+    add_engine_args(p, default="vllm")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
@@ -63,8 +71,8 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
 
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.inputs.loaders import load_device, load_model
-    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
-    from simcast.render.search_tables import format_search, to_dataframe
+    from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
+    from simcast.render.search_tables import format_search, points_dataframe
     from simcast.serving.model import ServingConfig, Workload
     from simcast.core.specs import ParallelSpec
 
@@ -80,15 +88,16 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     base = ServingConfig(model=model, device=device, parallel=ParallelSpec(world_size=1),
                          workload=Workload(input_length=a.input_length, output_length=a.output_length,
                                            max_batched_tokens=a.max_batched_tokens or 0),
-                         batch_size=1, partition=a.partition, runtime=a.runtime)
+                         batch_size=1, partition=a.partition, runtime=a.runtime, max_num_seqs=a.max_num_seqs or 0)
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
-    df = to_dataframe(rows)
+    pts = points_dataframe(rows, lambda r: meets(r, space))
     if a.csv:
-        write_atomic(a.csv, "--csv", lambda tmp: df.to_csv(tmp, index=False))
+        write_atomic(a.csv, "--csv", lambda tmp: pts.to_csv(tmp, index=False))
     if a.plot:
-        write_pareto_plot(df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
+        write_pareto_plot(pts[pts["meets_limits"]], a.plot,
+                          f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
     if a.json:
-        print(json.dumps({"rows": df.to_dict(orient="records"),
+        print(json.dumps({"rows": pts.to_dict(orient="records"),
                           "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}, indent=2))
         return 0
     lim = []
@@ -114,14 +123,15 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
     p.add_argument("--output-length", type=TOKENS, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
-    p.add_argument("--runtime", default=None, choices=tuple(RUNTIME_PROFILES), help="override runtime")
+    add_engine_args(p, default=None)
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
 
 
 SERVE_CONFIG_FLAGS = {"tp_size": "--tp", "pp_size": "--pp", "dp_size": "--dp", "world_size": "--world-size",
                       "batch_size": "--batch", "input_length": "--input-length", "output_length": "--output-length",
-                      "device": "--device", "runtime": "--runtime"}
+                      "device": "--device", "runtime": "--engine", "max_batched_tokens": "--max-num-batched-tokens",
+                      "max_num_seqs": "--max-num-seqs"}
 """The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
 
@@ -133,8 +143,9 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
 
     overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
                  "input_length": a.input_length, "output_length": a.output_length, "device": a.device,
-                 "runtime": a.runtime}
-    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
+                 "runtime": a.runtime, "max_batched_tokens": a.max_batched_tokens, "max_num_seqs": a.max_num_seqs}
+    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides,
+                                       SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []

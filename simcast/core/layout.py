@@ -3,9 +3,11 @@
 Global ranks reshape to ``[-1, dp, pp, tp]`` (vLLM's and the RFC's layout): TP
 groups are contiguous ranks, PP groups stride by ``tp``. Ranks fill nodes of
 ``devices_per_node`` consecutive ranks. The cluster is a networkx graph (GPUs,
-one switch per node, one inter-node fabric) built from the link table; the
-link between two ranks is the path between them: its bandwidth is the
-slowest edge's, its latency the sum of the edges'.
+one switch per node, one inter-node fabric) built from the link table. The
+route between two ranks follows the topology, never the lower latency: two
+ranks of one node talk through their node's switch (the intra-node link),
+ranks of different nodes through the fabric (the inter-node link). A route's
+bandwidth is its slowest edge's, its latency the sum of its edges'.
 """
 
 from __future__ import annotations
@@ -98,12 +100,22 @@ class Path:
         return self.bw_bytes_per_s * self.efficiency
 
 
+def route(a: int, b: int, devices_per_node: int) -> tuple[str, ...]:
+    """The cluster-graph nodes a message from rank ``a`` to rank ``b`` crosses, by topology.
+
+    Same node: through the node's switch (NVLink/NVSwitch, xGMI, HCCS, PCIe),
+    whatever the latencies say; different nodes: through the fabric (each GPU's NIC).
+    """
+    na, nb = node_of(a, devices_per_node), node_of(b, devices_per_node)
+    return (f"gpu{a}", f"sw{na}" if na == nb else "net", f"gpu{b}")
+
+
 def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
-    """Cheapest-latency path between two ranks through the cluster graph."""
+    """The path between two ranks: the intra-node link on one node, the inter-node link across nodes."""
     if a == b:
         return Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
     g = cluster_graph(links, world_size)
-    nodes = nx.shortest_path(g, f"gpu{a}", f"gpu{b}", weight="latency_s")
+    nodes = route(a, b, links.devices_per_node)
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
     slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s / max(1, l.mesh_links))
     return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),

@@ -175,13 +175,24 @@ class DeviceSpec:
     links: LinkTable
 
     def matmul_peak(self, dtype: str) -> float:
-        """Dense matmul peak for ``dtype`` in FLOP/s."""
-        require(dtype in self.matmul_flops_per_s, "dtype", dtype,
-                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}")
+        """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
+        require(self.matmul_flops_per_s.get(dtype, 0) > 0, f"device.compute.matmul_flops_per_s.{dtype}", "missing",
+                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}; "
+                f"add the {dtype} peak (FLOP/s) to its profile or pick another --dtype")
         return self.matmul_flops_per_s[dtype]
 
     def vector_peak(self, dtype: str) -> float:
-        return self.vector_flops_per_s.get(dtype, self.vector_flops_per_s.get("fp32", 0.0)) or 1.0
+        """Vector-unit (non-matmul) peak for ``dtype`` in FLOP/s.
+
+        fp8 has no vector arithmetic (norms and activations upcast), so an fp8
+        model's elementwise work runs at the fp32 peak unless the profile gives
+        an fp8 one. Any other missing dtype is an error naming the field.
+        """
+        key = "fp32" if dtype == "fp8" and "fp8" not in self.vector_flops_per_s else dtype
+        require(self.vector_flops_per_s.get(key, 0) > 0, f"device.compute.vector_flops_per_s.{key}", "missing",
+                f"device {self.name} has vector peaks for {sorted(self.vector_flops_per_s)}; "
+                f"add the {key} peak (FLOP/s) to its profile or pick another --dtype")
+        return self.vector_flops_per_s[key]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,41 +216,74 @@ class ParallelSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Batch:
-    """One engine step: per request, (new query tokens, tokens already in the KV cache)."""
+    """One engine step as groups of identical requests.
+
+    Group ``i`` holds ``counts[i]`` requests, each with ``query_lens[i]`` new
+    tokens and ``context_lens[i]`` tokens already in the KV cache. A step of
+    100,000 decodes at one context is one group, so costing it is O(groups),
+    not O(requests). ``counts`` may be omitted (one request per entry).
+    Identical (query, context) entries are merged in order of first
+    appearance, so two batches holding the same requests compare equal.
+    """
 
     query_lens: tuple[int, ...]
     context_lens: tuple[int, ...]
+    counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        require(len(self.query_lens) == len(self.context_lens) and len(self.query_lens) > 0,
-                "batch", len(self.query_lens), "needs >= 1 request with matching query/context lists")
-        require(all(q >= 1 for q in self.query_lens), "query_len", min(self.query_lens), "must be >= 1")
-        require(all(c >= 0 for c in self.context_lens), "context_len", min(self.context_lens), "must be >= 0")
+        q, c = tuple(self.query_lens), tuple(self.context_lens)
+        n = tuple(self.counts) or (1,) * len(q)
+        require(len(q) == len(c) == len(n) and len(q) > 0,
+                "batch", len(q), "needs >= 1 request group with matching query/context/count lists")
+        require(all(x >= 1 for x in q), "query_len", min(q), "must be >= 1")
+        require(all(x >= 0 for x in c), "context_len", min(c), "must be >= 0")
+        require(all(isinstance(x, int) and x >= 1 for x in n), "count", min(n), "must be an integer >= 1")
+        merged: dict[tuple[int, int], int] = {}
+        for qi, ci, ni in zip(q, c, n):
+            merged[(qi, ci)] = merged.get((qi, ci), 0) + ni
+        object.__setattr__(self, "query_lens", tuple(k[0] for k in merged))
+        object.__setattr__(self, "context_lens", tuple(k[1] for k in merged))
+        object.__setattr__(self, "counts", tuple(merged.values()))
 
     @classmethod
     def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> "Batch":
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(input_len >= 1, "--input-length", input_len, "must be >= 1")
-        return cls(query_lens=(input_len,) * batch_size, context_lens=(context_len,) * batch_size)
+        return cls(query_lens=(input_len,), context_lens=(context_len,), counts=(batch_size,))
 
     @classmethod
     def decode(cls, batch_size: int, context_len: int) -> "Batch":
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(context_len >= 1, "--context-length", context_len, "must be >= 1")
-        return cls(query_lens=(1,) * batch_size, context_lens=(context_len,) * batch_size)
+        return cls(query_lens=(1,), context_lens=(context_len,), counts=(batch_size,))
+
+    @property
+    def groups(self) -> tuple[tuple[int, int, int], ...]:
+        """``(query_len, context_len, count)`` per group."""
+        return tuple(zip(self.query_lens, self.context_lens, self.counts))
 
     @property
     def num_requests(self) -> int:
-        return len(self.query_lens)
+        return sum(self.counts)
 
     @property
     def num_tokens(self) -> int:
-        return sum(self.query_lens)
+        return sum(q * n for q, n in zip(self.query_lens, self.counts))
 
     @property
     def kv_tokens(self) -> int:
         """Cache slots the step touches: context plus the new tokens, all requests."""
-        return sum(self.context_lens) + self.num_tokens
+        return sum(c * n for c, n in zip(self.context_lens, self.counts)) + self.num_tokens
+
+    @property
+    def is_decode(self) -> bool:
+        """Every request adds one token (a pure decode step)."""
+        return all(q == 1 for q in self.query_lens)
+
+    @property
+    def phase(self) -> str:
+        """``decode`` | ``prefill`` (no cached context) | ``mixed``."""
+        return "decode" if self.is_decode else ("prefill" if not any(self.context_lens) else "mixed")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
+import numpy as np
+
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
@@ -121,19 +123,35 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
     b = DTYPE_BYTES[q.dtype]
-    pairs, tile_tokens = _attention_sums(ctx.batch.query_lens, ctx.batch.context_lens, hq // max(hkv, 1))
+    b_ = ctx.batch
+    pairs, tile_tokens = _attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
     return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube")
 
 
+VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop
+
+
 @lru_cache(maxsize=4096)
-def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], group: int) -> tuple[float, float]:
-    """(query-key pairs, KV tokens read summed over query tiles) of a batch."""
+def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], counts: tuple[int, ...],
+                    group: int) -> tuple[float, float]:
+    """(query-key pairs, KV tokens read summed over query tiles) of a batch, weighted by group counts.
+
+    Per request: pairs ``q·c + q(q+1)/2``; KV tokens ``ceil(q·group/128) · (c + (q+1)/2)``
+    (``c + 1`` for a decode). O(groups); vectorised with numpy for many groups.
+    """
+    if len(query_lens) > VECTORISE_GROUPS:
+        q = np.asarray(query_lens, dtype=np.float64)
+        c = np.asarray(context_lens, dtype=np.float64)
+        n = np.asarray(counts, dtype=np.float64)
+        tiles = np.ceil(q * group / FA_QUERY_TILE)
+        seen = np.where(q > 1, c + (q + 1) / 2, c + 1)
+        return float(np.sum(n * (q * c + q * (q + 1) / 2))), float(np.sum(n * tiles * seen))
     pairs = kv_tokens = 0.0
-    for ql, cl in zip(query_lens, context_lens):
-        pairs += ql * cl + ql * (ql + 1) / 2
+    for ql, cl, n in zip(query_lens, context_lens, counts):
+        pairs += n * (ql * cl + ql * (ql + 1) / 2)
         tiles = math.ceil(ql * group / FA_QUERY_TILE)
-        kv_tokens += tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
+        kv_tokens += n * tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
     return pairs, kv_tokens
 
 

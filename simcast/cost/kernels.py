@@ -75,7 +75,7 @@ def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, 
     require(phase == "prefill" or q_len == 1, "--q-len", q_len, "decode attends one new token per request: use 1")
     require(kv_len >= q_len, "--kv-len", kv_len, f"must be >= --q-len={q_len} (it counts the new tokens too)")
     require(heads % kv_heads == 0, "--kv-heads", kv_heads, f"must divide --heads={heads}")
-    b = Batch(query_lens=(q_len,) * batch, context_lens=(kv_len - q_len,) * batch)
+    b = Batch(query_lens=(q_len,), context_lens=(kv_len - q_len,), counts=(batch,))
     kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
     q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
     rec = OpRecord(op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim ** -0.5),

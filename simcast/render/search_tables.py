@@ -11,7 +11,8 @@ from simcast.serving.model import ServingResult
 from simcast.core.specs import GIB
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
-           "partition", "prefill_breakdown", "decode_breakdown"]
+           "partition", "engine", "ttft_idle", "capped_by", "meets_limits", "best", "pareto",
+           "prefill_breakdown", "decode_breakdown"]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
@@ -24,12 +25,35 @@ def result_row(r: ServingResult, links: str = "") -> dict:
             "e2e": r.e2e_latency_s * 1e3,
             "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB, "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
             "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB, "links": links,
-            "partition": r.config.partition,
+            "partition": r.config.partition, "engine": r.config.runtime, "ttft_idle": r.ttft_idle_s * 1e3,
+            "capped_by": r.capped_by,
             "prefill_breakdown": r.prefill.breakdown_line, "decode_breakdown": r.decode.breakdown_line}
 
 
 def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
-    return pd.DataFrame([result_row(c.result, c.links) for c in rows], columns=COLUMNS)
+    """Each layout's best point, ranked (the text table's rows)."""
+    out = []
+    for c in rows:
+        row = result_row(c.result, c.links)
+        row.update(meets_limits=True, best=True, pareto=False)
+        out.append(row)
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
+    """Every swept point of every layout (best points first, in rank order), with ``meets_limits``,
+    ``best`` (the layout's chosen point) and ``pareto`` (on the frontier of the points meeting the limits)."""
+    from simcast.serving.search import pareto_flags
+    out = []
+    for c in rows:
+        for r in sorted(c.points or (c.result,), key=lambda r: (r is not c.result, r.config.batch_size)):
+            row = result_row(r, c.links)
+            row.update(meets_limits=bool(meets(r)), best=r is c.result, pareto=False)
+            out.append(row)
+    ok = [i for i, r in enumerate(out) if r["meets_limits"]]
+    for i, f in zip(ok, pareto_flags([out[i]["token/s/user"] for i in ok], [out[i]["token/s/device"] for i in ok])):
+        out[i]["pareto"] = f
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
 def format_search(rows: list[Candidate], rejected: list[Rejection], header: str, top: int,
@@ -74,8 +98,9 @@ def format_serving(r: ServingResult, links: str) -> str:
              f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
              f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
              f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",
-             f"tpot = decode cycle {r.decode_cycle_s * 1e3:.2f} ms (incl. engine overhead {r.step_overhead_s * 1e3:.2f} ms "
-             f"per microbatch step) + prefill interference {r.prefill_interference_s * 1e3:.2f} ms",
+             f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
+             f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
+             f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",
              f"links: {links}", f"prefill: {row['prefill_breakdown']}", f"decode:  {row['decode_breakdown']}", "",
              table(["stage", "weights GiB", "KV GiB", "act GiB", "total GiB"], stage_rows),
              f"memory budget {mem.budget_bytes / GIB:.2f} GiB per device: {'fits' if mem.fits else 'DOES NOT FIT'}",

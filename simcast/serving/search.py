@@ -3,20 +3,24 @@
 Enumerates ``tp_sizes x pp_sizes``, keeps ``num_devices % (tp·pp) == 0`` with
 ``dp = num_devices // (tp·pp)``, rejects layouts the model cannot be split
 into (heads, kv heads, layers) or that do not fit in memory, and for each
-legal layout binary-searches the largest concurrency that fits and meets the
-TTFT/TPOT limits. Rows are ranked by output token/s per device.
+legal layout sweeps concurrency (powers of two up to what memory allows, or
+the listed batch sizes) and keeps every point: each layout's curve of
+token/s/device against token/s/user, and the Pareto frontier over all of them.
+Each layout is represented by its best point meeting the TTFT/TPOT limits;
+layouts are ranked by its output token/s per device.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.layout import pp_hop_path, stage_tp_path
 from simcast.core.plan import SendRecvEdge
-from simcast.serving.model import ServingConfig, ServingResult, estimate_serving, memory_fit, prefill_spec, resolve_partition
+from simcast.serving.model import (ServingConfig, ServingResult, coster_for, estimate_serving, max_batch_for_memory,
+                                   memory_fit, prefill_spec, resolve_partition)
 from simcast.sim.simulate import simulate
 from simcast.core.specs import GIB, ParallelSpec
 
@@ -48,7 +52,7 @@ class SearchSpace:
     tp_sizes: tuple[int, ...]
     pp_sizes: tuple[int, ...]
     num_devices: int
-    batch_sizes: tuple[int, ...] = ()  # empty: binary search 1..MAX_BATCH
+    batch_sizes: tuple[int, ...] = ()  # empty: powers of two up to the memory limit (<= MAX_BATCH)
     ttft_limit_s: float = float("inf")
     tpot_limit_s: float = float("inf")
 
@@ -66,8 +70,11 @@ def check_space(space: SearchSpace) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
+    """One layout: its best point under the limits and every concurrency point swept."""
+
     result: ServingResult
     links: str  # which links the layout's TP groups and PP hops use
+    points: tuple[ServingResult, ...] = ()  # every swept concurrency (the layout's curve)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,20 +96,21 @@ def layout_links(cfg: ServingConfig) -> str:
     return f"TP:{tp_s} PP:{pp_s}"
 
 
-def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
-    """Largest b in [lo, hi] with ok(b), assuming ok is monotone (True then False); lo-1 if none."""
-    if not ok(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def concurrency_grid(b_max: int, listed: Sequence[int] = ()) -> list[int]:
+    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ... and ``b_max``."""
+    if listed:
+        return sorted({b for b in listed if b <= b_max})
+    p2 = powers_of_two(b_max)
+    return sorted(set(p2) | {3 * p // 2 for p in p2 if p >= 2 and 3 * p // 2 <= b_max} | {b_max})
+
+
+def meets(r: ServingResult, space: SearchSpace) -> bool:
+    return r.ttft_s <= space.ttft_limit_s and r.tpot_s <= space.tpot_limit_s
 
 
 def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> Candidate | Rejection:
+    """Sweep the layout's concurrency (memory-limited) and keep every point; the best one meeting the limits
+    (highest token/s/device) represents the layout."""
     par = base.parallel
     label = parallel_label(par.tp, par.pp, par.dp)
     try:
@@ -110,31 +118,41 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
         mem1 = memory_fit(base)
     except SimcastInputError as e:
         return Rejection(parallel=label, reason=f"illegal split: {e}")
-    if not mem1.fits:
+    b_mem = min(max_batch_for_memory(base), MAX_BATCH)
+    if not mem1.fits or b_mem < 1:
         return Rejection(parallel=label, reason=f"does not fit: {max(mem1.stage_total_bytes) / GIB:.1f} GiB per device "
                          f"at batch 1 > budget {mem1.budget_bytes / GIB:.1f} GiB")
-    cap = max(space.batch_sizes) if space.batch_sizes else MAX_BATCH
-    b_mem = _largest(1, cap, lambda b: memory_fit(replace(base, batch_size=b)).fits)
+    grid = concurrency_grid(b_mem, space.batch_sizes)
+    if not grid:
+        return Rejection(parallel=label, reason=f"no listed batch size <= {b_mem} (memory limit)")
     prefill = simulate(prefill_spec(base), use_disk_cache=use_disk_cache)
-    cache: dict[int, ServingResult] = {}
+    coster = coster_for(base, use_disk_cache)
+    points: dict[int, ServingResult] = {}
+    for b in grid:
+        r = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=coster)
+        points.setdefault(r.config.batch_size, r)  # a capped request repeats a served concurrency
+    ok = [r for r in points.values() if meets(r, space)]
+    if not ok:
+        first = next(iter(points.values()))
+        if first.ttft_s > space.ttft_limit_s:
+            return Rejection(parallel=label, reason=f"violates TTFT: {first.ttft_s * 1e3:.1f} ms > "
+                             f"{space.ttft_limit_s * 1e3:.1f} ms")
+        return Rejection(parallel=label, reason=f"violates TPOT: {first.tpot_s * 1e3:.2f} ms at batch "
+                         f"{first.config.batch_size} > {space.tpot_limit_s * 1e3:.2f} ms")
+    best = max(ok, key=lambda r: r.tokens_per_s_per_device)
+    return Candidate(result=best, links=layout_links(base), points=tuple(points.values()))
 
-    def result(b: int) -> ServingResult:
-        if b not in cache:
-            cache[b] = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill)
-        return cache[b]
 
-    r1 = result(1)
-    if r1.ttft_s > space.ttft_limit_s:
-        return Rejection(parallel=label, reason=f"violates TTFT: {r1.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms")
-    if r1.tpot_s > space.tpot_limit_s:
-        return Rejection(parallel=label, reason=f"violates TPOT: {r1.tpot_s * 1e3:.2f} ms at batch 1 > {space.tpot_limit_s * 1e3:.2f} ms")
-    b_best = _largest(1, b_mem, lambda b: result(b).tpot_s <= space.tpot_limit_s)
-    if space.batch_sizes:
-        allowed = [b for b in space.batch_sizes if b <= b_best]
-        if not allowed:
-            return Rejection(parallel=label, reason=f"no listed batch size <= {b_best} (memory/TPOT limit)")
-        b_best = max(allowed, key=lambda b: result(b).tokens_per_s)
-    return Candidate(result=result(b_best), links=layout_links(base))
+def pareto_flags(xs: Sequence[float], ys: Sequence[float]) -> list[bool]:
+    """True where no other point is at least as good in both (x, y), larger is better, and better in one."""
+    order = sorted(range(len(xs)), key=lambda i: (-xs[i], -ys[i]))
+    flags = [False] * len(xs)
+    best_y = float("-inf")
+    for i in order:
+        if ys[i] > best_y:
+            flags[i] = True
+            best_y = ys[i]
+    return flags
 
 
 def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True,

@@ -3,12 +3,13 @@
 ```yaml
 model: meta-llama/Llama-3.1-70B     # shipped id or config.json path
 device: h100_sxm                    # shipped profile or YAML path
-runtime: vllm                       # vllm | sglang | none  (per-step engine overhead)
+runtime: vllm                       # engine: vllm | sglang | trtllm | none (scheduler defaults, CPU overhead)
 workload:
   input_length: 2048                # ISL, tokens
   output_length: 512                # OSL, tokens
   batch_size: 32                    # concurrency per replica
-  max_batched_tokens: 8192          # prefill chunk budget (optional)
+  max_batched_tokens: 8192          # step token budget (optional, default: the engine's)
+  max_num_seqs: 256                 # running requests per step (optional, default: the engine's)
 parallel_config:
   world_size: 8                     # must equal tp_size * pp_size * dp_size
   tp_size: 4
@@ -42,7 +43,8 @@ _MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)
 SCHEMA: dict[str, Any] = {
     "model": Str(), "device": Str(), "runtime?": Str(64),
     "workload": {"input_length": Int(1, MAX_TOKENS), "output_length": Int(1, MAX_TOKENS),
-                 "batch_size?": Int(1, MAX_REQUESTS), "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS)},
+                 "batch_size?": Int(1, MAX_REQUESTS), "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS),
+                 "max_num_seqs?": Int(0, MAX_REQUESTS)},
     "parallel_config": {"world_size?": _DEVICES, "tp_size?": _DEVICES, "pp_size?": _DEVICES, "dp_size?": _DEVICES,
                         "partition?": Str(), "microbatches?": Int(0, MAX_MICROBATCHES),
                         "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE)},
@@ -50,8 +52,8 @@ SCHEMA: dict[str, Any] = {
 }
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
-DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "tp_size": 1, "pp_size": 1,
-                            "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
+DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0,
+                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
                             "ttft_ms": None, "tpot_ms": None}
 
 
@@ -103,7 +105,7 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
                         workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
                                           max_batched_tokens=v["max_batched_tokens"]),
                         batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],
-                        runtime=v["runtime"])
+                        runtime=v["runtime"], max_num_seqs=v["max_num_seqs"])
     return cfg, v
 
 

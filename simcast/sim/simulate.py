@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from simcast.cost.comm import p2p_s
+from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.core.layout import Path, pp_hop_path, stage_tp_path
 from simcast.core.shards import ShardedDims, sharded_dims
@@ -29,7 +29,7 @@ class StageReport:
     num_layers: int
     compute_s: float  # traced ops incl. TP collectives
     tp_comm_s: float  # the TP-collective part of compute_s
-    comm_s: float  # PP send + recv
+    comm_s: float  # PP recv: the incoming hop (+ the TP all-gather of a sharded send); sends are not charged
     stage_s: float
     weight_bytes: int
     kv_cache_bytes: int
@@ -76,37 +76,52 @@ class Report:
 
 
 def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
-    """Split one step's batch into (at most) ``m`` microbatches.
+    """Split one step's batch into (at most) ``m`` microbatches, group by group.
 
-    With at least ``m`` requests, requests are dealt into ``m`` contiguous groups
-    whose sizes differ by at most one. With fewer requests (one long prefill),
-    each request's new tokens are chunked into ``m`` pieces (chunked prefill:
-    chunk k sees the earlier chunks as context). Fewer microbatches result when
-    the tokens cannot be split further (decode of fewer than ``m`` requests).
+    With at least ``m`` requests, the requests (groups expanded in order) are
+    dealt into ``m`` contiguous runs whose sizes differ by at most one; each run
+    is a slice of a few groups, so the work is O(groups + m), never O(requests).
+    With fewer requests (one long prefill), each request's new tokens are
+    chunked into ``m`` pieces (chunked prefill: chunk k sees the earlier chunks
+    as context). Fewer microbatches result when the tokens cannot be split
+    further (decode of fewer than ``m`` requests).
     """
     r = batch.num_requests
     if m <= 1:
         return (batch,)
-    if r >= m or all(q == 1 for q in batch.query_lens):
+    if r >= m or batch.is_decode:
         m = min(m, r)
         base, extra = divmod(r, m)
-        out, i = [], 0
+        out: list[Batch] = []
+        groups = list(batch.groups)
+        g, left = 0, groups[0][2]  # current group and requests left in it
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            out.append(Batch(query_lens=batch.query_lens[i:i + n], context_lens=batch.context_lens[i:i + n]))
-            i += n
+            need = base + (1 if k < extra else 0)
+            qs, cs, ns = [], [], []
+            while need:
+                take = min(need, left)
+                qs.append(groups[g][0])
+                cs.append(groups[g][1])
+                ns.append(take)
+                need -= take
+                left -= take
+                if left == 0 and g + 1 < len(groups):
+                    g += 1
+                    left = groups[g][2]
+            out.append(Batch(query_lens=tuple(qs), context_lens=tuple(cs), counts=tuple(ns)))
         return tuple(out)
-    chunks: list[tuple[list[int], list[int]]] = [([], []) for _ in range(m)]
-    for q, c in zip(batch.query_lens, batch.context_lens):
+    chunks: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in range(m)]
+    for q, c, n in batch.groups:
         base, extra = divmod(q, m)
         done = 0
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            if n:
-                chunks[k][0].append(n)
+            size = base + (1 if k < extra else 0)
+            if size:
+                chunks[k][0].append(size)
                 chunks[k][1].append(c + done)
-                done += n
-    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c)) for q, c in chunks if q)
+                chunks[k][2].append(n)
+                done += size
+    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) for q, c, n in chunks if q)
 
 
 def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:
@@ -144,11 +159,12 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     policies such as ``balanced`` are resolved first by :func:`simcast.sim.partition.resolve_partition`.
     """
     model, dev, par = spec.model, spec.device, spec.parallel
+    dev.matmul_peak(model.dtype), dev.vector_peak(model.dtype)  # a missing peak fails before any tracing
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
     links = dev.links
-    n_tensors = 2 if spec.send_residual else 1
+    n_tensors = n_tensors_of(spec)
     shards = par.tp if spec.tp_sharded_send else 1
 
     compiled = 0
@@ -180,10 +196,15 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for edge, hop in zip(plan.send_recv_edges, hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
-            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=edge.dst_stage,
-                                                message_bytes=nbytes, latency_s=t, link=hop.name, microbatch=m))
-            comm[m][edge.src_stage] += t  # outgoing
-            comm[m][edge.dst_stage] += t  # incoming
+            dst = edge.dst_stage
+            gather = 0.0
+            if shards > 1:  # vLLM: each received tensor is all-gathered over the receiver's TP group before use
+                gather = n_tensors * all_gather_s(pp_message_bytes(mb.num_tokens, model, 1, 1), par.tp, tp_paths[dst])
+            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=dst, message_bytes=nbytes,
+                                                latency_s=t, link=hop.name, microbatch=m, all_gather_s=gather))
+            # The receiver pays: like vLLM's irecv it waits for the data before computing. The sender's isend
+            # returns at once (its wait sits at the start of its next step, long done), so the send is free.
+            comm[m][dst] += t + gather
     runtime = estimate_pipeline_runtime(compute, comm, events)
 
     stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}
@@ -205,6 +226,11 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                   op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
 
 
+def n_tensors_of(spec: SimSpec) -> int:
+    """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
+    return 2 if spec.send_residual else 1
+
+
 def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
@@ -220,11 +246,13 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
         "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
-        "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
+        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
+        "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
     if spec.model.dtype == "fp8":
         out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-                   "(approximation: real fp8 serving keeps some activations in bf16)")
+                   "(approximation: real fp8 serving keeps some activations in bf16)"
+                   + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak"))
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:
@@ -232,6 +260,10 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
         shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
+        if spec.tp_sharded_send and par.tp > 1:
+            out.append(f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
+                       f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
+                       "(vLLM's irecv post-processing); charged to the receiver")
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
         how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"

@@ -331,3 +331,49 @@ def test_optimize_without_limits_does_not_blame_limits(capsys):
                         "meta-llama/Llama-3.1-405B"], capsys)
     assert rc == 0, err
     assert "limits" not in out.split("assumptions:")[0] and "no legal layout" in out
+
+
+# ------------------------------------------------------------------ bench-serve (request-level simulator)
+BENCH = ["bench-serve", "--model", MODEL, "--device", DEV, "--num-prompts", 4, "--random-input-len", 32,
+         "--random-output-len", 4]
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--num-prompts", 10**12], "--num-prompts"),
+    (["--random-output-len", 10**12], "--random-output-len"),
+    (["--seed", -1], "--seed"),
+    (["--random-range-ratio", "nan"], "--random-range-ratio"),
+    (["--random-range-ratio", 1.5], "--random-range-ratio"),
+    (["--request-rate", 0], "--request-rate"),
+    (["--burstiness", "inf"], "--burstiness"),
+    (["--max-num-seqs", 10**12], "--max-num-seqs"),
+    (["--tp", "²"], "--tp"),
+])
+def test_bench_serve_flags_bounded(capsys, args, flag):
+    bad(BENCH + args, capsys, flag, seconds=10)
+
+
+@pytest.mark.parametrize("name,text,needles", [
+    ("t.jsonl", '{"arrival_s": 0, "input_len": 8, "output_len": 2}\n{"arrival_s": NaN, "input_len": 8, '
+                '"output_len": 2}\n', ["--dataset"]),
+    ("t.jsonl", '{"arrival_s": 0, "input_len": -8, "output_len": 2}\n', ["input_len", "line 1"]),
+    ("t.jsonl", '{"arrival_s": 0, "input_len": 8, "output_len": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+     ["--dataset", "nests"]),
+    ("t.csv", "arrival_s,input_len,output_len\n0,8,abc\n", ["output_len", "line 2", "'abc'"]),
+    ("t.csv", "arrival_s,input_len,output_len\n", ["no data rows"]),
+    ("t.csv", GARBAGE, ["UTF-8"]),
+])
+def test_bench_serve_bad_dataset(tmp_path, capsys, name, text, needles):
+    bad(BENCH + ["--dataset", write(tmp_path, name, text)], capsys, *needles, seconds=10)
+
+
+def test_bench_serve_save_result_checked_before_the_work(tmp_path, capsys, monkeypatch):
+    import simcast.serving.requests as requests
+
+    def no_run(*a, **k):
+        raise AssertionError("the simulation ran before the output path was checked")
+    monkeypatch.setattr(requests, "simulate_requests", no_run)
+    bad(BENCH + ["--save-result", tmp_path / "missing" / "r.json"], capsys, "--save-result")
+    (tmp_path / "r.requests.csv").mkdir()  # the per-request CSV's path is a folder
+    bad(BENCH + ["--save-result", tmp_path / "r.json"], capsys, "--save-result")
+    assert not (tmp_path / "r.json").exists()

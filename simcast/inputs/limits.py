@@ -26,6 +26,13 @@ but no single model instance spans more than this)."""
 MAX_DEVICES_PER_NODE = 1024
 """Devices per node (NVL72 racks have 72; a scale-up domain of 1024 is beyond any shipped system)."""
 
+MAX_BENCH_PROMPTS = 10**5
+"""Requests of one ``simcast bench-serve`` run (100x ``vllm bench serve``'s default of 1000)."""
+MAX_BENCH_TOKENS = 5 * 10**7
+"""Prompt + output tokens of all requests of one ``bench-serve`` run (1000 prompts of 8k + 1k tokens are
+9e6). The request-level simulator takes one engine step per output token at concurrency 1 (~5e4 steps/s
+measured on one core), so the worst case at this bound is ~15 minutes; typical runs take seconds."""
+
 # ---------------------------------------------------------------- kernels (``simcast kernel``, measured CSVs)
 MAX_GEMM_DIM = 2**31 - 1
 """GEMM M, N, K: cuBLAS takes them as 32-bit ints."""

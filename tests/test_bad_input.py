@@ -100,7 +100,8 @@ def gemm(device):
 GEMM_CSV = "kind,dtype,m,n,k,time_s\n" + "\n".join(
     f"gemm,bf16,{m},{n},{k},{t}" for m, n, k, t in
     [(16, 4096, 4096, 2.0e-5), (128, 4096, 4096, 2.4e-5), (1024, 4096, 4096, 9.0e-5), (4096, 4096, 4096, 3.2e-4),
-     (256, 14336, 4096, 1.1e-4), (2048, 4096, 14336, 5.2e-4), (64, 1024, 1024, 8.0e-6), (512, 8192, 8192, 4.2e-4)]) + "\n"
+     (256, 14336, 4096, 1.1e-4), (2048, 4096, 14336, 5.2e-4), (64, 1024, 1024, 8.0e-6),
+     (512, 8192, 8192, 4.2e-4)]) + "\n"
 
 
 def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
@@ -377,3 +378,11 @@ def test_bench_serve_save_result_checked_before_the_work(tmp_path, capsys, monke
     (tmp_path / "r.requests.csv").mkdir()  # the per-request CSV's path is a folder
     bad(BENCH + ["--save-result", tmp_path / "r.json"], capsys, "--save-result")
     assert not (tmp_path / "r.json").exists()
+
+
+def test_readme_lists_every_limit():
+    from simcast.inputs.limits import TABLE
+    readme = (HERE.parent / "README.md").read_text()
+    for what, bound, shown in TABLE:
+        assert eval(shown.replace("^", "**")) == bound, shown  # the README writes the bound the code enforces
+        assert f"| {what} | {shown} |" in readme, what

@@ -71,16 +71,28 @@ MAX_NAME_CHARS = 4096
 MAX_TEXT_CHARS = 65536
 """A free-text field (a profile's description)."""
 
-TABLE = (
-    ("requests per step / batch sizes (--batch, --batch-sizes, workload.batch_size)", MAX_REQUESTS),
-    ("tokens per request (--input-length, --output-length, --context-length, --q-len, --kv-len)", MAX_TOKENS),
-    ("prefill token budget (--max-batched-tokens, workload.max_batched_tokens)", MAX_BATCHED_TOKENS),
-    ("microbatches (--microbatches, parallel_config.microbatches)", MAX_MICROBATCHES),
-    ("devices, tp, pp, dp, collective group (--num-devices, --tp, --pp, --gpus, --nodes, --tp-sizes, --pp-sizes)",
-     MAX_DEVICES),
-    ("devices per node", MAX_DEVICES_PER_NODE),
-    ("GEMM m, n, k", MAX_GEMM_DIM),
-    ("heads, kv heads, head dim per GPU", MAX_HEADS),
-    ("message bytes (--bytes)", MAX_MESSAGE_BYTES),
+TABLE: tuple[tuple[str, float, str], ...] = (
+    ("requests per step, concurrency, batch sizes (`--batch`, `--batch-sizes`, `--max-num-seqs`, "
+     "`--max-concurrency`, `workload.batch_size`)", MAX_REQUESTS, "10^6"),
+    ("tokens per request (`--input-length`, `--output-length`, `--context-length`, `--q-len`, `--kv-len`, "
+     "`--random-*-len`, `workload.*_length`)", MAX_TOKENS, "10^7"),
+    ("tokens per step (`--max-num-batched-tokens`, `workload.max_batched_tokens`)", MAX_BATCHED_TOKENS, "10^9"),
+    ("microbatches (`--microbatches`, `parallel_config.microbatches`)", MAX_MICROBATCHES, "4096"),
+    ("devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
+     "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)", MAX_DEVICES, "65536"),
+    ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),
+    ("requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows)", MAX_BENCH_PROMPTS, "10^5"),
+    ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),
+    ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),
+    ("heads, KV heads, head dim per GPU (`--heads`, `--kv-heads`, `--head-dim`)", MAX_HEADS, "2^16"),
+    ("message bytes (`--bytes`, CSV `bytes`)", MAX_MESSAGE_BYTES, "2^50"),
+    ("TTFT / TPOT limits, ms (`--ttft-limit`, `--tpot-limit`, `limits.*`)", MAX_LIMIT_MS, "10^9"),
+    ("config.json `hidden_size`, `intermediate_size`, `head_dim`", MAX_HIDDEN, "2^20"),
+    ("config.json `vocab_size`", MAX_VOCAB, "2^24"),
+    ("config.json `num_hidden_layers`", MAX_LAYERS, "2^14"),
+    ("profile FLOP/s per dtype", MAX_FLOPS, "10^18"),
+    ("profile bandwidths, bytes/s", MAX_BW_BYTES_PER_S, "10^15"),
+    ("profile `hbm_bytes`", MAX_HBM_BYTES, "2^50"),
+    ("profile latencies and launch overheads, s", MAX_LATENCY_S, "1"),
 )
-"""(what, bound) rows for the README and ``--help``."""
+"""(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""

@@ -124,7 +124,7 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
         sys.stderr.write(f"simcast: the timeline with {SEND_RECV_LABELS[other_mode]} would take {other * 1e3:.3f} ms\n")
 
 
-def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -> Path:
+def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> Path:
     """``simcast optimize --plot``: the Pareto chart of the optimizer's table (see plots.plot_pareto)."""
     from simcast.render.plots import plot_pareto
     check_output_path(path, "--plot", PLOT_SUFFIXES)

@@ -5,8 +5,8 @@ Shapes are the TP-sharded ones of :mod:`simcast.core.shards`.
 
 from __future__ import annotations
 
-from simcast.core.shards import ShardedDims
 from simcast.core.plan import PipelineStageInfo, StageModuleSpec
+from simcast.core.shards import ShardedDims
 from simcast.core.specs import Batch, ModelSpec
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -250,7 +249,8 @@ def numeric_column(df: pd.DataFrame, col: str, field: str, *, required: bool = F
         bad &= where.to_numpy(dtype=bool)
     if bad.any():
         i = int(np.argmax(bad))
-        cell, v, at = df[col].iloc[i], float(x[i]), f"{field}: column {col}, line {lines[i] if lines is not None else i + 2}"
+        cell, v = df[col].iloc[i], float(x[i])
+        at = f"{field}: column {col}, line {lines[i] if lines is not None else i + 2}"
         require(not empty.iloc[i], at, None, "is required")
         try:
             float(str(cell).strip())

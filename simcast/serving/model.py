@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.memory import kv_bytes_per_token, stage_activation_bytes, stage_weight_bytes
@@ -94,7 +95,7 @@ class ServingConfig:
     def policy(self) -> EnginePolicy:
         base = self.engine_profile or engine_policy(self.runtime, self.device, tp=self.parallel.tp,
                                                     pp=self.parallel.pp)
-        over = {"max_num_batched_tokens": self.workload.max_batched_tokens or None,
+        over: dict[str, Any] = {"max_num_batched_tokens": self.workload.max_batched_tokens or None,
                 "max_num_seqs": self.max_num_seqs or None}
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base
@@ -296,5 +297,6 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill
         config=replace(cfg, batch_size=served), ttft_s=ttft, tpot_s=tpot, decode_cycle_s=decode_cycle,
         prefill_interference_s=tpot - decode_cycle, step_overhead_s=cpu_step, e2e_latency_s=e2e,
         tokens_per_s=tps_replica * par.dp, tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
-        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0, concurrency=served * par.dp, memory=mem, prefill=pre, decode=dec_report,
+        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0, concurrency=served * par.dp, memory=mem, prefill=pre,
+        decode=dec_report,
         assumptions=assumptions, ttft_idle_s=ttft_idle, max_concurrency_memory=b_mem, capped_by=capped)

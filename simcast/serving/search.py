@@ -13,16 +13,24 @@ layouts are ranked by its output token/s per device.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.layout import pp_hop_path, stage_tp_path
 from simcast.core.plan import SendRecvEdge
-from simcast.serving.model import (ServingConfig, ServingResult, coster_for, estimate_serving, max_batch_for_memory,
-                                   memory_fit, prefill_spec, resolve_partition)
-from simcast.sim.simulate import simulate
 from simcast.core.specs import GIB, ParallelSpec
+from simcast.serving.model import (
+    ServingConfig,
+    ServingResult,
+    coster_for,
+    estimate_serving,
+    max_batch_for_memory,
+    memory_fit,
+    prefill_spec,
+    resolve_partition,
+)
+from simcast.sim.simulate import simulate
 
 MAX_BATCH = 4096
 
@@ -43,7 +51,8 @@ def resolve_search_sizes(values: Sequence[int] | None, num_devices: int, default
     if len(values) == 0:
         return powers_of_two(num_devices)
     for v in values:
-        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v, f"each value must be an integer in 1..{num_devices}")
+        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v,
+                f"each value must be an integer in 1..{num_devices}")
     return sorted(set(values))
 
 
@@ -97,7 +106,8 @@ def layout_links(cfg: ServingConfig) -> str:
 
 
 def concurrency_grid(b_max: int, listed: Sequence[int] = ()) -> list[int]:
-    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ... and ``b_max``."""
+    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ...
+    and ``b_max``."""
     if listed:
         return sorted({b for b in listed if b <= b_max})
     p2 = powers_of_two(b_max)
@@ -166,7 +176,8 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
         for pp in space.pp_sizes:
             if space.num_devices % (tp * pp):
                 rejected.append(Rejection(parallel=f"TP={tp} | PP={pp}",
-                                          reason=f"illegal split: {space.num_devices} devices not divisible by tp*pp={tp * pp}"))
+                                          reason=f"illegal split: {space.num_devices} devices not divisible by "
+                                                 f"tp*pp={tp * pp}"))
     it = layouts_
     if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
         from tqdm import tqdm
@@ -178,6 +189,9 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
             continue
         cfg = replace(base, parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=space.num_devices))
         out = evaluate_layout(cfg, space, use_disk_cache)
-        (rows if isinstance(out, Candidate) else rejected).append(out)
+        if isinstance(out, Candidate):
+            rows.append(out)
+        else:
+            rejected.append(out)
     rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
     return rows, rejected

@@ -24,16 +24,23 @@ limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.plan import partition_layers
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.files import load_yaml
-from simcast.inputs.limits import (MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_LIMIT_MS,
-                                   MAX_MICROBATCHES, MAX_REQUESTS, MAX_TOKENS)
+from simcast.inputs.limits import (
+    MAX_BATCHED_TOKENS,
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_LIMIT_MS,
+    MAX_MICROBATCHES,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+)
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.model import ServingConfig, Workload
@@ -53,7 +60,8 @@ SCHEMA: dict[str, Any] = {
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
 DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0,
-                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
+                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0,
+                            "devices_per_node": None,
                             "ttft_ms": None, "tpot_ms": None}
 
 

@@ -386,3 +386,11 @@ def test_readme_lists_every_limit():
     for what, bound, shown in TABLE:
         assert eval(shown.replace("^", "**")) == bound, shown  # the README writes the bound the code enforces
         assert f"| {what} | {shown} |" in readme, what
+
+
+def test_stage_times_microbatches_bounded(tmp_path, capsys):
+    """pp x microbatches is what the timeline holds (126 x 4096 took 50 s and 3 GB with --trace)."""
+    bad(["simulate", "--model", MODEL, "--device", DEV, "--pp", 28, "--microbatches", 4096], capsys,
+        "--microbatches: got 4096; must be <= 2340 with --pp 28")
+    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 28\n  microbatches: 4096"})
+    bad(["serve-config", svc], capsys, "parallel_config.microbatches: got 4096")

@@ -13,7 +13,7 @@ from simcast.cli import serving as cli_serving
 from simcast.cli.args import DEVICES, DEVICES_PER_NODE, MICROBATCHES, REQUESTS, TOKENS
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.core.errors import SimcastInputError, require
-from simcast.inputs.limits import MAX_DEVICES
+from simcast.inputs.limits import MAX_DEVICES, MAX_STAGE_MICROBATCHES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +65,10 @@ def build_spec(a: argparse.Namespace):
             f"must be <= --num-devices={world}" if a.num_devices else f"must be <= {MAX_DEVICES} devices")
     require(world % (a.tp * a.pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={a.tp * a.pp}")
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
+    m = a.microbatches or a.pp
+    require(a.pp * m <= MAX_STAGE_MICROBATCHES, "--microbatches", m,
+            f"must be <= {MAX_STAGE_MICROBATCHES // a.pp} with --pp {a.pp} (at most {MAX_STAGE_MICROBATCHES} "
+            "stage x microbatch pairs)")
     if a.phase == "prefill":
         batch = Batch.prefill(a.batch, a.input_length)
     else:

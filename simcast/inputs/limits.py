@@ -20,6 +20,9 @@ MAX_BATCHED_TOKENS = 10**9
 """Prefill token budget per step (``max_batched_tokens``): MAX_REQUESTS x 1000 tokens."""
 MAX_MICROBATCHES = 4096
 """Microbatches a step is split into (PP engines keep ``pp`` in flight; 4096 is far beyond any pipeline)."""
+MAX_STAGE_MICROBATCHES = 2**16
+"""pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
+~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
 MAX_DEVICES = 65536
 """GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
 but no single model instance spans more than this)."""
@@ -78,6 +81,7 @@ TABLE: tuple[tuple[str, float, str], ...] = (
      "`--random-*-len`, `workload.*_length`)", MAX_TOKENS, "10^7"),
     ("tokens per step (`--max-num-batched-tokens`, `workload.max_batched_tokens`)", MAX_BATCHED_TOKENS, "10^9"),
     ("microbatches (`--microbatches`, `parallel_config.microbatches`)", MAX_MICROBATCHES, "4096"),
+    ("pipeline stages x microbatches", MAX_STAGE_MICROBATCHES, "2^16"),
     ("devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
      "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)", MAX_DEVICES, "65536"),
     ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),

@@ -39,6 +39,7 @@ from simcast.inputs.limits import (
     MAX_LIMIT_MS,
     MAX_MICROBATCHES,
     MAX_REQUESTS,
+    MAX_STAGE_MICROBATCHES,
     MAX_TOKENS,
 )
 from simcast.inputs.loaders import load_device, load_model
@@ -105,6 +106,10 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
     require(world <= MAX_DEVICES, name("world_size"), world, f"must be <= {MAX_DEVICES} (tp_size*pp_size*dp_size)")
     model = _named(lambda: load_model(v["model"]), name("model"))
     require(pp <= model.num_layers, name("pp_size"), pp, f"must be <= the model's {model.num_layers} layers")
+    m = v["microbatches"] or pp
+    require(pp * m <= MAX_STAGE_MICROBATCHES, name("microbatches"), m,
+            f"must be <= {MAX_STAGE_MICROBATCHES // pp} with pp_size {pp} (at most {MAX_STAGE_MICROBATCHES} "
+            "stage x microbatch pairs)")
     if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
         _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
     device = _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device"))

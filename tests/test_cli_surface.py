@@ -6,11 +6,11 @@ import argparse
 from simcast.cli.main import make_parser
 
 SURFACE = {
-    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--input-length",
-                      "--json", "--microbatches", "--model", "--no-cache", "--no-residual-send", "--num-devices",
+    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dp-attention", "--dtype",
+                      "--ep", "--input-length", "--json", "--microbatches", "--model", "--moe-dp", "--no-cache", "--no-residual-send", "--num-devices",
                       "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
-    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--input-length", "--json",
-                             "--max-batched-tokens", "--no-cache", "--num-devices", "--output-length", "--partition",
+    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--ep-sizes",
+                             "--input-length", "--json", "--max-batched-tokens", "--moe-dp-sizes", "--no-cache", "--num-devices", "--output-length", "--partition",
                              "--plot", "--pp-sizes", "--runtime", "--show-rejected", "--top", "--tp-sizes",
                              "--tpot-limit", "--ttft-limit"]),
     "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--input-length", "--json", "--no-cache",

@@ -216,21 +216,42 @@ class DeviceSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelSpec:
-    """TP x PP x DP layout; ``world_size == tp * pp * dp``."""
+    """TP x PP x DP layout; ``world_size == tp * pp * dp``; MoE layers as EP x MoE-TP x MoE-DP.
+
+    The MoE groups are stage-local (the RFC's §4.3): the ``tp * dp`` ranks of one
+    pipeline stage (all replicas) split that stage's experts, so
+    ``ep * moe_tp * moe_dp == tp * dp``. At ``pp == 1`` that is the RFC's global
+    rule ``moe_tp = world_size / (ep * moe_dp)``. ``moe_tp`` 0 derives it.
+    ``dp_attention``: the ``dp`` replicas are attention-DP groups feeding one
+    MoE layer (SGLang ``--enable-dp-attention``; vLLM DP+EP); needs ``dp > 1``.
+    """
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     world_size: int = 0
+    ep: int = 1
+    moe_dp: int = 1
+    moe_tp: int = 0
+    dp_attention: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp"):
+        for f in ("tp", "pp", "dp", "ep", "moe_dp"):
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
         if self.world_size == 0:
             object.__setattr__(self, "world_size", self.tp * self.pp * self.dp)
         require(self.world_size == self.tp * self.pp * self.dp, "world_size", self.world_size,
                 f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}")
+        stage = self.tp * self.dp
+        require(stage % (self.ep * self.moe_dp) == 0, "ep_size*moe_dp_size", self.ep * self.moe_dp,
+                f"must divide the ranks of one stage, tp*dp = {stage} (world_size/pp; RFC: devices % (ep*moe_dp) == 0)")
+        if self.moe_tp == 0:
+            object.__setattr__(self, "moe_tp", stage // (self.ep * self.moe_dp))
+        require(self.ep * self.moe_tp * self.moe_dp == stage, "moe_tp_size", self.moe_tp,
+                f"ep*moe_tp*moe_dp must equal tp*dp = {stage} (moe_tp = world_size/(pp*ep*moe_dp))")
+        require(not self.dp_attention or self.dp > 1, "enable_dp_attention", self.dp_attention,
+                "needs dp_size > 1 (attention data-parallel groups)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,10 +7,12 @@ from simcast.cli.main import make_parser
 
 SURFACE = {
     "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dp-attention", "--dtype",
-                      "--ep", "--input-length", "--json", "--microbatches", "--model", "--moe-dp", "--no-cache", "--no-residual-send", "--num-devices",
+                      "--ep", "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype", "--microbatches", "--model",
+                      "--moe-dp", "--no-cache", "--no-residual-send", "--num-devices",
                       "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
     "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--ep-sizes",
-                             "--input-length", "--json", "--max-batched-tokens", "--moe-dp-sizes", "--no-cache", "--num-devices", "--output-length", "--partition",
+                             "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype", "--max-batched-tokens",
+                             "--moe-dp-sizes", "--no-cache", "--num-devices", "--output-length", "--partition",
                              "--plot", "--pp-sizes", "--runtime", "--show-rejected", "--top", "--tp-sizes",
                              "--tpot-limit", "--ttft-limit"]),
     "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--input-length", "--json", "--no-cache",

@@ -26,6 +26,10 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
                    help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
     p.add_argument("--moe-dp-sizes", nargs="*", default=None,
                    help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
+    p.add_argument("--expert-imbalance", type=float, default=1.0,
+                   help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
+                   help="KV cache element type [default auto: the model dtype]")
     p.add_argument("--batch-sizes", nargs="+", default=None,
                    help="restrict concurrency per replica to these values (default: binary search up to 4096)")
     p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
@@ -84,7 +88,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     base = ServingConfig(model=model, device=device, parallel=ParallelSpec(world_size=1),
                          workload=Workload(input_length=a.input_length, output_length=a.output_length,
                                            max_batched_tokens=a.max_batched_tokens or 0),
-                         batch_size=1, partition=a.partition, runtime=a.runtime)
+                         batch_size=1, partition=a.partition, runtime=a.runtime,
+                         expert_imbalance=a.expert_imbalance, kv_cache_dtype=a.kv_cache_dtype)
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     df = to_dataframe(rows)
     if a.csv:

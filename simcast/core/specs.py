@@ -306,8 +306,14 @@ class SimSpec:
     send_residual: bool = True
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
+        require(self.expert_imbalance >= 1.0, "--expert-imbalance", self.expert_imbalance,
+                "must be >= 1 (1 = uniform routing)")
+        require(self.kv_cache_dtype in ("auto", "bf16", "fp8"), "--kv-cache-dtype", self.kv_cache_dtype,
+                "allowed: auto, bf16, fp8")
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
         require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
                 self.collective_algorithm, "allowed: auto, ring, tree")

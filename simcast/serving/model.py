@@ -28,7 +28,8 @@ import math
 from dataclasses import dataclass, replace
 
 from simcast.core.errors import require
-from simcast.core.memory import kv_bytes_per_token, stage_activation_bytes, stage_weight_bytes
+from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
+from simcast.core.moe_memory import kv_dtype_bytes
 from simcast.core.shards import sharded_dims
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.core.plan import build_pipeline_stage_plan
@@ -86,6 +87,8 @@ class ServingConfig:
     runtime: str = "vllm"
     mem_utilization: float = 0.90
     reserved_bytes: int = 2 * GIB
+    expert_imbalance: float = 1.0  # MoE: busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -139,12 +142,14 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     m, par, w = cfg.model, cfg.parallel, cfg.workload
     sd = sharded_dims(m, par.tp)
     plan = build_pipeline_stage_plan(m.num_layers, par.pp, cfg.partition, m.tie_word_embeddings)
-    tokens = cfg.batch_size * (w.input_length + w.output_length)
+    kvb = kv_dtype_bytes(m, cfg.kv_cache_dtype)
     chunk = Batch.prefill(1, min(w.chunk_tokens, w.input_length))
     dec = Batch.decode(max(1, math.ceil(cfg.batch_size / cfg.microbatches)), w.input_length)
     return MemoryFit(
-        stage_weight_bytes=tuple(stage_weight_bytes(m, sd, i, s) for i, s in zip(plan.stage_infos, plan.stage_module_specs)),
-        stage_kv_bytes=tuple(tokens * kv_bytes_per_token(m, sd, i.num_layers) for i in plan.stage_infos),
+        stage_weight_bytes=tuple(stage_weight_bytes(m, sd, i, s, par)
+                                 for i, s in zip(plan.stage_infos, plan.stage_module_specs)),
+        stage_kv_bytes=tuple(stage_kv_bytes_for(m, sd, i, cfg.batch_size, w.input_length + w.output_length, kvb)
+                             for i in plan.stage_infos),
         stage_activation_bytes=tuple(max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
                                      for s in plan.stage_module_specs),
         reserved_bytes=cfg.reserved_bytes, budget_bytes=int(cfg.device.hbm_bytes * cfg.mem_utilization))
@@ -154,14 +159,16 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
     w = cfg.workload
     chunks = math.ceil(w.input_length / w.chunk_tokens)
     return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition)
+                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition,
+                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
 
 
 def decode_spec(cfg: ServingConfig) -> SimSpec:
     w = cfg.workload
     ctx = w.input_length + w.output_length // 2
     return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.decode(cfg.batch_size, ctx), num_microbatches=cfg.microbatches, partition=cfg.partition)
+                   batch=Batch.decode(cfg.batch_size, ctx), num_microbatches=cfg.microbatches, partition=cfg.partition,
+                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:

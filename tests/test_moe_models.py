@@ -110,3 +110,10 @@ def test_bad_moe_keys_are_one_line_errors(tmp_path):
     cfg["architectures"], cfg["model_type"] = ["JambaForCausalLM"], "jamba"
     with pytest.raises(SimcastInputError, match="supported: .*GptOssForCausalLM"):
         load_model(_write(tmp_path, cfg))
+
+
+def test_h20_profile_datasheet_peaks():
+    from simcast.inputs.loaders import load_device
+    d = load_device("h20")
+    assert d.matmul_peak("bf16") == 148e12 and d.matmul_peak("fp8") == 296e12  # Tom's Hardware spec table
+    assert d.hbm_bw_bytes_per_s == 4.0e12 and d.hbm_bytes == 96 * 2 ** 30

@@ -6,12 +6,14 @@ import argparse
 from simcast.cli.main import make_parser
 
 SURFACE = {
-    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dtype", "--input-length",
-                      "--json", "--microbatches", "--model", "--no-cache", "--no-residual-send", "--num-devices",
+    "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dp-attention", "--dtype",
+                      "--ep", "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype", "--microbatches", "--model",
+                      "--moe-dp", "--no-cache", "--no-residual-send", "--num-devices",
                       "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
-    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--engine", "--input-length",
-                             "--json", "--max-batched-tokens", "--max-num-batched-tokens", "--max-num-seqs",
-                             "--no-cache", "--num-devices", "--output-length", "--partition",
+    "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--engine", "--ep-sizes",
+                             "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype",
+                             "--max-batched-tokens", "--max-num-batched-tokens", "--max-num-seqs",
+                             "--moe-dp-sizes", "--no-cache", "--num-devices", "--output-length", "--partition",
                              "--plot", "--pp-sizes", "--runtime", "--show-rejected", "--top", "--tp-sizes",
                              "--tpot-limit", "--ttft-limit"]),
     "serve-config": (["service_yaml"], ["--batch", "--device", "--dp", "--engine", "--input-length", "--json",

@@ -15,10 +15,11 @@ import yaml
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", **MOE_ARCHITECTURES}
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -98,7 +99,7 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     head_dim = cfg.get("head_dim") or hidden // heads
     torch_dtype = dtype or _HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), None)
     require(torch_dtype in DTYPE_BYTES, "dtype", dtype or cfg.get("torch_dtype"), f"allowed: {sorted(DTYPE_BYTES)}")
-    return ModelSpec(
+    fields: dict[str, Any] = dict(
         name=name, architecture=arch, hidden_size=hidden,
         num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
         num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=_get({"head_dim": head_dim}, "head_dim", int),
@@ -108,6 +109,8 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         qk_norm=family == "qwen3",
         attention_bias=True if family == "qwen2" else _get(cfg, "attention_bias", bool, False),
         dtype=torch_dtype)
+    fields.update(architecture_fields(cfg, family, torch_dtype))  # MoE / MLA / layer types / quantization
+    return ModelSpec(**fields)
 
 
 # ------------------------------------------------------------------- devices

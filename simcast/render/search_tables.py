@@ -5,20 +5,21 @@ from __future__ import annotations
 import pandas as pd
 
 from simcast.render.tables import table
-from simcast.serving.search import Candidate, Rejection, parallel_label
+from simcast.serving.search import Candidate, Rejection, model_label
 from simcast.serving.model import ServingResult
 
 from simcast.core.specs import GIB
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
            "partition", "engine", "ttft_idle", "capped_by", "meets_limits", "best", "pareto",
-           "prefill_breakdown", "decode_breakdown"]
+           "prefill_breakdown", "decode_breakdown", "ep", "moe_tp", "moe_dp"]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
-    return {"parallel": parallel_label(par.tp, par.pp, par.dp), "tp": par.tp, "pp": par.pp, "dp": par.dp,
+    return {"parallel": model_label(r.config), "tp": par.tp, "pp": par.pp, "dp": par.dp,
+            "ep": par.ep, "moe_tp": par.moe_tp, "moe_dp": par.moe_dp,
             "batch_size": r.config.batch_size, "concurrency": r.concurrency,
             "ttft": r.ttft_s * 1e3, "tpot": r.tpot_s * 1e3, "token/s": r.tokens_per_s,
             "token/s/device": r.tokens_per_s_per_device, "token/s/user": r.tokens_per_s_per_user,

@@ -61,7 +61,8 @@ def _from_json(d: dict) -> StageTrace:
             if isinstance(a, TensorArg):
                 for e in a.shape:
                     shape_fn(e)  # validates: a tampered cache entry fails here and is rebuilt
-    return StageTrace(key=StageKey(**d["key"]), ops=ops, compiled=False)
+    k = dict(d["key"], layer_kinds=tuple(d["key"].get("layer_kinds", ())))  # JSON has lists
+    return StageTrace(key=StageKey(**k), ops=ops, compiled=False)
 
 
 _MEMORY: dict[StageKey, StageTrace] = {}

@@ -22,7 +22,7 @@ SURFACE = {
                                         "--world-size"]),
     "bench-serve": ([], ["--burstiness", "--dataset", "--device", "--dp", "--engine", "--max-batched-tokens",
                          "--max-concurrency", "--max-num-batched-tokens", "--max-num-seqs", "--model", "--no-cache",
-                         "--num-prompts", "--partition", "--pp", "--random-input-len", "--random-output-len",
+                         "--num-prompts", "--partition", "--plot", "--pp", "--random-input-len", "--random-output-len",
                          "--random-range-ratio", "--request-rate", "--router", "--runtime", "--save-result", "--seed",
                          "--tp"]),
     "kernel": ([], []),

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from simcast.cli.args import positive_int
+from simcast.cli.outputs import add_output_args, write_bench_plot
 from simcast.cli.serving import add_engine_args
 
 
@@ -39,6 +40,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     add_engine_args(p, default="vllm")
     p.add_argument("--save-result", default=None, help="write the vllm-bench-serve JSON here (+ a per-request CSV)")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_output_args(p, trace=False)
 
 
 def read_trace(path: str):
@@ -92,6 +94,11 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
               f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
               f"{res.distinct_batches} distinct step shapes simulated")
     print(format_bench(d, header))
+    if a.plot:
+        rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"
+        write_bench_plot(res, a.plot, f"{model.name} on {cfg.parallel.world_size} x {dev.name} "
+                                      f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {len(reqs)} prompts, "
+                                      f"rate {rate} req/s" + (f", trace {Path(a.dataset).name}" if a.dataset else ""))
     if a.save_result:
         out = Path(a.save_result)
         out.parent.mkdir(parents=True, exist_ok=True)

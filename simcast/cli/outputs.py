@@ -2,7 +2,7 @@
 
 ``add_output_args`` adds the flags to a subcommand's parser; ``write_outputs``
 writes the files for ``simcast simulate``; ``write_pareto_plot`` serves
-``simcast optimize --plot``. Progress lines go to stderr so ``--json`` output
+``simcast optimize --plot`` and ``write_bench_plot`` ``simcast bench-serve --plot``. Progress lines go to stderr so ``--json`` output
 on stdout stays valid JSON. matplotlib is imported only when a plot is asked for.
 """
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from simcast.serving.requests import BenchResult
     from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -93,5 +94,14 @@ def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -
     from simcast.render.plots import plot_pareto
     _check_plot_path(path)
     out = save_figure(plot_pareto(df, title=title), path)
+    sys.stderr.write(f"simcast: wrote {out}\n")
+    return out
+
+
+def write_bench_plot(result: "BenchResult", path: str, title: str | None = None) -> Path:
+    """``simcast bench-serve --plot``: queue, running batch and KV use over time, TTFT/TPOT CDFs."""
+    from simcast.render.bench_plots import plot_bench
+    _check_plot_path(path)
+    out = save_figure(plot_bench(result, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")
     return out

@@ -163,3 +163,45 @@ def test_service_yaml_precedence_and_errors(tmp_path, capsys):
     y.write_text(y.read_text().replace("  ep_size: 2", "  cp_size: 2"))
     assert main(["serve-config", str(y)]) == 2
     assert "parallel_config.cp_size: got 'cp_size'; unknown key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_golden_emit_launch_commands(capsys, engine):
+    """--emit: per ranked layout, the server command with the layout and the chosen point's batch, and the
+    matching vllm bench serve line (concurrency = batch x DP); golden text on the shipped golden device."""
+    rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "2", "--pp-sizes", "1", "2", "--tpot-limit", "8", "--top", "3",
+                              "--engine", engine, "--emit", engine, "Qwen/Qwen3-0.6B"], capsys)
+    assert rc == 0
+    golden = HERE / "golden" / f"optimize_emit_{engine}_qwen3_0.6b.txt"
+    import os
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    rc, js, _ = _opt(BASE + ["--tp-sizes", "1", "2", "--pp-sizes", "1", "2", "--tpot-limit", "8", "--top", "3",
+                             "--engine", engine, "--emit", engine, "Qwen/Qwen3-0.6B", "--json"], capsys)
+    d = json.loads(js)
+    best = {r["parallel"]: r for r in d["rows"] if r["best"]}
+    assert len(d["launch"]) == 3
+    for ll in d["launch"]:
+        r = best[ll["parallel"]]
+        seqs = "--max-num-seqs" if engine == "vllm" else "--max-running-requests"
+        assert f"{seqs} {r['concurrency'] // r['dp']} " in ll["server"]
+        assert ll["bench"].endswith(f"--max-concurrency {r['concurrency']}")
+        assert "--random-input-len 1024 --random-output-len 256" in ll["bench"] and not ll["notes"]
+
+
+def test_emit_moe_expert_parallel():
+    """MoE layouts with EP > 1: vLLM gets --enable-expert-parallel (a note if its TP x DP span differs
+    from simcast's EP), SGLang gets --ep-size; a dense or EP=1 layout gets neither."""
+    from simcast.render.launch import launch_lines
+    moe = ServingConfig(model=load_model("Qwen/Qwen3-30B-A3B"), device=load_device(DEV),
+                        parallel=ParallelSpec(tp=2, dp=2, ep=4), workload=Workload(input_length=512, output_length=64),
+                        batch_size=8)
+    v = launch_lines(moe, "vllm", 16)
+    assert v.server.endswith("--enable-expert-parallel") and "--data-parallel-size 2 --max-num-seqs 8 " in v.server
+    assert not v.notes  # EP 4 = TP 2 x DP 2: vLLM's expert span matches
+    s = launch_lines(moe, "sglang", 16)
+    assert s.server.endswith("--ep-size 4") and "--max-running-requests 8 " in s.server
+    assert s.notes and "sglang" in s.notes[0]  # searched with vllm's step model: said so
+    dense = launch_lines(replace(moe, parallel=ParallelSpec(tp=2, dp=2)), "vllm", 16)
+    assert "expert" not in dense.server

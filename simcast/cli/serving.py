@@ -50,6 +50,8 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
+    p.add_argument("--emit", choices=("vllm", "sglang"), default=None,
+                   help="print each ranked layout's server launch command and the matching vllm bench serve line")
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     add_output_args(p, trace=False)
@@ -105,9 +107,19 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     if a.plot:
         write_pareto_plot(pts[pts["meets_limits"]], a.plot,
                           f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
+    launch = []
+    if a.emit:
+        from simcast.render.launch import launch_lines
+        from simcast.serving.search import model_label
+        launch = [(model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+                  for c in rows[:a.top]]
     if a.json:
-        print(json.dumps({"rows": pts.to_dict(orient="records"),
-                          "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}, indent=2))
+        out = {"rows": pts.to_dict(orient="records"),
+               "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}
+        if a.emit:
+            out["launch"] = [{"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)}
+                             for lab, ll in launch]
+        print(json.dumps(out, indent=2))
         return 0
     lim = []
     if a.ttft_limit:
@@ -120,6 +132,9 @@ def cmd_optimize(a: argparse.Namespace) -> int:
               + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
+    if a.emit:
+        from simcast.render.launch import format_launch
+        print("\n" + format_launch(launch, a.emit))
     return 0
 
 

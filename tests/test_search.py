@@ -133,6 +133,11 @@ def test_slo_filtering_and_rejections(base70b):
     assert sum("violates TPOT" in r.reason for r in rej) == 3
     _, rej = search(base70b, SearchSpace(tp_sizes=(1,), pp_sizes=(1,), num_devices=1))
     assert "does not fit" in rej[0].reason
+    # the quoted budget is the engine's share of HBM (vLLM: gpu_memory_utilization x total), not the
+    # layout's own need: 70B bf16 weights (~131 GiB) on one 80 GB H100 -> budget 0.9 x 79.6 GiB
+    pol, hbm = base70b.policy, base70b.device.hbm_bytes
+    assert pol.mem_fraction_of == "total"
+    assert f"> budget {pol.mem_fraction * hbm / 2**30:.1f} GiB" in rej[0].reason
 
 
 def test_pp1_row_identical_to_plain_simulation(base70b):

@@ -168,3 +168,23 @@ def test_service_yaml_precedence_and_errors(tmp_path, capsys):
     y.write_text(y.read_text().replace("  ep_size: 2", "  cp_size: 2"))
     assert main(["serve-config", str(y)]) == 2
     assert "parallel_config.cp_size: got 'cp_size'; unknown key" in capsys.readouterr().err
+
+
+def test_golden_optimize_moe_labels_aligned(capsys):
+    """MoE labels (``| EP=.. | MoE-TP=.. | MoE-DP=..``) are longer than the dense ones: the breakdown and
+    rejected lines pad to the longest label, so prefill/decode and the reasons start in one column."""
+    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "1", "2", "--ep-sizes", "1", "4",
+                                "--tpot-limit", "20", "--show-rejected", "Qwen/Qwen3-30B-A3B"], capsys)
+    assert rc == 0
+    golden = HERE / "golden" / "optimize_qwen3_30b_a3b_moe.txt"
+    import os
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    lines = out.splitlines()
+    bd = lines[lines.index("breakdowns (% of op time | PP shares of step latency):") + 1:lines.index("rejected:") - 1]
+    assert len(bd) == 2 * 3  # three layouts fit, two lines each
+    assert len({ln.index("prefill:") if "prefill:" in ln else ln.index("decode:") for ln in bd}) == 1
+    assert bd[0].startswith(" 1 TP=1 | PP=1 | DP=4 | EP=4 | MoE-TP=1 | MoE-DP=1 prefill: ")  # full label, one space
+    rej = lines[lines.index("rejected:") + 1:lines.index("assumptions:") - 1]
+    assert rej and len({ln.index("illegal split") for ln in rej}) == 1

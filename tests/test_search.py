@@ -133,6 +133,11 @@ def test_slo_filtering_and_rejections(base70b):
     assert sum("violates TPOT" in r.reason for r in rej) == 3
     _, rej = search(base70b, SearchSpace(tp_sizes=(1,), pp_sizes=(1,), num_devices=1))
     assert "does not fit" in rej[0].reason
+    # the quoted budget is the engine's share of HBM (vLLM: gpu_memory_utilization x total), not the
+    # layout's own need: 70B bf16 weights (~131 GiB) on one 80 GB H100 -> budget 0.9 x 79.6 GiB
+    pol, hbm = base70b.policy, base70b.device.hbm_bytes
+    assert pol.mem_fraction_of == "total"
+    assert f"> budget {pol.mem_fraction * hbm / 2**30:.1f} GiB" in rej[0].reason
 
 
 def test_pp1_row_identical_to_plain_simulation(base70b):
@@ -205,3 +210,23 @@ def test_emit_moe_expert_parallel():
     assert s.notes and "sglang" in s.notes[0]  # searched with vllm's step model: said so
     dense = launch_lines(replace(moe, parallel=ParallelSpec(tp=2, dp=2)), "vllm", 16)
     assert "expert" not in dense.server
+
+
+def test_golden_optimize_moe_labels_aligned(capsys):
+    """MoE labels (``| EP=.. | MoE-TP=.. | MoE-DP=..``) are longer than the dense ones: the breakdown and
+    rejected lines pad to the longest label, so prefill/decode and the reasons start in one column."""
+    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "1", "2", "--ep-sizes", "1", "4",
+                                "--tpot-limit", "20", "--show-rejected", "Qwen/Qwen3-30B-A3B"], capsys)
+    assert rc == 0
+    golden = HERE / "golden" / "optimize_qwen3_30b_a3b_moe.txt"
+    import os
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    lines = out.splitlines()
+    bd = lines[lines.index("breakdowns (% of op time | PP shares of step latency):") + 1:lines.index("rejected:") - 1]
+    assert len(bd) == 2 * 3  # three layouts fit, two lines each
+    assert len({ln.index("prefill:") if "prefill:" in ln else ln.index("decode:") for ln in bd}) == 1
+    assert bd[0].startswith(" 1 TP=1 | PP=1 | DP=4 | EP=4 | MoE-TP=1 | MoE-DP=1 prefill: ")  # full label, one space
+    rej = lines[lines.index("rejected:") + 1:lines.index("assumptions:") - 1]
+    assert rej and len({ln.index("illegal split") for ln in rej}) == 1

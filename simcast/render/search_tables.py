@@ -69,14 +69,16 @@ def format_search(rows: list[Candidate], rejected: list[Rejection], header: str,
         out.append(table(["#", "parallel", "batch_size", "concurrency", "ttft ms", "tpot ms", "token/s",
                           "token/s/device", "token/s/user", "weights GiB", "KV GiB", "links"], cells))
         out += ["", "breakdowns (% of op time | PP shares of step latency):"]
+        w = max(22, *(len(p) for p in df["parallel"]))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
         for i, r in df.iterrows():
-            out.append(f"{i + 1:>2} {r['parallel']:<22} prefill: {r['prefill_breakdown']}")
-            out.append(f"{'':>2} {'':<22} decode:  {r['decode_breakdown']}")
+            out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
+            out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:
         out.append("no layout meets the limits (see --show-rejected)")
     if rejected:
         if show_rejected:
-            out += ["", "rejected:"] + [f"  {x.parallel:<22} {x.reason}" for x in rejected]
+            w = max(22, *(len(x.parallel) for x in rejected))
+            out += ["", "rejected:"] + [f"  {x.parallel:<{w}} {x.reason}" for x in rejected]
         else:
             out += ["", f"{len(rejected)} layout(s) rejected (--show-rejected lists them)"]
     out += ["", "assumptions:"] + [f"  - {a}" for a in assumptions]

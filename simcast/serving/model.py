@@ -110,7 +110,8 @@ class MemoryFit:
     stage_activation_bytes: tuple[int, ...]
     stage_kv_budget_bytes: tuple[int, ...]  # KV the engine's memory rule leaves on each stage
     reserved_bytes: int
-    budget_bytes: int  # the most a stage may use (weights + activations + reserve + KV budget), min over stages
+    budget_bytes: int  # the most a stage may use (weights + activations + reserve + KV budget), min over stages;
+    # the KV budget enters unclamped, so a layout whose weights alone exceed the engine's share reports that share
 
     @property
     def stage_total_bytes(self) -> tuple[int, ...]:
@@ -184,7 +185,7 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     kv = [cfg.batch_size * p for p in per_req]
     return MemoryFit(stage_weight_bytes=tuple(weights), stage_kv_bytes=tuple(kv), stage_activation_bytes=tuple(act),
                      stage_kv_budget_bytes=tuple(budgets), reserved_bytes=cfg.reserved_bytes,
-                     budget_bytes=min(w + a + cfg.reserved_bytes + max(b, 0)
+                     budget_bytes=min(w + a + cfg.reserved_bytes + b
                                       for w, a, b in zip(weights, act, budgets)))
 
 

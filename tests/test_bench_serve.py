@@ -107,7 +107,7 @@ def test_plot_series_and_figure(cfg, tmp_path):
 
 
 def test_cli_plot(tmp_path):
-    out = tmp_path / "sub" / "bench.png"
+    out = tmp_path / "bench.png"  # the folder must exist: output paths are checked before the run
     assert main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "50",
                  "--random-input-len", "128", "--random-output-len", "16", "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000

@@ -92,7 +92,7 @@ def test_pareto(optimizer_table, tmp_path):
 
 
 def test_cli_plot_flag(tmp_path):
-    out = tmp_path / "sub" / "p.png"
+    out = tmp_path / "p.png"  # the folder must exist (issue 8: output paths are checked before the work)
     assert main(["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--pp", "2", "--batch", "2",
                  "--input-length", "64", "--overlap", "--plot", str(out)]) == 0
     assert out.stat().st_size > 10_000

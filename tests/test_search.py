@@ -164,7 +164,7 @@ def test_service_yaml_precedence_and_errors(tmp_path, capsys):
     assert "parallel_config.world_size: got 8; must equal tp_size*pp_size*dp_size = 4*2*2 = 16" in err
     y.write_text(y.read_text().replace("  dp_size: 2", "  dp_size: 1\n  ep_size: 2"))
     assert main(["serve-config", str(y)]) == 2  # a dense model has no experts to split
-    assert "parallel_config.ep_size/moe_dp_size: got '2/1'; meta-llama/Llama-3.1-70B has no experts" in capsys.readouterr().err
+    assert "parallel_config.ep_size: got '2/1'; meta-llama/Llama-3.1-70B has no experts" in capsys.readouterr().err
     y.write_text(y.read_text().replace("  ep_size: 2", "  cp_size: 2"))
     assert main(["serve-config", str(y)]) == 2
     assert "parallel_config.cp_size: got 'cp_size'; unknown key" in capsys.readouterr().err

@@ -186,6 +186,8 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
 
 def calibrate(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[DeviceSpec, dict[str, float]]:
     """Fit everything the rows cover; returns the new device and median abs % error per fitted group."""
+    from simcast.calib.validate import with_generic_columns
+    rows = with_generic_columns(rows)  # a GEMM-only CSV has no nodes/gpus/bytes columns
     eff, e1 = fit_compute(rows, dev)
     links, e2 = fit_links(rows, dev)
     return dataclasses.replace(dev, efficiency=eff, links=links), {**e1, **e2}

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import yaml
-
 from simcast.calib.fit import GEMM_PARAMS
+from simcast.core.errors import SimcastInputError
 from simcast.core.specs import DeviceSpec, LinkSpec
+from simcast.inputs.files import loads_yaml
 
 FIT_NOTE = "fit by simcast calibrate"
 CARRIED_NOTE = "carried over from"
@@ -55,7 +55,12 @@ def _walk(text: str) -> Iterator[tuple[str, str, str]]:
         indent = len(line) - len(line.lstrip())
         comment = line.split("#", 1)[1].strip() if "#" in line else ""
         if stripped.startswith("- {"):
-            item = yaml.safe_load(stripped[2:])
+            try:  # one line of a profile that already loaded; a flow mapping split over lines is skipped
+                item = loads_yaml(stripped[2:], "device profile")
+            except SimcastInputError:
+                item = None
+            if not isinstance(item, dict):
+                continue
             link = next((p for _, p in reversed(stack) if p.count(".") == 1 and p.startswith("links.")), "links.?")
             yield f"{link}.{item.get('kind')}.{item.get('gpus')}", stripped[2:], comment
             continue

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcast.core.shards import shard
-
 import pandas as pd
+
+from simcast.core.errors import require
+from simcast.core.shards import shard
+from simcast.inputs.files import load_csv, numeric_column
+from simcast.inputs.limits import (MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HIDDEN,
+                                   MAX_MESSAGE_BYTES)
 
 VIDUR_SNAPSHOT = "7d47513"
 DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
@@ -50,13 +54,26 @@ def _source(path: Path) -> str:
     return "/".join(parts[parts.index("vidur"):]) if "vidur" in parts else path.name
 
 
+_MAX_MS = 1e9  # a median op time in ms (11.6 days): finite and bounded
+
+
+def _numeric(raw: pd.DataFrame, path: Path, bounds: dict[str, tuple[float, float, bool]]) -> pd.DataFrame:
+    """``raw`` with the named columns checked (required, finite, in ``[lo, hi]``, whole when flagged) and numeric."""
+    out = raw.copy()
+    for col, (lo, hi, whole) in bounds.items():
+        out[col] = numeric_column(raw, col, f"measured {path.name}", required=True, lo=lo, hi=hi, integer=whole)
+    return out
+
+
 def compute_rows(path: str | Path) -> pd.DataFrame:
     """Generic rows (GEMMs, elementwise ops, whole layer) from one Vidur ``*_mlp.csv``."""
     path = Path(path)
-    raw = pd.read_csv(path)
     keys = ["num_tokens", "num_tensor_parallel_workers"]
     cols = [f"time_stats.{op}.median" for op in LAYER_OPS]
     shape = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd"]
+    raw = _numeric(load_csv(path, "measured"), path, {
+        "num_tokens": (1, MAX_BATCHED_TOKENS, True), "num_tensor_parallel_workers": (1, MAX_DEVICES, True),
+        **{c: (1, MAX_HIDDEN, True) for c in shape}, **{c: (0.0, _MAX_MS, False) for c in cols}})
     d = raw.groupby(keys, as_index=False).agg({**{c: "mean" for c in cols}, **{c: "first" for c in shape}})
     model = "meta-llama/" + path.name.removesuffix("_mlp.csv")
     base = {"device": _device(path), "dtype": "fp16", "model": model, "source": _source(path)}
@@ -82,9 +99,14 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
 def network_rows(path: str | Path) -> pd.DataFrame:
     """Generic ``allreduce``/``p2p`` rows from one Vidur ``all_reduce.csv`` or ``send_recv.csv``."""
     path = Path(path)
-    raw = pd.read_csv(path)
-    coll = raw["collective"].iloc[0]
-    kind = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}[coll]
+    raw = load_csv(path, "measured")
+    kinds = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}
+    coll = raw["collective"].iloc[0] if "collective" in raw else None
+    require(coll in kinds, f"measured {path.name}: column collective", coll, f"allowed: {', '.join(kinds)}")
+    raw = _numeric(raw, path, {"size": (1, MAX_MESSAGE_BYTES, False), "num_workers": (1, MAX_DEVICES, True),
+                               "devices_per_node": (1, MAX_DEVICES_PER_NODE, True),
+                               f"time_stats.{coll}.median": (0.0, _MAX_MS, False)})
+    kind = kinds[coll]
     out = pd.DataFrame({
         "kind": kind, "device": _device(path), "dtype": "fp16", "bytes": raw["size"].astype(float),
         "gpus": raw["num_workers"].astype(int), "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),

@@ -8,7 +8,8 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from simcast.cli.args import positive_float, positive_int
+from simcast.cli.args import DEVICES, GEMM_DIM, HEAD_DIM, HEADS, MESSAGE_BYTES, REQUESTS, TOKENS
+from simcast.cli.outputs import output_path, write_atomic
 from simcast.core.errors import require
 
 
@@ -23,25 +24,25 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
         if name == "gemm":
             for d in ("m", "n", "k"):
-                s.add_argument(f"--{d}", type=positive_int, required=True, help=f"GEMM dimension {d.upper()}")
+                s.add_argument(f"--{d}", type=GEMM_DIM, required=True, help=f"GEMM dimension {d.upper()} [<= 2^31-1]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp32"), default="bf16", help="[default bf16]")
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
-            s.add_argument("--batch", type=positive_int, default=1, help="requests [default 1]")
-            s.add_argument("--q-len", type=positive_int, default=1, help="new tokens per request [default 1]")
-            s.add_argument("--kv-len", type=positive_int, required=True, help="keys per request incl. the new tokens")
-            s.add_argument("--heads", type=positive_int, required=True, help="query heads on this GPU")
-            s.add_argument("--kv-heads", type=positive_int, required=True, help="KV heads on this GPU")
-            s.add_argument("--head-dim", type=positive_int, default=128, help="[default 128]")
+            s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
+            s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
+            s.add_argument("--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]")
+            s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
+            s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
+            s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
-            s.add_argument("--bytes", type=positive_float, required=True,
-                           help="message bytes per rank (all-gather: output bytes per rank)")
+            s.add_argument("--bytes", type=MESSAGE_BYTES, required=True,
+                           help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]")
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
-                s.add_argument("--gpus", type=positive_int, required=True, help="ranks in the group")
-                s.add_argument("--nodes", type=positive_int, default=1, help="nodes the group spans [default 1]")
+                s.add_argument("--gpus", type=DEVICES, required=True, help="ranks in the group [<= 65536]")
+                s.add_argument("--nodes", type=DEVICES, default=1, help="nodes the group spans [default 1]")
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
@@ -70,7 +71,8 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
     p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
-    p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
+    p.add_argument("--out", required=True, type=output_path("--out"),
+                   help="YAML file to write (may equal the input profile)")
     p.add_argument("--transfer-from", default=None,
                    help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
                         "--device's peaks and link bandwidths")
@@ -79,13 +81,16 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.calib import profile_yaml as py
     from simcast.calib.fit import calibrate, transfer
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict
+    from simcast.inputs.schema import check
     from simcast.calib.validate import read_measured
     from simcast.calib.vidur import VIDUR_SNAPSHOT
     from simcast.inputs.loaders import load_device, read_yaml
     import pandas as pd
     base = load_device(a.device)
     src = _profile_path(a.device)
-    text = src.read_text()
+    text = read_text(src, "--device")
     old_block = (read_yaml(src, "device profile") or {}).get("calibration")
     today = _dt.date.today().isoformat()
     if a.transfer_from:
@@ -93,7 +98,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         ref = load_device(a.transfer_from)
         ref_path = _profile_path(a.transfer_from)
         dev = transfer(ref, base)
-        notes, carried, fitted_on_src = py.transfer_notes(ref, ref_path.read_text(), base, dev)
+        notes, carried, fitted_on_src = py.transfer_notes(ref, read_text(ref_path, "--transfer-from"), base, dev)
         ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
         out = py.update_profile_yaml(text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried,
                                                                               fitted_on_src))
@@ -111,8 +116,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         body = py.update_profile_yaml(text, dev, notes, [])
         out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
         summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
-    Path(a.out).write_text(out)
-    load_device(a.out)  # the written profile must load
+    device_from_dict(check(loads_yaml(out, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
     print(f"wrote {a.out} ({summary})")
     return 0
 

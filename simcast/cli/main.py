@@ -11,8 +11,9 @@ from simcast.cli import kernel as cli_kernel
 from simcast.cli import bench_serve as cli_bench_serve
 from simcast.cli import serving as cli_serving
 from simcast.cli.outputs import add_output_args, write_outputs
-from simcast.cli.args import positive_int
+from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS
 from simcast.core.errors import SimcastInputError, require
+from simcast.inputs.limits import MAX_DEVICES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,31 +27,31 @@ class _Parser(argparse.ArgumentParser):
 def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
     p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel size")
-    p.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel size (stages)")
-    p.add_argument("--num-devices", type=positive_int, default=None,
-                   help="world size; default tp*pp (dp = num_devices // (tp*pp))")
-    p.add_argument("--ep", type=positive_int, default=1,
+    p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size (stages)")
+    p.add_argument("--num-devices", type=DEVICES, default=None,
+                   help="world size; default tp*pp (dp = num_devices // (tp*pp)) [<= 65536]")
+    p.add_argument("--ep", type=DEVICES, default=1,
                    help="MoE: expert-parallel size (the experts of a stage split over ep ranks) [default 1]")
-    p.add_argument("--moe-dp", type=positive_int, default=1,
+    p.add_argument("--moe-dp", type=DEVICES, default=1,
                    help="MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp) [default 1]")
-    p.add_argument("--expert-imbalance", type=float, default=1.0,
+    p.add_argument("--expert-imbalance", type=IMBALANCE, default=1.0,
                    help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
     p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
                    help="KV cache element type [default auto: the model dtype]")
     p.add_argument("--dp-attention", action="store_true",
                    help="MoE: the dp replicas are attention-DP groups feeding one MoE layer (needs dp > 1)")
-    p.add_argument("--batch", type=positive_int, default=1, help="requests in the step")
-    p.add_argument("--input-length", type=positive_int, default=2048,
-                   help="prompt tokens per request (prefill) [default 2048]")
+    p.add_argument("--batch", type=REQUESTS, default=1, help="requests in the step [<= 10^6]")
+    p.add_argument("--input-length", type=TOKENS, default=2048,
+                   help="prompt tokens per request (prefill) [default 2048, <= 10^7]")
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill", help="which step to simulate")
-    p.add_argument("--context-length", type=positive_int, default=None,
-                   help="decode: tokens already in the KV cache per request [default: input length]")
-    p.add_argument("--microbatches", type=positive_int, default=None,
-                   help="microbatches the step is split into [default: pp]")
+    p.add_argument("--context-length", type=TOKENS, default=None,
+                   help="decode: tokens already in the KV cache per request [default: input length, <= 10^7]")
+    p.add_argument("--microbatches", type=MICROBATCHES, default=None,
+                   help="microbatches the step is split into [default: pp, <= 4096]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4")
-    p.add_argument("--devices-per-node", type=positive_int, default=None,
-                   help="override the profile's devices per node")
+    p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None,
+                   help="override the profile's devices per node [<= 1024]")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
     p.add_argument("--tp-sharded-send", action="store_true",
                    help="each TP rank sends 1/tp of the hidden states; the receiving stage all-gathers them over "
@@ -67,7 +68,8 @@ def build_spec(a: argparse.Namespace):
     model = load_model(a.model, dtype=a.dtype)
     device = load_device(a.device, a.devices_per_node)
     world = a.num_devices or a.tp * a.pp
-    require(a.tp * a.pp <= world, "--tp*--pp", a.tp * a.pp, f"must be <= --num-devices={world}")
+    require(a.tp * a.pp <= min(world, MAX_DEVICES), "--tp*--pp", a.tp * a.pp,
+            f"must be <= --num-devices={world}" if a.num_devices else f"must be <= {MAX_DEVICES} devices")
     require(world % (a.tp * a.pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={a.tp * a.pp}")
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
     if a.phase == "prefill":

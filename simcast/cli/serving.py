@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from simcast.cli.args import positive_int
-from simcast.cli.outputs import add_output_args, write_pareto_plot
+from simcast.cli.args import (BATCHED_TOKENS, IMBALANCE, DEVICES, DEVICES_PER_NODE, LIMIT_MS, REQUESTS, TOKENS, parse_int,
+                              positive_int)
+from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
 from simcast.core.errors import require
+from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
 from simcast.serving.engines import ENGINE_CHOICES
 
 
@@ -15,19 +17,19 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
     """``--engine`` (alias ``--runtime``) and the engine limits a user may override."""
     p.add_argument("--engine", "--runtime", dest="runtime", default=default, choices=ENGINE_CHOICES,
                    help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)")
-    p.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=positive_int,
-                   default=None, help="token budget of one step [default: the engine's own]")
-    p.add_argument("--max-num-seqs", type=positive_int, default=None,
-                   help="running requests per step [default: the engine's own]")
+    p.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=BATCHED_TOKENS,
+                   default=None, help="token budget of one step [default: the engine's own; <= 10^9]")
+    p.add_argument("--max-num-seqs", type=REQUESTS, default=None,
+                   help="running requests per step [default: the engine's own; <= 10^6]")
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", default=None,
                    help="shipped model id or config.json path (last positional argument)")
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
-    p.add_argument("--num-devices", type=positive_int, required=True, help="devices in the deployment")
-    p.add_argument("--input-length", type=positive_int, required=True, help="ISL, tokens")
-    p.add_argument("--output-length", type=positive_int, required=True, help="OSL, tokens")
+    p.add_argument("--num-devices", type=DEVICES, required=True, help="devices in the deployment [<= 65536]")
+    p.add_argument("--input-length", type=TOKENS, required=True, help="ISL, tokens [<= 10^7]")
+    p.add_argument("--output-length", type=TOKENS, required=True, help="OSL, tokens [<= 10^7]")
     p.add_argument("--tp-sizes", nargs="*", default=None,
                    help="TP sizes; absent: powers of two <= num-devices; no value: same")
     p.add_argument("--pp-sizes", nargs="*", default=None,
@@ -36,19 +38,19 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
                    help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
     p.add_argument("--moe-dp-sizes", nargs="*", default=None,
                    help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
-    p.add_argument("--expert-imbalance", type=float, default=1.0,
+    p.add_argument("--expert-imbalance", type=IMBALANCE, default=1.0,
                    help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
     p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
                    help="KV cache element type [default auto: the model dtype]")
     p.add_argument("--batch-sizes", nargs="+", default=None,
-                   help="restrict concurrency per replica to these values (default: binary search up to 4096)")
-    p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
-    p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
-    p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
+                   help="restrict concurrency per replica to these values (default: binary search up to 4096) [each <= 10^6]")
+    p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
+    p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
+    p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
     add_engine_args(p, default="vllm")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
-    p.add_argument("--csv", default=None, help="write all rows to this CSV file")
+    p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
     p.add_argument("--emit", choices=("vllm", "sglang"), default=None,
                    help="print each ranked layout's server launch command and the matching vllm bench serve line")
@@ -62,7 +64,7 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
     for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
         vals = getattr(a, name)
-        if a.model is None and vals and not vals[-1].lstrip("-").isdigit():
+        if a.model is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(a.model is not None, "model", None, "a model id or config.json path is required as the last argument")
     for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
@@ -70,9 +72,11 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
         if vals is None:
             continue
         flag = "--" + name.replace("_", "-")
+        hi = MAX_REQUESTS if name == "batch_sizes" else MAX_DEVICES
         for v in vals:
-            require(v.isdigit() and int(v) > 0, flag, v, "each value must be a positive integer")
-        setattr(a, name, [int(v) for v in vals])
+            n = parse_int(v)
+            require(n is not None and 1 <= n <= hi, flag, v, f"each value must be a positive integer <= {hi}")
+        setattr(a, name, [parse_int(v) for v in vals])
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
@@ -84,8 +88,6 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
     normalize_trailing_model(a)
     n = a.num_devices
-    for flag, lim in (("--ttft-limit", a.ttft_limit), ("--tpot-limit", a.tpot_limit)):
-        require(lim is None or lim > 0, flag, lim, "must be > 0 (milliseconds)")
     space = SearchSpace(tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
                         pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")), num_devices=n,
                         ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
@@ -103,7 +105,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     pts = points_dataframe(rows, lambda r: meets(r, space))
     if a.csv:
-        pts.to_csv(a.csv, index=False)
+        write_atomic(a.csv, "--csv", lambda tmp: pts.to_csv(tmp, index=False))
     if a.plot:
         write_pareto_plot(pts[pts["meets_limits"]], a.plot,
                           f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
@@ -131,7 +133,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
               + (f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if model.moe is not None else "")
               + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
     assumptions = rows[0].result.assumptions if rows else ()
-    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
+    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
     if a.emit:
         from simcast.render.launch import format_launch
         print("\n" + format_launch(launch, a.emit))
@@ -140,17 +142,24 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("service_yaml", help="service YAML (see README: model, device, workload, parallel_config)")
-    p.add_argument("--tp", type=positive_int, default=None, help="override parallel_config.tp_size")
-    p.add_argument("--pp", type=positive_int, default=None, help="override parallel_config.pp_size")
-    p.add_argument("--dp", type=positive_int, default=None, help="override parallel_config.dp_size")
-    p.add_argument("--world-size", type=positive_int, default=None, help="override parallel_config.world_size")
-    p.add_argument("--batch", type=positive_int, default=None, help="override workload.batch_size")
-    p.add_argument("--input-length", type=positive_int, default=None, help="override workload.input_length")
-    p.add_argument("--output-length", type=positive_int, default=None, help="override workload.output_length")
+    p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
+    p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
+    p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")
+    p.add_argument("--world-size", type=DEVICES, default=None, help="override parallel_config.world_size")
+    p.add_argument("--batch", type=REQUESTS, default=None, help="override workload.batch_size")
+    p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
+    p.add_argument("--output-length", type=TOKENS, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
     add_engine_args(p, default=None)
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+
+
+SERVE_CONFIG_FLAGS = {"tp_size": "--tp", "pp_size": "--pp", "dp_size": "--dp", "world_size": "--world-size",
+                      "batch_size": "--batch", "input_length": "--input-length", "output_length": "--output-length",
+                      "device": "--device", "runtime": "--engine", "max_batched_tokens": "--max-num-batched-tokens",
+                      "max_num_seqs": "--max-num-seqs"}
+"""The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
@@ -162,7 +171,8 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
                  "input_length": a.input_length, "output_length": a.output_length, "device": a.device,
                  "runtime": a.runtime, "max_batched_tokens": a.max_batched_tokens, "max_num_seqs": a.max_num_seqs}
-    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides)
+    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides,
+                                       SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []

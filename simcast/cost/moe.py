@@ -62,7 +62,7 @@ def _fmt_dtype(fmt: str, model_dtype: str) -> str:
 
 @formula("simcast::moe_experts")
 def _moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
-    x, w13, w2 = rec.args[0], rec.args[3], rec.args[4]
+    x, w13 = rec.args[0], rec.args[3]
     fmt, top_k, num_e, ep, moe_dp, dp = rec.args[5:11]
     dims = ctx.dims
     t = shape_fn(x.shape[0])(*dims)
@@ -134,7 +134,7 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     (``2·heads·nope·kv_lora``), attention over the latent as one shared KV head of width
     ``kv_lora + rope`` (scores) and ``kv_lora`` (values), then ·W_UV (``2·heads·kv_lora·v``).
     """
-    q, cache, wkvb = rec.args[0], rec.args[1], rec.args[2]
+    q, cache = rec.args[0], rec.args[1]
     heads, nope, rope, v = (int(a) for a in rec.args[5:9])
     dims = ctx.dims
     lat = shape_fn(cache.shape[-1])(*dims) - rope

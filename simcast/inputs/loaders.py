@@ -6,16 +6,19 @@ field, the bad value and what is allowed. This is an edge module: it reads files
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
+from simcast.inputs.files import load_json, load_yaml
+from simcast.inputs.limits import (MAX_BW_BYTES_PER_S, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HALF_POINT,
+                                   MAX_HBM_BYTES, MAX_HEADS, MAX_HIDDEN, MAX_LATENCY_S, MAX_LAYERS, MAX_TEXT_CHARS,
+                                   MAX_VOCAB)
+from simcast.inputs.schema import Int, Num, Str, check
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
@@ -39,17 +42,6 @@ def shipped_devices() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
 
-def _read_json(path: Path, field: str) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SimcastInputError(field, str(path), f"is not valid JSON (line {e.lineno}: {e.msg})") from None
-    except OSError as e:
-        raise SimcastInputError(field, str(path), f"cannot be read ({e.strerror})") from None
-    require(isinstance(data, dict), field, str(path), "must hold a JSON object")
-    return data
-
-
 def resolve_model_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_dir():
@@ -66,27 +58,65 @@ def resolve_model_path(name_or_path: str) -> Path:
 def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
     """ModelSpec from a shipped name (``Qwen/Qwen3-32B``), a folder or a ``config.json`` path."""
     path = resolve_model_path(name_or_path)
-    cfg = _read_json(path, "--model")
-    name = name_or_path if not Path(name_or_path).exists() else cfg.get("_name_or_path") or str(name_or_path)
+    cfg = load_json(path, "config.json")
+    require(isinstance(cfg, dict), "config.json", str(path), "must hold a JSON object")
+    own = cfg.get("_name_or_path")
+    name = name_or_path if not Path(name_or_path).exists() else (own if isinstance(own, str) and own else
+                                                                 str(name_or_path))
     return model_from_hf_config(cfg, name=name, dtype=dtype)
 
 
-def _get(cfg: dict, key: str, kind: type, default: Any = None) -> Any:
-    v = cfg.get(key, default)
+_BOUNDS: dict[str, Any] = {
+    "hidden_size": Int(1, MAX_HIDDEN), "intermediate_size": Int(1, MAX_HIDDEN), "head_dim": Int(1, MAX_HIDDEN),
+    "num_attention_heads": Int(1, MAX_HEADS), "num_key_value_heads": Int(1, MAX_HEADS),
+    "num_hidden_layers": Int(1, MAX_LAYERS), "vocab_size": Int(1, MAX_VOCAB),
+    "rms_norm_eps": Num(0.0, 1.0, lo_open=True), "rope_theta": Num(0.0, 1e15, lo_open=True),
+}
+
+
+def _get(cfg: dict, key: str, kind: Any, default: Any = None) -> Any:
+    """``cfg[key]`` (or ``default`` when absent or null) checked against ``kind`` (a type or a bound)."""
+    v = cfg.get(key)
+    v = default if v is None else v
     field = f"config.json:{key}"
     require(v is not None, field, v, "is required")
-    if kind is float:
-        require(isinstance(v, (int, float)) and not isinstance(v, bool), field, v, "must be a number")
-        return float(v)
-    if kind is int:
-        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, field, v, "must be a positive integer")
     if kind is bool:
         require(isinstance(v, bool), field, v, "must be true or false")
-    return v
+        return v
+    return check(v, _BOUNDS.get(key, kind), field)
+
+
+# Keys of a HF config that change what the model computes but that simcast's dense Llama/Qwen/Mistral
+# decoder does not model: (allowed value test, what is allowed). A key that is absent or null is fine.
+# Everything else (rope_scaling, max_position_embeddings, token ids, dropout, ...) leaves the cost of
+# a forward step unchanged and is ignored (README, "Model configs").
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+             "moe_intermediate_size", "shared_expert_intermediate_size")
+_UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "mlp_bias": (lambda v: v is False, "MLP biases are not modelled (allowed: false)"),
+    "hidden_act": (lambda v: v == "silu", "the MLP is modelled as SiLU-and-mul (allowed: silu)"),
+    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled; use the unquantized "
+                                             "config and --dtype"),
+    **{k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
+       for k in _MOE_KEYS},
+}
+
+
+def _check_modelled(cfg: dict, family: str) -> None:
+    """Refuse config keys whose value would make the real model compute something simcast does not."""
+    for key, (ok, allowed) in _UNMODELLED.items():
+        v = cfg.get(key)
+        require(v is None or ok(v), f"config.json:{key}", v, allowed)
+    window = cfg.get("sliding_window")
+    windowed = window is not None and (family == "mistral" or cfg.get("use_sliding_window") is True)
+    require(not windowed, "config.json:sliding_window", window,
+            "sliding-window attention is not modelled; set it to null for full attention")
 
 
 def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> ModelSpec:
     archs = cfg.get("architectures") or []
+    require(isinstance(archs, list) and all(isinstance(a, str) for a in archs), "config.json:architectures", archs,
+            "must be a list of class names")
     arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
     if arch is None:
         mt = cfg.get("model_type")
@@ -94,15 +124,24 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     require(arch is not None, "config.json:architectures", archs or cfg.get("model_type"),
             f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
     family = SUPPORTED_ARCHITECTURES[arch]
+    if arch not in MOE_ARCHITECTURES:  # MoE families: their own keys are read by moe_config
+        _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
-    head_dim = cfg.get("head_dim") or hidden // heads
-    torch_dtype = dtype or _HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), None)
-    require(torch_dtype in DTYPE_BYTES, "dtype", dtype or cfg.get("torch_dtype"), f"allowed: {sorted(DTYPE_BYTES)}")
+    if cfg.get("head_dim") is None:  # HF's default when the key is absent or null
+        require(hidden % heads == 0, "config.json:hidden_size", hidden,
+                f"must be a multiple of num_attention_heads={heads} when head_dim is not given")
+        head_dim = hidden // heads
+    else:
+        head_dim = _get(cfg, "head_dim", int)
+    hf_dtype = cfg.get("torch_dtype", "bfloat16")
+    torch_dtype = dtype or (_HF_DTYPES.get(hf_dtype) if isinstance(hf_dtype, str) else None)
+    require(torch_dtype in DTYPE_BYTES, "config.json:torch_dtype" if dtype is None else "dtype", dtype or hf_dtype,
+            f"allowed: {', '.join(sorted(_HF_DTYPES))}")
     fields: dict[str, Any] = dict(
         name=name, architecture=arch, hidden_size=hidden,
         num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
-        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=_get({"head_dim": head_dim}, "head_dim", int),
+        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=head_dim,
         intermediate_size=_get(cfg, "intermediate_size", int), vocab_size=_get(cfg, "vocab_size", int),
         tie_word_embeddings=_get(cfg, "tie_word_embeddings", bool, False),
         rms_norm_eps=_get(cfg, "rms_norm_eps", float, 1e-6), rope_theta=_get(cfg, "rope_theta", float, 10000.0),
@@ -114,72 +153,32 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
 
 
 # ------------------------------------------------------------------- devices
-_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": str, "gpus": int, "latency_s": float, "bus_bw_bytes_per_s": float}
+_SECONDS = Num(0.0, MAX_LATENCY_S)
+_FRACTION = Num(0.0, 1.0, lo_open=True)
+_BW = Num(0.0, MAX_BW_BYTES_PER_S, lo_open=True)
+_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": Str(64), "gpus": Int(2, MAX_DEVICES), "latency_s": _SECONDS,
+                                      "bus_bw_bytes_per_s": _BW}
+_LINK_SCHEMA: dict[str, Any] = {"name": Str(256), "bw_bytes_per_s": _BW, "latency_s": _SECONDS,
+                                "efficiency": _FRACTION, "collectives?": [_COLLECTIVE_SCHEMA],
+                                "mesh_links?": Int(0, MAX_DEVICES_PER_NODE)}
 _PROFILE_SCHEMA: dict[str, Any] = {
-    "name": str, "description": str,
+    "name": Str(256), "description": Str(MAX_TEXT_CHARS),
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
-    "memory": {"hbm_bytes": int, "hbm_bw_bytes_per_s": float},
-    "efficiency": {"matmul": float, "vector": float, "memory": float, "launch_overhead_s": float,
-                   "matmul_half_m_ridge?": float, "matmul_half_n?": float, "matmul_half_k?": float,
-                   "vector_memory?": float, "vector_launch_overhead_s?": float},
-    "links": {"devices_per_node": int,
-              "intra_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int},
-              "inter_node": {"name": str, "bw_bytes_per_s": float, "latency_s": float, "efficiency": float,
-                             "collectives?": [_COLLECTIVE_SCHEMA], "mesh_links?": int}},
+    "memory": {"hbm_bytes": Int(1, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
+    "efficiency": {"matmul": _FRACTION, "vector": _FRACTION, "memory": _FRACTION, "launch_overhead_s": _SECONDS,
+                   "matmul_half_m_ridge?": Num(0.0, 1e6), "matmul_half_n?": Num(0.0, MAX_HALF_POINT),
+                   "matmul_half_k?": Num(0.0, MAX_HALF_POINT), "vector_memory?": Num(0.0, 1.0),
+                   "vector_launch_overhead_s?": _SECONDS},
+    "links": {"devices_per_node": Int(1, MAX_DEVICES_PER_NODE), "intra_node": _LINK_SCHEMA,
+              "inter_node": _LINK_SCHEMA},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
 }
-
-
-def _check(node: Any, schema: Any, where: str) -> Any:
-    if schema == "dtype_map":
-        require(isinstance(node, dict) and node, where, node, f"must map dtypes ({', '.join(DTYPE_BYTES)}) to FLOP/s")
-        out = {}
-        for k, v in node.items():
-            require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")
-            out[k] = _check(v, float, f"{where}.{k}")
-            require(out[k] > 0, f"{where}.{k}", v, "must be a positive number")
-        return out
-    if isinstance(schema, list):  # a list of items of one schema
-        require(isinstance(node, list), where, node, "must be a list")
-        return [_check(item, schema[0], f"{where}[{i}]") for i, item in enumerate(node)]
-    if isinstance(schema, dict):
-        require(isinstance(node, dict), where, node, "must be a mapping")
-        allowed = {k.rstrip("?") for k in schema}
-        for k in node:
-            require(k in allowed, f"{where}.{k}".lstrip("."), k, f"unknown key; allowed: {', '.join(sorted(allowed))}")
-        out = {}
-        for k, sub in schema.items():
-            key = k.rstrip("?")
-            if key not in node:
-                require(k.endswith("?"), f"{where}.{key}".lstrip("."), None, "is required")
-                continue
-            out[key] = _check(node[key], sub, f"{where}.{key}".lstrip("."))
-        return out
-    if schema is float:
-        if isinstance(node, str):  # YAML 1.1 reads 989.4e12 (no exponent sign) as a string
-            try:
-                node = float(node)
-            except ValueError:
-                pass
-        require(isinstance(node, (int, float)) and not isinstance(node, bool), where, node, "must be a number")
-        return float(node)
-    if schema is int:
-        require(isinstance(node, (int, float)) and not isinstance(node, bool) and float(node) == int(node),
-                where, node, "must be an integer")
-        return int(node)
-    require(isinstance(node, schema), where, node, f"must be a {schema.__name__}")
-    return node
+_check = check  # the schema checker's former name here (kept for callers)
 
 
 def read_yaml(p: Path, what: str) -> Any:
-    """Parse a YAML file; a syntax error becomes one line naming the file and the line."""
-    try:
-        return yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise SimcastInputError(f"{what} {p.name}", "YAML",
-                                f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}") from None
+    """A YAML file through the one checked loader (:func:`simcast.inputs.files.load_yaml`)."""
+    return load_yaml(p, what)
 
 
 def load_device(name_or_path: str, devices_per_node: int | None = None) -> DeviceSpec:
@@ -188,7 +187,7 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
     if not p.is_file():
         p = profiles_dir() / f"{name_or_path}.yaml"
     require(p.is_file(), "--device", name_or_path, f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
-    d = _check(read_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
+    d = check(load_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
 

@@ -58,7 +58,9 @@ def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
 
 
 def format_search(rows: list[Candidate], rejected: list[Rejection], header: str, top: int,
-                  show_rejected: bool, assumptions: tuple[str, ...]) -> str:
+                  show_rejected: bool, assumptions: tuple[str, ...], has_limits: bool = True) -> str:
+    """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
+    then blames the limits, else the layouts themselves)."""
     df = to_dataframe(rows).head(top)
     cells = [[str(i + 1), r["parallel"], str(r["batch_size"]), str(r["concurrency"]), f"{r['ttft']:.1f}",
               f"{r['tpot']:.2f}", f"{r['token/s']:.1f}", f"{r['token/s/device']:.1f}", f"{r['token/s/user']:.1f}",
@@ -74,7 +76,8 @@ def format_search(rows: list[Candidate], rejected: list[Rejection], header: str,
             out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
             out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:
-        out.append("no layout meets the limits (see --show-rejected)")
+        out.append("no layout meets the limits (see --show-rejected)" if has_limits else
+                   "no legal layout: every layout was rejected (see --show-rejected)")
     if rejected:
         if show_rejected:
             w = max(22, *(len(x.parallel) for x in rejected))

@@ -46,7 +46,7 @@ class DecoderLayer(nn.Module):
             self.down_proj = moe.Linear(k.intermediate, k.hidden_size, False, fmt, **mk)
 
     def forward(self, positions, hidden, residual, k_cache, v_cache, query_lens, context_lens):
-        k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
+        k, eps = self.k, self.k.rms_norm_eps
         if self.starts_residual:
             residual, hidden = hidden, ops.rms_norm(hidden, self.input_layernorm, eps)
         else:

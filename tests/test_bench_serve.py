@@ -91,3 +91,32 @@ def test_cli_prints_vllm_labels_and_saves_keys(tmp_path, capsys):
     trace.write_text("arrival_s,input_len,output_len\n0,100,5\n0.5,200,7\n")
     assert main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--dataset", str(trace)]) == 0
     assert "Total generated tokens:                 12" in capsys.readouterr().out
+
+
+def test_plot_series_and_figure(cfg, tmp_path):
+    """--plot: the state series sums replicas and stays within capacity; the figure has the four panels."""
+    from simcast.render.bench_plots import per_request_ms, plot_bench, state_series
+    reqs = make_requests(num_prompts=200, rate=math.inf, input_len=512, output_len=64, seed=4)
+    r, _ = run(cfg, reqs, dp=2, kv_tokens=30 * tokens_held(cfg))  # small cache: a queue forms
+    s = state_series(r)
+    assert np.all(np.diff(s.time_s) > 0) and s.time_s[-1] == pytest.approx(max(x.time_s for x in r.samples))
+    assert s.waiting.max() > 0 and s.running[-1] == 0 and s.waiting[-1] == 0  # a queue formed, then drained
+    assert np.all(s.kv_used_frac <= 1.0) and s.kv_used_frac.max() > 0.5
+    assert s.running.max() <= 2 * max(x.running for x in r.samples)
+    ttft, tpot = per_request_ms(r)
+    assert ttft.size == 200 and tpot.size == 200
+    fig = plot_bench(r, title="t")
+    labels = sorted((ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes)
+    assert labels == [("TPOT (ms)", "fraction of requests"), ("TTFT (ms)", "fraction of requests"),
+                      ("time (s)", "KV cache used (%)"), ("time (s)", "requests")]
+    assert all(ax.get_title() and ax.get_legend() for ax in fig.axes)
+
+
+def test_cli_plot(tmp_path):
+    out = tmp_path / "bench.png"  # the folder must exist: output paths are checked before the run
+    assert main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "50",
+                 "--random-input-len", "128", "--random-output-len", "16", "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    with pytest.raises(SystemExit) as e:
+        main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--plot", str(tmp_path / "b.jpg")])
+    assert e.value.code == 2

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, float_in, int_in
-from simcast.cli.outputs import check_output_path, output_path, write_atomic
+from simcast.cli.outputs import add_output_args, check_output_path, output_path, write_atomic, write_bench_plot
 from simcast.cli.serving import add_engine_args
 from simcast.core.errors import bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS, MAX_TOKENS
@@ -59,6 +59,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-result", default=None, type=_save_result,
                    help="write the vllm-bench-serve JSON here (+ a per-request CSV)")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_output_args(p, trace=False)
 
 
 def _range_ratio(v: str) -> float:
@@ -143,6 +144,11 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
               f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
               f"{res.distinct_batches} distinct step shapes simulated")
     print(format_bench(d, header))
+    if a.plot:
+        rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"
+        write_bench_plot(res, a.plot, f"{model.name} on {cfg.parallel.world_size} x {dev.name} "
+                                      f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {len(reqs)} prompts, "
+                                      f"rate {rate} req/s" + (f", trace {Path(a.dataset).name}" if a.dataset else ""))
     if a.save_result:
         rows = request_rows(res)
         csv_path = str(Path(a.save_result).with_suffix(".requests.csv"))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from simcast.cli import bench_serve as cli_bench_serve
 from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
-from simcast.cli.args import DEVICES, DEVICES_PER_NODE, MICROBATCHES, REQUESTS, TOKENS
+from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.core.errors import SimcastInputError, require
 from simcast.inputs.limits import MAX_DEVICES, MAX_STAGE_MICROBATCHES
@@ -32,6 +32,16 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size (stages)")
     p.add_argument("--num-devices", type=DEVICES, default=None,
                    help="world size; default tp*pp (dp = num_devices // (tp*pp)) [<= 65536]")
+    p.add_argument("--ep", type=DEVICES, default=1,
+                   help="MoE: expert-parallel size (the experts of a stage split over ep ranks) [default 1]")
+    p.add_argument("--moe-dp", type=DEVICES, default=1,
+                   help="MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp) [default 1]")
+    p.add_argument("--expert-imbalance", type=IMBALANCE, default=1.0,
+                   help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
+                   help="KV cache element type [default auto: the model dtype]")
+    p.add_argument("--dp-attention", action="store_true",
+                   help="MoE: the dp replicas are attention-DP groups feeding one MoE layer (needs dp > 1)")
     p.add_argument("--batch", type=REQUESTS, default=1, help="requests in the step [<= 10^6]")
     p.add_argument("--input-length", type=TOKENS, default=2048,
                    help="prompt tokens per request (prefill) [default 2048, <= 10^7]")
@@ -73,10 +83,14 @@ def build_spec(a: argparse.Namespace):
         batch = Batch.prefill(a.batch, a.input_length)
     else:
         batch = Batch.decode(a.batch, a.context_length or a.input_length)
-    par = ParallelSpec(tp=a.tp, pp=a.pp, dp=world // (a.tp * a.pp), world_size=world)
+    require(model.moe is not None or (a.ep == 1 and a.moe_dp == 1), "--ep/--moe-dp", f"{a.ep}/{a.moe_dp}",
+            f"{model.name} has no experts: both must be 1")
+    par = ParallelSpec(tp=a.tp, pp=a.pp, dp=world // (a.tp * a.pp), world_size=world, ep=a.ep, moe_dp=a.moe_dp,
+                       dp_attention=a.dp_attention)
     return SimSpec(model=model, device=device, parallel=par, batch=batch,
                    num_microbatches=a.microbatches or a.pp, partition=a.partition,
-                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send)
+                   send_residual=not a.no_residual_send, tp_sharded_send=a.tp_sharded_send,
+                   expert_imbalance=a.expert_imbalance, kv_cache_dtype=a.kv_cache_dtype)
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:

@@ -2,8 +2,9 @@
 
 ``add_output_args`` adds the flags to a subcommand's parser; ``write_outputs``
 writes the files for ``simcast simulate``; ``write_pareto_plot`` serves
-``simcast optimize --plot``. Progress lines go to stderr so ``--json`` output
-on stdout stays valid JSON. matplotlib is imported only when a plot is asked for.
+``simcast optimize --plot`` and ``write_bench_plot`` ``simcast bench-serve --plot``.
+Progress lines go to stderr so ``--json`` output on stdout stays valid JSON. matplotlib is
+imported only when a plot is asked for.
 
 Every output path is checked when the flags are parsed (its folder exists and is
 writable; it is not a folder or a device), before any work, and every file is
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from simcast.serving.requests import BenchResult
     from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -129,5 +131,14 @@ def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> 
     from simcast.render.plots import plot_pareto
     check_output_path(path, "--plot", PLOT_SUFFIXES)
     out = save_figure(plot_pareto(df, title=title), path)
+    sys.stderr.write(f"simcast: wrote {out}\n")
+    return out
+
+
+def write_bench_plot(result: BenchResult, path: str, title: str | None = None) -> Path:
+    """``simcast bench-serve --plot``: queue, running batch and KV use over time, TTFT/TPOT CDFs."""
+    from simcast.render.bench_plots import plot_bench
+    check_output_path(path, "--plot", PLOT_SUFFIXES)
+    out = save_figure(plot_bench(result, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")
     return out

@@ -9,6 +9,7 @@ from simcast.cli.args import (
     BATCHED_TOKENS,
     DEVICES,
     DEVICES_PER_NODE,
+    IMBALANCE,
     LIMIT_MS,
     REQUESTS,
     TOKENS,
@@ -42,6 +43,14 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
                    help="TP sizes; absent: powers of two <= num-devices; no value: same")
     p.add_argument("--pp-sizes", nargs="*", default=None,
                    help="PP sizes; absent: [1]; no value: powers of two <= num-devices")
+    p.add_argument("--ep-sizes", nargs="*", default=None,
+                   help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
+    p.add_argument("--moe-dp-sizes", nargs="*", default=None,
+                   help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
+    p.add_argument("--expert-imbalance", type=IMBALANCE, default=1.0,
+                   help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
+                   help="KV cache element type [default auto: the model dtype]")
     p.add_argument("--batch-sizes", nargs="+", default=None,
                    help="restrict concurrency per replica to these values (default: binary search up to 4096) "
                         "[each <= 10^6]")
@@ -54,6 +63,8 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
+    p.add_argument("--emit", choices=("vllm", "sglang"), default=None,
+                   help="print each ranked layout's server launch command and the matching vllm bench serve line")
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     add_output_args(p, trace=False)
@@ -62,12 +73,12 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
 def normalize_trailing_model(a: argparse.Namespace) -> None:
     """The model id comes last; after a list flag (``--pp-sizes 1 2 Qwen/Qwen3-32B``, or an empty
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
-    for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
         vals = getattr(a, name)
         if a.model is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(a.model is not None, "model", None, "a model id or config.json path is required as the last argument")
-    for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
         vals = getattr(a, name)
         if vals is None:
             continue
@@ -90,6 +101,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     n = a.num_devices
     space = SearchSpace(tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
                         pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")), num_devices=n,
+                        ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
+                        moe_dp_sizes=tuple(resolve_search_sizes(a.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
                         batch_sizes=tuple(a.batch_sizes or ()),
                         ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
                         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"))
@@ -98,7 +111,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     base = ServingConfig(model=model, device=device, parallel=ParallelSpec(world_size=1),
                          workload=Workload(input_length=a.input_length, output_length=a.output_length,
                                            max_batched_tokens=a.max_batched_tokens or 0),
-                         batch_size=1, partition=a.partition, runtime=a.runtime, max_num_seqs=a.max_num_seqs or 0)
+                         batch_size=1, partition=a.partition, runtime=a.runtime, max_num_seqs=a.max_num_seqs or 0,
+                         expert_imbalance=a.expert_imbalance, kv_cache_dtype=a.kv_cache_dtype)
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     pts = points_dataframe(rows, lambda r: meets(r, space))
     if a.csv:
@@ -106,9 +120,19 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     if a.plot:
         write_pareto_plot(pts[pts["meets_limits"]], a.plot,
                           f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
+    launch = []
+    if a.emit:
+        from simcast.render.launch import launch_lines
+        from simcast.serving.search import model_label
+        launch = [(model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+                  for c in rows[:a.top]]
     if a.json:
-        print(json.dumps({"rows": pts.to_dict(orient="records"),
-                          "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}, indent=2))
+        out = {"rows": pts.to_dict(orient="records"),
+               "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}
+        if a.emit:
+            out["launch"] = [{"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)}
+                             for lab, ll in launch]
+        print(json.dumps(out, indent=2))
         return 0
     lim = []
     if a.ttft_limit:
@@ -117,9 +141,13 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         lim.append(f"TPOT <= {a.tpot_limit:g} ms")
     header = (f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
               f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+              + (f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if model.moe is not None else "")
               + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
+    if a.emit:
+        from simcast.render.launch import format_launch
+        print("\n" + format_launch(launch, a.emit))
     return 0
 
 

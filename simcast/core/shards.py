@@ -86,7 +86,6 @@ def sharded_dims(model: ModelSpec, tp: int) -> ShardedDims:
 
 
 def param_count(model: ModelSpec) -> int:
-    """Total parameters, unsharded (embedding counted once when tied)."""
-    emb = model.vocab_size * model.hidden_size
-    head = 0 if model.tie_word_embeddings else emb
-    return emb + head + model.hidden_size + model.num_layers * sharded_dims(model, 1).layer_params
+    """Total parameters, unsharded (embedding counted once when tied; every expert of an MoE model)."""
+    from simcast.core.params import total_params  # params builds on this module
+    return total_params(model)

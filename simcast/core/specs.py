@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simcast.core.errors import require
+from simcast.core.moe import MLASpec, MoESpec, QuantSpec
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -19,7 +20,16 @@ GIB = 2**30
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
-    """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral family)."""
+    """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral; MoE: Mixtral, Qwen3-MoE,
+    DeepSeek-V3, gpt-oss).
+
+    ``intermediate_size`` is the dense MLP width (DeepSeek's first dense layers); MoE
+    layers use ``moe``. ``layer_types``: per layer ``"full_attention"`` or
+    ``"sliding_attention"`` (window ``sliding_window`` tokens; empty = all full).
+    ``attention_sinks``: one learned sink logit per head (gpt-oss). ``o_proj_bias``:
+    o_proj has a bias (gpt-oss). ``num_mtp_layers``: DeepSeek's multi-token-prediction
+    modules (weights counted in the checkpoint total, not run by default).
+    """
 
     name: str
     architecture: str
@@ -36,6 +46,14 @@ class ModelSpec:
     qk_norm: bool = False
     attention_bias: bool = False
     dtype: str = "bf16"
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    quant: QuantSpec | None = None
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int = 0
+    attention_sinks: bool = False
+    o_proj_bias: bool = False
+    num_mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -45,6 +63,18 @@ class ModelSpec:
         require(self.num_heads % self.num_kv_heads == 0, "model.num_key_value_heads",
                 self.num_kv_heads, f"must divide num_attention_heads={self.num_heads}")
         require(self.dtype in DTYPE_BYTES, "model.dtype", self.dtype, f"allowed: {sorted(DTYPE_BYTES)}")
+        require(not self.layer_types or len(self.layer_types) == self.num_layers, "model.layer_types",
+                len(self.layer_types), f"needs one entry per layer ({self.num_layers})")
+        bad = sorted(set(self.layer_types) - {"full_attention", "sliding_attention"})
+        require(not bad, "model.layer_types", bad, "allowed: full_attention, sliding_attention")
+        require("sliding_attention" not in self.layer_types or self.sliding_window > 0, "model.sliding_window",
+                self.sliding_window, "must be > 0 when a layer uses sliding_attention")
+
+    def is_sliding(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and self.moe.is_moe_layer(layer)
 
     @property
     def dtype_bytes(self) -> int:
@@ -197,21 +227,42 @@ class DeviceSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelSpec:
-    """TP x PP x DP layout; ``world_size == tp * pp * dp``."""
+    """TP x PP x DP layout; ``world_size == tp * pp * dp``; MoE layers as EP x MoE-TP x MoE-DP.
+
+    The MoE groups are stage-local (the RFC's §4.3): the ``tp * dp`` ranks of one
+    pipeline stage (all replicas) split that stage's experts, so
+    ``ep * moe_tp * moe_dp == tp * dp``. At ``pp == 1`` that is the RFC's global
+    rule ``moe_tp = world_size / (ep * moe_dp)``. ``moe_tp`` 0 derives it.
+    ``dp_attention``: the ``dp`` replicas are attention-DP groups feeding one
+    MoE layer (SGLang ``--enable-dp-attention``; vLLM DP+EP); needs ``dp > 1``.
+    """
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     world_size: int = 0
+    ep: int = 1
+    moe_dp: int = 1
+    moe_tp: int = 0
+    dp_attention: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp"):
+        for f in ("tp", "pp", "dp", "ep", "moe_dp"):
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
         if self.world_size == 0:
             object.__setattr__(self, "world_size", self.tp * self.pp * self.dp)
         require(self.world_size == self.tp * self.pp * self.dp, "world_size", self.world_size,
                 f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}")
+        stage = self.tp * self.dp
+        require(stage % (self.ep * self.moe_dp) == 0, "ep_size*moe_dp_size", self.ep * self.moe_dp,
+                f"must divide the ranks of one stage, tp*dp = {stage} (world_size/pp; RFC: devices % (ep*moe_dp) == 0)")
+        if self.moe_tp == 0:
+            object.__setattr__(self, "moe_tp", stage // (self.ep * self.moe_dp))
+        require(self.ep * self.moe_tp * self.moe_dp == stage, "moe_tp_size", self.moe_tp,
+                f"ep*moe_tp*moe_dp must equal tp*dp = {stage} (moe_tp = world_size/(pp*ep*moe_dp))")
+        require(not self.dp_attention or self.dp > 1, "enable_dp_attention", self.dp_attention,
+                "needs dp_size > 1 (attention data-parallel groups)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,8 +350,14 @@ class SimSpec:
     send_residual: bool = True
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
+        require(self.expert_imbalance >= 1.0, "--expert-imbalance", self.expert_imbalance,
+                "must be >= 1 (1 = uniform routing)")
+        require(self.kv_cache_dtype in ("auto", "bf16", "fp8"), "--kv-cache-dtype", self.kv_cache_dtype,
+                "allowed: auto, bf16, fp8")
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
         require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
                 self.collective_algorithm, "allowed: auto, ring, tree")

@@ -38,6 +38,8 @@ class CostContext:
     device: DeviceSpec
     tp_path: Path
     collective_algorithm: str = "auto"
+    moe_path: Path | None = None  # MoE dispatch/combine group (None: the TP path)
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
 
     @property
     def dims(self) -> tuple[int, int, int]:
@@ -53,6 +55,7 @@ class OpWork:
     unit: str  # "cube" | "vec" | "comm"
     comm_s: float = 0.0
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
+    dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,6 +270,6 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
         work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
     else:
         work = fn(rec, ctx)
-    t, bound = roofline(work, ctx.device, dtype)
+    t, bound = roofline(work, ctx.device, work.dtype or dtype)
     return OpCost(op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)", scope=rec.scope,
                   count=count, flops=work.flops, bytes=work.bytes, time_s=t, bound=bound)

@@ -27,11 +27,12 @@ from simcast.inputs.limits import (
     MAX_TEXT_CHARS,
     MAX_VOCAB,
 )
+from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 from simcast.inputs.schema import Int, Num, Str, check
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", **MOE_ARCHITECTURES}
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -134,7 +135,8 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         raise SimcastInputError("config.json:architectures", archs or cfg.get("model_type"),
                                 f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
     family = SUPPORTED_ARCHITECTURES[arch]
-    _check_modelled(cfg, family)
+    if arch not in MOE_ARCHITECTURES:  # MoE families: their own keys are read by moe_config
+        _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
     if cfg.get("head_dim") is None:  # HF's default when the key is absent or null
@@ -148,7 +150,7 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     if torch_dtype not in DTYPE_BYTES:
         raise SimcastInputError("config.json:torch_dtype" if dtype is None else "dtype", dtype or hf_dtype,
                                 f"allowed: {', '.join(sorted(_HF_DTYPES))}")
-    return ModelSpec(
+    fields: dict[str, Any] = dict(
         name=name, architecture=arch, hidden_size=hidden,
         num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
         num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=head_dim,
@@ -158,6 +160,8 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         qk_norm=family == "qwen3",
         attention_bias=True if family == "qwen2" else _get(cfg, "attention_bias", bool, False),
         dtype=torch_dtype)
+    fields.update(architecture_fields(cfg, family, torch_dtype))  # MoE / MLA / layer types / quantization
+    return ModelSpec(**fields)
 
 
 # ------------------------------------------------------------------- devices

@@ -7,18 +7,19 @@ import pandas as pd
 from simcast.core.specs import GIB
 from simcast.render.tables import table
 from simcast.serving.model import ServingResult
-from simcast.serving.search import Candidate, Rejection, parallel_label
+from simcast.serving.search import Candidate, Rejection, model_label
 
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
            "partition", "engine", "ttft_idle", "capped_by", "meets_limits", "best", "pareto",
-           "prefill_breakdown", "decode_breakdown"]
+           "prefill_breakdown", "decode_breakdown", "ep", "moe_tp", "moe_dp"]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
-    return {"parallel": parallel_label(par.tp, par.pp, par.dp), "tp": par.tp, "pp": par.pp, "dp": par.dp,
+    return {"parallel": model_label(r.config), "tp": par.tp, "pp": par.pp, "dp": par.dp,
+            "ep": par.ep, "moe_tp": par.moe_tp, "moe_dp": par.moe_dp,
             "batch_size": r.config.batch_size, "concurrency": r.concurrency,
             "ttft": r.ttft_s * 1e3, "tpot": r.tpot_s * 1e3, "token/s": r.tokens_per_s,
             "token/s/device": r.tokens_per_s_per_device, "token/s/user": r.tokens_per_s_per_user,
@@ -71,15 +72,17 @@ def format_search(rows: list[Candidate], rejected: list[Rejection], header: str,
         out.append(table(["#", "parallel", "batch_size", "concurrency", "ttft ms", "tpot ms", "token/s",
                           "token/s/device", "token/s/user", "weights GiB", "KV GiB", "links"], cells))
         out += ["", "breakdowns (% of op time | PP shares of step latency):"]
+        w = max(22, *(len(p) for p in df["parallel"]))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
         for i, r in df.iterrows():
-            out.append(f"{i + 1:>2} {r['parallel']:<22} prefill: {r['prefill_breakdown']}")
-            out.append(f"{'':>2} {'':<22} decode:  {r['decode_breakdown']}")
+            out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
+            out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:
         out.append("no layout meets the limits (see --show-rejected)" if has_limits else
                    "no legal layout: every layout was rejected (see --show-rejected)")
     if rejected:
         if show_rejected:
-            out += ["", "rejected:"] + [f"  {x.parallel:<22} {x.reason}" for x in rejected]
+            w = max(22, *(len(x.parallel) for x in rejected))
+            out += ["", "rejected:"] + [f"  {x.parallel:<{w}} {x.reason}" for x in rejected]
         else:
             out += ["", f"{len(rejected)} layout(s) rejected (--show-rejected lists them)"]
     out += ["", "assumptions:"] + [f"  - {a}" for a in assumptions]

@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simcast.core.errors import require
-from simcast.core.memory import kv_bytes_per_token, stage_activation_bytes, stage_weight_bytes
+from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
+from simcast.core.moe_memory import kv_dtype_bytes
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import GIB, Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
@@ -77,6 +78,8 @@ class ServingConfig:
     max_num_seqs: int = 0  # 0: the engine's default
     engine_profile: EnginePolicy | None = None  # a calibrated profile replaces the named engine's defaults
     reserved_bytes: int = 2 * GIB
+    expert_imbalance: float = 1.0  # MoE: busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -108,7 +111,8 @@ class MemoryFit:
     stage_activation_bytes: tuple[int, ...]
     stage_kv_budget_bytes: tuple[int, ...]  # KV the engine's memory rule leaves on each stage
     reserved_bytes: int
-    budget_bytes: int  # the most a stage may use (weights + activations + reserve + KV budget), min over stages
+    budget_bytes: int  # the most a stage may use (weights + activations + reserve + KV budget), min over stages;
+    # the KV budget enters unclamped, so a layout whose weights alone exceed the engine's share reports that share
 
     @property
     def stage_total_bytes(self) -> tuple[int, ...]:
@@ -143,18 +147,20 @@ class ServingResult:
 
 
 def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[int]]:
-    """(weights, activation peak, KV bytes per token) per stage on one rank."""
+    """(weights, activation peak, KV bytes of one request holding ``tokens_held`` tokens) per stage, one rank."""
     m, par, w = cfg.model, cfg.parallel, cfg.workload
     sd = sharded_dims(m, par.tp)
     plan = build_pipeline_stage_plan(m.num_layers, par.pp, cfg.partition, m.tie_word_embeddings)
     budget = cfg.policy.max_num_batched_tokens
     chunk = Batch.prefill(1, max(1, min(budget, w.input_length)) if cfg.policy.chunked_prefill else w.input_length)
     dec = Batch.decode(max(1, min(cfg.policy.max_num_seqs, budget)), w.input_length)
-    weights = [stage_weight_bytes(m, sd, i, s) for i, s in zip(plan.stage_infos, plan.stage_module_specs)]
+    weights = [stage_weight_bytes(m, sd, i, s, par) for i, s in zip(plan.stage_infos, plan.stage_module_specs)]
     act = [max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
            for s in plan.stage_module_specs]
-    per_tok = [kv_bytes_per_token(m, sd, i.num_layers) for i in plan.stage_infos]
-    return weights, act, per_tok
+    kvb, held = kv_dtype_bytes(m, cfg.kv_cache_dtype), tokens_held(cfg)
+    # one request at its end (sliding-window layers keep only their window; MLA its latent)
+    per_req = [stage_kv_bytes_for(m, sd, i, 1, held, kvb) for i in plan.stage_infos]
+    return weights, act, per_req
 
 
 def kv_budgets(cfg: ServingConfig, weights: list[int], act: list[int]) -> list[int]:
@@ -175,20 +181,19 @@ def tokens_held(cfg: ServingConfig) -> int:
 
 def memory_fit(cfg: ServingConfig) -> MemoryFit:
     """Per-stage memory for ``B`` requests' KV; pure arithmetic (no trace)."""
-    weights, act, per_tok = _stage_fixed(cfg)
+    weights, act, per_req = _stage_fixed(cfg)
     budgets = kv_budgets(cfg, weights, act)
-    kv = [cfg.batch_size * tokens_held(cfg) * p for p in per_tok]
+    kv = [cfg.batch_size * p for p in per_req]
     return MemoryFit(stage_weight_bytes=tuple(weights), stage_kv_bytes=tuple(kv), stage_activation_bytes=tuple(act),
                      stage_kv_budget_bytes=tuple(budgets), reserved_bytes=cfg.reserved_bytes,
-                     budget_bytes=min(w + a + cfg.reserved_bytes + max(b, 0)
+                     budget_bytes=min(w + a + cfg.reserved_bytes + b
                                       for w, a, b in zip(weights, act, budgets)))
 
 
 def max_batch_for_memory(cfg: ServingConfig) -> int:
     """Largest concurrency per replica whose KV fits every stage's budget (0: not even one)."""
-    weights, act, per_tok = _stage_fixed(cfg)
-    held = tokens_held(cfg)
-    return max(0, min(b // (held * p) for b, p in zip(kv_budgets(cfg, weights, act), per_tok)))
+    weights, act, per_req = _stage_fixed(cfg)
+    return max(0, min(b // max(p, 1) for b, p in zip(kv_budgets(cfg, weights, act), per_req)))
 
 
 def prefill_spec(cfg: ServingConfig) -> SimSpec:
@@ -196,7 +201,8 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
     w, pol = cfg.workload, cfg.policy
     chunks = math.ceil(w.input_length / pol.max_num_batched_tokens) if pol.chunked_prefill else 1
     return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition)
+                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition,
+                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -207,13 +213,15 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     w = cfg.workload
     spec = SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
                    batch=Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2),
-                   num_microbatches=cfg.microbatches, partition=cfg.partition)
+                   num_microbatches=cfg.microbatches, partition=cfg.partition,
+                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
     return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
     return StepCoster(model=cfg.model, device=cfg.device, parallel=cfg.parallel, partition=cfg.partition,
-                      policy=cfg.policy, use_disk_cache=use_disk_cache)
+                      policy=cfg.policy, expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype,
+                      use_disk_cache=use_disk_cache)
 
 
 def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None,

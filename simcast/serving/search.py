@@ -1,7 +1,10 @@
-"""Throughput optimizer: best TP x PP x DP layout and batch for a workload.
+"""Throughput optimizer: best TP x PP x DP (x EP x MoE-DP) layout and batch for a workload.
 
-Enumerates ``tp_sizes x pp_sizes``, keeps ``num_devices % (tp·pp) == 0`` with
-``dp = num_devices // (tp·pp)``, rejects layouts the model cannot be split
+Enumerates ``tp_sizes x pp_sizes x ep_sizes x moe_dp_sizes`` with the RFC's rules
+(:func:`simcast.core.moe_layout.moe_layout_rule`): ``num_devices % (tp·pp) == 0``,
+``dp = num_devices // (tp·pp)``, ``num_devices % ep == 0``,
+``num_devices % (ep·moe_dp) == 0``, ``moe_tp = (num_devices/pp) // (ep·moe_dp)``
+(stage-local MoE groups; the RFC's global formula at pp = 1); rejects layouts the model cannot be split
 into (heads, kv heads, layers) or that do not fit in memory, and for each
 legal layout sweeps concurrency (powers of two up to what memory allows, or
 the listed batch sizes) and keeps every point: each layout's curve of
@@ -18,6 +21,8 @@ from dataclasses import dataclass, replace
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.layout import pp_hop_path, stage_tp_path
+from simcast.core.moe_layout import moe_layout_rule
+from simcast.core.moe_layout import parallel_label as _label
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import GIB, ParallelSpec
 from simcast.serving.model import (
@@ -64,17 +69,34 @@ class SearchSpace:
     batch_sizes: tuple[int, ...] = ()  # empty: powers of two up to the memory limit (<= MAX_BATCH)
     ttft_limit_s: float = float("inf")
     tpot_limit_s: float = float("inf")
+    ep_sizes: tuple[int, ...] = (1,)
+    moe_dp_sizes: tuple[int, ...] = (1,)
+
+    def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
+        """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
+        return [(tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))
+                for tp in self.tp_sizes for pp in self.pp_sizes for ep in self.ep_sizes for mdp in self.moe_dp_sizes]
 
     def layouts(self) -> list[tuple[int, int, int]]:
-        """(tp, pp, dp) with num_devices % (tp·pp) == 0."""
-        return [(tp, pp, self.num_devices // (tp * pp)) for tp in self.tp_sizes for pp in self.pp_sizes
-                if self.num_devices % (tp * pp) == 0]
+        """(tp, pp, dp) with num_devices % (tp·pp) == 0 (the dense view)."""
+        return sorted({(p.tp, p.pp, p.dp) for p in self.parallel_specs()}, key=lambda t: (
+            self.tp_sizes.index(t[0]), self.pp_sizes.index(t[1])))
+
+    def parallel_specs(self) -> list[ParallelSpec]:
+        """The legal layouts (the RFC's filter rules), MoE sizes included."""
+        return [ParallelSpec(tp=tp, pp=pp, dp=self.num_devices // (tp * pp), world_size=self.num_devices,
+                             ep=ep, moe_dp=mdp, moe_tp=mtp)
+                for tp, pp, ep, mdp, mtp, _ in self.candidates() if mtp]
 
 
 def check_space(space: SearchSpace) -> None:
-    """Fail at parse time when no (tp, pp) divides the device count."""
-    require(bool(space.layouts()), "--tp-sizes/--pp-sizes", f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}",
-            f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0)")
+    """Fail at parse time when no candidate passes the RFC's divisibility rules."""
+    moe = len(space.ep_sizes) > 1 or len(space.moe_dp_sizes) > 1 or space.ep_sizes != (1,) or space.moe_dp_sizes != (1,)
+    what = f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}" + (
+        f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if moe else "")
+    require(bool(space.parallel_specs()), "--tp-sizes/--pp-sizes" + ("/--ep-sizes/--moe-dp-sizes" if moe else ""), what,
+            f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0"
+            + (", num_devices % ep == 0, (num_devices/pp) % (ep*moe_dp) == 0" if moe else "") + ")")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,8 +114,14 @@ class Rejection:
     reason: str
 
 
-def parallel_label(tp: int, pp: int, dp: int) -> str:
-    return f"TP={tp} | PP={pp} | DP={dp}"
+def parallel_label(tp: int, pp: int, dp: int, par: ParallelSpec | None = None) -> str:
+    """``TP=.. | PP=.. | DP=..``; with ``par`` (an MoE model) also ``| EP=.. | MoE-TP=.. | MoE-DP=..``."""
+    return _label(par, True) if par is not None else f"TP={tp} | PP={pp} | DP={dp}"
+
+
+def model_label(cfg: ServingConfig) -> str:
+    par = cfg.parallel
+    return parallel_label(par.tp, par.pp, par.dp, par if cfg.model.moe is not None else None)
 
 
 def layout_links(cfg: ServingConfig) -> str:
@@ -121,8 +149,7 @@ def meets(r: ServingResult, space: SearchSpace) -> bool:
 def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> Candidate | Rejection:
     """Sweep the layout's concurrency (memory-limited) and keep every point; the best one meeting the limits
     (highest token/s/device) represents the layout."""
-    par = base.parallel
-    label = parallel_label(par.tp, par.pp, par.dp)
+    label = model_label(base)
     try:
         base = resolve_partition(base, use_disk_cache=use_disk_cache)  # "balanced": once per layout
         mem1 = memory_fit(base)
@@ -171,23 +198,28 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
     check_space(space)
     rows: list[Candidate] = []
     rejected: list[Rejection] = []
-    layouts_ = space.layouts()
-    for tp in space.tp_sizes:
-        for pp in space.pp_sizes:
-            if space.num_devices % (tp * pp):
-                rejected.append(Rejection(parallel=f"TP={tp} | PP={pp}",
-                                          reason=f"illegal split: {space.num_devices} devices not divisible by "
-                                                 f"tp*pp={tp * pp}"))
+    moe = base.model.moe is not None
+    for tp, pp, ep, mdp, mtp, rule in space.candidates():
+        if not mtp:
+            first_rule = space.num_devices % (tp * pp) != 0  # independent of ep / moe_dp: listed once
+            label = f"TP={tp} | PP={pp}" + ("" if first_rule else f" | EP={ep} | MoE-DP={mdp}")
+            if not any(r.parallel == label for r in rejected):
+                rejected.append(Rejection(parallel=label, reason=f"illegal split: {rule}"))
+    layouts_ = space.parallel_specs()
     it = layouts_
     if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
         from tqdm import tqdm
         it = tqdm(layouts_, desc="layouts", unit="layout", file=sys.stderr)
-    for tp, pp, dp in it:
-        if pp > base.model.num_layers:
-            rejected.append(Rejection(parallel=parallel_label(tp, pp, dp),
-                                      reason=f"illegal split: pp={pp} > {base.model.num_layers} layers"))
+    for par in it:
+        cfg = replace(base, parallel=par)
+        if not moe and (par.ep > 1 or par.moe_dp > 1):
+            rejected.append(Rejection(parallel=model_label(cfg) + f" | EP={par.ep} | MoE-DP={par.moe_dp}",
+                                      reason="illegal split: the model has no experts (ep and moe_dp must be 1)"))
             continue
-        cfg = replace(base, parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=space.num_devices))
+        if par.pp > base.model.num_layers:
+            rejected.append(Rejection(parallel=model_label(cfg),
+                                      reason=f"illegal split: pp={par.pp} > {base.model.num_layers} layers"))
+            continue
         out = evaluate_layout(cfg, space, use_disk_cache)
         if isinstance(out, Candidate):
             rows.append(out)

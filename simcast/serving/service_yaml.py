@@ -18,6 +18,9 @@ parallel_config:
   partition: vllm                   # uniform | vllm | balanced | "20,20,20,20" (optional)
   microbatches: 2                   # decode microbatches in flight (optional, default pp_size)
   devices_per_node: 8               # optional, default from the device profile
+  ep_size: 1                        # MoE (optional): expert-parallel size
+  moe_dp_size: 1                    # MoE (optional): expert data-parallel size; moe_tp = world/(pp*ep*moe_dp)
+  enable_dp_attention: false        # MoE (optional): dp replicas are attention-DP groups (needs dp_size > 1)
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 ```
 """
@@ -55,7 +58,8 @@ SCHEMA: dict[str, Any] = {
                  "max_num_seqs?": Int(0, MAX_REQUESTS)},
     "parallel_config": {"world_size?": _DEVICES, "tp_size?": _DEVICES, "pp_size?": _DEVICES, "dp_size?": _DEVICES,
                         "partition?": Str(), "microbatches?": Int(0, MAX_MICROBATCHES),
-                        "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE)},
+                        "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE), "ep_size?": _DEVICES,
+                        "moe_dp_size?": _DEVICES, "enable_dp_attention?": bool},
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
 }
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
@@ -63,6 +67,7 @@ T = TypeVar("T")
 DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0,
                             "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0,
                             "devices_per_node": None,
+                            "ep_size": 1, "moe_dp_size": 1, "enable_dp_attention": False,
                             "ttft_ms": None, "tpot_ms": None}
 
 
@@ -113,8 +118,12 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
     if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
         _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
     device = _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device"))
+    ep, mdp = v["ep_size"], v["moe_dp_size"]
+    require(model.moe is not None or (ep == 1 and mdp == 1), name("ep_size"), f"{ep}/{mdp}",
+            f"{model.name} has no experts: ep_size and moe_dp_size must be 1")
     cfg = ServingConfig(model=model, device=device,
-                        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world),
+                        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp,
+                                              dp_attention=v["enable_dp_attention"]),
                         workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
                                           max_batched_tokens=v["max_batched_tokens"]),
                         batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],

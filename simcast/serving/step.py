@@ -59,13 +59,17 @@ class StepCoster:
     parallel: ParallelSpec
     partition: str
     policy: EnginePolicy
+    expert_imbalance: float = 1.0  # MoE: busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"
     use_disk_cache: bool = True
     _memo: dict[Batch, Report] = field(default_factory=dict, repr=False)
 
     def report(self, batch: Batch) -> Report:
         if batch not in self._memo:
             self._memo[batch] = simulate(SimSpec(model=self.model, device=self.device, parallel=self.parallel,
-                                                 batch=batch, num_microbatches=1, partition=self.partition),
+                                                 batch=batch, num_microbatches=1, partition=self.partition,
+                                                 expert_imbalance=self.expert_imbalance,
+                                                 kv_cache_dtype=self.kv_cache_dtype),
                                          use_disk_cache=self.use_disk_cache)
         return self._memo[batch]
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from simcast.core.layout import Path, pp_hop_path, stage_tp_path
 from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
+from simcast.core.moe_layout import stage_moe_path
+from simcast.core.moe_memory import kv_dtype_bytes, moe_shard, weight_format_note
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.schedule import (
     PipelineRuntimeEstimate,
@@ -15,7 +17,8 @@ from simcast.core.schedule import (
     format_breakdowns,
 )
 from simcast.core.shards import ShardedDims, sharded_dims
-from simcast.core.specs import Batch, ModelSpec, SimSpec
+from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
+from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
 from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.trace.cache import get_trace
@@ -64,7 +67,22 @@ class Report:
 
     @property
     def breakdown_line(self) -> str:
-        return format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
+        line = format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
+        if self.spec.model.moe is None:
+            return line
+        share = self.moe_share
+        return line + f" | MoE GEMM {100 * share['grouped_gemm']:.2f} | MoE A2A {100 * share['dispatch_combine']:.2f}"
+
+    @property
+    def moe_share(self) -> dict[str, float]:
+        """Shares of the summed op time (all stages, mean microbatch): grouped expert GEMMs and
+        dispatch/combine (all-to-all or all-gather/reduce-scatter)."""
+        tot = sum(self.op_bound_s.values()) or 1.0
+        def part(names: tuple[str, ...]) -> float:
+            return sum(o.time_s * o.count for st in self.stages for mb in st.microbatch_ops for o in mb
+                       if o.op in names) / max(1, len(self.microbatches)) / tot
+        return {"grouped_gemm": part(("simcast::moe_experts",)),
+                "dispatch_combine": part(("simcast::moe_dispatch", "simcast::moe_combine"))}
 
     @property
     def max_stage_weight_bytes(self) -> int:
@@ -128,23 +146,67 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
     return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) for q, c, n in chunks if q)
 
 
-def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:
-    return StageKey(hidden_size=model.hidden_size, q_heads=sd.q_heads, kv_heads=sd.kv_heads,
-                    head_dim=model.head_dim, intermediate=sd.intermediate, vocab_shard=sd.vocab_shard,
+def layer_kind(model: ModelSpec, layer: int) -> str:
+    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer."""
+    return ("moe" if model.is_moe_layer(layer) else "dense") + ("+sliding" if model.is_sliding(layer) else "")
+
+
+def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Traced layer kinds of a stage and how many of its layers each one stands for.
+
+    Stage 0 traces the model's first layer on its own (it starts the residual stream);
+    then one representative layer per kind, in order of first appearance.
+    """
+    kinds = [layer_kind(model, i) for i in range(start, start + num_layers)]
+    head, rest = (kinds[:1], kinds[1:]) if first and num_layers >= 2 else ([], kinds)
+    uniq = list(dict.fromkeys(rest))
+    return tuple(head + uniq), tuple([1] * len(head) + [rest.count(k) for k in uniq])
+
+
+def moe_comm_mode(par: ParallelSpec) -> str:
+    """How a rank's MoE output reaches its tokens: inside the TP group an all-reduce (vLLM's EP / MoE-TP
+    without DP); across dp replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
+    if par.dp > 1:
+        return "all_to_all" if par.ep > 1 else "all_gather"
+    return "all_reduce" if par.tp > 1 else ""
+
+
+def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int,
+              par: ParallelSpec | None = None, start_layer: int = 0) -> StageKey:
+    kinds, _ = stage_layers(model, start_layer, num_layers, first)
+    extra: dict = {}
+    if any(k.startswith("moe") for k in kinds):
+        p = par or ParallelSpec(tp=sd.tp)
+        ms, m = moe_shard(model, p), model.moe
+        assert m is not None
+        extra.update(num_experts=m.num_experts, experts_local=ms.experts_local, top_k=m.top_k,
+                     expert_intermediate=ms.expert_intermediate, shared_intermediate=ms.shared_intermediate,
+                     ep=p.ep, moe_dp=p.moe_dp, dp=p.dp, moe_comm=moe_comm_mode(p), router_bias=m.router_bias)
+    if model.quant is not None:
+        q = model.quant
+        extra.update(expert_format=q.expert_format,
+                     dense_format="" if q.dense_format == model.dtype else q.dense_format)
+    q_heads, kv_heads, head_dim = sd.q_heads, sd.kv_heads, model.head_dim
+    if model.mla is not None:
+        a = model.mla
+        kv_heads, head_dim = 1, a.cache_width  # the cache input is the latent (S, 1, kv_lora + rope)
+        extra.update(q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank, qk_nope_head_dim=a.qk_nope_head_dim,
+                     qk_rope_head_dim=a.qk_rope_head_dim, v_head_dim=a.v_head_dim)
+    return StageKey(hidden_size=model.hidden_size, q_heads=q_heads, kv_heads=kv_heads,
+                    head_dim=head_dim, intermediate=sd.intermediate, vocab_shard=sd.vocab_shard,
                     tp=sd.tp, qk_norm=model.qk_norm, attention_bias=model.attention_bias,
                     rms_norm_eps=model.rms_norm_eps, rope_theta=model.rope_theta, dtype=model.dtype,
-                    has_embedding=first, has_head=last, traced_layers=2 if first and num_layers >= 2 else 1)
+                    has_embedding=first, has_head=last, traced_layers=len(kinds), layer_kinds=kinds,
+                    sliding_window=model.sliding_window, o_proj_bias=model.o_proj_bias, **extra)
 
 
-def replay_counts(trace: StageTrace, num_layers: int) -> dict[str, int]:
-    """How many times each traced scope runs: edges once, the representative layer for the rest."""
-    if trace.key.traced_layers == 2:
-        return {"pre": 1, "post": 1, "layer0": 1, "layer1": num_layers - 1}
-    return {"pre": 1, "post": 1, "layer0": num_layers}
+def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
+    """How many times each traced scope runs: edges once, each traced layer for the layers it stands for."""
+    return {"pre": 1, "post": 1, **{f"layer{i}": c for i, c in enumerate(layer_counts)}}
 
 
-def cost_stage(trace: StageTrace, num_layers: int, ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
-    counts = replay_counts(trace, num_layers)
+def cost_stage(trace: StageTrace, layer_counts: Sequence[int], ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
+    counts = replay_counts(layer_counts)
     return tuple(op_cost(rec, ctx, dtype, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0)
 
 
@@ -176,17 +238,20 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     tp_paths: list[Path] = []
     memo: dict[tuple, tuple[OpCost, ...]] = {}
     for info, _mods in zip(plan.stage_infos, plan.stage_module_specs):
-        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
+        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers, par, info.start_layer)
+        _, layer_counts = stage_layers(model, info.start_layer, info.num_layers, info.is_first_stage)
         tr = get_trace(key, use_disk_cache=use_disk_cache)
         compiled += tr.compiled
         tp_path = stage_tp_path(info.stage_id, par, links)
         tp_paths.append(tp_path)
+        moe_path = stage_moe_path(info.stage_id, par, links) if model.moe is not None else None
         row = []
         for mb in micro:  # identical microbatches on identical stages are costed once
-            k = (key, info.num_layers, mb, tp_path)
+            k = (key, layer_counts, mb, tp_path, moe_path)
             if k not in memo:
-                memo[k] = cost_stage(tr, info.num_layers, CostContext(
-                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm), model.dtype)
+                memo[k] = cost_stage(tr, layer_counts, CostContext(
+                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm,
+                    moe_path=moe_path, expert_imbalance=spec.expert_imbalance), model.dtype)
             row.append(memo[k])
         stage_ops.append(row)
 
@@ -220,8 +285,9 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         stages.append(StageReport(
             stage_id=s, start_layer=info.start_layer, end_layer=info.end_layer, num_layers=info.num_layers,
             compute_s=runtime.stage_compute_times_s[s], tp_comm_s=tp_comm, comm_s=runtime.stage_comm_times_s[s],
-            stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods),
-            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
+            stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods, par),
+            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch,
+                                                kv_dtype_bytes(model, spec.kv_cache_dtype)),
             activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
             tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0],
             microbatch_ops=tuple(stage_ops[s])))
@@ -254,6 +320,22 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path],
         "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
         "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
+    m = spec.model
+    if m.moe is not None:
+        out.append(f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
+                   f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
+                   f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}; "
+                   f"{moe_comm_mode(par) or 'no'} MoE communication")
+    if m.mla is not None:
+        out.append(f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
+                   "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)")
+    if m.layer_types:
+        out.append(f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
+                   "attention sinks cost one logit per head (not counted)")
+    if weight_format_note(m):
+        out.append(weight_format_note(m))
+    if spec.kv_cache_dtype != "auto":
+        out.append(f"KV cache dtype {spec.kv_cache_dtype}")
     if spec.model.dtype == "fp8":
         out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
                    "(approximation: real fp8 serving keeps some activations in bf16)"

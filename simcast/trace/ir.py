@@ -43,7 +43,10 @@ class StageTrace:
 
 KNOWN_OPS = frozenset({"linear", "index_select"} | {f"simcast::{name}" for name in (
     "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "kv_cache_write", "attention", "all_reduce",
-    "all_gather", "vocab_embedding", "sample")})
+    "all_gather", "vocab_embedding", "sample",
+    # MoE / MLA / sliding-window leaf ops of simcast.trace.moe
+    "moe_topk", "moe_dispatch", "moe_combine", "moe_experts", "quant_linear", "mla_cache_write", "mla_attention",
+    "attention_sliding")})
 """Op names a stage trace may hold: the leaf ops of :mod:`simcast.trace.ops` and the two aten ops the
 stage modules call. A new leaf op goes here (and gets a formula in :mod:`simcast.cost.compute`); a
 cached trace with any other name is not trusted (:mod:`simcast.trace.cache` rebuilds it)."""

@@ -18,6 +18,7 @@ DEV = str(HERE / "data" / "golden_device.yaml")
 GOOD_DEVICE = (HERE / "data" / "golden_device.yaml").read_text()
 MODEL = "Qwen/Qwen3-0.6B"
 QWEN_CONFIG = json.loads((HERE.parent / "models" / "Qwen" / "Qwen3-0.6B" / "config.json").read_text())
+MIXTRAL_CONFIG = json.loads((HERE.parent / "models" / "mistralai" / "Mixtral-8x7B-v0.1" / "config.json").read_text())
 LLAMA_CONFIG = json.loads((HERE.parent / "models" / "meta-llama" / "Llama-3.2-1B" / "config.json").read_text())
 SERVICE = """model: Qwen/Qwen3-0.6B
 device: {dev}
@@ -322,6 +323,9 @@ def test_head_dim_zero_rejected(tmp_path, capsys):
     (LLAMA_CONFIG, {"num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
     (QWEN_CONFIG, {"num_experts": 64}, "num_experts"),
     (QWEN_CONFIG, {"use_sliding_window": True, "sliding_window": 4096}, "sliding_window"),
+    (MIXTRAL_CONFIG, {"sliding_window": 4096}, "sliding_window"),
+    (MIXTRAL_CONFIG, {"mlp_bias": True}, "mlp_bias"),
+    (MIXTRAL_CONFIG, {"num_local_experts": 10**9}, "num_local_experts"),
 ])
 def test_unmodelled_config_keys_rejected(tmp_path, capsys, base, kv, key):
     bad(["simulate", "--model", config(tmp_path, base, **kv), "--device", DEV], capsys, f"config.json:{key}")

@@ -29,7 +29,11 @@ from simcast.inputs.files import load_csv, load_json, load_yaml
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")
-QWEN = json.loads((HERE.parent / "models" / "Qwen" / "Qwen3-0.6B" / "config.json").read_text())
+CONFIGS = {name: json.loads((HERE.parent / "models" / name / "config.json").read_text())
+           for name in ("Qwen/Qwen3-0.6B", "meta-llama/Llama-3.2-1B", "mistralai/Mistral-7B-v0.3",
+                        "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b",
+                        "mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen3-235B-A22B-FP8")}
+QWEN = CONFIGS["Qwen/Qwen3-0.6B"]
 PROFILE = yaml.safe_load((HERE / "data" / "golden_device.yaml").read_text())
 SERVICE = {"model": "Qwen/Qwen3-0.6B", "device": DEV, "runtime": "vllm",
            "workload": {"input_length": 512, "output_length": 64, "batch_size": 4, "max_batched_tokens": 2048},
@@ -122,11 +126,12 @@ def spliced(draw, text: str) -> bytes:
 # ------------------------------------------------------------------ model configs
 CONFIG_KEYS = ("head_dim", "mlp_bias", "hidden_act", "num_experts", "num_local_experts", "sliding_window",
                "use_sliding_window", "quantization_config", "torch_dtype", "architectures", "model_type",
-               "tie_word_embeddings", "attention_bias")
+               "tie_word_embeddings", "attention_bias", "layer_types", "first_k_dense_replace", "kv_lora_rank")
 
 
 @FAST
-@given(cfg=mutated(QWEN, CONFIG_KEYS), raw=st.booleans(), data=st.data())
+@given(cfg=st.sampled_from(sorted(CONFIGS)).flatmap(lambda n: mutated(CONFIGS[n], CONFIG_KEYS)), raw=st.booleans(),
+       data=st.data())
 def test_config_json(tmp_path_factory, cfg, raw, data):
     d = tmp_path_factory.mktemp("cfg")
     text = json.dumps(cfg, allow_nan=True)

@@ -51,6 +51,8 @@ MAX_HIDDEN = 2**20
 """hidden_size, intermediate_size, head_dim of a model (Llama-3.1-405B: 16384, 53248, 128)."""
 MAX_VOCAB = 2**24
 """vocab_size (the largest shipped vocabularies are ~256k)."""
+MAX_EXPERTS = 2**16
+"""Routed (or shared) experts of a MoE layer, and top-k (DeepSeek-V3 has 256, Qwen3-235B 128)."""
 MAX_LAYERS = 2**14
 """num_hidden_layers (Llama-3.1-405B has 126)."""
 

@@ -105,22 +105,28 @@ _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "n_shared_e
 _UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "mlp_bias": (lambda v: v is False, "MLP biases are not modelled (allowed: false)"),
     "hidden_act": (lambda v: v == "silu", "the MLP is modelled as SiLU-and-mul (allowed: silu)"),
-    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled; use the unquantized "
-                                             "config and --dtype"),
+}
+_UNMODELLED_DENSE: dict[str, tuple[Callable[[Any], bool], str]] = {  # the MoE families read these themselves
+    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled for a dense architecture; "
+                                             "use the unquantized config and --dtype"),
     **{k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
        for k in _MOE_KEYS},
 }
+_WINDOWED_FAMILIES = ("mistral", "mixtral")  # HF applies sliding_window when set; Qwen only with use_sliding_window
 
 
 def _check_modelled(cfg: dict, family: str) -> None:
     """Refuse config keys whose value would make the real model compute something simcast does not."""
-    for key, (ok, allowed) in _UNMODELLED.items():
+    dense = family not in MOE_ARCHITECTURES.values()
+    for key, (ok, allowed) in {**_UNMODELLED, **(_UNMODELLED_DENSE if dense else {})}.items():
         v = cfg.get(key)
         require(v is None or ok(v), f"config.json:{key}", v, allowed)
+    if family in ("gpt_oss", "deepseek_v3"):  # gpt-oss models its sliding layers; DeepSeek-V3 has none
+        return
     window = cfg.get("sliding_window")
-    windowed = window is not None and (family == "mistral" or cfg.get("use_sliding_window") is True)
+    windowed = window is not None and (family in _WINDOWED_FAMILIES or cfg.get("use_sliding_window") is True)
     require(not windowed, "config.json:sliding_window", window,
-            "sliding-window attention is not modelled; set it to null for full attention")
+            "sliding-window attention is not modelled for this architecture; set it to null for full attention")
 
 
 def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> ModelSpec:
@@ -135,8 +141,7 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         raise SimcastInputError("config.json:architectures", archs or cfg.get("model_type"),
                                 f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
     family = SUPPORTED_ARCHITECTURES[arch]
-    if arch not in MOE_ARCHITECTURES:  # MoE families: their own keys are read by moe_config
-        _check_modelled(cfg, family)
+    _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
     if cfg.get("head_dim") is None:  # HF's default when the key is absent or null

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from simcast.core.errors import SimcastInputError, bounded_repr, require
+from simcast.inputs.limits import MAX_CSV_ROWS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MIB = 2**20
 MAX_TEXT_BYTES = 16 * MIB
 """Configs, device profiles, service YAMLs and trace-cache entries (the largest shipped file is ~10 KiB)."""
-MAX_CSV_BYTES = 256 * MIB
-"""Measured CSVs (the largest Vidur profiling file is ~0.7 MiB)."""
+MAX_CSV_BYTES = 128 * MIB
+"""Measured CSVs and request traces (the largest Vidur profiling file is ~0.7 MiB); rows: MAX_CSV_ROWS."""
 MAX_DEPTH = 64
 """Nesting levels of a YAML or JSON document (simcast's own schemas use 4)."""
 MAX_NODES = 1_000_000
@@ -211,6 +212,7 @@ def load_csv(path: str | Path, field: str, max_bytes: int = MAX_CSV_BYTES) -> pd
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise SimcastInputError(name, str(path), f"is not a valid CSV ({str(e).strip()})") from None
     require(len(df) > 0, name, str(path), f"has a header ({', '.join(map(str, df.columns[:20]))}) but no data rows")
+    require(len(df) <= MAX_CSV_ROWS, name, str(path), f"has {len(df)} rows; at most {MAX_CSV_ROWS} are read")
     return df
 
 

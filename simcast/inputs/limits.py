@@ -69,6 +69,9 @@ MAX_HALF_POINT = float(MAX_GEMM_DIM)
 """GEMM efficiency half points in N and K (elements); the M half point in ridge units is bounded by 1e6."""
 
 # ---------------------------------------------------------------- service YAML
+MAX_CSV_ROWS = 10**6
+"""Rows of a measured CSV: validate predicts ~2e4 rows/s and calibrate fits 1e5 GEMM rows in ~5 s (measured),
+so a run at the bound takes under a minute; the Vidur files hold a few thousand rows each."""
 MAX_LIMIT_MS = 1e9
 """TTFT / TPOT limits, milliseconds (11.6 days)."""
 MAX_NAME_CHARS = 4096
@@ -92,6 +95,7 @@ TABLE: tuple[tuple[str, float, str], ...] = (
     ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),
     ("heads, KV heads, head dim per GPU (`--heads`, `--kv-heads`, `--head-dim`)", MAX_HEADS, "2^16"),
     ("message bytes (`--bytes`, CSV `bytes`)", MAX_MESSAGE_BYTES, "2^50"),
+    ("rows of a measured CSV", MAX_CSV_ROWS, "10^6"),
     ("TTFT / TPOT limits, ms (`--ttft-limit`, `--tpot-limit`, `limits.*`)", MAX_LIMIT_MS, "10^9"),
     ("config.json `hidden_size`, `intermediate_size`, `head_dim`", MAX_HIDDEN, "2^20"),
     ("config.json `vocab_size`", MAX_VOCAB, "2^24"),

@@ -7,8 +7,10 @@ import pytest
 # A private trace cache per test session: tests never read a developer's cache.
 os.environ.setdefault("SIMCAST_CACHE_DIR", tempfile.mkdtemp(prefix="simcast-test-cache-"))
 
-# Measured data (never committed): ../shared/calibration beside the repo, or SIMCAST_CALIBRATION_DIR (e.g. from a worktree)
-CALIBRATION = Path(os.environ.get("SIMCAST_CALIBRATION_DIR") or Path(__file__).resolve().parents[2] / "shared" / "calibration")
+# Measured data (never committed): ../shared/calibration beside the repo, or SIMCAST_CALIBRATION_DIR
+# (e.g. from a worktree)
+CALIBRATION = Path(os.environ.get("SIMCAST_CALIBRATION_DIR")
+                   or Path(__file__).resolve().parents[2] / "shared" / "calibration")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ DEV = str(HERE / "data" / "golden_device.yaml")
 GOOD_DEVICE = (HERE / "data" / "golden_device.yaml").read_text()
 MODEL = "Qwen/Qwen3-0.6B"
 QWEN_CONFIG = json.loads((HERE.parent / "models" / "Qwen" / "Qwen3-0.6B" / "config.json").read_text())
+MIXTRAL_CONFIG = json.loads((HERE.parent / "models" / "mistralai" / "Mixtral-8x7B-v0.1" / "config.json").read_text())
 LLAMA_CONFIG = json.loads((HERE.parent / "models" / "meta-llama" / "Llama-3.2-1B" / "config.json").read_text())
 SERVICE = """model: Qwen/Qwen3-0.6B
 device: {dev}
@@ -100,7 +101,8 @@ def gemm(device):
 GEMM_CSV = "kind,dtype,m,n,k,time_s\n" + "\n".join(
     f"gemm,bf16,{m},{n},{k},{t}" for m, n, k, t in
     [(16, 4096, 4096, 2.0e-5), (128, 4096, 4096, 2.4e-5), (1024, 4096, 4096, 9.0e-5), (4096, 4096, 4096, 3.2e-4),
-     (256, 14336, 4096, 1.1e-4), (2048, 4096, 14336, 5.2e-4), (64, 1024, 1024, 8.0e-6), (512, 8192, 8192, 4.2e-4)]) + "\n"
+     (256, 14336, 4096, 1.1e-4), (2048, 4096, 14336, 5.2e-4), (64, 1024, 1024, 8.0e-6),
+     (512, 8192, 8192, 4.2e-4)]) + "\n"
 
 
 def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
@@ -153,9 +155,9 @@ def test_billion_laughs_device_description_is_refused_fast(tmp_path, capsys):
 
 def test_long_wrong_value_is_quoted_with_a_bound(tmp_path, capsys):
     text = GOOD_DEVICE.replace('"Test device with round numbers (not real hardware)"',
-                               "[" + ", ".join(str(i) for i in range(200_000)) + "]")
+                               "[" + ", ".join(str(i) for i in range(20_000)) + "]")
     err = bad(gemm(write(tmp_path, "dev.yaml", text)), capsys, "description")
-    assert "199999" not in err
+    assert "19999" not in err
 
 
 GARBAGE = bytes(range(128, 256)) * 8
@@ -321,6 +323,9 @@ def test_head_dim_zero_rejected(tmp_path, capsys):
     (LLAMA_CONFIG, {"num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
     (QWEN_CONFIG, {"num_experts": 64}, "num_experts"),
     (QWEN_CONFIG, {"use_sliding_window": True, "sliding_window": 4096}, "sliding_window"),
+    (MIXTRAL_CONFIG, {"sliding_window": 4096}, "sliding_window"),
+    (MIXTRAL_CONFIG, {"mlp_bias": True}, "mlp_bias"),
+    (MIXTRAL_CONFIG, {"num_local_experts": 10**9}, "num_local_experts"),
 ])
 def test_unmodelled_config_keys_rejected(tmp_path, capsys, base, kv, key):
     bad(["simulate", "--model", config(tmp_path, base, **kv), "--device", DEV], capsys, f"config.json:{key}")
@@ -377,3 +382,27 @@ def test_bench_serve_save_result_checked_before_the_work(tmp_path, capsys, monke
     (tmp_path / "r.requests.csv").mkdir()  # the per-request CSV's path is a folder
     bad(BENCH + ["--save-result", tmp_path / "r.json"], capsys, "--save-result")
     assert not (tmp_path / "r.json").exists()
+
+
+def test_readme_lists_every_limit():
+    from simcast.inputs.limits import TABLE
+    readme = (HERE.parent / "README.md").read_text()
+    for what, bound, shown in TABLE:
+        assert eval(shown.replace("^", "**")) == bound, shown  # the README writes the bound the code enforces
+        assert f"| {what} | {shown} |" in readme, what
+
+
+def test_stage_times_microbatches_bounded(tmp_path, capsys):
+    """pp x microbatches is what the timeline holds (126 x 4096 took 50 s and 3 GB with --trace)."""
+    bad(["simulate", "--model", MODEL, "--device", DEV, "--pp", 28, "--microbatches", 4096], capsys,
+        "--microbatches: got 4096; must be <= 2340 with --pp 28")
+    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 28\n  microbatches: 4096"})
+    bad(["serve-config", svc], capsys, "parallel_config.microbatches: got 4096")
+
+
+def test_csv_rows_bounded(tmp_path, capsys, monkeypatch):
+    """The row bound (10^6: under a minute of validate or calibrate), checked here at 3 rows to stay fast."""
+    import simcast.inputs.files as files
+    monkeypatch.setattr(files, "MAX_CSV_ROWS", 3)
+    csv = write(tmp_path, "m.csv", "kind,dtype,m,n,k,time_s\n" + "gemm,bf16,64,64,64,1e-5\n" * 4)
+    bad(["validate", csv, "--device", DEV], capsys, "has 4 rows; at most 3 are read")

@@ -2,12 +2,12 @@
 
 import pytest
 
-from simcast.sim.partition import balanced_counts, simulate_partitioned
-from simcast.inputs.loaders import load_model
 from simcast.core.errors import SimcastInputError
 from simcast.core.plan import partition_layers
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_model
+from simcast.sim.partition import balanced_counts, simulate_partitioned
+from simcast.sim.simulate import simulate
 
 
 @pytest.mark.parametrize("name,pp,batch", [("meta-llama/Llama-3.1-8B", 6, Batch.decode(64, 1024)),
@@ -19,7 +19,8 @@ def test_balanced_not_slower_than_vllm(name, pp, batch, h100):
     counts = balanced_counts(spec)
     assert sum(counts) == m.num_layers and min(counts) >= 1 and len(counts) == pp
     vllm = simulate(spec)
-    bal = simulate_partitioned(SimSpec(model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch, num_microbatches=pp,
+    bal = simulate_partitioned(SimSpec(model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch,
+                                       num_microbatches=pp,
                            partition="balanced"))
     assert max(bal.runtime.stage_times_s) <= max(vllm.runtime.stage_times_s) + 1e-12
     assert bal.latency_s <= vllm.latency_s + 1e-12

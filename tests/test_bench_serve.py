@@ -10,8 +10,14 @@ import pytest
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.model import (ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory,
-                                   tokens_held)
+from simcast.serving.model import (
+    ServingConfig,
+    Workload,
+    coster_for,
+    estimate_serving,
+    max_batch_for_memory,
+    tokens_held,
+)
 from simcast.serving.requests import make_requests, simulate_requests
 
 

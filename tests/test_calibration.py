@@ -7,7 +7,6 @@ saw: a per-shape lookup table would fail these tests.
 
 import numpy as np
 import pytest
-
 from conftest import CALIBRATION
 
 VIDUR = CALIBRATION / "vidur"
@@ -50,8 +49,8 @@ def test_vidur_reader_maps_files_as_they_are(h70):
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
 def test_held_out_model_within_targets(request, fit, test):
     from simcast.calib.fit import calibrate
-    from simcast.inputs.loaders import load_device
     from simcast.calib.validate import predict_frame
+    from simcast.inputs.loaders import load_device
     fit_rows, test_rows = request.getfixturevalue(fit), request.getfixturevalue(test)
     dev, _ = calibrate(fit_rows, load_device("h100_sxm"))
     sample = test_rows[test_rows["kind"].isin(["gemm", "layer"])]
@@ -70,8 +69,8 @@ KNOWN_MISSES = {("h7", "h70", "mlp_down_proj"): (12.0, 30.0)}
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
 def test_held_out_gemms_per_op(request, fit, test):
     from simcast.calib.fit import calibrate
-    from simcast.inputs.loaders import load_device
     from simcast.calib.validate import predict_frame
+    from simcast.inputs.loaders import load_device
     dev, _ = calibrate(request.getfixturevalue(fit), load_device("h100_sxm"))
     rows = request.getfixturevalue(test)
     pred = predict_frame(rows[rows["kind"] == "gemm"], dev)
@@ -86,9 +85,10 @@ def test_held_out_gemms_per_op(request, fit, test):
 
 def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
     import pandas as pd
+
     from simcast.calib.fit import calibrate, transfer
-    from simcast.inputs.loaders import load_device
     from simcast.calib.validate import predict_frame
+    from simcast.inputs.loaders import load_device
     a70 = _rows("compute/a100/Llama-2-70b-hf_mlp.csv")
     dev, _ = calibrate(pd.concat([h70[h70["kind"] == "gemm"], h7[h7["kind"] == "gemm"]]), load_device("h100_sxm"))
     pred = predict_frame(a70[a70["kind"].isin(["gemm", "layer"])], transfer(dev, load_device("a100_sxm_80gb")))
@@ -100,6 +100,7 @@ def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
 @pytest.mark.parametrize("device,folder", [("h100_sxm", "h100_dgx"), ("a100_sxm_80gb", "a100_dgx")])
 def test_shipped_profiles_predict_network(device, folder):
     import pandas as pd
+
     from simcast.calib.validate import predict_frame
     rows = pd.concat([_rows(f"network/{folder}/all_reduce.csv"), _rows(f"network/{folder}/send_recv.csv")])
     rows = rows[(rows["bytes"] >= 64 * 2**10) & (rows["bytes"] <= 64 * 2**20)].iloc[::3]

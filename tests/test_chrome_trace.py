@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from simcast.render.chrome_trace import TIDS, chrome_trace, stage_segments
 from simcast.cli.main import main
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.render.chrome_trace import TIDS, chrome_trace, stage_segments
+from simcast.sim.simulate import simulate
 
 EPS_US = 2e-3  # timestamps are rounded to 1 ns
 

@@ -7,7 +7,8 @@ from simcast.cli.main import make_parser
 
 SURFACE = {
     "simulate": ([], ["--batch", "--context-length", "--device", "--devices-per-node", "--dp-attention", "--dtype",
-                      "--ep", "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype", "--microbatches", "--model",
+                      "--ep", "--expert-imbalance", "--input-length", "--json", "--kv-cache-dtype", "--microbatches",
+                      "--model",
                       "--moe-dp", "--no-cache", "--no-residual-send", "--num-devices",
                       "--overlap", "--partition", "--phase", "--plot", "--pp", "--tp", "--tp-sharded-send", "--trace"]),
     "optimize": (["model"], ["--batch-sizes", "--csv", "--device", "--devices-per-node", "--emit", "--engine",

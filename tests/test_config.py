@@ -4,10 +4,9 @@ import json
 
 import pytest
 
-from simcast.core.shards import param_count
-
-from simcast.inputs.loaders import load_device, load_model, shipped_devices, shipped_models
 from simcast.core.errors import SimcastInputError
+from simcast.core.shards import param_count
+from simcast.inputs.loaders import load_device, load_model, shipped_devices, shipped_models
 
 SHIPPED_MODELS = ["meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-70b-hf",
                   "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",
@@ -70,7 +69,8 @@ def _profile(tmp_path, text):
 def test_device_profile_schema_errors(tmp_path):
     good = open("tests/data/golden_device.yaml").read()
     assert load_device(_profile(tmp_path, good)).name == "golden_device"
-    with pytest.raises(SimcastInputError, match=r"^memory.hbm_fast: got 'hbm_fast'; unknown key; allowed: hbm_bw_bytes_per_s, hbm_bytes$"):
+    with pytest.raises(SimcastInputError,
+                       match=r"^memory.hbm_fast: got 'hbm_fast'; unknown key; allowed: hbm_bw_bytes_per_s, hbm_bytes$"):
         load_device(_profile(tmp_path, good.replace("hbm_bytes:", "hbm_fast: 1\n  hbm_bytes:")))
     with pytest.raises(SimcastInputError, match="efficiency.launch_overhead_s: got None; is required"):
         load_device(_profile(tmp_path, good.replace("  launch_overhead_s: 5.0e-6", "")))

@@ -2,11 +2,11 @@
 
 import pytest
 
-from simcast.cost import comm
-from simcast.cost.compute import CostContext, matmul_efficiency, op_cost, roofline, OpWork
 from simcast.core.layout import Path
-from simcast.sim.simulate import pp_message_bytes
 from simcast.core.specs import Batch
+from simcast.cost import comm
+from simcast.cost.compute import CostContext, OpWork, matmul_efficiency, op_cost, roofline
+from simcast.sim.simulate import pp_message_bytes
 from simcast.trace.ir import OpRecord, TensorArg
 
 NV = Path(name="nv", bw_bytes_per_s=100e9, latency_s=2e-6, efficiency=0.5, cross_node=False)
@@ -19,7 +19,8 @@ def ctx(dev, batch):
 def test_gemm_flops_and_bytes(h100):
     # (T=4096, K=8192) x (N=1280, K)^T in bf16: 2*M*N*K FLOPs; x + w + out bytes
     rec = OpRecord(op="linear", scope="layer0",
-                   args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"), None),
+                   args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"),
+                         None),
                    outputs=(TensorArg(shape=("T", "1280"), dtype="bf16"),))
     c = op_cost(rec, ctx(h100, Batch.prefill(2, 2048)), "bf16", 1)
     assert c.flops == 2 * 4096 * 1280 * 8192
@@ -80,6 +81,7 @@ def test_roofline_comm_passthrough(h100):
 def test_missing_vector_peak_is_an_error_naming_the_field(qwen06b, h100):
     # a profile with a bf16 vector peak only, used with an fp16 model: never a silent 1 FLOP/s
     import dataclasses
+
     from simcast.core.errors import SimcastInputError
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
     from simcast.sim.simulate import simulate

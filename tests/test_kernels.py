@@ -6,12 +6,12 @@ import json
 import pandas as pd
 import pytest
 
-from simcast.cost import kernels
 from simcast.calib.fit import calibrate
 from simcast.calib.profile_yaml import update_profile_yaml
-from simcast.inputs.loaders import device_from_dict, load_device, _check, _PROFILE_SCHEMA
-from simcast.cost.compute import OpWork, roofline
 from simcast.core.errors import SimcastInputError
+from simcast.cost import kernels
+from simcast.cost.compute import OpWork, roofline
+from simcast.inputs.loaders import _PROFILE_SCHEMA, _check, device_from_dict, load_device
 
 
 def test_gemm_uses_the_simulator_roofline(h100):
@@ -106,7 +106,8 @@ def test_calibrate_recovers_a_known_device(h100):
 
 
 def run_cli(capsys, *argv):
-    from simcast.cli import kernel as ck, main as cli
+    from simcast.cli import kernel as ck
+    from simcast.cli import main as cli
     cmds = dict(cli.COMMANDS)
     cmds.update({"kernel": (ck.add_kernel_args, ck.cmd_kernel, ""), "calibrate": (ck.add_calibrate_args,
                  ck.cmd_calibrate, ""), "validate": (ck.add_validate_args, ck.cmd_validate, "")})

@@ -76,7 +76,8 @@ def test_hand_counted_mixtral_layer():
 
 
 def test_hand_counted_deepseek_mla_layer():
-    """MLA: q_a 7168·1536 + norm 1536 + q_b 1536·128·192; kv_a 7168·576 + norm 512 + kv_b 512·128·256; o 128·128·7168."""
+    """MLA: q_a 7168·1536 + norm 1536 + q_b 1536·128·192; kv_a 7168·576 + norm 512 + kv_b 512·128·256;
+    o 128·128·7168."""
     ds = load_model("deepseek-ai/DeepSeek-V3")
     lp = layer_params(ds, 5)
     assert lp.attention == (7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256

@@ -24,7 +24,8 @@ def _gemm_flops(report, model, t):
             f = o.flops
             if o.op == "simcast::mla_attention":  # minus the causal attention part, 2·H·(nope+rope+v)·pairs
                 a = model.mla
-                f -= 2.0 * (model.num_heads // report.spec.parallel.tp) * (a.qk_head_dim + a.v_head_dim) * t * (t + 1) / 2
+                heads = model.num_heads // report.spec.parallel.tp
+                f -= 2.0 * heads * (a.qk_head_dim + a.v_head_dim) * t * (t + 1) / 2
             total += f * o.count
     return total
 
@@ -119,8 +120,8 @@ def test_optimizer_deepseek_fp8_fits_h200_not_h100(capsys):
     import json
 
     from simcast.cli.main import main
-    args = ["optimize", "--input-length", "1024", "--output-length", "256", "--num-devices", "8", "--tp-sizes", "1", "8",
-            "--ep-sizes", "8", "--json", "deepseek-ai/DeepSeek-V3"]
+    args = ["optimize", "--input-length", "1024", "--output-length", "256", "--num-devices", "8",
+            "--tp-sizes", "1", "8", "--ep-sizes", "8", "--json", "deepseek-ai/DeepSeek-V3"]
     assert main(args[:1] + ["--device", "h100_sxm"] + args[1:]) == 0
     h100 = json.loads(capsys.readouterr().out)
     assert h100["rows"] == [] and all("does not fit" in r["reason"] for r in h100["rejected"])

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from simcast.render import plots
 from simcast.cli.main import main
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.render import plots
+from simcast.sim.simulate import simulate
 
 UNIT = re.compile(r"\((ms|GiB|tokens/s[^)]*)\)")
 

@@ -146,7 +146,8 @@ def test_readme_accuracy_tables_hold_every_row_of_docs_accuracy():
     root = Path(__file__).resolve().parents[1]
     docs, readme = (root / "docs" / "accuracy.md").read_text(), (root / "README.md").read_text()
     section = readme.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
-    titles = ["Per op", "GEMMs and whole layer per TP", "GEMMs and whole layer per token band", "All-reduce and send/recv"]
+    titles = ["Per op", "GEMMs and whole layer per TP", "GEMMs and whole layer per token band",
+              "All-reduce and send/recv"]
     for title in titles:
         rows = _md_rows(docs, title)
         assert rows, title

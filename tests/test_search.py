@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from simcast.cli.main import main
-from simcast.inputs.loaders import load_device, load_model
 from simcast.core.errors import SimcastInputError
-from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
-from simcast.serving.model import ServingConfig, Workload, estimate_serving
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_device, load_model
+from simcast.serving.model import ServingConfig, Workload, estimate_serving
+from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
+from simcast.sim.simulate import simulate
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")

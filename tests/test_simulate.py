@@ -2,10 +2,10 @@
 
 import pytest
 
-from simcast.inputs.loaders import load_model
 from simcast.core.shards import param_count, sharded_dims
-from simcast.sim.simulate import simulate, split_batch
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.inputs.loaders import load_model
+from simcast.sim.simulate import simulate, split_batch
 
 
 def run(model, dev, tp=1, pp=1, batch=None, m=None, **kw):
@@ -61,6 +61,7 @@ def test_one_microbatch_latency_counts_each_hop_once(qwen06b, h100):
     (8, 6.2768e-6), (2, 34.2144e-6)])
 def test_tp_sharded_send_costs_the_receivers_all_gather(qwen06b, devices_per_node, link_s):
     from pathlib import Path
+
     from simcast.inputs.loaders import load_device
     dev = load_device(str(Path(__file__).parent / "data" / "golden_device.yaml"), devices_per_node=devices_per_node)
     kw = dict(parallel=ParallelSpec(tp=2, pp=2), batch=Batch.prefill(1, 512), num_microbatches=1)

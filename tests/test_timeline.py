@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcast.core.schedule import fill_drain_latency, flow_shop_latency
-from simcast.sim.simulate import simulate
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.sim.simulate import simulate
 from simcast.sim.timeline import report_timeline, schedule_pipeline
 
 # Dyadic times (k / 1024 s): every sum is exact in float64, so "equal" means bit-equal.
@@ -27,7 +27,8 @@ def pipelines(draw, t=dyadic, identical=False):
 
 
 def receiver_stage_times(compute, send):
-    """simulate's stage time per microbatch: compute + incoming one-way time (the receiver waits, the sender does not)."""
+    """simulate's stage time per microbatch: compute + incoming one-way time (the receiver waits, the sender
+    does not)."""
     return [[c[s] + ((0.0 + sd[s - 1]) if s else 0.0) for s in range(len(c))] for c, sd in zip(compute, send)]
 
 
@@ -161,7 +162,8 @@ def test_bad_inputs():
         schedule_pipeline([[1.0]], [[]], send_recv="sideways")
 
 
-@pytest.mark.parametrize("batch,m", [(Batch.prefill(4, 128), 4), (Batch.prefill(3, 100), 2), (Batch.prefill(1, 300), 3)])
+@pytest.mark.parametrize("batch,m", [(Batch.prefill(4, 128), 4), (Batch.prefill(3, 100), 2),
+                                     (Batch.prefill(1, 300), 3)])
 def test_report_timeline_matches_report_latency(qwen06b, h100, batch, m):
     r = simulate(SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=1, pp=4), batch=batch,
                          num_microbatches=m))

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from simcast.core.shards import sharded_dims
+from simcast.sim.simulate import stage_key
 from simcast.trace import cache as tr
 from simcast.trace.ir import shape_fn
 from simcast.trace.tracer import compile_trace
-from simcast.core.shards import sharded_dims
-from simcast.sim.simulate import stage_key
 
 
 def ops_of(t):
@@ -29,7 +29,8 @@ def test_edge_modules_per_stage(traces):
     assert "simcast::vocab_embedding" not in mid and "simcast::sample" not in mid and "index_select" not in mid
     assert "simcast::vocab_embedding" not in last and last[-1] == "simcast::sample"
     # last stage: final norm, gather of each request's last token, lm_head, logits all-gather (tp=2), sampler
-    assert last[-5:] == ["simcast::fused_add_rms_norm", "index_select", "linear", "simcast::all_gather", "simcast::sample"]
+    assert last[-5:] == ["simcast::fused_add_rms_norm", "index_select", "linear", "simcast::all_gather",
+                         "simcast::sample"]
 
 
 def test_leaf_ops_stay_single_nodes(traces):

@@ -104,3 +104,16 @@ def test_shape_whitelist_keeps_arithmetic():
     assert shape_fn("2*T + R")(10, 3, 7) == 23
     assert shape_fn("(S - R)//2")(1, 3, 9) == 3
     assert shape_fn("-T")(4, 0, 0) == -4
+
+
+def test_known_ops_cover_every_leaf_op_and_formula():
+    """A new leaf op or cost formula must be added to KNOWN_OPS, or its cached traces would never verify."""
+    import re
+    from pathlib import Path
+
+    from simcast.cost.compute import OP_FORMULAS
+    from simcast.trace.ir import KNOWN_OPS
+    src = "".join(p.read_text() for p in (Path(__file__).parents[1] / "simcast" / "trace").glob("*.py"))
+    leaf = {f"simcast::{n}" for n in re.findall(r'custom_op\(f"\{_LIB\}::(\w+)"', src)}
+    assert len(leaf) >= 18 and leaf <= KNOWN_OPS
+    assert set(OP_FORMULAS) <= KNOWN_OPS

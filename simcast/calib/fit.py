@@ -18,15 +18,15 @@ messages. Parameters fitted (all physical, shared by every shape and model):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.cost import kernels
 from simcast.cost.compute import launch_s, roofline_parts
-from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
 _BOUNDS = {"matmul": (0.2, 1.0), "matmul_half_m_ridge": (1e-3, 20.0), "matmul_half_n": (1e-3, 2e4),
@@ -90,8 +90,9 @@ class _Work:
 
 
 def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
-    preds = [kernels.gemm(dev, int(r.m), int(r.n), int(r.k), r.dtype) for r in rows.itertuples()]
-    mnk = tuple(rows[c].to_numpy(float) for c in ("m", "n", "k"))
+    preds = [kernels.gemm(dev, int(m), int(n), int(k), str(dt))
+             for m, n, k, dt in zip(rows["m"], rows["n"], rows["k"], rows["dtype"])]
+    mnk = (rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
     return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=mnk,
                  unit="cube", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))
 
@@ -162,7 +163,7 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
     Groups without rows keep the profile's values.
     """
     errors: dict[str, float] = {}
-    new = {}
+    new: dict[str, LinkSpec] = {}
     for name, link, cross in (("intra_node", dev.links.intra_node, False), ("inter_node", dev.links.inter_node, True)):
         sel = rows[(rows["nodes"].fillna(1) > 1) == cross]
         p = sel[sel["kind"] == "p2p"]
@@ -181,7 +182,8 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             fits[(ck, n)] = CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)
             errors[f"{name}.{ck}.{n}"] = err
         new[name] = dataclasses.replace(link, collectives=tuple(sorted(fits.values(), key=lambda f: (f.kind, f.gpus))))
-    return dataclasses.replace(dev.links, **new), errors
+    links = dataclasses.replace(dev.links, intra_node=new["intra_node"], inter_node=new["inter_node"])
+    return links, errors
 
 
 def calibrate(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[DeviceSpec, dict[str, float]]:

@@ -83,7 +83,7 @@ def profile_comments(text: str) -> dict[str, tuple[str, str]]:
 def count_fitted(text: str) -> int:
     """Values whose line says a fit produced them (``fit by simcast calibrate``); a collective fit counts two."""
     n = 0
-    for path, value, comment in _walk(text):
+    for _path, value, comment in _walk(text):
         if comment.startswith(FIT_NOTE):
             n += 2 if value.startswith("{") else 1
     return n
@@ -235,7 +235,8 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     def _collectives(path: str, link: LinkSpec) -> None:
         if not link.collectives:
             return
-        out.append("    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size")
+        out.append("    collectives:                   "
+                   "# t = latency_s + factor·bytes/bus_bw, per collective and group size")
         for f in link.collectives:
             key = f"{path}.{f.kind}.{f.gpus}"
             if key not in notes and key in old_items:  # not produced by this run: the old line, label and all
@@ -299,6 +300,7 @@ def transfer_provenance(src: DeviceSpec, src_block: dict | None, date: str, carr
         "its values are uncalibrated priors)")
     lines = [f"method: {json.dumps(method)}"]
     if src_block:
-        lines.append(f"source_calibration: {json.dumps({k: v for k, v in src_block.items() if k != 'earlier'}, default=str)}")
+        block = {k: v for k, v in src_block.items() if k != "earlier"}
+        lines.append(f"source_calibration: {json.dumps(block, default=str)}")
     return lines + [f"date: {json.dumps(date)}", "fitted_parameters: 0", f"carried_over_parameters: {carried}",
                     f"carried_over_fitted_on_source: {fitted_on_src}"]

@@ -13,8 +13,9 @@ gets ``predicted_s = None`` and a reason — never a guess.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,8 +24,15 @@ from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DeviceSpec, ModelSpec
 from simcast.cost import kernels
 from simcast.inputs.files import load_csv, numeric_column
-from simcast.inputs.limits import (MAX_DEVICES, MAX_GEMM_DIM, MAX_HEAD_DIM, MAX_HEADS, MAX_MESSAGE_BYTES,
-                                   MAX_REQUESTS, MAX_TOKENS)
+from simcast.inputs.limits import (
+    MAX_DEVICES,
+    MAX_GEMM_DIM,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_MESSAGE_BYTES,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+)
 
 GENERIC_COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
                    "head_dim", "bytes", "gpus", "nodes", "time_s")
@@ -78,7 +86,8 @@ def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | 
 def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
                   load_device: Callable[[str], DeviceSpec] | None = None) -> pd.DataFrame:
     """``df`` plus ``predicted_s``, ``bound``, ``reason`` and ``abs_err_pct`` per row."""
-    from simcast.inputs.loaders import load_device as _load_device, load_model
+    from simcast.inputs.loaders import load_device as _load_device
+    from simcast.inputs.loaders import load_model
     load = load_device or _load_device
     devices: dict[str, Any] = {}
     models: dict[str, ModelSpec] = {}
@@ -103,7 +112,9 @@ def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
             models[name] = load_model(name)
         return models[name]
 
-    pred, bound, reason = [], [], []
+    pred: list[float | None] = []
+    bound: list[str] = []
+    reason: list[str] = []
     for row in df.to_dict("records"):
         try:
             p, _ = predict_row(row, dev_for(row), model)
@@ -125,14 +136,19 @@ def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
 
 def size_band(row: dict) -> str:
     """Message-size band for network rows, token band for compute rows."""
+    def fmt_bytes(b: float) -> str:
+        return "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
+
+    def fmt_tokens(b: float) -> str:
+        return "inf" if b == math.inf else str(int(b))
+
     if row.get("kind") in NETWORK_KINDS:
-        v, edges = row.get("bytes"), BYTE_BANDS
-        fmt = lambda b: "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
+        v, edges, fmt = row.get("bytes"), BYTE_BANDS, fmt_bytes
     else:
         v = row.get("m") if row.get("kind") != "layer" else row.get("batch")
         if row.get("kind", "").startswith("attention"):
             v = (row.get("batch") or 0) * (row.get("q_len") or 0)
-        edges, fmt = TOKEN_BANDS, lambda b: "inf" if b == math.inf else str(int(b))
+        edges, fmt = TOKEN_BANDS, fmt_tokens
     if v is None or pd.isna(v):
         return "-"
     for lo, hi in zip(edges, edges[1:]):
@@ -160,7 +176,9 @@ def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataF
 def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-markdown table; floats with one decimal."""
     cols = list(df.columns)
-    fmt = lambda v: f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+    def fmt(v: object) -> str:
+        return f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
     return "\n".join(lines)
@@ -194,6 +212,28 @@ def check_measured(df: pd.DataFrame, field: str) -> pd.DataFrame:
         if col in df:
             out[col] = numeric_column(df, col, field, lo=lo, hi=hi, integer=whole)
     return out
+
+
+FIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k"), "rms_norm": ("m", "n"), "add": ("m", "n"), "silu_and_mul": ("m", "n"),
+    "rope": ("m", "heads", "kv_heads", "head_dim"), "p2p": ("bytes",), "allreduce": ("bytes", "gpus"),
+    "allgather": ("bytes", "gpus")}
+"""The columns ``simcast calibrate`` needs on the rows of each kind it fits (validate reports such a row as
+unpredicted instead)."""
+
+
+def check_fit_columns(df: pd.DataFrame, field: str) -> pd.DataFrame:
+    """``df`` (from :func:`read_measured`) unchanged if every row of a kind that calibrate fits has the
+    columns that kind needs; else one error naming the column and line. A collective needs >= 2 GPUs."""
+    for kind, cols in FIT_COLUMNS.items():
+        rows = df["kind"] == kind
+        if not rows.any():
+            continue
+        for c in cols:
+            require(c in df, f"{field}: column {c}", None, f"is required on {kind} rows")
+            lo = 2 if c == "gpus" else 0
+            numeric_column(df, c, field, required=True, where=rows, lo=lo, lo_open=c == "bytes")
+    return df
 
 
 def with_generic_columns(df: pd.DataFrame) -> pd.DataFrame:

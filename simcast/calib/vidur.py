@@ -28,8 +28,7 @@ import pandas as pd
 from simcast.core.errors import require
 from simcast.core.shards import shard
 from simcast.inputs.files import load_csv, numeric_column
-from simcast.inputs.limits import (MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HIDDEN,
-                                   MAX_MESSAGE_BYTES)
+from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HIDDEN, MAX_MESSAGE_BYTES
 
 VIDUR_SNAPSHOT = "7d47513"
 DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
@@ -106,7 +105,7 @@ def network_rows(path: str | Path) -> pd.DataFrame:
     raw = _numeric(raw, path, {"size": (1, MAX_MESSAGE_BYTES, False), "num_workers": (1, MAX_DEVICES, True),
                                "devices_per_node": (1, MAX_DEVICES_PER_NODE, True),
                                f"time_stats.{coll}.median": (0.0, _MAX_MS, False)})
-    kind = kinds[coll]
+    kind = kinds[str(coll)]
     out = pd.DataFrame({
         "kind": kind, "device": _device(path), "dtype": "fp16", "bytes": raw["size"].astype(float),
         "gpus": raw["num_workers"].astype(int), "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),

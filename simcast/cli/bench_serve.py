@@ -69,7 +69,8 @@ def _range_ratio(v: str) -> float:
     return x
 
 
-_TRACE_BOUNDS = {"arrival_s": (0.0, 1e9, False), "input_len": (1, MAX_TOKENS, True), "output_len": (1, MAX_TOKENS, True)}
+_TRACE_BOUNDS = {"arrival_s": (0.0, 1e9, False), "input_len": (1, MAX_TOKENS, True),
+                 "output_len": (1, MAX_TOKENS, True)}
 """Columns of a ``--dataset`` trace: (lowest, highest, whole number); arrival within 31 years."""
 
 
@@ -106,8 +107,14 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
-    from simcast.serving.model import (ServingConfig, Workload, coster_for, max_batch_for_memory, resolve_partition,
-                                       tokens_held)
+    from simcast.serving.model import (
+        ServingConfig,
+        Workload,
+        coster_for,
+        max_batch_for_memory,
+        resolve_partition,
+        tokens_held,
+    )
     from simcast.serving.requests import make_requests, simulate_requests
 
     reqs = read_trace(a.dataset) if a.dataset else make_requests(

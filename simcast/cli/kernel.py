@@ -30,7 +30,8 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
             s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
             s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
-            s.add_argument("--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]")
+            s.add_argument("--kv-len", type=TOKENS, required=True,
+                           help="keys per request incl. the new tokens [<= 10^7]")
             s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
             s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
             s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
@@ -79,15 +80,15 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
+    import pandas as pd
+
     from simcast.calib import profile_yaml as py
     from simcast.calib.fit import calibrate, transfer
-    from simcast.inputs.files import loads_yaml, read_text
-    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict
-    from simcast.inputs.schema import check
-    from simcast.calib.validate import read_measured
+    from simcast.calib.validate import check_fit_columns, read_measured
     from simcast.calib.vidur import VIDUR_SNAPSHOT
-    from simcast.inputs.loaders import load_device, read_yaml
-    import pandas as pd
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, read_yaml
+    from simcast.inputs.schema import check
     base = load_device(a.device)
     src = _profile_path(a.device)
     text = read_text(src, "--device")
@@ -102,10 +103,12 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
         out = py.update_profile_yaml(text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried,
                                                                               fitted_on_src))
-        summary = f"0 fitted parameters; {carried} values carried over from {ref.name}, {fitted_on_src} of them fitted there"
+        summary = (f"0 fitted parameters; {carried} values carried over from {ref.name}, "
+                   f"{fitted_on_src} of them fitted there")
     else:
         require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
-        rows = pd.concat([read_measured(m) for m in a.measured], ignore_index=True)
+        rows = pd.concat([check_fit_columns(read_measured(m), f"measured {Path(m).name}") for m in a.measured],
+                         ignore_index=True)
         rows = rows[rows.get("device", pd.Series([base.name] * len(rows))).fillna(base.name) == base.name]
         require(len(rows) > 0, "measured", a.measured, f"no rows for device {base.name}")
         dev, errors = calibrate(rows, base)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from simcast.cli import kernel as cli_kernel
 from simcast.cli import bench_serve as cli_bench_serve
+from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
-from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS
+from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.core.errors import SimcastInputError, require
-from simcast.inputs.limits import MAX_DEVICES
+from simcast.inputs.limits import MAX_DEVICES, MAX_STAGE_MICROBATCHES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,7 +25,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
+    p.add_argument("--model", required=True,
+                   help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path")
     p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
     p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size")
     p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size (stages)")
@@ -49,10 +50,12 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
                    help="decode: tokens already in the KV cache per request [default: input length, <= 10^7]")
     p.add_argument("--microbatches", type=MICROBATCHES, default=None,
                    help="microbatches the step is split into [default: pp, <= 4096]")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4")
+    p.add_argument("--partition", default="vllm",
+                   help="uniform | vllm | balanced (minimise the slowest stage) | explicit layer counts like 4,6,6,4")
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None,
                    help="override the profile's devices per node [<= 1024]")
-    p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default=None,
+                   help="weights/activation dtype [default: config]")
     p.add_argument("--tp-sharded-send", action="store_true",
                    help="each TP rank sends 1/tp of the hidden states; the receiving stage all-gathers them over "
                         "its TP group (vLLM); both costed")
@@ -63,8 +66,8 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_spec(a: argparse.Namespace):
-    from simcast.inputs.loaders import load_device, load_model
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
+    from simcast.inputs.loaders import load_device, load_model
     model = load_model(a.model, dtype=a.dtype)
     device = load_device(a.device, a.devices_per_node)
     world = a.num_devices or a.tp * a.pp
@@ -72,6 +75,10 @@ def build_spec(a: argparse.Namespace):
             f"must be <= --num-devices={world}" if a.num_devices else f"must be <= {MAX_DEVICES} devices")
     require(world % (a.tp * a.pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={a.tp * a.pp}")
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
+    m = a.microbatches or a.pp
+    require(a.pp * m <= MAX_STAGE_MICROBATCHES, "--microbatches", m,
+            f"must be <= {MAX_STAGE_MICROBATCHES // a.pp} with --pp {a.pp} (at most {MAX_STAGE_MICROBATCHES} "
+            "stage x microbatch pairs)")
     if a.phase == "prefill":
         batch = Batch.prefill(a.batch, a.input_length)
     else:

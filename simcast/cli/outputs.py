@@ -2,8 +2,9 @@
 
 ``add_output_args`` adds the flags to a subcommand's parser; ``write_outputs``
 writes the files for ``simcast simulate``; ``write_pareto_plot`` serves
-``simcast optimize --plot`` and ``write_bench_plot`` ``simcast bench-serve --plot``. Progress lines go to stderr so ``--json`` output
-on stdout stays valid JSON. matplotlib is imported only when a plot is asked for.
+``simcast optimize --plot`` and ``write_bench_plot`` ``simcast bench-serve --plot``.
+Progress lines go to stderr so ``--json`` output on stdout stays valid JSON. matplotlib is
+imported only when a plot is asked for.
 
 Every output path is checked when the flags are parsed (its folder exists and is
 writable; it is not a folder or a device), before any work, and every file is
@@ -125,7 +126,7 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
         sys.stderr.write(f"simcast: the timeline with {SEND_RECV_LABELS[other_mode]} would take {other * 1e3:.3f} ms\n")
 
 
-def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -> Path:
+def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> Path:
     """``simcast optimize --plot``: the Pareto chart of the optimizer's table (see plots.plot_pareto)."""
     from simcast.render.plots import plot_pareto
     check_output_path(path, "--plot", PLOT_SUFFIXES)
@@ -134,7 +135,7 @@ def write_pareto_plot(df: "pd.DataFrame", path: str, title: str | None = None) -
     return out
 
 
-def write_bench_plot(result: "BenchResult", path: str, title: str | None = None) -> Path:
+def write_bench_plot(result: BenchResult, path: str, title: str | None = None) -> Path:
     """``simcast bench-serve --plot``: queue, running batch and KV use over time, TTFT/TPOT CDFs."""
     from simcast.render.bench_plots import plot_bench
     check_output_path(path, "--plot", PLOT_SUFFIXES)

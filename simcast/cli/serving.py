@@ -5,8 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from simcast.cli.args import (BATCHED_TOKENS, IMBALANCE, DEVICES, DEVICES_PER_NODE, LIMIT_MS, REQUESTS, TOKENS, parse_int,
-                              positive_int)
+from simcast.cli.args import (
+    BATCHED_TOKENS,
+    DEVICES,
+    DEVICES_PER_NODE,
+    IMBALANCE,
+    LIMIT_MS,
+    REQUESTS,
+    TOKENS,
+    parse_int,
+    positive_int,
+)
 from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
@@ -43,11 +52,13 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
                    help="KV cache element type [default auto: the model dtype]")
     p.add_argument("--batch-sizes", nargs="+", default=None,
-                   help="restrict concurrency per replica to these values (default: binary search up to 4096) [each <= 10^6]")
+                   help="restrict concurrency per replica to these values (default: binary search up to 4096) "
+                        "[each <= 10^6]")
     p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
-    p.add_argument("--partition", default="vllm", help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
+    p.add_argument("--partition", default="vllm",
+                   help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
     add_engine_args(p, default="vllm")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
@@ -80,11 +91,11 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
+    from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
-    from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
     from simcast.render.search_tables import format_search, points_dataframe
     from simcast.serving.model import ServingConfig, Workload
-    from simcast.core.specs import ParallelSpec
+    from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
     normalize_trailing_model(a)
     n = a.num_devices
@@ -163,9 +174,9 @@ SERVE_CONFIG_FLAGS = {"tp_size": "--tp", "pp_size": "--pp", "dp_size": "--dp", "
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
-    from simcast.serving.search import layout_links
     from simcast.render.search_tables import format_serving, result_row
     from simcast.serving.model import estimate_serving
+    from simcast.serving.search import layout_links
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
 
     overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
@@ -177,9 +188,11 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     links = layout_links(cfg)
     verdicts = []
     if values.get("ttft_ms"):
-        verdicts.append(f"TTFT limit {values['ttft_ms']:g} ms: {'met' if r.ttft_s * 1e3 <= values['ttft_ms'] else 'VIOLATED'}")
+        met = r.ttft_s * 1e3 <= values["ttft_ms"]
+        verdicts.append(f"TTFT limit {values['ttft_ms']:g} ms: {'met' if met else 'VIOLATED'}")
     if values.get("tpot_ms"):
-        verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}")
+        met = r.tpot_s * 1e3 <= values["tpot_ms"]
+        verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits

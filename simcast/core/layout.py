@@ -117,7 +117,7 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
     g = cluster_graph(links, world_size)
     nodes = route(a, b, links.devices_per_node)
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
-    slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s / max(1, l.mesh_links))
+    slowest = min(edges, key=lambda e: e.effective_bw_bytes_per_s / max(1, e.mesh_links))
     return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
                 latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
                 efficiency=slowest.efficiency, collectives=slowest.collectives,

@@ -6,8 +6,8 @@ Shapes are the TP-sharded ones of :mod:`simcast.core.shards`.
 from __future__ import annotations
 
 from simcast.core.moe_memory import kv_elements_per_token_layer, layer_weight_bytes_at, sliding_tokens
-from simcast.core.shards import ShardedDims
 from simcast.core.plan import PipelineStageInfo, StageModuleSpec
+from simcast.core.shards import ShardedDims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec
 
 

@@ -44,7 +44,8 @@ def attention_params(model: ModelSpec) -> int:
         a = model.mla
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * hq * a.qk_head_dim) if a.q_lora_rank \
             else h * hq * a.qk_head_dim
-        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * hq * (a.qk_nope_head_dim + a.v_head_dim)
+        kv = (h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+              + a.kv_lora_rank * hq * (a.qk_nope_head_dim + a.v_head_dim))
         return q + kv + hq * a.v_head_dim * h
     d, hkv = model.head_dim, model.num_kv_heads
     qkv = (hq + 2 * hkv) * d

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from simcast.core.errors import SimcastInputError, require
 
+
 @dataclass(frozen=True, kw_only=True)
 class PipelineStageInfo:
     """Layers ``[start_layer, end_layer)`` of ``total_layers`` run on stage ``stage_id``."""
@@ -103,13 +104,15 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
         counts = tuple(counts_l)
     elif partition == "balanced":
         raise SimcastInputError("--partition", partition, "balanced needs stage costs: resolve it with "
-                                "simcast.sim.partition.resolve_partition (simulate/serving do) before building the plan")
+                                "simcast.sim.partition.resolve_partition (simulate/serving do) before building "
+                                "the plan")
     else:
         try:
             counts = tuple(int(x) for x in partition.split(","))
         except ValueError:
             raise SimcastInputError("--partition", partition,
-                                    "allowed: uniform, vllm, balanced, or comma-separated layer counts like 4,6,6,4") from None
+                                    "allowed: uniform, vllm, balanced, or comma-separated layer counts like "
+                                    "4,6,6,4") from None
         require(len(counts) == pp, "--partition", partition, f"needs exactly pp_size={pp} layer counts")
         require(sum(counts) == total_layers, "--partition", partition,
                 f"layer counts must sum to the model's {total_layers} layers (got {sum(counts)})")

@@ -7,8 +7,8 @@ whole batch and then counts it M times, which we do not copy).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,8 +5,8 @@ Units are in the field names. Constructors validate and never touch files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from simcast.core.errors import require
 from simcast.core.moe import MLASpec, MoESpec, QuantSpec
@@ -297,13 +297,13 @@ class Batch:
         object.__setattr__(self, "counts", tuple(merged.values()))
 
     @classmethod
-    def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> "Batch":
+    def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(input_len >= 1, "--input-length", input_len, "must be >= 1")
         return cls(query_lens=(input_len,), context_lens=(context_len,), counts=(batch_size,))
 
     @classmethod
-    def decode(cls, batch_size: int, context_len: int) -> "Batch":
+    def decode(cls, batch_size: int, context_len: int) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(context_len >= 1, "--context-length", context_len, "must be >= 1")
         return cls(query_lens=(1,), context_lens=(context_len,), counts=(batch_size,))

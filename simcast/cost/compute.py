@@ -16,16 +16,16 @@ without importing torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
-from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 from simcast.cost import comm
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 
@@ -144,12 +144,12 @@ def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], 
     (``c + 1`` for a decode). O(groups); vectorised with numpy for many groups.
     """
     if len(query_lens) > VECTORISE_GROUPS:
-        q = np.asarray(query_lens, dtype=np.float64)
-        c = np.asarray(context_lens, dtype=np.float64)
-        n = np.asarray(counts, dtype=np.float64)
-        tiles = np.ceil(q * group / FA_QUERY_TILE)
-        seen = np.where(q > 1, c + (q + 1) / 2, c + 1)
-        return float(np.sum(n * (q * c + q * (q + 1) / 2))), float(np.sum(n * tiles * seen))
+        qa = np.asarray(query_lens, dtype=np.float64)
+        ca = np.asarray(context_lens, dtype=np.float64)
+        na = np.asarray(counts, dtype=np.float64)
+        tiles_a = np.ceil(qa * group / FA_QUERY_TILE)
+        seen = np.where(qa > 1, ca + (qa + 1) / 2, ca + 1)
+        return float(np.sum(na * (qa * ca + qa * (qa + 1) / 2))), float(np.sum(na * tiles_a * seen))
     pairs = kv_tokens = 0.0
     for ql, cl, n in zip(query_lens, context_lens, counts):
         pairs += n * (ql * cl + ql * (ql + 1) / 2)

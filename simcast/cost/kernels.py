@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcast.cost import comm
-from simcast.cost.compute import CostContext, op_cost
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
+from simcast.cost import comm
+from simcast.cost.compute import CostContext, op_cost
 from simcast.trace.ir import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)

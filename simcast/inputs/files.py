@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from simcast.core.errors import SimcastInputError, bounded_repr, require
+from simcast.inputs.limits import MAX_CSV_ROWS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MIB = 2**20
 MAX_TEXT_BYTES = 16 * MIB
 """Configs, device profiles, service YAMLs and trace-cache entries (the largest shipped file is ~10 KiB)."""
-MAX_CSV_BYTES = 256 * MIB
-"""Measured CSVs (the largest Vidur profiling file is ~0.7 MiB)."""
+MAX_CSV_BYTES = 128 * MIB
+"""Measured CSVs and request traces (the largest Vidur profiling file is ~0.7 MiB); rows: MAX_CSV_ROWS."""
 MAX_DEPTH = 64
 """Nesting levels of a YAML or JSON document (simcast's own schemas use 4)."""
 MAX_NODES = 1_000_000
@@ -211,6 +212,7 @@ def load_csv(path: str | Path, field: str, max_bytes: int = MAX_CSV_BYTES) -> pd
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise SimcastInputError(name, str(path), f"is not a valid CSV ({str(e).strip()})") from None
     require(len(df) > 0, name, str(path), f"has a header ({', '.join(map(str, df.columns[:20]))}) but no data rows")
+    require(len(df) <= MAX_CSV_ROWS, name, str(path), f"has {len(df)} rows; at most {MAX_CSV_ROWS} are read")
     return df
 
 
@@ -249,7 +251,8 @@ def numeric_column(df: pd.DataFrame, col: str, field: str, *, required: bool = F
         bad &= where.to_numpy(dtype=bool)
     if bad.any():
         i = int(np.argmax(bad))
-        cell, v, at = df[col].iloc[i], float(x[i]), f"{field}: column {col}, line {lines[i] if lines is not None else i + 2}"
+        cell, v = df[col].iloc[i], float(x[i])
+        at = f"{field}: column {col}, line {lines[i] if lines is not None else i + 2}"
         require(not empty.iloc[i], at, None, "is required")
         try:
             float(str(cell).strip())

@@ -20,6 +20,9 @@ MAX_BATCHED_TOKENS = 10**9
 """Prefill token budget per step (``max_batched_tokens``): MAX_REQUESTS x 1000 tokens."""
 MAX_MICROBATCHES = 4096
 """Microbatches a step is split into (PP engines keep ``pp`` in flight; 4096 is far beyond any pipeline)."""
+MAX_STAGE_MICROBATCHES = 2**16
+"""pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
+~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
 MAX_DEVICES = 65536
 """GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
 but no single model instance spans more than this)."""
@@ -48,6 +51,8 @@ MAX_HIDDEN = 2**20
 """hidden_size, intermediate_size, head_dim of a model (Llama-3.1-405B: 16384, 53248, 128)."""
 MAX_VOCAB = 2**24
 """vocab_size (the largest shipped vocabularies are ~256k)."""
+MAX_EXPERTS = 2**16
+"""Routed (or shared) experts of a MoE layer, and top-k (DeepSeek-V3 has 256, Qwen3-235B 128)."""
 MAX_LAYERS = 2**14
 """num_hidden_layers (Llama-3.1-405B has 126)."""
 
@@ -64,6 +69,9 @@ MAX_HALF_POINT = float(MAX_GEMM_DIM)
 """GEMM efficiency half points in N and K (elements); the M half point in ridge units is bounded by 1e6."""
 
 # ---------------------------------------------------------------- service YAML
+MAX_CSV_ROWS = 10**6
+"""Rows of a measured CSV: validate predicts ~2e4 rows/s and calibrate fits 1e5 GEMM rows in ~5 s (measured),
+so a run at the bound takes under a minute; the Vidur files hold a few thousand rows each."""
 MAX_LIMIT_MS = 1e9
 """TTFT / TPOT limits, milliseconds (11.6 days)."""
 MAX_NAME_CHARS = 4096
@@ -71,16 +79,30 @@ MAX_NAME_CHARS = 4096
 MAX_TEXT_CHARS = 65536
 """A free-text field (a profile's description)."""
 
-TABLE = (
-    ("requests per step / batch sizes (--batch, --batch-sizes, workload.batch_size)", MAX_REQUESTS),
-    ("tokens per request (--input-length, --output-length, --context-length, --q-len, --kv-len)", MAX_TOKENS),
-    ("prefill token budget (--max-batched-tokens, workload.max_batched_tokens)", MAX_BATCHED_TOKENS),
-    ("microbatches (--microbatches, parallel_config.microbatches)", MAX_MICROBATCHES),
-    ("devices, tp, pp, dp, collective group (--num-devices, --tp, --pp, --gpus, --nodes, --tp-sizes, --pp-sizes)",
-     MAX_DEVICES),
-    ("devices per node", MAX_DEVICES_PER_NODE),
-    ("GEMM m, n, k", MAX_GEMM_DIM),
-    ("heads, kv heads, head dim per GPU", MAX_HEADS),
-    ("message bytes (--bytes)", MAX_MESSAGE_BYTES),
+TABLE: tuple[tuple[str, float, str], ...] = (
+    ("requests per step, concurrency, batch sizes (`--batch`, `--batch-sizes`, `--max-num-seqs`, "
+     "`--max-concurrency`, `workload.batch_size`)", MAX_REQUESTS, "10^6"),
+    ("tokens per request (`--input-length`, `--output-length`, `--context-length`, `--q-len`, `--kv-len`, "
+     "`--random-*-len`, `workload.*_length`)", MAX_TOKENS, "10^7"),
+    ("tokens per step (`--max-num-batched-tokens`, `workload.max_batched_tokens`)", MAX_BATCHED_TOKENS, "10^9"),
+    ("microbatches (`--microbatches`, `parallel_config.microbatches`)", MAX_MICROBATCHES, "4096"),
+    ("pipeline stages x microbatches", MAX_STAGE_MICROBATCHES, "2^16"),
+    ("devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
+     "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)", MAX_DEVICES, "65536"),
+    ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),
+    ("requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows)", MAX_BENCH_PROMPTS, "10^5"),
+    ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),
+    ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),
+    ("heads, KV heads, head dim per GPU (`--heads`, `--kv-heads`, `--head-dim`)", MAX_HEADS, "2^16"),
+    ("message bytes (`--bytes`, CSV `bytes`)", MAX_MESSAGE_BYTES, "2^50"),
+    ("rows of a measured CSV", MAX_CSV_ROWS, "10^6"),
+    ("TTFT / TPOT limits, ms (`--ttft-limit`, `--tpot-limit`, `limits.*`)", MAX_LIMIT_MS, "10^9"),
+    ("config.json `hidden_size`, `intermediate_size`, `head_dim`", MAX_HIDDEN, "2^20"),
+    ("config.json `vocab_size`", MAX_VOCAB, "2^24"),
+    ("config.json `num_hidden_layers`", MAX_LAYERS, "2^14"),
+    ("profile FLOP/s per dtype", MAX_FLOPS, "10^18"),
+    ("profile bandwidths, bytes/s", MAX_BW_BYTES_PER_S, "10^15"),
+    ("profile `hbm_bytes`", MAX_HBM_BYTES, "2^50"),
+    ("profile latencies and launch overheads, s", MAX_LATENCY_S, "1"),
 )
-"""(what, bound) rows for the README and ``--help``."""
+"""(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""

@@ -13,11 +13,21 @@ from typing import Any
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
-from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 from simcast.inputs.files import load_json, load_yaml
-from simcast.inputs.limits import (MAX_BW_BYTES_PER_S, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HALF_POINT,
-                                   MAX_HBM_BYTES, MAX_HEADS, MAX_HIDDEN, MAX_LATENCY_S, MAX_LAYERS, MAX_TEXT_CHARS,
-                                   MAX_VOCAB)
+from simcast.inputs.limits import (
+    MAX_BW_BYTES_PER_S,
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_HALF_POINT,
+    MAX_HBM_BYTES,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_LATENCY_S,
+    MAX_LAYERS,
+    MAX_TEXT_CHARS,
+    MAX_VOCAB,
+)
+from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 from simcast.inputs.schema import Int, Num, Str, check
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
@@ -95,22 +105,28 @@ _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "n_shared_e
 _UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "mlp_bias": (lambda v: v is False, "MLP biases are not modelled (allowed: false)"),
     "hidden_act": (lambda v: v == "silu", "the MLP is modelled as SiLU-and-mul (allowed: silu)"),
-    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled; use the unquantized "
-                                             "config and --dtype"),
+}
+_UNMODELLED_DENSE: dict[str, tuple[Callable[[Any], bool], str]] = {  # the MoE families read these themselves
+    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled for a dense architecture; "
+                                             "use the unquantized config and --dtype"),
     **{k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
        for k in _MOE_KEYS},
 }
+_WINDOWED_FAMILIES = ("mistral", "mixtral")  # HF applies sliding_window when set; Qwen only with use_sliding_window
 
 
 def _check_modelled(cfg: dict, family: str) -> None:
     """Refuse config keys whose value would make the real model compute something simcast does not."""
-    for key, (ok, allowed) in _UNMODELLED.items():
+    dense = family not in MOE_ARCHITECTURES.values()
+    for key, (ok, allowed) in {**_UNMODELLED, **(_UNMODELLED_DENSE if dense else {})}.items():
         v = cfg.get(key)
         require(v is None or ok(v), f"config.json:{key}", v, allowed)
+    if family in ("gpt_oss", "deepseek_v3"):  # gpt-oss models its sliding layers; DeepSeek-V3 has none
+        return
     window = cfg.get("sliding_window")
-    windowed = window is not None and (family == "mistral" or cfg.get("use_sliding_window") is True)
+    windowed = window is not None and (family in _WINDOWED_FAMILIES or cfg.get("use_sliding_window") is True)
     require(not windowed, "config.json:sliding_window", window,
-            "sliding-window attention is not modelled; set it to null for full attention")
+            "sliding-window attention is not modelled for this architecture; set it to null for full attention")
 
 
 def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> ModelSpec:
@@ -121,11 +137,11 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
     if arch is None:
         mt = cfg.get("model_type")
         arch = next((a for a, t in SUPPORTED_ARCHITECTURES.items() if t == mt), None)
-    require(arch is not None, "config.json:architectures", archs or cfg.get("model_type"),
-            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+    if arch is None:
+        raise SimcastInputError("config.json:architectures", archs or cfg.get("model_type"),
+                                f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
     family = SUPPORTED_ARCHITECTURES[arch]
-    if arch not in MOE_ARCHITECTURES:  # MoE families: their own keys are read by moe_config
-        _check_modelled(cfg, family)
+    _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
     if cfg.get("head_dim") is None:  # HF's default when the key is absent or null
@@ -136,8 +152,9 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         head_dim = _get(cfg, "head_dim", int)
     hf_dtype = cfg.get("torch_dtype", "bfloat16")
     torch_dtype = dtype or (_HF_DTYPES.get(hf_dtype) if isinstance(hf_dtype, str) else None)
-    require(torch_dtype in DTYPE_BYTES, "config.json:torch_dtype" if dtype is None else "dtype", dtype or hf_dtype,
-            f"allowed: {', '.join(sorted(_HF_DTYPES))}")
+    if torch_dtype not in DTYPE_BYTES:
+        raise SimcastInputError("config.json:torch_dtype" if dtype is None else "dtype", dtype or hf_dtype,
+                                f"allowed: {', '.join(sorted(_HF_DTYPES))}")
     fields: dict[str, Any] = dict(
         name=name, architecture=arch, hidden_size=hidden,
         num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
@@ -186,7 +203,8 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
     p = Path(name_or_path)
     if not p.is_file():
         p = profiles_dir() / f"{name_or_path}.yaml"
-    require(p.is_file(), "--device", name_or_path, f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
+    require(p.is_file(), "--device", name_or_path,
+            f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
     d = check(load_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
@@ -197,8 +215,9 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
     require(dpn >= 1, "--devices-per-node", dpn, "must be >= 1")
     links = LinkTable(devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]),
                       inter_node=LinkSpec(**ln["inter_node"]))
-    require(d["memory"]["hbm_bytes"] > 0, "memory.hbm_bytes", d["memory"]["hbm_bytes"], "must be > 0")
-    require(d["memory"]["hbm_bw_bytes_per_s"] > 0, "memory.hbm_bw_bytes_per_s", d["memory"]["hbm_bw_bytes_per_s"], "must be > 0")
+    mem = d["memory"]
+    require(mem["hbm_bytes"] > 0, "memory.hbm_bytes", mem["hbm_bytes"], "must be > 0")
+    require(mem["hbm_bw_bytes_per_s"] > 0, "memory.hbm_bw_bytes_per_s", mem["hbm_bw_bytes_per_s"], "must be > 0")
     return DeviceSpec(name=d["name"], description=d["description"],
                       matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
                       vector_flops_per_s=d["compute"]["vector_flops_per_s"],

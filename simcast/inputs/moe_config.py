@@ -10,19 +10,22 @@ Key names follow the hub configs of Mixtral (``MixtralForCausalLM``), Qwen3-MoE
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.moe import MLASpec, MoESpec, QuantSpec
+from simcast.inputs.limits import MAX_EXPERTS, MAX_HIDDEN, MAX_TOKENS
 
 MOE_ARCHITECTURES = {"MixtralForCausalLM": "mixtral", "Qwen3MoeForCausalLM": "qwen3_moe",
                      "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss"}
 
 
-def _int(cfg: dict, key: str, default: Any = None, minimum: int = 1) -> int:
+def _int(cfg: dict, key: str, default: Any = None, minimum: int = 1, maximum: int = MAX_HIDDEN) -> int:
+    """``cfg[key]`` as an integer in ``[minimum, maximum]`` (sizes default to the model-dimension bound)."""
     v = cfg.get(key, default)
-    require(isinstance(v, int) and not isinstance(v, bool) and v >= minimum, f"config.json:{key}", v,
-            f"must be an integer >= {minimum}")
+    require(isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum, f"config.json:{key}", v,
+            f"must be an integer in [{minimum}, {maximum}]")
     return v
 
 
@@ -42,7 +45,8 @@ def quant_spec(cfg: dict, model_dtype: str) -> QuantSpec | None:
         return QuantSpec(method="fp8", expert_format="fp8_block", dense_format="fp8_block", block=(block[0], block[1]))
     if method == "mxfp4":
         skip = q.get("modules_to_not_convert", [])
-        require(isinstance(skip, list), "config.json:quantization_config.modules_to_not_convert", skip, "must be a list")
+        require(isinstance(skip, list), "config.json:quantization_config.modules_to_not_convert", skip,
+                "must be a list")
         # gpt-oss: only the expert weights are MXFP4; attention, router, embeddings and lm_head stay bf16
         dense = model_dtype if any("self_attn" in m for m in skip) else "mxfp4"
         return QuantSpec(method="mxfp4", expert_format="mxfp4", dense_format=dense)
@@ -51,7 +55,8 @@ def quant_spec(cfg: dict, model_dtype: str) -> QuantSpec | None:
 
 
 def _mixtral(cfg: dict) -> dict:
-    return {"moe": MoESpec(num_experts=_int(cfg, "num_local_experts"), top_k=_int(cfg, "num_experts_per_tok"),
+    return {"moe": MoESpec(num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+                           top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
                            expert_intermediate=_int(cfg, "intermediate_size"))}
 
 
@@ -61,15 +66,17 @@ def _qwen3_moe(cfg: dict) -> dict:
     require(not cfg.get("mlp_only_layers"), "config.json:mlp_only_layers", cfg.get("mlp_only_layers"),
             "only [] (no dense layers) is supported")
     return {"qk_norm": True,
-            "moe": MoESpec(num_experts=_int(cfg, "num_experts"), top_k=_int(cfg, "num_experts_per_tok"),
+            "moe": MoESpec(num_experts=_int(cfg, "num_experts", maximum=MAX_EXPERTS),
+                           top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
                            expert_intermediate=_int(cfg, "moe_intermediate_size"))}
 
 
 def _deepseek_v3(cfg: dict) -> dict:
     require(cfg.get("moe_layer_freq", 1) == 1, "config.json:moe_layer_freq", cfg.get("moe_layer_freq"),
             "only 1 is supported")
-    shared = _int(cfg, "n_shared_experts", 0, minimum=0)
-    moe = MoESpec(num_experts=_int(cfg, "n_routed_experts"), top_k=_int(cfg, "num_experts_per_tok"),
+    shared = _int(cfg, "n_shared_experts", 0, minimum=0, maximum=MAX_EXPERTS)
+    moe = MoESpec(num_experts=_int(cfg, "n_routed_experts", maximum=MAX_EXPERTS),
+                  top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
                   expert_intermediate=_int(cfg, "moe_intermediate_size"), num_shared_experts=shared,
                   shared_intermediate=_int(cfg, "moe_intermediate_size") if shared else 0,
                   first_k_dense=_int(cfg, "first_k_dense_replace", 0, minimum=0),
@@ -87,9 +94,11 @@ def _gpt_oss(cfg: dict) -> dict:
     require(isinstance(types, list) and all(isinstance(t, str) for t in types), "config.json:layer_types", types,
             "must be a list of strings")
     k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
-    return {"moe": MoESpec(num_experts=_int(cfg, "num_local_experts"), top_k=_int({"k": k}, "k"),
+    return {"moe": MoESpec(num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+                           top_k=_int({"num_experts_per_tok": k}, "num_experts_per_tok", maximum=MAX_EXPERTS),
                            expert_intermediate=_int(cfg, "intermediate_size"), expert_bias=True, router_bias=True),
-            "layer_types": tuple(types), "sliding_window": _int(cfg, "sliding_window", 0, minimum=0),
+            "layer_types": tuple(types),
+            "sliding_window": _int(cfg, "sliding_window", 0, minimum=0, maximum=MAX_TOKENS),
             "attention_sinks": True, "o_proj_bias": bool(cfg.get("attention_bias", True))}
 
 

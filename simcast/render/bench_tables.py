@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from simcast.serving.requests import BenchResult
@@ -28,7 +30,7 @@ def bench_metrics(r: BenchResult, *, request_rate: float, burstiness: float, max
     ttft = np.array([x.ttft_s for x in reqs]) * 1e3
     e2el = np.array([x.e2e_s for x in reqs]) * 1e3
     tpot = np.array([(x.e2e_s - x.ttft_s) / (x.output_len - 1) for x in reqs if x.output_len > 1]) * 1e3
-    d = {"backend": "simcast", "num_prompts": num_prompts,
+    d: dict[str, Any] = {"backend": "simcast", "num_prompts": num_prompts,
          "request_rate": "inf" if np.isinf(request_rate) else request_rate, "burstiness": burstiness,
          "max_concurrency": max_concurrency, "duration": dur, "completed": len(reqs),
          "failed": num_prompts - len(reqs), "total_input_tokens": tin, "total_output_tokens": tout,
@@ -37,7 +39,9 @@ def bench_metrics(r: BenchResult, *, request_rate: float, burstiness: float, max
          "max_concurrent_requests": max((s.running + s.waiting for s in r.samples), default=0)}
     for name, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
         v = v if v.size else np.zeros(1)
-        d[f"mean_{name}_ms"], d[f"median_{name}_ms"], d[f"std_{name}_ms"] = float(v.mean()), float(np.median(v)), float(v.std())
+        d[f"mean_{name}_ms"] = float(v.mean())
+        d[f"median_{name}_ms"] = float(np.median(v))
+        d[f"std_{name}_ms"] = float(v.std())
         for p in PERCENTILES[1:]:
             d[f"p{p}_{name}_ms"] = float(np.percentile(v, p))
     iv, iw = r.itl_s * 1e3, r.itl_weight.astype(float)

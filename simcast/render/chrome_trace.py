@@ -22,7 +22,8 @@ JSON-ready dict, writes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from simcast.sim.timeline import SEND_RECV_LABELS, Timeline, TimelineEvent, microbatch_ops, report_timeline
 
@@ -36,7 +37,7 @@ US = 1e6
 _LINEAR_NAMES = {"layer": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"), "post": ("lm_head",)}
 
 
-def _op_names(ops: Sequence["OpCost"], where: str) -> list[str]:
+def _op_names(ops: Sequence[OpCost], where: str) -> list[str]:
     """Readable op names; the linears of a Llama/Qwen layer are named by position."""
     linears = [i for i, o in enumerate(ops) if o.op == "linear"]
     known = _LINEAR_NAMES.get(where, ())
@@ -47,8 +48,8 @@ def _op_names(ops: Sequence["OpCost"], where: str) -> list[str]:
     return [n + " (TP)" if o.bound == "Comm" else n for n, o in zip(names, ops)]
 
 
-def stage_segments(ops: Sequence["OpCost"], start_layer: int, num_layers: int
-                   ) -> list[tuple[str, list[tuple[str, "OpCost"]]]]:
+def stage_segments(ops: Sequence[OpCost], start_layer: int, num_layers: int
+                   ) -> list[tuple[str, list[tuple[str, OpCost]]]]:
     """The ordered groups of one stage's forward: ``[(name, [(op name, op), ...]), ...]``.
 
     Edge ops (``pre``: embedding; ``post``: final norm, lm_head, sampler) form
@@ -56,10 +57,10 @@ def stage_segments(ops: Sequence["OpCost"], start_layer: int, num_layers: int
     (``layer0`` for the first layer, ``layer1`` for the rest when the stage
     traced two layers). Each op appears once per group (one instance).
     """
-    by_scope: dict[str, list["OpCost"]] = {}
+    by_scope: dict[str, list[OpCost]] = {}
     for o in ops:
         by_scope.setdefault(o.scope, []).append(o)
-    groups: list[tuple[str, list[tuple[str, "OpCost"]]]] = []
+    groups: list[tuple[str, list[tuple[str, OpCost]]]] = []
     if "pre" in by_scope:
         groups.append(("embedding", list(zip(_op_names(by_scope["pre"], "pre"), by_scope["pre"]))))
     for i in range(num_layers):
@@ -102,7 +103,7 @@ def _children(ev: TimelineEvent, groups: list, detail: str, pid: int) -> list[di
     return out
 
 
-def choose_detail(report: "Report", detail: str = "auto") -> str:
+def choose_detail(report: Report, detail: str = "auto") -> str:
     """``detail`` itself unless ``"auto"``: the finest of op/layer/stage under :data:`MAX_SLICES`."""
     if detail != "auto":
         if detail not in ("op", "layer", "stage"):
@@ -115,7 +116,7 @@ def choose_detail(report: "Report", detail: str = "auto") -> str:
     return "op" if ops <= MAX_SLICES else "layer" if layers <= MAX_SLICES else "stage"
 
 
-def _metadata(report: "Report") -> list[dict[str, Any]]:
+def _metadata(report: Report) -> list[dict[str, Any]]:
     from simcast.core.layout import rank_of
     par = report.spec.parallel
     out: list[dict[str, Any]] = []
@@ -133,7 +134,7 @@ def _metadata(report: "Report") -> list[dict[str, Any]]:
     return out
 
 
-def chrome_trace(report: "Report", *, send_recv: str = "receiver", max_in_flight: int | None = None,
+def chrome_trace(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
                  detail: str = "auto", timeline: Timeline | None = None) -> dict[str, Any]:
     """The report's forward step as a Trace Event Format dict (``{"traceEvents": [...], ...}``).
 
@@ -165,7 +166,7 @@ def chrome_trace(report: "Report", *, send_recv: str = "receiver", max_in_flight
                 events.extend(_children(ev, groups, level, ev.stage))
             continue
         hop = ev.stage if ev.kind == "send" else ev.peer
-        m = msg.get((hop, ev.microbatch))
+        m = msg.get((hop, ev.microbatch)) if hop is not None else None
         arrow = f"{ev.stage}->{ev.peer}" if ev.kind == "send" else f"{ev.peer}->{ev.stage}"
         events.append(_slice(f"mb {ev.microbatch} {ev.kind} {arrow}", "pp_comm", ev.start_s * US, ev.end_s * US,
                              ev.stage, TIDS[ev.kind], {
@@ -176,7 +177,7 @@ def chrome_trace(report: "Report", *, send_recv: str = "receiver", max_in_flight
                                  "send_recv": tl.send_recv}))
         if ev.kind == "send":  # flow arrow from this send to the matching recv
             flow_id += 1
-            recv = recvs.get((ev.peer, ev.microbatch))
+            recv = recvs.get((ev.peer, ev.microbatch)) if ev.peer is not None else None
             if recv is not None:
                 mid = lambda e: round((e.start_s + e.end_s) / 2 * US, 3)  # noqa: E731
                 events += [{"name": "hidden states", "cat": "pp_comm", "ph": "s", "id": flow_id, "ts": mid(ev),

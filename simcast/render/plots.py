@@ -13,7 +13,8 @@ fraction** is ``1 − busy / (P · latency)``, the classic pipeline bubble
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from simcast.sim.simulate import Report
 
 from simcast.core.specs import GIB
+
 MS = 1e3
 COLORS = {"compute": "#4C72B0", "tp": "#DD8452", "pp": "#55A868", "idle": "#D9D9D9",
           "weights": "#4C72B0", "kv": "#DD8452", "act": "#8172B3", "capacity": "#C44E52"}
@@ -40,7 +42,7 @@ def new_figure(width_in: float = 9.0, height_in: float = 4.5) -> Figure:
     return fig
 
 
-def layout_label(report: "Report") -> str:
+def layout_label(report: Report) -> str:
     """``Llama-3.1-70B on 16 x h100_sxm, TP=4 | PP=4 | DP=1, prefill 8 req / 16384 tok, M=4``."""
     sp = report.spec
     b, par = sp.batch, sp.parallel
@@ -50,17 +52,17 @@ def layout_label(report: "Report") -> str:
             f"M={report.runtime.num_microbatches}")
 
 
-def _stage_ticks(report: "Report") -> list[str]:
+def _stage_ticks(report: Report) -> list[str]:
     if len(report.stages) > 5:  # compact labels so many stages do not overlap
         return [f"{s.stage_id}\n{s.start_layer}-{s.end_layer - 1}" for s in report.stages]
     return [f"stage {s.stage_id}\nlayers {s.start_layer}-{s.end_layer - 1}" for s in report.stages]
 
 
-def _stage_xlabel(report: "Report") -> str:
+def _stage_xlabel(report: Report) -> str:
     return "pipeline stage (layers)" if len(report.stages) > 5 else "pipeline stage"
 
 
-def stage_breakdown_ms(report: "Report") -> dict[str, list[float]]:
+def stage_breakdown_ms(report: Report) -> dict[str, list[float]]:
     """Per stage, over the whole step (all M microbatches), in ms.
 
     ``compute`` excludes TP collectives, ``tp_comm`` is them, ``pp_comm`` the
@@ -73,7 +75,7 @@ def stage_breakdown_ms(report: "Report") -> dict[str, list[float]]:
             "idle": [max(0.0, lat - m * s.stage_s) * MS for s in report.stages]}
 
 
-def draw_stage_breakdown(ax: Axes, report: "Report") -> None:
+def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     """Stacked bars per stage: compute / TP comm / PP comm / idle, over one step (ms)."""
     parts = stage_breakdown_ms(report)
     x = list(range(len(report.stages)))
@@ -89,7 +91,8 @@ def draw_stage_breakdown(ax: Axes, report: "Report") -> None:
     lat = rt.latency_s * MS
     ax.axhline(lat, color="black", linestyle="--", linewidth=1, label=f"step latency {lat:.1f} ms")
     bubble = rt.breakdown["bubble"] * MS
-    ax.text(0.01, 0.98, f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms ({bubble / lat * 100:.0f}% of latency)"
+    ax.text(0.01, 0.98, f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms "
+                        f"({bubble / lat * 100:.0f}% of latency)"
             f"\nidle fraction = 1 - busy / (P x latency) = {rt.idle_fraction * 100:.1f}%"
             f"\n{rt.num_microbatches} microbatch(es); bars sum over all of them",
             transform=ax.transAxes, va="top", ha="left", fontsize=8,
@@ -102,7 +105,7 @@ def draw_stage_breakdown(ax: Axes, report: "Report") -> None:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=7.5, frameon=False)
 
 
-def plot_stage_breakdown(report: "Report") -> Figure:
+def plot_stage_breakdown(report: Report) -> Figure:
     """Figure: :func:`draw_stage_breakdown`, titled with the layout."""
     fig = new_figure(9.0, 4.8)
     draw_stage_breakdown(fig.add_subplot(), report)
@@ -115,7 +118,7 @@ def _mb_color(m: int) -> Any:
     return colormaps["tab10"](m % 10)
 
 
-def draw_gantt(ax: Axes, report: "Report", timeline: Timeline) -> None:
+def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
     """Gantt chart of ``timeline``: one row per stage (and per link when overlapped), time in ms."""
     on_links = timeline.send_recv == "overlap"
     p, m_count, tl = timeline.num_stages, timeline.num_microbatches, timeline
@@ -174,7 +177,7 @@ def draw_gantt(ax: Axes, report: "Report", timeline: Timeline) -> None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, framealpha=0.9)
 
 
-def plot_gantt(report: "Report", *, send_recv: str = "receiver", max_in_flight: int | None = None,
+def plot_gantt(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
                timeline: Timeline | None = None) -> Figure:
     """Figure: pipeline Gantt chart of the report's step (timeline computed unless given)."""
     tl = timeline or report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight)
@@ -185,7 +188,7 @@ def plot_gantt(report: "Report", *, send_recv: str = "receiver", max_in_flight: 
     return fig
 
 
-def draw_stage_memory(ax: Axes, report: "Report") -> None:
+def draw_stage_memory(ax: Axes, report: Report) -> None:
     """Stacked bars per stage: weights / KV cache / peak activations per rank (GiB) vs capacity."""
     x = list(range(len(report.stages)))
     parts = [("weights", [s.weight_bytes / GIB for s in report.stages], COLORS["weights"]),
@@ -209,7 +212,7 @@ def draw_stage_memory(ax: Axes, report: "Report") -> None:
     ax.legend(loc="upper right", fontsize=8, framealpha=0.9)
 
 
-def plot_stage_memory(report: "Report") -> Figure:
+def plot_stage_memory(report: Report) -> Figure:
     """Figure: :func:`draw_stage_memory`, titled with the layout."""
     fig = new_figure(8.0, 4.5)
     draw_stage_memory(fig.add_subplot(), report)
@@ -217,7 +220,7 @@ def plot_stage_memory(report: "Report") -> Figure:
     return fig
 
 
-def plot_report(report: "Report", *, send_recv: str = "receiver", max_in_flight: int | None = None) -> Figure:
+def plot_report(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None) -> Figure:
     """One figure for ``simcast simulate --plot``: breakdown, memory, and the Gantt chart below."""
     tl = report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight)
     rows = tl.num_stages * (2 if tl.send_recv == "overlap" else 1)
@@ -257,7 +260,7 @@ def _label_front(ax: Axes, front: list[int], xs: list[float], ys: list[float], l
         placed.append((fx, fy, labels[i], side))
 
 
-def draw_pareto(ax: Axes, df: "pd.DataFrame", *, x: str = "token/s/user", y: str = "token/s/device",
+def draw_pareto(ax: Axes, df: pd.DataFrame, *, x: str = "token/s/user", y: str = "token/s/device",
                 label: str = "parallel") -> None:
     """Optimizer points: one curve per layout (its concurrency sweep), the Pareto front over all joined and labelled."""
     from matplotlib import colormaps
@@ -283,7 +286,7 @@ def draw_pareto(ax: Axes, df: "pd.DataFrame", *, x: str = "token/s/user", y: str
               ncol=1 if len(layouts) <= 16 else 2)
 
 
-def plot_pareto(df: "pd.DataFrame", *, title: str | None = None, x: str = "token/s/user",
+def plot_pareto(df: pd.DataFrame, *, title: str | None = None, x: str = "token/s/user",
                 y: str = "token/s/device", label: str = "parallel") -> Figure:
     """Figure: token/s/device vs token/s/user per optimizer row (columns ``parallel``, ``x``, ``y``)."""
     fig = new_figure(9.5, 5.5)

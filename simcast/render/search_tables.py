@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from simcast.render.tables import table
-from simcast.serving.search import Candidate, Rejection, model_label
-from simcast.serving.model import ServingResult
-
 from simcast.core.specs import GIB
+from simcast.render.tables import table
+from simcast.serving.model import ServingResult
+from simcast.serving.search import Candidate, Rejection, model_label
+
 COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
            "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
            "partition", "engine", "ttft_idle", "capped_by", "meets_limits", "best", "pareto",
@@ -24,7 +24,8 @@ def result_row(r: ServingResult, links: str = "") -> dict:
             "ttft": r.ttft_s * 1e3, "tpot": r.tpot_s * 1e3, "token/s": r.tokens_per_s,
             "token/s/device": r.tokens_per_s_per_device, "token/s/user": r.tokens_per_s_per_user,
             "e2e": r.e2e_latency_s * 1e3,
-            "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB, "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
+            "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB,
+            "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
             "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB, "links": links,
             "partition": r.config.partition, "engine": r.config.runtime, "ttft_idle": r.ttft_idle_s * 1e3,
             "capped_by": r.capped_by,

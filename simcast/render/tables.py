@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from simcast.sim.simulate import Report
-
 from simcast.core.specs import GIB
+from simcast.sim.simulate import Report
 
 
 def report_to_dict(r: Report) -> dict[str, Any]:

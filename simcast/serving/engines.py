@@ -76,7 +76,8 @@ class EnginePolicy:
                 f"{self.max_num_seqs}, chunked prefill {'on' if self.chunked_prefill else 'off'}, {order}, "
                 f"KV block {self.kv_block_tokens} tokens, memory {self.mem_fraction:.3g} of {self.mem_fraction_of}; "
                 f"CPU {self.step_overhead_s * 1e3:.3g} ms/step + {self.per_request_overhead_s * 1e6:.3g} us/request"
-                f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'}) — {self.overhead_source}")
+                f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'})"
+                f" — {self.overhead_source}")
 
 
 _VLLM_SRC = ("vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5: vllm serve on GPUs >= 70 GiB and not "

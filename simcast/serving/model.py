@@ -37,16 +37,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
 from simcast.core.moe_memory import kv_dtype_bytes
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
-from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.core.specs import GIB, Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
 from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy, engine_policy
 from simcast.serving.step import StepCoster, mixed_batch
+from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
 RUNTIME_PROFILES = ENGINE_CHOICES  # the old ``--runtime`` names (vllm, sglang, none) are engines now
@@ -97,7 +98,7 @@ class ServingConfig:
     def policy(self) -> EnginePolicy:
         base = self.engine_profile or engine_policy(self.runtime, self.device, tp=self.parallel.tp,
                                                     pp=self.parallel.pp)
-        over = {"max_num_batched_tokens": self.workload.max_batched_tokens or None,
+        over: dict[str, Any] = {"max_num_batched_tokens": self.workload.max_batched_tokens or None,
                 "max_num_seqs": self.max_num_seqs or None}
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base
@@ -304,5 +305,6 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill
         config=replace(cfg, batch_size=served), ttft_s=ttft, tpot_s=tpot, decode_cycle_s=decode_cycle,
         prefill_interference_s=tpot - decode_cycle, step_overhead_s=cpu_step, e2e_latency_s=e2e,
         tokens_per_s=tps_replica * par.dp, tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
-        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0, concurrency=served * par.dp, memory=mem, prefill=pre, decode=dec_report,
+        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0, concurrency=served * par.dp, memory=mem, prefill=pre,
+        decode=dec_report,
         assumptions=assumptions, ttft_idle_s=ttft_idle, max_concurrency_memory=b_mem, capped_by=capped)

@@ -136,7 +136,7 @@ def _round(x: float, to: int) -> int:
     return max(0, int(round(x / to)) * to)
 
 
-def _form(rep: "_Replica", pol, blk: int, budget: int, max_seqs: int, *, prefill_first: bool
+def _form(rep: _Replica, pol, blk: int, budget: int, max_seqs: int, *, prefill_first: bool
           ) -> tuple[list[_Req], list[tuple[_Req, int]]]:
     """Pick one step's work: running requests first (decodes, unless ``prefill_first``; partial
     prefills), then waiting prompts while the sequence limit, the token budget and free KV blocks allow.
@@ -241,8 +241,8 @@ def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_
             if not pending:
                 break
             nxt = pending[0].spec.arrival_s
-            for r in reps:
-                r.clock = max(r.clock, nxt)
+            for rp in reps:
+                rp.clock = max(rp.clock, nxt)
             route(nxt)
             continue
         rep = min(live, key=lambda r: r.clock)
@@ -257,12 +257,18 @@ def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_
             continue
         # ---- cost it
         per = max(1, m)
-        q_l, c_l, n_l = [], [], []
+        q_l: list[int] = []
+        c_l: list[int] = []
+        n_l: list[int] = []
         if decodes:
             ctx = sum(q.computed for q in decodes) / len(decodes)
-            q_l.append(1), c_l.append(max(1, _round(ctx, CTX_ROUND))), n_l.append(max(1, -(-len(decodes) // per)))
+            q_l.append(1)
+            c_l.append(max(1, _round(ctx, CTX_ROUND)))
+            n_l.append(max(1, -(-len(decodes) // per)))
         for q, n in chunks:
-            q_l.append(max(1, _round(n, CHUNK_ROUND) or n)), c_l.append(_round(q.computed, CTX_ROUND)), n_l.append(1)
+            q_l.append(max(1, _round(n, CHUNK_ROUND) or n))
+            c_l.append(_round(q.computed, CTX_ROUND))
+            n_l.append(1)
         batch = Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l))
         dt = coster.cycle_s(batch, min(per, len(decodes) + len(chunks)))
         steps += 1

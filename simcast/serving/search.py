@@ -16,18 +16,26 @@ layouts are ranked by its output token/s per device.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.layout import pp_hop_path, stage_tp_path
 from simcast.core.moe_layout import moe_layout_rule
 from simcast.core.moe_layout import parallel_label as _label
 from simcast.core.plan import SendRecvEdge
-from simcast.serving.model import (ServingConfig, ServingResult, coster_for, estimate_serving, max_batch_for_memory,
-                                   memory_fit, prefill_spec, resolve_partition)
-from simcast.sim.simulate import simulate
 from simcast.core.specs import GIB, ParallelSpec
+from simcast.serving.model import (
+    ServingConfig,
+    ServingResult,
+    coster_for,
+    estimate_serving,
+    max_batch_for_memory,
+    memory_fit,
+    prefill_spec,
+    resolve_partition,
+)
+from simcast.sim.simulate import simulate
 
 MAX_BATCH = 4096
 
@@ -48,7 +56,8 @@ def resolve_search_sizes(values: Sequence[int] | None, num_devices: int, default
     if len(values) == 0:
         return powers_of_two(num_devices)
     for v in values:
-        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v, f"each value must be an integer in 1..{num_devices}")
+        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v,
+                f"each value must be an integer in 1..{num_devices}")
     return sorted(set(values))
 
 
@@ -63,9 +72,9 @@ class SearchSpace:
     ep_sizes: tuple[int, ...] = (1,)
     moe_dp_sizes: tuple[int, ...] = (1,)
 
-    def candidates(self) -> list[tuple[int, int, int, int, str]]:
+    def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
         """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
-        return [(tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))  # type: ignore[misc]
+        return [(tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))
                 for tp in self.tp_sizes for pp in self.pp_sizes for ep in self.ep_sizes for mdp in self.moe_dp_sizes]
 
     def layouts(self) -> list[tuple[int, int, int]]:
@@ -125,7 +134,8 @@ def layout_links(cfg: ServingConfig) -> str:
 
 
 def concurrency_grid(b_max: int, listed: Sequence[int] = ()) -> list[int]:
-    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ... and ``b_max``."""
+    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ...
+    and ``b_max``."""
     if listed:
         return sorted({b for b in listed if b <= b_max})
     p2 = powers_of_two(b_max)
@@ -211,6 +221,9 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
                                       reason=f"illegal split: pp={par.pp} > {base.model.num_layers} layers"))
             continue
         out = evaluate_layout(cfg, space, use_disk_cache)
-        (rows if isinstance(out, Candidate) else rejected).append(out)
+        if isinstance(out, Candidate):
+            rows.append(out)
+        else:
+            rejected.append(out)
     rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
     return rows, rejected

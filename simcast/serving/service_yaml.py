@@ -27,16 +27,24 @@ limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.plan import partition_layers
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.files import load_yaml
-from simcast.inputs.limits import (MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_LIMIT_MS,
-                                   MAX_MICROBATCHES, MAX_REQUESTS, MAX_TOKENS)
+from simcast.inputs.limits import (
+    MAX_BATCHED_TOKENS,
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_LIMIT_MS,
+    MAX_MICROBATCHES,
+    MAX_REQUESTS,
+    MAX_STAGE_MICROBATCHES,
+    MAX_TOKENS,
+)
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.model import ServingConfig, Workload
@@ -57,7 +65,8 @@ SCHEMA: dict[str, Any] = {
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
 DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0,
-                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0, "devices_per_node": None,
+                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0,
+                            "devices_per_node": None,
                             "ep_size": 1, "moe_dp_size": 1, "enable_dp_attention": False,
                             "ttft_ms": None, "tpot_ms": None}
 
@@ -102,6 +111,10 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
     require(world <= MAX_DEVICES, name("world_size"), world, f"must be <= {MAX_DEVICES} (tp_size*pp_size*dp_size)")
     model = _named(lambda: load_model(v["model"]), name("model"))
     require(pp <= model.num_layers, name("pp_size"), pp, f"must be <= the model's {model.num_layers} layers")
+    m = v["microbatches"] or pp
+    require(pp * m <= MAX_STAGE_MICROBATCHES, name("microbatches"), m,
+            f"must be <= {MAX_STAGE_MICROBATCHES // pp} with pp_size {pp} (at most {MAX_STAGE_MICROBATCHES} "
+            "stage x microbatch pairs)")
     if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
         _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
     device = _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device"))

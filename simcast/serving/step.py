@@ -32,11 +32,17 @@ def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int,
 def mixed_batch(decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int) -> Batch | None:
     """``decodes`` requests at ``decode_context`` plus ``prompts`` chunks of ``chunk_tokens`` after
     ``chunk_context`` cached tokens; None for an empty step."""
-    q, c, n = [], [], []
+    q: list[int] = []
+    c: list[int] = []
+    n: list[int] = []
     if decodes > 0:
-        q.append(1), c.append(decode_context), n.append(decodes)
+        q.append(1)
+        c.append(decode_context)
+        n.append(decodes)
     if prompts > 0 and chunk_tokens > 0:
-        q.append(chunk_tokens), c.append(chunk_context), n.append(prompts)
+        q.append(chunk_tokens)
+        c.append(chunk_context)
+        n.append(prompts)
     return Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) if q else None
 
 

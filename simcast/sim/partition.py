@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simcast.core.plan import partition_layers
-from simcast.sim.simulate import Report, simulate
 from simcast.core.specs import SimSpec
+from simcast.sim.simulate import Report, simulate
 
 
 def _score(r: Report) -> tuple[float, float]:

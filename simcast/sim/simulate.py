@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
+from simcast.core.layout import Path, pp_hop_path, stage_tp_path
+from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
+from simcast.core.moe_layout import stage_moe_path
+from simcast.core.moe_memory import kv_dtype_bytes, moe_shard, weight_format_note
+from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
+from simcast.core.schedule import (
+    PipelineRuntimeEstimate,
+    PipelineSendRecvEvent,
+    estimate_pipeline_runtime,
+    format_breakdowns,
+)
+from simcast.core.shards import ShardedDims, sharded_dims
+from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
 from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
 from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
-from simcast.core.layout import Path, pp_hop_path, stage_tp_path
-from simcast.core.moe_layout import stage_moe_path
-from simcast.core.moe_memory import kv_dtype_bytes, moe_shard, weight_format_note
-from simcast.core.shards import ShardedDims, sharded_dims
-from simcast.core.memory import (stage_activation_bytes, stage_kv_cache_bytes,
-                     stage_weight_bytes)
-from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
-from simcast.core.schedule import PipelineRuntimeEstimate, PipelineSendRecvEvent, estimate_pipeline_runtime, format_breakdowns
-from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
-from simcast.trace.key import StageKey
 from simcast.trace.cache import get_trace
 from simcast.trace.ir import StageTrace
+from simcast.trace.key import StageKey
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,7 +237,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     stage_ops: list[list[tuple[OpCost, ...]]] = []  # [stage][microbatch]
     tp_paths: list[Path] = []
     memo: dict[tuple, tuple[OpCost, ...]] = {}
-    for info, mods in zip(plan.stage_infos, plan.stage_module_specs):
+    for info, _mods in zip(plan.stage_infos, plan.stage_module_specs):
         key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers, par, info.start_layer)
         _, layer_counts = stage_layers(model, info.start_layer, info.num_layers, info.is_first_stage)
         tr = get_trace(key, use_disk_cache=use_disk_cache)
@@ -282,7 +286,8 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
             stage_id=s, start_layer=info.start_layer, end_layer=info.end_layer, num_layers=info.num_layers,
             compute_s=runtime.stage_compute_times_s[s], tp_comm_s=tp_comm, comm_s=runtime.stage_comm_times_s[s],
             stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods, par),
-            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch, kv_dtype_bytes(model, spec.kv_cache_dtype)),
+            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch,
+                                                kv_dtype_bytes(model, spec.kv_cache_dtype)),
             activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
             tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0],
             microbatch_ops=tuple(stage_ops[s])))
@@ -296,7 +301,8 @@ def n_tensors_of(spec: SimSpec) -> int:
     return 2 if spec.send_residual else 1
 
 
-def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]) -> tuple[str, ...]:
+def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path],
+                tp_paths: Sequence[Path]) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
     e = dev.efficiency
@@ -347,6 +353,7 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_
                        "(vLLM's irecv post-processing); charged to the receiver")
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
-        how = "calibrated alpha + bytes/beta fit (nearest group size)" if fitted else f"{spec.collective_algorithm} ring/tree formula"
+        how = ("calibrated alpha + bytes/beta fit (nearest group size)" if fitted
+               else f"{spec.collective_algorithm} ring/tree formula")
         out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
     return tuple(out)

@@ -39,8 +39,9 @@ TP-sharded send); all times in seconds. ``report_timeline`` adapts a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.compute import OpCost
@@ -191,12 +192,12 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
 
 # --- adapter from a Report ---------------------------------------------------
 
-def microbatch_ops(report: "Report") -> tuple[tuple[tuple["OpCost", ...], ...], ...]:
+def microbatch_ops(report: Report) -> tuple[tuple[tuple[OpCost, ...], ...], ...]:
     """Op costs ``[stage][microbatch]`` of a report, with replay counts (as simulate costed them)."""
     return tuple(st.microbatch_ops for st in report.stages)
 
 
-def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None,
+def report_timeline_inputs(report: Report, ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
                            ) -> tuple[list[list[float]], list[list[float]]]:
     """``(compute_s[m][s], send_s[m][h])`` of a report, in seconds.
 
@@ -213,8 +214,8 @@ def report_timeline_inputs(report: "Report", ops: Sequence[Sequence[Sequence["Op
     return compute, send
 
 
-def report_timeline(report: "Report", *, send_recv: str = "receiver", max_in_flight: int | None = None,
-                    ops: Sequence[Sequence[Sequence["OpCost"]]] | None = None) -> Timeline:
+def report_timeline(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
+                    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None) -> Timeline:
     """The event-level timeline of a report's forward step (see :func:`schedule_pipeline`)."""
     compute, send = report_timeline_inputs(report, ops)
     return schedule_pipeline(compute, send, send_recv=send_recv, max_in_flight=max_in_flight)

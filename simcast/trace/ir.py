@@ -8,10 +8,12 @@ slots); :func:`shape_fn` turns one into ``f(T, R, S) -> int``.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from simcast.trace.key import StageKey
+
 
 @dataclass(frozen=True, kw_only=True)
 class TensorArg:

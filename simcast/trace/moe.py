@@ -20,6 +20,7 @@ Importing this module imports torch.
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ from simcast.trace.key import StageKey
 _LIB = "simcast"
 
 
-def _no_kernel(*_a, **_k):
+def _no_kernel(*_a: object, **_k: object) -> NoReturn:
     raise RuntimeError("simcast ops have no real kernel")
 
 
@@ -72,7 +73,8 @@ def _(y, topk_ids, mode, ep, dp, num_experts, tp):
 
 @torch.library.custom_op(f"{_LIB}::moe_experts", mutates_args=())
 def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w13: torch.Tensor,
-                w2: torch.Tensor, fmt: str, top_k: int, num_experts: int, ep: int, moe_dp: int, dp: int) -> torch.Tensor:
+                w2: torch.Tensor, fmt: str, top_k: int, num_experts: int, ep: int, moe_dp: int,
+                dp: int) -> torch.Tensor:
     """Fused MoE: x (T, H); w13 (E_local, 2·I_r, H); w2 (E_local, H, I_r) -> (T, H)."""
     _no_kernel()
 
@@ -106,7 +108,8 @@ def _(latent, k_pe, cache):
 
 @torch.library.custom_op(f"{_LIB}::mla_attention", mutates_args=())
 def mla_attention(q: torch.Tensor, cache: torch.Tensor, w_kv_b: torch.Tensor, query_lens: torch.Tensor,
-                  context_lens: torch.Tensor, heads: int, nope: int, rope: int, v_dim: int, scale: float) -> torch.Tensor:
+                  context_lens: torch.Tensor, heads: int, nope: int, rope: int, v_dim: int,
+                  scale: float) -> torch.Tensor:
     """MLA over the latent cache. q (T, heads·(nope+rope)); cache (S, kv_lora+rope); w_kv_b (heads·(nope+v), kv_lora)
     -> (T, heads·v)."""
     _no_kernel()
@@ -182,6 +185,7 @@ class MLAAttention(nn.Module):
         self.k = k
         h, hr, fmt = k.hidden_size, k.q_heads, k.dense_format
         qk = k.qk_nope_head_dim + k.qk_rope_head_dim
+        self.q_a: Linear | None
         if k.q_lora_rank:
             self.q_a = Linear(h, k.q_lora_rank, False, fmt, **mk)
             self.q_a_norm = nn.Parameter(torch.empty(k.q_lora_rank, **mk))

@@ -12,6 +12,8 @@ a stage boundary. Importing this module imports torch.
 from __future__ import annotations
 
 import math
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -30,7 +32,7 @@ class DecoderLayer(nn.Module):
         self.k, self.starts_residual = k, starts_residual
         self.sliding = "+sliding" in kind
         self.q_size, self.kv_size = k.q_heads * d, k.kv_heads * d
-        mk = dict(device="meta", dtype=dt)
+        mk: dict[str, Any] = {"device": "meta", "dtype": dt}
         fmt = k.dense_format
         self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
         self.mla = moe.MLAAttention(k, **mk) if k.kv_lora_rank else None
@@ -87,7 +89,7 @@ class StageModule(nn.Module):
 
     def __init__(self, k: StageKey) -> None:
         super().__init__()
-        mk = dict(device="meta", dtype=_TORCH_DTYPE[k.dtype])
+        mk: dict[str, Any] = {"device": "meta", "dtype": _TORCH_DTYPE[k.dtype]}
         self.k = k
         self.embed_tokens = nn.Parameter(torch.empty(k.vocab_shard, k.hidden_size, **mk)) if k.has_embedding else None
         kinds = k.layer_kinds or ("dense",) * k.traced_layers
@@ -125,7 +127,7 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
     """Meta inputs of a stage module, and which (input position, dim) is which symbol."""
     T, R, S = EXAMPLE_DIMS["T"], EXAMPLE_DIMS["R"], EXAMPLE_DIMS["S"]
     dt = _TORCH_DTYPE[k.dtype]
-    meta = dict(device="meta")
+    meta: dict[str, Any] = {"device": "meta"}
     if k.has_embedding:
         x, residual = torch.empty(T, dtype=torch.int64, **meta), None
     else:
@@ -137,7 +139,7 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
               torch.empty(R, dtype=torch.int32, **meta), torch.empty(R, dtype=torch.int32, **meta),
               torch.empty(R, dtype=torch.int64, **meta)]
     roles = ["T", "T", "T", "S", "S", "R", "R", "R"]
-    for t, role in zip(inputs, roles):
+    for t in inputs:
         if t is not None:
             torch._dynamo.mark_dynamic(t, 0)
     return inputs, {f"{i}": (0, r) for i, r in enumerate(roles)}

@@ -1,4 +1,6 @@
+import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -29,3 +31,17 @@ def llama70b():
 def qwen06b():
     from simcast.inputs.loaders import load_model
     return load_model("Qwen/Qwen3-0.6B")
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int = 30):
+    """A hang fails the test instead of stalling the suite (SIGALRM; the old code hung for minutes on some inputs)."""
+    def boom(*_):
+        raise TimeoutError(f"no answer within {seconds} s")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

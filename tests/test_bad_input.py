@@ -3,13 +3,13 @@ nothing half-written, fast. Each test fails on the code before the hardening (ke
 
 from __future__ import annotations
 
-import contextlib
 import json
 import resource
 import signal
 from pathlib import Path
 
 import pytest
+from conftest import time_limit
 
 from simcast.cli.main import main
 
@@ -31,19 +31,6 @@ parallel_config:
   pp_size: 1
 """
 
-
-@contextlib.contextmanager
-def time_limit(seconds: int):
-    """A hang fails the test instead of stalling the suite (the old code hung for minutes on some inputs)."""
-    def boom(*_):
-        raise TimeoutError(f"no answer within {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def run(args, capsys, seconds: int = 30):

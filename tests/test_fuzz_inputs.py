@@ -10,16 +10,15 @@ has a deadline plus a hard alarm.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
-import signal
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,22 +47,10 @@ FAST = settings(max_examples=N, deadline=timedelta(seconds=5), derandomize="SIMC
                 database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-@contextlib.contextmanager
-def hard_limit(seconds: int = 30):
-    def boom(*_):
-        raise TimeoutError(f"no answer within {seconds} s")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
 
 def result_or_input_error(fn, *args, **kw):
     """``fn(...)`` or None when it raised SimcastInputError; anything else propagates (fails the test)."""
-    with hard_limit():
+    with time_limit():
         try:
             return fn(*args, **kw)
         except SimcastInputError as e:
@@ -251,7 +238,7 @@ def test_trace_cache_entries(qwen06b, tmp_path, monkeypatch):
     def check(mutant, raw, data):
         text = json.dumps(mutant, allow_nan=True)
         path.write_bytes(spliced(data.draw, text) if raw else text.encode())
-        with hard_limit():
+        with time_limit():
             got = cache._read_entry(path, key)  # never raises
         assert got is None or got.ops == fresh.ops
 
@@ -261,7 +248,7 @@ def test_trace_cache_entries(qwen06b, tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ CLI values
 def run_cli(argv, capsys):
-    with hard_limit():
+    with time_limit():
         try:
             rc = main(argv)
         except SystemExit as e:

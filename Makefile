@@ -17,15 +17,18 @@ demo: $(STAMP)
 	$(BIN)/simcast optimize --input-length 2048 --output-length 512 --num-devices 8 \
 		--tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm meta-llama/Llama-3.1-70B
 
-# The suite, then lint and types (config in pyproject.toml); the target fails on any of them.
+# The suite, then lint, formatting and types (config in pyproject.toml); the target fails on any of them.
+LINTED := simcast tests benchmarks scripts
 test: $(STAMP)
 	$(BIN)/python -m pytest
-	$(BIN)/ruff check simcast tests
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy simcast
 
 # Lint and types only (fast): what make test runs after the suite
 lint: $(STAMP)
-	$(BIN)/ruff check simcast tests
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy simcast
 
 bench: $(STAMP)

@@ -10,8 +10,20 @@ import subprocess
 import sys
 import time
 
-BASE = [sys.executable, "-m", "simcast", "bench-serve", "--model", "meta-llama/Llama-3.1-8B", "--device", "h100_sxm",
-        "--random-input-len", "1024", "--random-output-len", "128"]
+BASE = [
+    sys.executable,
+    "-m",
+    "simcast",
+    "bench-serve",
+    "--model",
+    "meta-llama/Llama-3.1-8B",
+    "--device",
+    "h100_sxm",
+    "--random-input-len",
+    "1024",
+    "--random-output-len",
+    "128",
+]
 
 
 def timed(n: int) -> float:

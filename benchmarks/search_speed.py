@@ -16,9 +16,28 @@ import sys
 import tempfile
 import time
 
-ARGS = ["optimize", "--input-length", "2048", "--output-length", "512", "--num-devices", "8",
-        "--tp-sizes", "1", "2", "4", "8", "--pp-sizes", "1", "2", "4", "8", "--device", "h100_sxm",
-        "meta-llama/Llama-3.1-70B"]
+ARGS = [
+    "optimize",
+    "--input-length",
+    "2048",
+    "--output-length",
+    "512",
+    "--num-devices",
+    "8",
+    "--tp-sizes",
+    "1",
+    "2",
+    "4",
+    "8",
+    "--pp-sizes",
+    "1",
+    "2",
+    "4",
+    "8",
+    "--device",
+    "h100_sxm",
+    "meta-llama/Llama-3.1-70B",
+]
 
 
 def timed(cmd: list[str], env: dict | None = None) -> float:
@@ -47,8 +66,10 @@ class AICFailed(RuntimeError):
 
 def _tail(proc: subprocess.CompletedProcess[str], n: int = 10) -> str:
     """Last n lines of stderr and of stdout (AIConfigurator logs its errors to stdout)."""
+
     def last(text: str) -> str:
         return "\n".join("    " + line for line in text.strip().splitlines()[-n:]) or "    (empty)"
+
     return f"last lines of stderr:\n{last(proc.stderr)}\n  last lines of stdout:\n{last(proc.stdout)}"
 
 
@@ -80,8 +101,9 @@ def aiconfigurator_s(tmp: str) -> float | None:
         raise AICFailed(f"exit code {proc.returncode}; {_tail(proc)}")
     csvs = glob.glob(os.path.join(save_dir, "**", "best_config_topn.csv"), recursive=True)
     if not any(_has_rows(c) for c in csvs):
-        raise AICFailed(f"exit code 0 but no results (no non-empty best_config_topn.csv under "
-                        f"{save_dir}); {_tail(proc)}")
+        raise AICFailed(
+            f"exit code 0 but no results (no non-empty best_config_topn.csv under {save_dir}); {_tail(proc)}"
+        )
     return elapsed
 
 
@@ -92,9 +114,11 @@ def main() -> None:
         cold = timed([simcast] + ARGS, env)
         warm = [timed([simcast] + ARGS, env) for _ in range(3)]
         os.environ["SIMCAST_CACHE_DIR"] = cache
-        from simcast.cli.main import main as cli_main
         import contextlib
         import io
+
+        from simcast.cli.main import main as cli_main
+
         with contextlib.redirect_stdout(io.StringIO()):
             cli_main(ARGS)
             t = time.perf_counter()
@@ -115,8 +139,10 @@ def main() -> None:
         print("  aiconfigurator: not importable here (pip install aiconfigurator, or set AIC_PYTHON)")
     else:
         print(f"  aiconfigurator cli exp       : {aic:6.2f} s")
-        print(f"  ratio aiconfigurator / simcast: first run {aic / cold:.1f}x, repeated {aic / min(warm):.1f}x, "
-              f"in-process {aic / inproc:.1f}x")
+        print(
+            f"  ratio aiconfigurator / simcast: first run {aic / cold:.1f}x, repeated {aic / min(warm):.1f}x, "
+            f"in-process {aic / inproc:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,13 @@ from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory
 from simcast.serving.step import mixed_batch
 
-MODELS = {"Llama-2-7B": "meta-llama/Llama-2-7b-hf", "Llama-2-70B": "meta-llama/Llama-2-70b-hf",
-          "Llama-3.1-8B": "meta-llama/Llama-3.1-8B", "Llama-3.1-70B": "meta-llama/Llama-3.1-70B",
-          "Llama-3.1-405B": "meta-llama/Llama-3.1-405B"}
+MODELS = {
+    "Llama-2-7B": "meta-llama/Llama-2-7b-hf",
+    "Llama-2-70B": "meta-llama/Llama-2-70b-hf",
+    "Llama-3.1-8B": "meta-llama/Llama-3.1-8B",
+    "Llama-3.1-70B": "meta-llama/Llama-3.1-70B",
+    "Llama-3.1-405B": "meta-llama/Llama-3.1-405B",
+}
 DEFAULT_CSV = Path("/work/shared/calibration/serving/published_fp8.csv")
 
 
@@ -46,19 +50,38 @@ def predict(row: dict) -> tuple[str, float] | None:
     par = ParallelSpec(tp=tp, pp=int(row["pp"]), dp=int(row["dp"]))
     metric = row["metric"]
     if metric.startswith("TTFT"):
-        cfg = ServingConfig(model=model, device=dev, parallel=par, workload=Workload(input_length=isl, output_length=1),
-                            batch_size=1, runtime="trtllm")
+        cfg = ServingConfig(
+            model=model,
+            device=dev,
+            parallel=par,
+            workload=Workload(input_length=isl, output_length=1),
+            batch_size=1,
+            runtime="trtllm",
+        )
         return "ttft", estimate_serving(cfg).ttft_idle_s * 1e3
     if "per GPU" in metric:
         b = int(row["batch"])
-        cfg = ServingConfig(model=model, device=dev, parallel=par,
-                            workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=b * isl),
-                            batch_size=b, runtime="trtllm")
+        cfg = ServingConfig(
+            model=model,
+            device=dev,
+            parallel=par,
+            workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=b * isl),
+            batch_size=b,
+            runtime="trtllm",
+        )
         c = coster_for(cfg)
-        t = c.cycle_s(mixed_batch(0, 0, b, isl, 0), 1) + (osl - 1) * c.cycle_s(mixed_batch(b, isl + osl // 2, 0, 0, 0), 1)
+        t = c.cycle_s(mixed_batch(0, 0, b, isl, 0), 1) + (osl - 1) * c.cycle_s(
+            mixed_batch(b, isl + osl // 2, 0, 0, 0), 1
+        )
         return "static", b * osl / t / par.world_size
-    cfg = ServingConfig(model=model, device=dev, parallel=par, workload=Workload(input_length=isl, output_length=osl),
-                        batch_size=1, runtime="trtllm")
+    cfg = ServingConfig(
+        model=model,
+        device=dev,
+        parallel=par,
+        workload=Workload(input_length=isl, output_length=osl),
+        batch_size=1,
+        runtime="trtllm",
+    )
     b = max(1, min(max_batch_for_memory(cfg), cfg.policy.max_num_seqs))
     return "max load", estimate_serving(replace(cfg, batch_size=b)).tokens_per_s
 
@@ -72,7 +95,9 @@ def main() -> int:
     with path.open() as f:
         for row in csv.DictReader(f):
             got = predict(row)
-            label = f"{row['hardware']:<20} {row['model']:<15} tp{row['tp']} b{row['batch']:<8.8} {row['isl']}/{row['osl']}"
+            label = (
+                f"{row['hardware']:<20} {row['model']:<15} tp{row['tp']} b{row['batch']:<8.8} {row['isl']}/{row['osl']}"
+            )
             if got is None:
                 print(f"skip  {label}  (model not supported)")
                 continue

@@ -34,18 +34,25 @@ print(f"{t2 - t0:.3f} {t2 - t1:.3f} {(t3 - t2) / 20 * 1e3:.3f} {'torch' in sys.m
 
 def run(phase: str, pp: int, cache: str) -> list[str]:
     env = dict(os.environ, SIMCAST_CACHE_DIR=cache)
-    out = subprocess.run([sys.executable, "-c", CHILD, phase, str(pp)], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, phase, str(pp)], env=env, capture_output=True, text=True, check=True
+    )
     return out.stdout.split()
 
 
 def main() -> None:
-    print(f"{'phase':8} {'pp':>2} {'cold s':>7} {'(sim s)':>8} {'disk s':>7} {'torch?':>6} {'warm ms':>8} {'latency ms':>11}")
+    print(
+        f"{'phase':8} {'pp':>2} {'cold s':>7} {'(sim s)':>8} {'disk s':>7} "
+        f"{'torch?':>6} {'warm ms':>8} {'latency ms':>11}"
+    )
     for phase, pp in CONFIGS:
         with tempfile.TemporaryDirectory() as cache:
             cold = run(phase, pp, cache)
             disk = run(phase, pp, cache)
-        print(f"{phase:8} {pp:>2} {float(cold[0]):7.2f} {float(cold[1]):8.2f} {float(disk[0]):7.3f} "
-              f"{disk[3]:>6} {float(disk[2]):8.2f} {float(cold[4]):11.2f}")
+        print(
+            f"{phase:8} {pp:>2} {float(cold[0]):7.2f} {float(cold[1]):8.2f} {float(disk[0]):7.3f} "
+            f"{disk[3]:>6} {float(disk[2]):8.2f} {float(cold[4]):11.2f}"
+        )
     print("cold = fresh process + empty trace cache (import torch + compile); disk = fresh process, cached traces;")
     print("torch? = whether the disk-cached run imported torch; warm = in-process re-simulation of the same spec")
 

@@ -18,8 +18,7 @@ BLOCK = re.compile(r"```text\n(\$ simcast (?:[^\n]*\\\n)*[^\n]*\n)(.*?)```", re.
 def run(command_lines: str) -> str:
     cmd = command_lines.removeprefix("$ ").replace("\\\n", " ")
     exe = str(Path(sys.executable).with_name("simcast"))
-    out = subprocess.run([exe] + shlex.split(cmd)[1:], capture_output=True, text=True, check=True,
-                         cwd=README.parent)
+    out = subprocess.run([exe] + shlex.split(cmd)[1:], capture_output=True, text=True, check=True, cwd=README.parent)
     return out.stdout
 
 

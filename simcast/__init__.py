@@ -23,18 +23,27 @@ __version__ = "0.1.0"
 
 _API: dict[str, str] = {
     # core: specs and errors
-    "SimSpec": "simcast.core.specs", "ParallelSpec": "simcast.core.specs", "Batch": "simcast.core.specs",
-    "ModelSpec": "simcast.core.specs", "DeviceSpec": "simcast.core.specs",
+    "SimSpec": "simcast.core.specs",
+    "ParallelSpec": "simcast.core.specs",
+    "Batch": "simcast.core.specs",
+    "ModelSpec": "simcast.core.specs",
+    "DeviceSpec": "simcast.core.specs",
     "SimcastInputError": "simcast.core.errors",
     # inputs
-    "load_model": "simcast.inputs.loaders", "load_device": "simcast.inputs.loaders",
+    "load_model": "simcast.inputs.loaders",
+    "load_device": "simcast.inputs.loaders",
     # one step
-    "simulate": "simcast.sim.simulate", "Report": "simcast.sim.simulate",
-    "resolve_partition": "simcast.sim.partition", "simulate_partitioned": "simcast.sim.partition",
+    "simulate": "simcast.sim.simulate",
+    "Report": "simcast.sim.simulate",
+    "resolve_partition": "simcast.sim.partition",
+    "simulate_partitioned": "simcast.sim.partition",
     # serving and search
-    "ServingConfig": "simcast.serving.model", "Workload": "simcast.serving.model",
-    "estimate_serving": "simcast.serving.model", "search": "simcast.serving.search",
-    "SearchSpace": "simcast.serving.search", "to_dataframe": "simcast.render.search_tables",
+    "ServingConfig": "simcast.serving.model",
+    "Workload": "simcast.serving.model",
+    "estimate_serving": "simcast.serving.model",
+    "search": "simcast.serving.search",
+    "SearchSpace": "simcast.serving.search",
+    "to_dataframe": "simcast.render.search_tables",
 }
 __all__ = ["__version__", *_API]
 

@@ -83,9 +83,14 @@ def test_imports_run_down_the_data_flow() -> None:
 def test_pure_layers_never_reach_the_edges() -> None:
     """The RFC's core (core, trace, cost) never imports serving, rendering or the CLI."""
     edges = {"serving", "render", "cli"}
-    bad = [f"{a} -> {b}" for a, b in _graph().edges
-           if a.split(".")[1:2] and a.split(".")[1] in {"core", "trace", "cost"}
-           and b.split(".")[1:2] and b.split(".")[1] in edges]
+    bad = [
+        f"{a} -> {b}"
+        for a, b in _graph().edges
+        if a.split(".")[1:2]
+        and a.split(".")[1] in {"core", "trace", "cost"}
+        and b.split(".")[1:2]
+        and b.split(".")[1] in edges
+    ]
     assert bad == []
 
 

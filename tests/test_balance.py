@@ -10,18 +10,25 @@ from simcast.sim.partition import balanced_counts, simulate_partitioned
 from simcast.sim.simulate import simulate
 
 
-@pytest.mark.parametrize("name,pp,batch", [("meta-llama/Llama-3.1-8B", 6, Batch.decode(64, 1024)),
-                                           ("Qwen/Qwen3-0.6B", 4, Batch.prefill(4, 512)),
-                                           ("meta-llama/Llama-3.2-1B", 3, Batch.decode(8, 256))])
+@pytest.mark.parametrize(
+    "name,pp,batch",
+    [
+        ("meta-llama/Llama-3.1-8B", 6, Batch.decode(64, 1024)),
+        ("Qwen/Qwen3-0.6B", 4, Batch.prefill(4, 512)),
+        ("meta-llama/Llama-3.2-1B", 3, Batch.decode(8, 256)),
+    ],
+)
 def test_balanced_not_slower_than_vllm(name, pp, batch, h100):
     m = load_model(name)
     spec = SimSpec(model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch, num_microbatches=pp)
     counts = balanced_counts(spec)
     assert sum(counts) == m.num_layers and min(counts) >= 1 and len(counts) == pp
     vllm = simulate(spec)
-    bal = simulate_partitioned(SimSpec(model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch,
-                                       num_microbatches=pp,
-                           partition="balanced"))
+    bal = simulate_partitioned(
+        SimSpec(
+            model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch, num_microbatches=pp, partition="balanced"
+        )
+    )
     assert max(bal.runtime.stage_times_s) <= max(vllm.runtime.stage_times_s) + 1e-12
     assert bal.latency_s <= vllm.latency_s + 1e-12
     assert any("partition balanced" in a for a in bal.assumptions)

@@ -59,15 +59,19 @@ def test_billion_identical_decodes_cost_like_the_scaled_small_case(qwen06b, h100
     assert big.latency_s > 1e3 * small.latency_s  # compute-bound at 1e9 tokens
 
 
-groups_st = st.lists(st.tuples(st.integers(1, 5000), st.integers(0, 10**6), st.integers(1, 10**7)),
-                     min_size=1, max_size=8)
+groups_st = st.lists(
+    st.tuples(st.integers(1, 5000), st.integers(0, 10**6), st.integers(1, 10**7)), min_size=1, max_size=8
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(groups=groups_st, m=st.integers(1, 16))
 def test_split_batch_conserves_tokens_and_requests(groups, m):
-    b = Batch(query_lens=tuple(g[0] for g in groups), context_lens=tuple(g[1] for g in groups),
-              counts=tuple(g[2] for g in groups))
+    b = Batch(
+        query_lens=tuple(g[0] for g in groups),
+        context_lens=tuple(g[1] for g in groups),
+        counts=tuple(g[2] for g in groups),
+    )
     parts = split_batch(b, m)
     assert 1 <= len(parts) <= m
     assert sum(p.num_tokens for p in parts) == b.num_tokens

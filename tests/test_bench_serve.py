@@ -23,8 +23,13 @@ from simcast.serving.requests import make_requests, simulate_requests
 
 @pytest.fixture(scope="module")
 def cfg():
-    return ServingConfig(model=load_model("meta-llama/Llama-3.1-8B"), device=load_device("h100_sxm"),
-                         parallel=ParallelSpec(), workload=Workload(input_length=1024, output_length=128), batch_size=1)
+    return ServingConfig(
+        model=load_model("meta-llama/Llama-3.1-8B"),
+        device=load_device("h100_sxm"),
+        parallel=ParallelSpec(),
+        workload=Workload(input_length=1024, output_length=128),
+        batch_size=1,
+    )
 
 
 def run(cfg, reqs, **kw):
@@ -51,8 +56,9 @@ def test_invariants_under_overload_with_preemption(cfg):
     assert sorted(x.output_len for x in r.requests) == sorted(q.output_len for q in reqs)  # generated == requested
     assert all(s.kv_used_blocks <= s.kv_total_blocks for s in r.samples)
     assert sum(x.preemptions for x in r.requests) > 0
-    lone = estimate_serving(replace(cfg, workload=Workload(input_length=min(q.input_len for q in reqs),
-                                                           output_length=1)))
+    lone = estimate_serving(
+        replace(cfg, workload=Workload(input_length=min(q.input_len for q in reqs), output_length=1))
+    )
     assert min(x.ttft_s for x in r.requests) >= 0.99 * lone.ttft_idle_s  # TTFT >= the prompt's own prefill
 
 
@@ -73,17 +79,50 @@ def test_dp_router_spreads_requests(cfg):
 
 def test_cli_prints_vllm_labels_and_saves_keys(tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "50",
-               "--request-rate", "10", "--random-input-len", "256", "--random-output-len", "32",
-               "--save-result", str(out)])
+    rc = main(
+        [
+            "bench-serve",
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--device",
+            "h100_sxm",
+            "--num-prompts",
+            "50",
+            "--request-rate",
+            "10",
+            "--random-input-len",
+            "256",
+            "--random-output-len",
+            "32",
+            "--save-result",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert rc == 0
-    for label in ("Successful requests:", "Request throughput (req/s):", "Output token throughput (tok/s):",
-                  "Mean TTFT (ms):", "P99 TPOT (ms):", "Median ITL (ms):", "Mean E2EL (ms):"):
+    for label in (
+        "Successful requests:",
+        "Request throughput (req/s):",
+        "Output token throughput (tok/s):",
+        "Mean TTFT (ms):",
+        "P99 TPOT (ms):",
+        "Median ITL (ms):",
+        "Mean E2EL (ms):",
+    ):
         assert label in text
     d = json.loads(out.read_text())
-    for k in ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
-              "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_tpot_ms", "p99_itl_ms"):
+    for k in (
+        "duration",
+        "completed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_tpot_ms",
+        "p99_itl_ms",
+    ):
         assert k in d
     assert d["completed"] == 50 and d["total_output_tokens"] == 50 * 32
     assert (tmp_path / "r.requests.csv").read_text().count("\n") == 51
@@ -96,6 +135,7 @@ def test_cli_prints_vllm_labels_and_saves_keys(tmp_path, capsys):
 def test_plot_series_and_figure(cfg, tmp_path):
     """--plot: the state series sums replicas and stays within capacity; the figure has the four panels."""
     from simcast.render.bench_plots import per_request_ms, plot_bench, state_series
+
     reqs = make_requests(num_prompts=200, rate=math.inf, input_len=512, output_len=64, seed=4)
     r, _ = run(cfg, reqs, dp=2, kv_tokens=30 * tokens_held(cfg))  # small cache: a queue forms
     s = state_series(r)
@@ -107,15 +147,37 @@ def test_plot_series_and_figure(cfg, tmp_path):
     assert ttft.size == 200 and tpot.size == 200
     fig = plot_bench(r, title="t")
     labels = sorted((ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes)
-    assert labels == [("TPOT (ms)", "fraction of requests"), ("TTFT (ms)", "fraction of requests"),
-                      ("time (s)", "KV cache used (%)"), ("time (s)", "requests")]
+    assert labels == [
+        ("TPOT (ms)", "fraction of requests"),
+        ("TTFT (ms)", "fraction of requests"),
+        ("time (s)", "KV cache used (%)"),
+        ("time (s)", "requests"),
+    ]
     assert all(ax.get_title() and ax.get_legend() for ax in fig.axes)
 
 
 def test_cli_plot(tmp_path):
     out = tmp_path / "bench.png"  # the folder must exist: output paths are checked before the run
-    assert main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "50",
-                 "--random-input-len", "128", "--random-output-len", "16", "--plot", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench-serve",
+                "--model",
+                "Qwen/Qwen3-0.6B",
+                "--device",
+                "h100_sxm",
+                "--num-prompts",
+                "50",
+                "--random-input-len",
+                "128",
+                "--random-output-len",
+                "16",
+                "--plot",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
     with pytest.raises(SystemExit) as e:
         main(["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--plot", str(tmp_path / "b.jpg")])

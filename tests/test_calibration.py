@@ -4,7 +4,6 @@ The model is fitted on one model (or device) and judged on another it never
 saw: a per-shape lookup table would fail these tests.
 """
 
-
 import numpy as np
 import pytest
 from conftest import CALIBRATION
@@ -17,6 +16,7 @@ def _rows(rel):
     if not (VIDUR / rel).is_file():
         pytest.skip(f"{VIDUR / rel} missing")
     from simcast.calib.vidur import read_vidur
+
     return read_vidur(VIDUR / rel)
 
 
@@ -51,6 +51,7 @@ def test_held_out_model_within_targets(request, fit, test):
     from simcast.calib.fit import calibrate
     from simcast.calib.validate import predict_frame
     from simcast.inputs.loaders import load_device
+
     fit_rows, test_rows = request.getfixturevalue(fit), request.getfixturevalue(test)
     dev, _ = calibrate(fit_rows, load_device("h100_sxm"))
     sample = test_rows[test_rows["kind"].isin(["gemm", "layer"])]
@@ -71,6 +72,7 @@ def test_held_out_gemms_per_op(request, fit, test):
     from simcast.calib.fit import calibrate
     from simcast.calib.validate import predict_frame
     from simcast.inputs.loaders import load_device
+
     dev, _ = calibrate(request.getfixturevalue(fit), load_device("h100_sxm"))
     rows = request.getfixturevalue(test)
     pred = predict_frame(rows[rows["kind"] == "gemm"], dev)
@@ -89,6 +91,7 @@ def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
     from simcast.calib.fit import calibrate, transfer
     from simcast.calib.validate import predict_frame
     from simcast.inputs.loaders import load_device
+
     a70 = _rows("compute/a100/Llama-2-70b-hf_mlp.csv")
     dev, _ = calibrate(pd.concat([h70[h70["kind"] == "gemm"], h7[h7["kind"] == "gemm"]]), load_device("h100_sxm"))
     pred = predict_frame(a70[a70["kind"].isin(["gemm", "layer"])], transfer(dev, load_device("a100_sxm_80gb")))
@@ -102,6 +105,7 @@ def test_shipped_profiles_predict_network(device, folder):
     import pandas as pd
 
     from simcast.calib.validate import predict_frame
+
     rows = pd.concat([_rows(f"network/{folder}/all_reduce.csv"), _rows(f"network/{folder}/send_recv.csv")])
     rows = rows[(rows["bytes"] >= 64 * 2**10) & (rows["bytes"] <= 64 * 2**20)].iloc[::3]
     pred = predict_frame(rows, device)

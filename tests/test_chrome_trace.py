@@ -14,8 +14,15 @@ EPS_US = 2e-3  # timestamps are rounded to 1 ns
 
 @pytest.fixture(scope="module")
 def report(qwen06b, h100):
-    return simulate(SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=2, pp=3), batch=Batch.prefill(3, 100),
-                            num_microbatches=3))
+    return simulate(
+        SimSpec(
+            model=qwen06b,
+            device=h100,
+            parallel=ParallelSpec(tp=2, pp=3),
+            batch=Batch.prefill(3, 100),
+            num_microbatches=3,
+        )
+    )
 
 
 def slices(trace):
@@ -76,8 +83,15 @@ def test_children_inside_their_compute_slice_and_sum_to_it(report):
     tr = chrome_trace(report, detail="op")
     xs = slices(tr)
     for c in (e for e in xs if e["cat"] == "compute"):
-        kids = [e for e in xs if e["cat"] == "layer" and e["pid"] == c["pid"] and e["tid"] == c["tid"]
-                and c["ts"] - EPS_US <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + EPS_US]
+        kids = [
+            e
+            for e in xs
+            if e["cat"] == "layer"
+            and e["pid"] == c["pid"]
+            and e["tid"] == c["tid"]
+            and c["ts"] - EPS_US <= e["ts"]
+            and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + EPS_US
+        ]
         st = report.stages[c["pid"]]
         assert len(kids) == st.num_layers + (1 if st.stage_id == 0 else 0) + (1 if st.stage_id == 2 else 0)
         assert sum(k["dur"] for k in kids) == pytest.approx(c["dur"], abs=EPS_US * len(kids))
@@ -106,8 +120,9 @@ def test_send_recv_slices_and_flows(report, mode):
     assert len(sends) == len(recvs) == 2 * 3  # hops x microbatches
     assert all(e["args"]["bytes"] > 0 and e["args"]["link"] for e in sends)
     flows = [e for e in tr["traceEvents"] if e["ph"] in ("s", "f")]
-    assert len(flows) == 2 * len(sends) and {e["id"] for e in flows if e["ph"] == "s"} == \
-        {e["id"] for e in flows if e["ph"] == "f"}
+    assert len(flows) == 2 * len(sends) and {e["id"] for e in flows if e["ph"] == "s"} == {
+        e["id"] for e in flows if e["ph"] == "f"
+    }
 
 
 def test_layer_names_follow_stage_layers(report):
@@ -120,8 +135,23 @@ def test_layer_names_follow_stage_layers(report):
 
 def test_cli_trace_flag(tmp_path, capsys):
     out = tmp_path / "t.json"
-    rc = main(["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--pp", "2", "--batch", "2",
-               "--input-length", "64", "--trace", str(out)])
+    rc = main(
+        [
+            "simulate",
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--device",
+            "h100_sxm",
+            "--pp",
+            "2",
+            "--batch",
+            "2",
+            "--input-length",
+            "64",
+            "--trace",
+            str(out),
+        ]
+    )
     assert rc == 0
     tr = json.loads(out.read_text())
     check_format(tr)
@@ -131,6 +161,7 @@ def test_cli_trace_flag(tmp_path, capsys):
 
 def test_auto_detail_falls_back_to_keep_files_small(report, monkeypatch):
     import simcast.render.chrome_trace as ct
+
     assert ct.choose_detail(report) == "op"
     monkeypatch.setattr(ct, "MAX_SLICES", 150)  # ~100 layer slices, ~1000 op slices
     assert ct.choose_detail(report) == "layer"
@@ -141,7 +172,14 @@ def test_auto_detail_falls_back_to_keep_files_small(report, monkeypatch):
 
 
 def test_many_microbatches_stay_under_20_mb(qwen06b, h100):
-    r = simulate(SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=1, pp=4), batch=Batch.decode(512, 1024),
-                         num_microbatches=512))
+    r = simulate(
+        SimSpec(
+            model=qwen06b,
+            device=h100,
+            parallel=ParallelSpec(tp=1, pp=4),
+            batch=Batch.decode(512, 1024),
+            num_microbatches=512,
+        )
+    )
     size = len(json.dumps(chrome_trace(r), separators=(",", ":")))
     assert size < 20e6

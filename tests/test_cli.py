@@ -12,8 +12,21 @@ from simcast.cli.main import main
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")
-GOLDEN_ARGS = ["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", DEV, "--tp", "2", "--pp", "2",
-               "--batch", "4", "--input-length", "512"]
+GOLDEN_ARGS = [
+    "simulate",
+    "--model",
+    "Qwen/Qwen3-0.6B",
+    "--device",
+    DEV,
+    "--tp",
+    "2",
+    "--pp",
+    "2",
+    "--batch",
+    "4",
+    "--input-length",
+    "512",
+]
 
 
 def run_cli(args, capsys):
@@ -34,8 +47,17 @@ def test_golden_simulate_output(capsys):
 def test_json_report_fields(capsys):
     rc, out, _ = run_cli(GOLDEN_ARGS + ["--json"], capsys)
     d = json.loads(out)
-    for k in ["latency_s", "stage_compute_times_s", "stage_comm_times_s", "stage_times_s", "send_recv_events",
-              "breakdown", "stages", "max_stage_weight_bytes", "max_stage_kv_cache_bytes"]:
+    for k in [
+        "latency_s",
+        "stage_compute_times_s",
+        "stage_comm_times_s",
+        "stage_times_s",
+        "send_recv_events",
+        "breakdown",
+        "stages",
+        "max_stage_weight_bytes",
+        "max_stage_kv_cache_bytes",
+    ]:
         assert k in d
     assert set(d["breakdown"]) == {"compute", "communication", "bubble"}
     for s in d["stages"]:
@@ -44,15 +66,18 @@ def test_json_report_fields(capsys):
     assert ev["src_stage"] == 0 and ev["dst_stage"] == 1 and ev["message_bytes"] == 2 * 512 * 1024 * 2 * 2
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--tp", "3"], "tp_size: got 3; must divide num_attention_heads=16"),
-    (["--tp", "4", "--pp", "4", "--num-devices", "8"], "--tp*--pp: got 16; must be <= --num-devices=8"),
-    (["--pp", "29"], "--pp: got 29; must be <= the model's 28 layers"),
-    (["--input-length", "0"], "--input-length: got 0; must be a positive integer"),
-    (["--batch", "-2"], "--batch: got -2; must be a positive integer"),
-    (["--partition", "10,10", "--pp", "2"], "--partition: got '10,10'; layer counts must sum to the model's 28"),
-    (["--phase", "sideways"], "--phase: invalid choice: 'sideways'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--tp", "3"], "tp_size: got 3; must divide num_attention_heads=16"),
+        (["--tp", "4", "--pp", "4", "--num-devices", "8"], "--tp*--pp: got 16; must be <= --num-devices=8"),
+        (["--pp", "29"], "--pp: got 29; must be <= the model's 28 layers"),
+        (["--input-length", "0"], "--input-length: got 0; must be a positive integer"),
+        (["--batch", "-2"], "--batch: got -2; must be a positive integer"),
+        (["--partition", "10,10", "--pp", "2"], "--partition: got '10,10'; layer counts must sum to the model's 28"),
+        (["--phase", "sideways"], "--phase: invalid choice: 'sideways'"),
+    ],
+)
 def test_bad_flags_one_line_exit_2(args, needle, capsys):
     base = ["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", DEV]
     with pytest.raises(SystemExit) if args[0] in ("--input-length", "--batch", "--phase") else _nullctx() as exc:
@@ -86,6 +111,9 @@ def test_unknown_model_and_device_and_malformed_yaml(tmp_path, capsys):
 
 
 def test_module_entry_point_and_no_traceback():
-    p = subprocess.run([sys.executable, "-m", "simcast", "simulate", "--model", "Qwen/Qwen3-0.6B", "--device", DEV,
-                        "--tp", "5"], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "simcast", "simulate", "--model", "Qwen/Qwen3-0.6B", "--device", DEV, "--tp", "5"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.count("\n") == 1

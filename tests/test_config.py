@@ -8,10 +8,23 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.shards import param_count
 from simcast.inputs.loaders import load_device, load_model, shipped_devices, shipped_models
 
-SHIPPED_MODELS = ["meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-70b-hf",
-                  "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",
-                  "meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-3B", "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-32B",
-                  "Qwen/Qwen2.5-72B", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "mistralai/Mistral-7B-v0.3"]
+SHIPPED_MODELS = [
+    "meta-llama/Llama-2-7b-hf",
+    "meta-llama/Llama-2-13b-hf",
+    "meta-llama/Llama-2-70b-hf",
+    "meta-llama/Llama-3.1-8B",
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-405B",
+    "meta-llama/Llama-3.2-1B",
+    "meta-llama/Llama-3.2-3B",
+    "Qwen/Qwen2.5-7B",
+    "Qwen/Qwen2.5-32B",
+    "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen3-0.6B",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B",
+    "mistralai/Mistral-7B-v0.3",
+]
 SHIPPED_DEVICES = ["h100_sxm", "h200_sxm", "a100_sxm_80gb", "a100_sxm_40gb", "b200", "mi300x", "ascend_910b"]
 
 
@@ -22,10 +35,18 @@ def test_all_required_models_ship_and_load():
         assert m.num_layers > 0 and param_count(m) > 0
 
 
-@pytest.mark.parametrize("name,params_b", [("meta-llama/Llama-3.1-70B", 70.6), ("meta-llama/Llama-3.1-405B", 405.9),
-                                           ("meta-llama/Llama-3.1-8B", 8.03), ("meta-llama/Llama-3.2-1B", 1.24),
-                                           ("Qwen/Qwen3-32B", 32.8), ("Qwen/Qwen2.5-72B", 72.7),
-                                           ("mistralai/Mistral-7B-v0.3", 7.25)])
+@pytest.mark.parametrize(
+    "name,params_b",
+    [
+        ("meta-llama/Llama-3.1-70B", 70.6),
+        ("meta-llama/Llama-3.1-405B", 405.9),
+        ("meta-llama/Llama-3.1-8B", 8.03),
+        ("meta-llama/Llama-3.2-1B", 1.24),
+        ("Qwen/Qwen3-32B", 32.8),
+        ("Qwen/Qwen2.5-72B", 72.7),
+        ("mistralai/Mistral-7B-v0.3", 7.25),
+    ],
+)
 def test_parameter_counts_match_published(name, params_b):
     assert param_count(load_model(name)) / 1e9 == pytest.approx(params_b, rel=0.01)
 
@@ -69,8 +90,10 @@ def _profile(tmp_path, text):
 def test_device_profile_schema_errors(tmp_path):
     good = open("tests/data/golden_device.yaml").read()
     assert load_device(_profile(tmp_path, good)).name == "golden_device"
-    with pytest.raises(SimcastInputError,
-                       match=r"^memory.hbm_fast: got 'hbm_fast'; unknown key; allowed: hbm_bw_bytes_per_s, hbm_bytes$"):
+    with pytest.raises(
+        SimcastInputError,
+        match=r"^memory.hbm_fast: got 'hbm_fast'; unknown key; allowed: hbm_bw_bytes_per_s, hbm_bytes$",
+    ):
         load_device(_profile(tmp_path, good.replace("hbm_bytes:", "hbm_fast: 1\n  hbm_bytes:")))
     with pytest.raises(SimcastInputError, match="efficiency.launch_overhead_s: got None; is required"):
         load_device(_profile(tmp_path, good.replace("  launch_overhead_s: 5.0e-6", "")))

@@ -18,10 +18,12 @@ def ctx(dev, batch):
 
 def test_gemm_flops_and_bytes(h100):
     # (T=4096, K=8192) x (N=1280, K)^T in bf16: 2*M*N*K FLOPs; x + w + out bytes
-    rec = OpRecord(op="linear", scope="layer0",
-                   args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"),
-                         None),
-                   outputs=(TensorArg(shape=("T", "1280"), dtype="bf16"),))
+    rec = OpRecord(
+        op="linear",
+        scope="layer0",
+        args=(TensorArg(shape=("T", "8192"), dtype="bf16"), TensorArg(shape=("1280", "8192"), dtype="bf16"), None),
+        outputs=(TensorArg(shape=("T", "1280"), dtype="bf16"),),
+    )
     c = op_cost(rec, ctx(h100, Batch.prefill(2, 2048)), "bf16", 1)
     assert c.flops == 2 * 4096 * 1280 * 8192
     assert c.bytes == 2 * (4096 * 8192 + 1280 * 8192 + 4096 * 1280)
@@ -35,10 +37,15 @@ def test_gemm_flops_and_bytes(h100):
 
 
 def test_broadcast_weight_counts_once(h100):
-    rec = OpRecord(op="mystery_elementwise", scope="layer0",
-                   args=(TensorArg(shape=("T", "1024"), dtype="bf16"),
-                         TensorArg(shape=("T", "1024"), dtype="bf16", broadcast_dims=(0,))),
-                   outputs=(TensorArg(shape=("T", "1024"), dtype="bf16"),))
+    rec = OpRecord(
+        op="mystery_elementwise",
+        scope="layer0",
+        args=(
+            TensorArg(shape=("T", "1024"), dtype="bf16"),
+            TensorArg(shape=("T", "1024"), dtype="bf16", broadcast_dims=(0,)),
+        ),
+        outputs=(TensorArg(shape=("T", "1024"), dtype="bf16"),),
+    )
     c = op_cost(rec, ctx(h100, Batch.prefill(1, 64)), "bf16", 1)
     assert c.bytes == 2 * (64 * 1024 + 1024 + 64 * 1024)
     assert "unregistered" in c.op  # labelled, never silent
@@ -46,10 +53,20 @@ def test_broadcast_weight_counts_once(h100):
 
 def test_attention_flops_causal(h100):
     # 2 requests: (q=4, ctx=0) and (q=1, ctx=9); Hq=8, Hkv=2, D=64
-    rec = OpRecord(op="simcast::attention", scope="layer0",
-                   args=(TensorArg(shape=("T", "512"), dtype="bf16"), TensorArg(shape=("S", "2", "64"), dtype="bf16"),
-                         TensorArg(shape=("S", "2", "64"), dtype="bf16"), None, None, True, 0.125),
-                   outputs=(TensorArg(shape=("T", "512"), dtype="bf16"),))
+    rec = OpRecord(
+        op="simcast::attention",
+        scope="layer0",
+        args=(
+            TensorArg(shape=("T", "512"), dtype="bf16"),
+            TensorArg(shape=("S", "2", "64"), dtype="bf16"),
+            TensorArg(shape=("S", "2", "64"), dtype="bf16"),
+            None,
+            None,
+            True,
+            0.125,
+        ),
+        outputs=(TensorArg(shape=("T", "512"), dtype="bf16"),),
+    )
     b = Batch(query_lens=(4, 1), context_lens=(0, 9))
     c = op_cost(rec, ctx(h100, b), "bf16", 1)
     pairs = (4 * 0 + 4 * 5 / 2) + (1 * 9 + 1)  # 10 + 10 query-key pairs
@@ -85,6 +102,7 @@ def test_missing_vector_peak_is_an_error_naming_the_field(qwen06b, h100):
     from simcast.core.errors import SimcastInputError
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
     from simcast.sim.simulate import simulate
+
     dev = dataclasses.replace(h100, vector_flops_per_s={"bf16": 133.8e12})
     with pytest.raises(SimcastInputError, match=r"^device\.compute\.vector_flops_per_s\.fp16: got 'missing'; "):
         dev.vector_peak("fp16")

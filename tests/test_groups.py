@@ -34,6 +34,7 @@ def test_links_follow_node_placement(h100):
 def test_full_mesh_links_scale_with_group_size():
     # MI300X-like: 7 peer links sharing 448 GB/s; a pair sees one link, 8 GPUs drive all 7
     from simcast.core.specs import LinkSpec, LinkTable
+
     mesh = LinkSpec(name="xgmi", bw_bytes_per_s=448e9, latency_s=5e-6, efficiency=0.7, mesh_links=7)
     ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=8e-6, efficiency=0.8)
     links = LinkTable(devices_per_node=8, intra_node=mesh, inter_node=ib)
@@ -41,8 +42,11 @@ def test_full_mesh_links_scale_with_group_size():
     assert group_path((0, 1), links, 8).bw_bytes_per_s == 64e9
     assert group_path((0, 1, 2, 3), links, 8).bw_bytes_per_s == 3 * 64e9
     assert group_path(tuple(range(8)), links, 8).bw_bytes_per_s == 448e9
-    switched = LinkTable(devices_per_node=8, intra_node=LinkSpec(name="nvs", bw_bytes_per_s=450e9, latency_s=3e-6,
-                                                                 efficiency=0.8), inter_node=ib)
+    switched = LinkTable(
+        devices_per_node=8,
+        intra_node=LinkSpec(name="nvs", bw_bytes_per_s=450e9, latency_s=3e-6, efficiency=0.8),
+        inter_node=ib,
+    )
     assert group_path((0, 1), switched, 8).bw_bytes_per_s == 450e9
 
 
@@ -50,6 +54,7 @@ def test_same_node_pair_uses_intra_node_link_even_when_inter_node_latency_is_low
     # a slow-latency intra-node fabric (e.g. PCIe through a host bridge) beside a low-latency NIC:
     # two GPUs of one node still talk over the intra-node link; the topology decides, not the latency
     from simcast.core.specs import LinkSpec, LinkTable
+
     pcie = LinkSpec(name="pcie", bw_bytes_per_s=32e9, latency_s=20e-6, efficiency=0.8)
     ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=2e-6, efficiency=0.8)
     links = LinkTable(devices_per_node=4, intra_node=pcie, inter_node=ib)
@@ -64,6 +69,7 @@ def test_same_node_pair_uses_intra_node_link_even_when_inter_node_latency_is_low
 def test_ascend_910b_pair_sees_one_28_gb_per_s_hccs_link():
     # the profile's own comment: 7 HCCS peer links x 28 GB/s per direction = 196 GB/s; a pair has one link
     from simcast.inputs.loaders import load_device
+
     links = load_device("ascend_910b").links
     assert path_between(0, 1, links, 8).bw_bytes_per_s == 28e9
     assert group_path((0, 1), links, 8).bw_bytes_per_s == 28e9

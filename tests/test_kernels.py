@@ -78,27 +78,56 @@ def _synthetic_rows(dev) -> pd.DataFrame:
     rows = []
     for m in (1, 16, 64, 128, 256, 512, 1024, 2048, 4096):
         for n, k in ((1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584), (12288, 4096), (4096, 512)):
-            rows.append({"kind": "gemm", "dtype": "fp16", "m": m, "n": n, "k": k,
-                         "time_s": kernels.gemm(dev, m, n, k, "fp16").time_s})
+            rows.append(
+                {
+                    "kind": "gemm",
+                    "dtype": "fp16",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "time_s": kernels.gemm(dev, m, n, k, "fp16").time_s,
+                }
+            )
     for b in (2**16, 2**20, 2**24, 2**26):
         rows.append({"kind": "p2p", "bytes": b, "gpus": 2, "nodes": 1, "time_s": kernels.p2p(dev, b).time_s})
-        rows.append({"kind": "allreduce", "bytes": b, "gpus": 4, "nodes": 1,
-                     "time_s": kernels.collective(dev, "allreduce", b, 4).time_s})
+        rows.append(
+            {
+                "kind": "allreduce",
+                "bytes": b,
+                "gpus": 4,
+                "nodes": 1,
+                "time_s": kernels.collective(dev, "allreduce", b, 4).time_s,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def test_calibrate_recovers_a_known_device(h100):
-    truth = dataclasses.replace(h100, efficiency=dataclasses.replace(
-        h100.efficiency, matmul=0.7, matmul_half_m_ridge=0.4, matmul_half_n=150.0, matmul_half_k=60.0,
-        memory=0.9, launch_overhead_s=5e-6))
+    truth = dataclasses.replace(
+        h100,
+        efficiency=dataclasses.replace(
+            h100.efficiency,
+            matmul=0.7,
+            matmul_half_m_ridge=0.4,
+            matmul_half_n=150.0,
+            matmul_half_k=60.0,
+            memory=0.9,
+            launch_overhead_s=5e-6,
+        ),
+    )
     rows = _synthetic_rows(truth)
     fitted, errors = calibrate(rows, load_device("h100_sxm"))
     assert errors["gemm"] < 1.0 and errors["intra_node.p2p"] < 1.0
     assert fitted.efficiency.matmul == pytest.approx(0.7, rel=0.05)
     assert fitted.efficiency.memory == pytest.approx(0.9, rel=0.05)
-    text = update_profile_yaml((load_device.__globals__["profiles_dir"]() / "h100_sxm.yaml").read_text(),
-                               fitted, {"efficiency.matmul": "fit by test"}, ['source: "synthetic"'])
+    text = update_profile_yaml(
+        (load_device.__globals__["profiles_dir"]() / "h100_sxm.yaml").read_text(),
+        fitted,
+        {"efficiency.matmul": "fit by test"},
+        ['source: "synthetic"'],
+    )
     import yaml
+
     d = _check(yaml.safe_load(text), _PROFILE_SCHEMA, "")
     again = device_from_dict(d)
     assert again.efficiency.matmul == pytest.approx(fitted.efficiency.matmul, rel=1e-3)
@@ -108,9 +137,15 @@ def test_calibrate_recovers_a_known_device(h100):
 def run_cli(capsys, *argv):
     from simcast.cli import kernel as ck
     from simcast.cli import main as cli
+
     cmds = dict(cli.COMMANDS)
-    cmds.update({"kernel": (ck.add_kernel_args, ck.cmd_kernel, ""), "calibrate": (ck.add_calibrate_args,
-                 ck.cmd_calibrate, ""), "validate": (ck.add_validate_args, ck.cmd_validate, "")})
+    cmds.update(
+        {
+            "kernel": (ck.add_kernel_args, ck.cmd_kernel, ""),
+            "calibrate": (ck.add_calibrate_args, ck.cmd_calibrate, ""),
+            "validate": (ck.add_validate_args, ck.cmd_validate, ""),
+        }
+    )
     old = cli.COMMANDS
     cli.COMMANDS = cmds
     try:
@@ -128,19 +163,22 @@ def test_cli_kernel(capsys):
     assert code == 0 and "memory-bound" in out and " us " in out
     code, out, _ = run_cli(capsys, "kernel", "p2p", "--bytes", "1e6", "--cross-node", "--device", "h100_sxm", "--json")
     assert code == 0 and json.loads(out)["bound"] in ("latency", "bandwidth")
-    code, _, err = run_cli(capsys, "kernel", "allreduce", "--bytes", "1e6", "--gpus", "6", "--nodes", "4",
-                           "--device", "h100_sxm")
+    code, _, err = run_cli(
+        capsys, "kernel", "allreduce", "--bytes", "1e6", "--gpus", "6", "--nodes", "4", "--device", "h100_sxm"
+    )
     assert code == 2 and err.count("\n") == 1 and "--gpus" in err
 
 
 def test_cli_validate_json_marks_unpredictable_rows(capsys, tmp_path):
     csv = tmp_path / "m.csv"
-    csv.write_text("kind,device,dtype,m,n,k,batch,q_len,kv_len,heads,kv_heads,head_dim,bytes,gpus,nodes,time_s,model\n"
-                   "gemm,h100_sxm,bf16,4096,8192,8192,,,,,,,,,,0.0007,\n"
-                   "gemm,h100_sxm,bf16,4096,,8192,,,,,,,,,,0.0007,\n"
-                   "allreduce,h100_sxm,,,,,,,,,,,1048576,8,1,4e-5,\n"
-                   "layer,h100_sxm,fp16,,,,512,,,,,,,4,,0.0004,meta-llama/Llama-2-7b-hf\n"
-                   "gemm,no_such_gpu,bf16,1,1,1,,,,,,,,,,1e-6,\n")
+    csv.write_text(
+        "kind,device,dtype,m,n,k,batch,q_len,kv_len,heads,kv_heads,head_dim,bytes,gpus,nodes,time_s,model\n"
+        "gemm,h100_sxm,bf16,4096,8192,8192,,,,,,,,,,0.0007,\n"
+        "gemm,h100_sxm,bf16,4096,,8192,,,,,,,,,,0.0007,\n"
+        "allreduce,h100_sxm,,,,,,,,,,,1048576,8,1,4e-5,\n"
+        "layer,h100_sxm,fp16,,,,512,,,,,,,4,,0.0004,meta-llama/Llama-2-7b-hf\n"
+        "gemm,no_such_gpu,bf16,1,1,1,,,,,,,,,,1e-6,\n"
+    )
     code, out, _ = run_cli(capsys, "validate", str(csv), "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) == 5

@@ -9,14 +9,23 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.params import active_params, layer_params, total_params
 from simcast.inputs.loaders import load_model
 
-MOE_MODELS = ["mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x22B-v0.1", "Qwen/Qwen3-30B-A3B",
-              "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B-FP8", "deepseek-ai/DeepSeek-V3",
-              "openai/gpt-oss-20b", "openai/gpt-oss-120b"]
+MOE_MODELS = [
+    "mistralai/Mixtral-8x7B-v0.1",
+    "mistralai/Mixtral-8x22B-v0.1",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-235B-A22B-FP8",
+    "deepseek-ai/DeepSeek-V3",
+    "openai/gpt-oss-20b",
+    "openai/gpt-oss-120b",
+]
 
 
 def test_moe_models_load_with_their_features():
-    mix, q30, ds, oss = (load_model(n) for n in ("mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen3-30B-A3B",
-                                                  "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b"))
+    mix, q30, ds, oss = (
+        load_model(n)
+        for n in ("mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b")
+    )
     assert (mix.moe.num_experts, mix.moe.top_k, mix.moe.expert_intermediate) == (8, 2, 14336)
     assert (q30.moe.num_experts, q30.moe.top_k, q30.moe.expert_intermediate, q30.qk_norm) == (128, 8, 768, True)
     assert (ds.moe.num_experts, ds.moe.num_shared_experts, ds.moe.first_k_dense, ds.num_mtp_layers) == (256, 1, 3, 1)
@@ -40,11 +49,14 @@ def test_moe_models_load_with_their_features():
 #  - DeepSeek-V3: 671B main + 14B MTP = 685B, 37B activated (arXiv 2412.19437; huggingface.co/deepseek-ai/DeepSeek-V3).
 #  - gpt-oss-120b 116.83B / 5.13B, gpt-oss-20b 20.91B / 3.61B active (OpenAI gpt-oss model card, arXiv 2508.10925,
 #    table 1; active excludes the embedding table, includes the unembedding).
-@pytest.mark.parametrize("name,total_b,active_b,with_emb", [
-    ("mistralai/Mixtral-8x7B-v0.1", 46.7, 12.9, True),
-    ("openai/gpt-oss-120b", 116.83, 5.13, False),
-    ("openai/gpt-oss-20b", 20.91, 3.61, False),
-])
+@pytest.mark.parametrize(
+    "name,total_b,active_b,with_emb",
+    [
+        ("mistralai/Mixtral-8x7B-v0.1", 46.7, 12.9, True),
+        ("openai/gpt-oss-120b", 116.83, 5.13, False),
+        ("openai/gpt-oss-20b", 20.91, 3.61, False),
+    ],
+)
 def test_params_within_one_percent(name, total_b, active_b, with_emb):
     m = load_model(name)
     assert total_params(m) / 1e9 == pytest.approx(total_b, rel=0.01)
@@ -80,8 +92,9 @@ def test_hand_counted_deepseek_mla_layer():
     o 128·128·7168."""
     ds = load_model("deepseek-ai/DeepSeek-V3")
     lp = layer_params(ds, 5)
-    assert lp.attention == (7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
-                            + 128 * 128 * 7168)
+    assert lp.attention == (
+        7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168
+    )
     assert lp.shared == 3 * 7168 * 2048 and lp.router == 7168 * 256 + 256
     assert layer_params(ds, 0).dense_mlp == 3 * 7168 * 18432 and layer_params(ds, 0).num_experts == 0
 
@@ -115,6 +128,7 @@ def test_bad_moe_keys_are_one_line_errors(tmp_path):
 
 def test_h20_profile_datasheet_peaks():
     from simcast.inputs.loaders import load_device
+
     d = load_device("h20")
     assert d.matmul_peak("bf16") == 148e12 and d.matmul_peak("fp8") == 296e12  # Tom's Hardware spec table
-    assert d.hbm_bw_bytes_per_s == 4.0e12 and d.hbm_bytes == 96 * 2 ** 30
+    assert d.hbm_bw_bytes_per_s == 4.0e12 and d.hbm_bytes == 96 * 2**30

@@ -10,8 +10,7 @@ pytest.importorskip("ipykernel")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-MINE = ["01_quickstart.ipynb", "02_tp_vs_pp.ipynb", "03_partition_and_bubble.ipynb", "04_serving.ipynb",
-        "05_moe.ipynb"]
+MINE = ["01_quickstart.ipynb", "02_tp_vs_pp.ipynb", "03_partition_and_bubble.ipynb", "04_serving.ipynb", "05_moe.ipynb"]
 KERNEL = "python3"  # the venv's ipykernel (.venv/share/jupyter/kernels/python3); it inherits SIMCAST_CACHE_DIR
 
 
@@ -26,11 +25,17 @@ def test_stored_without_outputs(name):
 @pytest.mark.parametrize("name", MINE)
 def test_notebook_executes(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name=KERNEL,
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name=KERNEL, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     client.execute()  # raises CellExecutionError with the failing cell's traceback
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type in ("display_data", "execute_result") and "image/png" in o.get("data", {})]
+    images = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type in ("display_data", "execute_result") and "image/png" in o.get("data", {})
+    ]
     assert images, "the notebook should show its figures"

@@ -10,8 +10,10 @@ def test_rfc_uniform_ceil_split():
     assert partition_layers(8, 4, "uniform") == (2, 2, 2, 2)
 
 
-@pytest.mark.parametrize("layers,pp,expect", [(22, 4, (5, 6, 6, 5)), (5, 3, (2, 2, 1)), (3, 2, (2, 1)),
-                                              (80, 3, (27, 27, 26)), (32, 4, (8, 8, 8, 8))])
+@pytest.mark.parametrize(
+    "layers,pp,expect",
+    [(22, 4, (5, 6, 6, 5)), (5, 3, (2, 2, 1)), (3, 2, (2, 1)), (80, 3, (27, 27, 26)), (32, 4, (8, 8, 8, 8))],
+)
 def test_vllm_partition_matches_get_pp_indices(layers, pp, expect):
     assert partition_layers(layers, pp, "vllm") == expect
 

@@ -16,16 +16,32 @@ UNIT = re.compile(r"\((ms|GiB|tokens/s[^)]*)\)")
 
 @pytest.fixture(scope="module")
 def report(qwen06b, h100):
-    return simulate(SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=2, pp=3), batch=Batch.prefill(3, 100),
-                            num_microbatches=3))
+    return simulate(
+        SimSpec(
+            model=qwen06b,
+            device=h100,
+            parallel=ParallelSpec(tp=2, pp=3),
+            batch=Batch.prefill(3, 100),
+            num_microbatches=3,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def optimizer_table():
-    return pd.DataFrame({"parallel": ["TP=1 | PP=1 | DP=4", "TP=2 | PP=1 | DP=2", "TP=2 | PP=2 | DP=1",
-                                      "TP=4 | PP=1 | DP=1", "TP=1 | PP=1 | DP=4"],
-                         "token/s/user": [20.0, 35.0, 30.0, 50.0, 40.0],
-                         "token/s/device": [900.0, 500.0, 300.0, 250.0, 400.0]})
+    return pd.DataFrame(
+        {
+            "parallel": [
+                "TP=1 | PP=1 | DP=4",
+                "TP=2 | PP=1 | DP=2",
+                "TP=2 | PP=2 | DP=1",
+                "TP=4 | PP=1 | DP=1",
+                "TP=1 | PP=1 | DP=4",
+            ],
+            "token/s/user": [20.0, 35.0, 30.0, 50.0, 40.0],
+            "token/s/device": [900.0, 500.0, 300.0, 250.0, 400.0],
+        }
+    )
 
 
 def check_figure(fig, tmp_path, name):
@@ -93,8 +109,27 @@ def test_pareto(optimizer_table, tmp_path):
 
 def test_cli_plot_flag(tmp_path):
     out = tmp_path / "p.png"  # the folder must exist (issue 8: output paths are checked before the work)
-    assert main(["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--pp", "2", "--batch", "2",
-                 "--input-length", "64", "--overlap", "--plot", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--model",
+                "Qwen/Qwen3-0.6B",
+                "--device",
+                "h100_sxm",
+                "--pp",
+                "2",
+                "--batch",
+                "2",
+                "--input-length",
+                "64",
+                "--overlap",
+                "--plot",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert out.stat().st_size > 10_000
     with pytest.raises(SystemExit) as e:
         main(["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--plot", str(tmp_path / "p.jpg")])

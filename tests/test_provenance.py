@@ -12,8 +12,24 @@ from simcast.cost import kernels
 from simcast.inputs.loaders import load_device
 
 PROFILES = Path(__file__).resolve().parents[1] / "device_profiles"
-GENERIC = ["kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim",
-           "bytes", "gpus", "nodes", "time_s"]
+GENERIC = [
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+]
 FIT = "fit by simcast calibrate"
 
 
@@ -56,8 +72,17 @@ def gemm_csv(tmp_path, dev):
     rows = []
     for m in (1, 16, 128, 1024, 4096):
         for n, k in ((1280, 8192), (8192, 1024), (28672, 8192)):
-            rows.append({"kind": "gemm", "device": dev.name, "dtype": "bf16", "m": m, "n": n, "k": k,
-                         "time_s": kernels.gemm(truth, m, n, k, "bf16").time_s})
+            rows.append(
+                {
+                    "kind": "gemm",
+                    "device": dev.name,
+                    "dtype": "bf16",
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "time_s": kernels.gemm(truth, m, n, k, "bf16").time_s,
+                }
+            )
     path = tmp_path / "g.csv"
     pd.DataFrame(rows).reindex(columns=GENERIC).to_csv(path, index=False)
     return path
@@ -66,8 +91,7 @@ def gemm_csv(tmp_path, dev):
 @pytest.mark.parametrize("device", ["h100_sxm", "a100_sxm_40gb"])
 def test_gemm_only_calibration_keeps_unchanged_values_and_their_labels(tmp_path, capsys, device):
     out = tmp_path / "o.yaml"
-    assert main(["calibrate", str(gemm_csv(tmp_path, load_device(device))), "--device", device,
-                 "--out", str(out)]) == 0
+    assert main(["calibrate", str(gemm_csv(tmp_path, load_device(device))), "--device", device, "--out", str(out)]) == 0
     before, after = (PROFILES / f"{device}.yaml").read_text(), out.read_text()
     old, new = key_lines(before), key_lines(after)
     gemm = {"matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s"}
@@ -76,8 +100,10 @@ def test_gemm_only_calibration_keeps_unchanged_values_and_their_labels(tmp_path,
             assert line.split("#", 1)[1].strip().startswith(f"{FIT} on g.csv"), line
         elif key[0] != "calibration" and key[0]:  # links, other efficiencies, peaks: untouched, label and all
             assert line == old[key], (key, line)
+
     def not_block(k):
         return "calibration" not in (k[0], k[1])
+
     kept = {k for k in old if not_block(k)}
     assert kept <= set(new) and {k for k in set(new) - kept if not_block(k)} <= {("efficiency", g) for g in gemm}
     block = calibration_block(after)
@@ -111,8 +137,9 @@ def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     assert block["fitted_parameters"] == fitted_count(text) == 0  # no measurement on this device
     # h100_sxm's 18 fitted numbers plus its `vector` prior (0.5, never fitted)
     assert block["carried_over_fitted_on_source"] == 18 and block["carried_over_parameters"] == 19
-    assert block["source_calibration"]["source"] == calibration_block((PROFILES / "h100_sxm.yaml").read_text())[
-        "source"]
+    assert (
+        block["source_calibration"]["source"] == calibration_block((PROFILES / "h100_sxm.yaml").read_text())["source"]
+    )
     lines = key_lines(text)
     assert "carried over from h100_sxm, where fit by simcast calibrate on" in lines[("efficiency", "matmul")]
     assert "Llama-2-70b-hf_mlp.csv" in lines[("efficiency", "matmul")]
@@ -146,8 +173,12 @@ def test_readme_accuracy_tables_hold_every_row_of_docs_accuracy():
     root = Path(__file__).resolve().parents[1]
     docs, readme = (root / "docs" / "accuracy.md").read_text(), (root / "README.md").read_text()
     section = readme.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
-    titles = ["Per op", "GEMMs and whole layer per TP", "GEMMs and whole layer per token band",
-              "All-reduce and send/recv"]
+    titles = [
+        "Per op",
+        "GEMMs and whole layer per TP",
+        "GEMMs and whole layer per token band",
+        "All-reduce and send/recv",
+    ]
     for title in titles:
         rows = _md_rows(docs, title)
         assert rows, title

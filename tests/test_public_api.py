@@ -26,9 +26,13 @@ def test_import_is_light() -> None:
 
 
 def test_simulate_through_the_top_level_api(h100) -> None:
-    spec = simcast.SimSpec(model=simcast.load_model("Qwen/Qwen3-0.6B"), device=h100,
-                           parallel=simcast.ParallelSpec(tp=1, pp=2), batch=simcast.Batch.prefill(2, 128),
-                           num_microbatches=2)
+    spec = simcast.SimSpec(
+        model=simcast.load_model("Qwen/Qwen3-0.6B"),
+        device=h100,
+        parallel=simcast.ParallelSpec(tp=1, pp=2),
+        batch=simcast.Batch.prefill(2, 128),
+        num_microbatches=2,
+    )
     report = simcast.simulate(spec)
     assert dataclasses.is_dataclass(report) and report.latency_s > 0
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -34,8 +34,9 @@ def test_idle_fraction_falls_as_microbatches_grow():
 
 
 def test_rfc_breakdown_line():
-    line = format_breakdowns({"Mem": 1.0, "Comm": 1.0, "Cube": 2.0, "Vec": 0.0},
-                             {"compute": 3.0, "communication": 1.0, "bubble": 2.0})
+    line = format_breakdowns(
+        {"Mem": 1.0, "Comm": 1.0, "Cube": 2.0, "Vec": 0.0}, {"compute": 3.0, "communication": 1.0, "bubble": 2.0}
+    )
     assert line == "Mem 25.00 | Comm 25.00 | Cube 50.00 | Vec 0.00 | PP Compute 50.00 | PP Comm 16.67 | PP Bubble 33.33"
     assert format_breakdowns({"Mem": 1.0}, None) == "Mem 100.00 | Comm 0.00 | Cube 0.00 | Vec 0.00"
 

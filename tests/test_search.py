@@ -19,9 +19,9 @@ DEV = str(HERE / "data" / "golden_device.yaml")
 
 
 def test_resolve_search_sizes_contract():
-    assert resolve_search_sizes(None, 8, 1, "--pp-sizes") == [1]            # absent -> [1]
+    assert resolve_search_sizes(None, 8, 1, "--pp-sizes") == [1]  # absent -> [1]
     assert resolve_search_sizes(None, 8, None, "--tp-sizes") == [1, 2, 4, 8]  # absent tp -> powers of two
-    assert resolve_search_sizes([], 8, 1, "--pp-sizes") == [1, 2, 4, 8]      # flag, no value
+    assert resolve_search_sizes([], 8, 1, "--pp-sizes") == [1, 2, 4, 8]  # flag, no value
     assert resolve_search_sizes([], 12, 1, "--pp-sizes") == [1, 2, 4, 8]
     assert resolve_search_sizes([4, 2, 2], 8, 1, "--pp-sizes") == [2, 4]
     with pytest.raises(SimcastInputError, match="--pp-sizes: got 16; each value must be an integer in 1..8"):
@@ -52,8 +52,24 @@ def test_cli_flag_contract(capsys):
     assert rc == 0 and {r["pp"] for r in d["rows"]} == {1}  # --pp-sizes absent -> pp 1 only
     rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "--json", "Qwen/Qwen3-0.6B"], capsys)
     assert {r["pp"] for r in json.loads(out)["rows"]} == {1, 2, 4}  # empty flag -> powers of two <= 4
-    rc, _, err = _opt(["--device", DEV, "--num-devices", "6", "--input-length", "8", "--output-length", "8",
-                       "--tp-sizes", "4", "--pp-sizes", "4", "Qwen/Qwen3-0.6B"], capsys)
+    rc, _, err = _opt(
+        [
+            "--device",
+            DEV,
+            "--num-devices",
+            "6",
+            "--input-length",
+            "8",
+            "--output-length",
+            "8",
+            "--tp-sizes",
+            "4",
+            "--pp-sizes",
+            "4",
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
     assert rc == 2 and "no combination divides --num-devices=6" in err and err.count("\n") == 1
     rc, _, err = _opt(BASE + ["--pp-sizes", "0", "Qwen/Qwen3-0.6B"], capsys)
     assert rc == 2 and "--pp-sizes: got '0'; each value must be a positive integer" in err
@@ -65,34 +81,71 @@ def test_cli_flag_contract(capsys):
 
 def test_golden_optimize_output(capsys, tmp_path):
     csv = tmp_path / "rows.csv"
-    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "2", "4", "--pp-sizes", "1", "2", "--tpot-limit", "8",
-                                "--show-rejected", "--csv", str(csv), "Qwen/Qwen3-0.6B"], capsys)
+    rc, out, err = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "4",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--show-rejected",
+            "--csv",
+            str(csv),
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
     assert rc == 0
     golden = HERE / "golden" / "optimize_qwen3_0.6b.txt"
     import os
+
     if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
         golden.write_text(out)
     assert out == golden.read_text()
     import pandas as pd
+
     df = pd.read_csv(csv)
-    assert list(df.columns[:11]) == ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot",
-                                     "token/s", "token/s/device", "token/s/user"]
+    assert list(df.columns[:11]) == [
+        "parallel",
+        "tp",
+        "pp",
+        "dp",
+        "batch_size",
+        "concurrency",
+        "ttft",
+        "tpot",
+        "token/s",
+        "token/s/device",
+        "token/s/user",
+    ]
     ok, best = df[df["meets_limits"]], df[df["best"]]
     assert (ok["tpot"] <= 8.0).all() and (df[~df["meets_limits"]]["tpot"] > 8.0).all()
     assert best["token/s/device"].is_monotonic_decreasing
     assert df.groupby("parallel").size().min() > 1  # every layout keeps its whole concurrency sweep
     # pareto: no point meeting the limits beats a frontier point in both token/s/user and token/s/device
     for _, f in ok[ok["pareto"]].iterrows():
-        assert not ((ok["token/s/user"] >= f["token/s/user"]) & (ok["token/s/device"] >= f["token/s/device"])
-                    & ((ok["token/s/user"] > f["token/s/user"]) | (ok["token/s/device"] > f["token/s/device"]))).any()
+        assert not (
+            (ok["token/s/user"] >= f["token/s/user"])
+            & (ok["token/s/device"] >= f["token/s/device"])
+            & ((ok["token/s/user"] > f["token/s/user"]) | (ok["token/s/device"] > f["token/s/device"]))
+        ).any()
     assert ok["pareto"].any() and not df[~df["meets_limits"]]["pareto"].any()
 
 
 @pytest.fixture(scope="module")
 def base70b():
-    return ServingConfig(model=load_model("meta-llama/Llama-3.1-70B"), device=load_device("h100_sxm"),
-                         parallel=ParallelSpec(tp=8), workload=Workload(input_length=2048, output_length=512),
-                         batch_size=16)
+    return ServingConfig(
+        model=load_model("meta-llama/Llama-3.1-70B"),
+        device=load_device("h100_sxm"),
+        parallel=ParallelSpec(tp=8),
+        workload=Workload(input_length=2048, output_length=512),
+        batch_size=16,
+    )
 
 
 def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
@@ -102,11 +155,15 @@ def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
 
 
 def test_ttft_grows_with_isl_and_memory_falls_with_pp(base70b):
-    ttft = [estimate_serving(replace(base70b, workload=Workload(input_length=n, output_length=128))).ttft_s
-            for n in (512, 2048, 8192)]
+    ttft = [
+        estimate_serving(replace(base70b, workload=Workload(input_length=n, output_length=128))).ttft_s
+        for n in (512, 2048, 8192)
+    ]
     assert ttft == sorted(ttft) and ttft[0] < ttft[-1]
-    mem = [max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
-           for pp in (1, 2, 4)]
+    mem = [
+        max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
+        for pp in (1, 2, 4)
+    ]
     assert mem[0] > mem[1] > mem[2]
 
 
@@ -117,6 +174,7 @@ def test_pp_helps_when_tp_crosses_nodes(base70b):
     tp8pp2 = estimate_serving(replace(m, parallel=ParallelSpec(tp=8, pp=2)))
     assert tp8pp2.tpot_s < tp16.tpot_s
     from simcast.serving.search import layout_links
+
     assert layout_links(replace(m, parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
     assert layout_links(replace(m, parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
 
@@ -142,8 +200,15 @@ def test_slo_filtering_and_rejections(base70b):
 
 def test_pp1_row_identical_to_plain_simulation(base70b):
     r = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=8)))
-    plain = simulate(SimSpec(model=base70b.model, device=base70b.device, parallel=ParallelSpec(tp=8),
-                             batch=Batch.decode(16, 2048 + 256), num_microbatches=1))
+    plain = simulate(
+        SimSpec(
+            model=base70b.model,
+            device=base70b.device,
+            parallel=ParallelSpec(tp=8),
+            batch=Batch.decode(16, 2048 + 256),
+            num_microbatches=1,
+        )
+    )
     assert r.decode.latency_s == plain.latency_s
     assert r.decode_cycle_s == pytest.approx(plain.latency_s + r.step_overhead_s)
     assert r.decode.runtime.send_recv_events == () and r.decode.breakdown["bubble"] == 0.0
@@ -174,16 +239,56 @@ def test_service_yaml_precedence_and_errors(tmp_path, capsys):
 def test_golden_emit_launch_commands(capsys, engine):
     """--emit: per ranked layout, the server command with the layout and the chosen point's batch, and the
     matching vllm bench serve line (concurrency = batch x DP); golden text on the shipped golden device."""
-    rc, out, _ = _opt(BASE + ["--tp-sizes", "1", "2", "--pp-sizes", "1", "2", "--tpot-limit", "8", "--top", "3",
-                              "--engine", engine, "--emit", engine, "Qwen/Qwen3-0.6B"], capsys)
+    rc, out, _ = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--top",
+            "3",
+            "--engine",
+            engine,
+            "--emit",
+            engine,
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
     assert rc == 0
     golden = HERE / "golden" / f"optimize_emit_{engine}_qwen3_0.6b.txt"
     import os
+
     if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
         golden.write_text(out)
     assert out == golden.read_text()
-    rc, js, _ = _opt(BASE + ["--tp-sizes", "1", "2", "--pp-sizes", "1", "2", "--tpot-limit", "8", "--top", "3",
-                             "--engine", engine, "--emit", engine, "Qwen/Qwen3-0.6B", "--json"], capsys)
+    rc, js, _ = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--top",
+            "3",
+            "--engine",
+            engine,
+            "--emit",
+            engine,
+            "Qwen/Qwen3-0.6B",
+            "--json",
+        ],
+        capsys,
+    )
     d = json.loads(js)
     best = {r["parallel"]: r for r in d["rows"] if r["best"]}
     assert len(d["launch"]) == 3
@@ -199,9 +304,14 @@ def test_emit_moe_expert_parallel():
     """MoE layouts with EP > 1: vLLM gets --enable-expert-parallel (a note if its TP x DP span differs
     from simcast's EP), SGLang gets --ep-size; a dense or EP=1 layout gets neither."""
     from simcast.render.launch import launch_lines
-    moe = ServingConfig(model=load_model("Qwen/Qwen3-30B-A3B"), device=load_device(DEV),
-                        parallel=ParallelSpec(tp=2, dp=2, ep=4), workload=Workload(input_length=512, output_length=64),
-                        batch_size=8)
+
+    moe = ServingConfig(
+        model=load_model("Qwen/Qwen3-30B-A3B"),
+        device=load_device(DEV),
+        parallel=ParallelSpec(tp=2, dp=2, ep=4),
+        workload=Workload(input_length=512, output_length=64),
+        batch_size=8,
+    )
     v = launch_lines(moe, "vllm", 16)
     assert v.server.endswith("--enable-expert-parallel") and "--data-parallel-size 2 --max-num-seqs 8 " in v.server
     assert not v.notes  # EP 4 = TP 2 x DP 2: vLLM's expert span matches
@@ -215,18 +325,35 @@ def test_emit_moe_expert_parallel():
 def test_golden_optimize_moe_labels_aligned(capsys):
     """MoE labels (``| EP=.. | MoE-TP=.. | MoE-DP=..``) are longer than the dense ones: the breakdown and
     rejected lines pad to the longest label, so prefill/decode and the reasons start in one column."""
-    rc, out, err = _opt(BASE + ["--tp-sizes", "1", "--pp-sizes", "1", "2", "--ep-sizes", "1", "4",
-                                "--tpot-limit", "20", "--show-rejected", "Qwen/Qwen3-30B-A3B"], capsys)
+    rc, out, err = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--ep-sizes",
+            "1",
+            "4",
+            "--tpot-limit",
+            "20",
+            "--show-rejected",
+            "Qwen/Qwen3-30B-A3B",
+        ],
+        capsys,
+    )
     assert rc == 0
     golden = HERE / "golden" / "optimize_qwen3_30b_a3b_moe.txt"
     import os
+
     if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
         golden.write_text(out)
     assert out == golden.read_text()
     lines = out.splitlines()
-    bd = lines[lines.index("breakdowns (% of op time | PP shares of step latency):") + 1:lines.index("rejected:") - 1]
+    bd = lines[lines.index("breakdowns (% of op time | PP shares of step latency):") + 1 : lines.index("rejected:") - 1]
     assert len(bd) == 2 * 3  # three layouts fit, two lines each
     assert len({ln.index("prefill:") if "prefill:" in ln else ln.index("decode:") for ln in bd}) == 1
     assert bd[0].startswith(" 1 TP=1 | PP=1 | DP=4 | EP=4 | MoE-TP=1 | MoE-DP=1 prefill: ")  # full label, one space
-    rej = lines[lines.index("rejected:") + 1:lines.index("assumptions:") - 1]
+    rej = lines[lines.index("rejected:") + 1 : lines.index("assumptions:") - 1]
     assert rej and len({ln.index("illegal split") for ln in rej}) == 1

@@ -15,16 +15,26 @@ from simcast.serving.step import step_cycle_s
 def test_engine_defaults_follow_each_engines_own_rules():
     h100, a100 = load_device("h100_sxm"), load_device("a100_sxm_80gb")
     v = engine_policy("vllm", h100)
-    assert (v.max_num_batched_tokens, v.max_num_seqs, v.kv_block_tokens, v.chunked_prefill, v.decode_first) == \
-        (8192, 1024, 16, True, True)
+    assert (v.max_num_batched_tokens, v.max_num_seqs, v.kv_block_tokens, v.chunked_prefill, v.decode_first) == (
+        8192,
+        1024,
+        16,
+        True,
+        True,
+    )
     a = engine_policy("vllm", a100)  # vLLM's table: A100 (even 80 GB) gets 2048 / 256
     assert (a.max_num_batched_tokens, a.max_num_seqs) == (2048, 256)
     s = engine_policy("sglang", h100)  # reserved 512 + 8192*1.5 + 256*2 + 128 = 13440 MB of 81559 MiB
     assert s.max_num_batched_tokens == 8192 and not s.decode_first
     assert s.mem_fraction == pytest.approx(round(1 - 13440 / 81559, 3))
     t = engine_policy("trtllm", h100)
-    assert (t.max_num_batched_tokens, t.max_num_seqs, t.kv_block_tokens, t.chunked_prefill, t.mem_fraction_of) == \
-        (8192, 2048, 32, False, "free")
+    assert (t.max_num_batched_tokens, t.max_num_seqs, t.kv_block_tokens, t.chunked_prefill, t.mem_fraction_of) == (
+        8192,
+        2048,
+        32,
+        False,
+        "free",
+    )
     assert engine_policy("vllm", h100, max_num_seqs=64).max_num_seqs == 64
     with pytest.raises(SimcastInputError):
         engine_policy("vllm", h100, max_num_sequences=64)
@@ -41,9 +51,13 @@ def test_cycle_formula():
 
 @pytest.fixture(scope="module")
 def cfg8b():
-    return ServingConfig(model=load_model("meta-llama/Llama-3.1-8B"), device=load_device("h100_sxm"),
-                         parallel=ParallelSpec(tp=1), workload=Workload(input_length=1024, output_length=128),
-                         batch_size=1)
+    return ServingConfig(
+        model=load_model("meta-llama/Llama-3.1-8B"),
+        device=load_device("h100_sxm"),
+        parallel=ParallelSpec(tp=1),
+        workload=Workload(input_length=1024, output_length=128),
+        batch_size=1,
+    )
 
 
 def test_lone_request_keeps_idle_ttft_and_littles_law(cfg8b):
@@ -69,8 +83,9 @@ def test_engine_limits_cap_the_served_concurrency(cfg8b):
     r = estimate_serving(replace(cfg8b, batch_size=300, max_num_seqs=100))
     assert r.concurrency == 100 and r.capped_by == "max_num_seqs"
     # token budget: decodes + prompt tokens per step <= 512 -> b <= 512 * L / (ISL + OSL - 1)
-    r = estimate_serving(replace(cfg8b, batch_size=1000, workload=Workload(input_length=1024, output_length=128,
-                                                                          max_batched_tokens=512)))
+    r = estimate_serving(
+        replace(cfg8b, batch_size=1000, workload=Workload(input_length=1024, output_length=128, max_batched_tokens=512))
+    )
     assert r.capped_by == "token budget"
     life = 127 + 2  # 1024-token prompts in 2 chunks of <= 512 - decodes
     assert r.concurrency <= 512 * life / (1024 + 127) + 1

@@ -10,8 +10,11 @@ from simcast.sim.simulate import simulate, split_batch
 
 def run(model, dev, tp=1, pp=1, batch=None, m=None, **kw):
     batch = batch or Batch.prefill(4, 512)
-    return simulate(SimSpec(model=model, device=dev, parallel=ParallelSpec(tp=tp, pp=pp), batch=batch,
-                            num_microbatches=m or pp, **kw))
+    return simulate(
+        SimSpec(
+            model=model, device=dev, parallel=ParallelSpec(tp=tp, pp=pp), batch=batch, num_microbatches=m or pp, **kw
+        )
+    )
 
 
 def test_pp1_has_no_pp_comm_or_bubble(qwen06b, h100):
@@ -39,9 +42,9 @@ def test_send_recv_directions_and_bytes(qwen06b, h100):
     s0, s1, s2 = r.stages
     one_way = ev[0].latency_s
     # the receiver pays (it waits in irecv before computing); the sender's isend does not hold it
-    assert s0.comm_s == 0.0                              # sends only
-    assert s1.comm_s == pytest.approx(one_way)           # incoming only, its outgoing send is free
-    assert s2.comm_s == pytest.approx(one_way)           # incoming only
+    assert s0.comm_s == 0.0  # sends only
+    assert s1.comm_s == pytest.approx(one_way)  # incoming only, its outgoing send is free
+    assert s2.comm_s == pytest.approx(one_way)  # incoming only
 
 
 def test_one_microbatch_latency_counts_each_hop_once(qwen06b, h100):
@@ -53,20 +56,26 @@ def test_one_microbatch_latency_counts_each_hop_once(qwen06b, h100):
     assert r.breakdown["communication"] == pytest.approx(sum(hops), rel=1e-12)
 
 
-@pytest.mark.parametrize("devices_per_node,link_s", [
-    # hand-computed on tests/data/golden_device.yaml (no collective fits: formulas), Qwen3-0.6B hidden 1024,
-    # one 512-token request, bf16, hidden + residual: 2 tensors of 512*1024*2 = 1,048,576 B, TP 2 shards each.
-    # TP-sharded send: 1,048,576 B over the PP hop;
-    # test-nvlink: 3e-6 + 1048576 / (4e11*0.8) = 6.2768e-6 s; test-ib: 8e-6 + 1048576 / (5e10*0.8) = 34.2144e-6 s
-    (8, 6.2768e-6), (2, 34.2144e-6)])
+@pytest.mark.parametrize(
+    "devices_per_node,link_s",
+    [
+        # hand-computed on tests/data/golden_device.yaml (no collective fits: formulas), Qwen3-0.6B hidden 1024,
+        # one 512-token request, bf16, hidden + residual: 2 tensors of 512*1024*2 = 1,048,576 B, TP 2 shards each.
+        # TP-sharded send: 1,048,576 B over the PP hop;
+        # test-nvlink: 3e-6 + 1048576 / (4e11*0.8) = 6.2768e-6 s; test-ib: 8e-6 + 1048576 / (5e10*0.8) = 34.2144e-6 s
+        (8, 6.2768e-6),
+        (2, 34.2144e-6),
+    ],
+)
 def test_tp_sharded_send_costs_the_receivers_all_gather(qwen06b, devices_per_node, link_s):
     from pathlib import Path
 
     from simcast.inputs.loaders import load_device
+
     dev = load_device(str(Path(__file__).parent / "data" / "golden_device.yaml"), devices_per_node=devices_per_node)
     kw = dict(parallel=ParallelSpec(tp=2, pp=2), batch=Batch.prefill(1, 512), num_microbatches=1)
     r = simulate(SimSpec(model=qwen06b, device=dev, tp_sharded_send=True, **kw))
-    ev, = r.runtime.send_recv_events
+    (ev,) = r.runtime.send_recv_events
     assert ev.message_bytes == 1_048_576
     assert ev.latency_s == pytest.approx(link_s, rel=1e-12)
     # the receiving stage's TP group (ranks 2, 3: one node in both cases) all-gathers each tensor over test-nvlink:
@@ -110,8 +119,10 @@ def test_kv_cache_counts_active_layers_only(qwen06b, h100):
     assert r4.max_stage_kv_cache_bytes < r1.max_stage_kv_cache_bytes
 
 
-@pytest.mark.parametrize("name,tp", [("meta-llama/Llama-3.1-70B", 4), ("Qwen/Qwen3-32B", 8),
-                                     ("meta-llama/Llama-3.2-1B", 2), ("Qwen/Qwen2.5-7B", 4)])
+@pytest.mark.parametrize(
+    "name,tp",
+    [("meta-llama/Llama-3.1-70B", 4), ("Qwen/Qwen3-32B", 8), ("meta-llama/Llama-3.2-1B", 2), ("Qwen/Qwen2.5-7B", 4)],
+)
 def test_weights_over_stages_times_tp_equal_model_bytes(name, tp, h100):
     m = load_model(name)
     r = run(m, h100, tp=tp, pp=4)
@@ -132,8 +143,11 @@ def test_traced_flops_match_analytic(name, h100):
     h, d = m.hidden_size, m.head_dim
     layer_linear = h * (m.num_heads + 2 * m.num_kv_heads) * d + m.num_heads * d * h + 3 * h * m.intermediate_size
     bias = (m.num_heads + 2 * m.num_kv_heads) * d if m.attention_bias else 0
-    expect_lin = 2 * b.num_tokens * layer_linear * m.num_layers + b.num_tokens * bias * m.num_layers \
+    expect_lin = (
+        2 * b.num_tokens * layer_linear * m.num_layers
+        + b.num_tokens * bias * m.num_layers
         + 2 * b.num_requests * h * m.vocab_size
+    )
     pairs = sum(q * c + q * (q + 1) / 2 for q, c in zip(b.query_lens, b.context_lens))
     expect_attn = 4 * m.num_heads * d * pairs * m.num_layers
     assert lin == pytest.approx(expect_lin, rel=0.01)
@@ -151,9 +165,17 @@ def test_memory_falls_with_pp_and_tp_sharded_send(llama70b, h100):
 
 def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
     from simcast.inputs.loaders import load_device
+
     dev4 = load_device("h100_sxm", devices_per_node=4)
-    r = simulate(SimSpec(model=llama70b, device=dev4, parallel=ParallelSpec(tp=4, pp=2),
-                         batch=Batch.prefill(2, 1024), num_microbatches=2))
+    r = simulate(
+        SimSpec(
+            model=llama70b,
+            device=dev4,
+            parallel=ParallelSpec(tp=4, pp=2),
+            batch=Batch.prefill(2, 1024),
+            num_microbatches=2,
+        )
+    )
     ev = r.runtime.send_recv_events[0]
     assert ev.link == dev4.links.inter_node.name
     intra = run(llama70b, h100, tp=4, pp=2, batch=Batch.prefill(2, 1024))
@@ -162,6 +184,7 @@ def test_cross_node_pp_hop_uses_inter_node_link(llama70b, h100):
 
 def test_tp_shards_checked(llama70b):
     from simcast.core.errors import SimcastInputError
+
     with pytest.raises(SimcastInputError, match="num_attention_heads=64"):
         sharded_dims(llama70b, 3)
     assert sharded_dims(llama70b, 16).kv_heads == 1  # kv heads replicated beyond 8

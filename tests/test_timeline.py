@@ -19,8 +19,13 @@ anyfloat = st.floats(min_value=0.0, max_value=10.0, allow_nan=False, allow_infin
 def pipelines(draw, t=dyadic, identical=False):
     p = draw(st.integers(min_value=1, max_value=6))
     m = draw(st.integers(min_value=1, max_value=10))
-    rows = draw(st.lists(st.tuples(st.lists(t, min_size=p, max_size=p), st.lists(t, min_size=p - 1, max_size=p - 1)),
-                         min_size=1 if identical else m, max_size=1 if identical else m))
+    rows = draw(
+        st.lists(
+            st.tuples(st.lists(t, min_size=p, max_size=p), st.lists(t, min_size=p - 1, max_size=p - 1)),
+            min_size=1 if identical else m,
+            max_size=1 if identical else m,
+        )
+    )
     if identical:
         rows = rows * m
     return [list(c) for c, _ in rows], [list(s) for _, s in rows]
@@ -35,8 +40,10 @@ def receiver_stage_times(compute, send):
 def stage_times(compute, send):
     """The RFC's stage time per microbatch: compute + incoming + outgoing one-way times."""
     p = len(compute[0])
-    return [[c[s] + ((0.0 + (sd[s - 1] if s else 0.0)) + (sd[s] if s < p - 1 else 0.0)) for s in range(p)]
-            for c, sd in zip(compute, send)]
+    return [
+        [c[s] + ((0.0 + (sd[s - 1] if s else 0.0)) + (sd[s] if s < p - 1 else 0.0)) for s in range(p)]
+        for c, sd in zip(compute, send)
+    ]
 
 
 MODES = ["receiver", "blocking", "overlap"]
@@ -70,16 +77,18 @@ def test_blocking_equals_fill_drain_for_identical_microbatches(cs):
 @given(pipelines())
 def test_blocking_equals_flow_shop_exactly(cs):
     compute, send = cs
-    assert schedule_pipeline(compute, send, send_recv="blocking").makespan_s == \
-        flow_shop_latency(stage_times(compute, send))
+    assert schedule_pipeline(compute, send, send_recv="blocking").makespan_s == flow_shop_latency(
+        stage_times(compute, send)
+    )
 
 
 @settings(max_examples=200, deadline=None)
 @given(pipelines(t=anyfloat))
 def test_blocking_equals_flow_shop_bitwise_for_any_floats(cs):
     compute, send = cs
-    assert schedule_pipeline(compute, send, send_recv="blocking").makespan_s == \
-        flow_shop_latency(stage_times(compute, send))
+    assert schedule_pipeline(compute, send, send_recv="blocking").makespan_s == flow_shop_latency(
+        stage_times(compute, send)
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -133,16 +142,24 @@ def test_by_hand_two_stages():
     rv = schedule_pipeline([[3.0, 3.0]] * 2, [[1.0]] * 2)
     assert rv.makespan_s == 11.0
     kinds = [(e.kind, e.stage, e.microbatch, e.start_s, e.end_s, e.resource) for e in rv.events]
-    assert kinds[:4] == [("compute", 0, 0, 0.0, 3.0, "stage0"), ("send", 0, 0, 3.0, 4.0, "link0->1"),
-                         ("recv", 1, 0, 3.0, 4.0, "stage1"), ("compute", 1, 0, 4.0, 7.0, "stage1")]
+    assert kinds[:4] == [
+        ("compute", 0, 0, 0.0, 3.0, "stage0"),
+        ("send", 0, 0, 3.0, 4.0, "link0->1"),
+        ("recv", 1, 0, 3.0, 4.0, "stage1"),
+        ("compute", 1, 0, 4.0, 7.0, "stage1"),
+    ]
     # stage 0 sent mb 1 at 6 s, but stage 1 posts its irecv only when free at 7 s: transfer 7-8, compute 8-11
     assert [(e.start_s, e.end_s) for e in rv.events if e.microbatch == 1 and e.stage == 1] == [(7.0, 8.0), (8.0, 11.0)]
     # RFC, blocking both sides: stage time 4 s each; 4 + 4 + 4 = 12 s
     tl = schedule_pipeline([[3.0, 3.0]] * 2, [[1.0]] * 2, send_recv="blocking")
     assert tl.makespan_s == 12.0
     kinds = [(e.kind, e.stage, e.microbatch, e.start_s, e.end_s) for e in tl.events]
-    assert kinds[:4] == [("compute", 0, 0, 0.0, 3.0), ("send", 0, 0, 3.0, 4.0),
-                         ("recv", 1, 0, 4.0, 5.0), ("compute", 1, 0, 5.0, 8.0)]
+    assert kinds[:4] == [
+        ("compute", 0, 0, 0.0, 3.0),
+        ("send", 0, 0, 3.0, 4.0),
+        ("recv", 1, 0, 4.0, 5.0),
+        ("compute", 1, 0, 5.0, 8.0),
+    ]
     # overlapped: 3 + 1 + 3, then mb 1 arrives at 7 and stage 1 is free at 7 → 10 s
     ov = schedule_pipeline([[3.0, 3.0]] * 2, [[1.0]] * 2, send_recv="overlap")
     assert ov.makespan_s == 10.0
@@ -162,11 +179,13 @@ def test_bad_inputs():
         schedule_pipeline([[1.0]], [[]], send_recv="sideways")
 
 
-@pytest.mark.parametrize("batch,m", [(Batch.prefill(4, 128), 4), (Batch.prefill(3, 100), 2),
-                                     (Batch.prefill(1, 300), 3)])
+@pytest.mark.parametrize(
+    "batch,m", [(Batch.prefill(4, 128), 4), (Batch.prefill(3, 100), 2), (Batch.prefill(1, 300), 3)]
+)
 def test_report_timeline_matches_report_latency(qwen06b, h100, batch, m):
-    r = simulate(SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=1, pp=4), batch=batch,
-                         num_microbatches=m))
+    r = simulate(
+        SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=1, pp=4), batch=batch, num_microbatches=m)
+    )
     tl = report_timeline(r)
     assert tl.makespan_s == pytest.approx(r.latency_s, rel=1e-12)
     assert tl.idle_fraction == pytest.approx(r.runtime.idle_fraction, rel=1e-9, abs=1e-12)

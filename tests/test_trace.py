@@ -18,9 +18,15 @@ def ops_of(t):
 @pytest.fixture(scope="module")
 def traces(qwen06b):
     sd = sharded_dims(qwen06b, 2)
-    return {kind: tr.get_trace(stage_key(qwen06b, sd, first, last, 5))
-            for kind, first, last in [("first", True, False), ("middle", False, False),
-                                      ("last", False, True), ("only", True, True)]}
+    return {
+        kind: tr.get_trace(stage_key(qwen06b, sd, first, last, 5))
+        for kind, first, last in [
+            ("first", True, False),
+            ("middle", False, False),
+            ("last", False, True),
+            ("only", True, True),
+        ]
+    }
 
 
 def test_edge_modules_per_stage(traces):
@@ -29,18 +35,35 @@ def test_edge_modules_per_stage(traces):
     assert "simcast::vocab_embedding" not in mid and "simcast::sample" not in mid and "index_select" not in mid
     assert "simcast::vocab_embedding" not in last and last[-1] == "simcast::sample"
     # last stage: final norm, gather of each request's last token, lm_head, logits all-gather (tp=2), sampler
-    assert last[-5:] == ["simcast::fused_add_rms_norm", "index_select", "linear", "simcast::all_gather",
-                         "simcast::sample"]
+    assert last[-5:] == [
+        "simcast::fused_add_rms_norm",
+        "index_select",
+        "linear",
+        "simcast::all_gather",
+        "simcast::sample",
+    ]
 
 
 def test_leaf_ops_stay_single_nodes(traces):
     layer = [o for o in traces["middle"].ops if o.scope == "layer0"]
     names = [o.op for o in layer]
     # one node per engine kernel, in engine order; Qwen3 adds q/k RMSNorm
-    assert names == ["simcast::fused_add_rms_norm", "linear", "simcast::rms_norm", "simcast::rms_norm",
-                     "simcast::rope", "simcast::kv_cache_write", "simcast::attention", "linear",
-                     "simcast::all_reduce", "simcast::fused_add_rms_norm", "linear", "simcast::silu_and_mul",
-                     "linear", "simcast::all_reduce"]
+    assert names == [
+        "simcast::fused_add_rms_norm",
+        "linear",
+        "simcast::rms_norm",
+        "simcast::rms_norm",
+        "simcast::rope",
+        "simcast::kv_cache_write",
+        "simcast::attention",
+        "linear",
+        "simcast::all_reduce",
+        "simcast::fused_add_rms_norm",
+        "linear",
+        "simcast::silu_and_mul",
+        "linear",
+        "simcast::all_reduce",
+    ]
     assert not any("bmm" in n or "softmax" in n or "matmul" in n for n in names)
 
 

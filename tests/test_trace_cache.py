@@ -27,6 +27,7 @@ def entry(fresh, tmp_path, monkeypatch):
     def compile_(key):
         compiles.append(key)
         return fresh
+
     monkeypatch.setattr(tracer, "compile_trace", compile_)
     tr.clear_memory_cache()
     tr.get_trace(fresh.key)
@@ -68,8 +69,9 @@ def _edit_pow_shape(d):
     _first_tensor(d)["shape"] = ["T**T**T"]
 
 
-@pytest.mark.parametrize("edit", [_edit_ops_empty, _edit_shape_times_1e6, _edit_unknown_op, _edit_unknown_dtype,
-                                  _edit_pow_shape])
+@pytest.mark.parametrize(
+    "edit", [_edit_ops_empty, _edit_shape_times_1e6, _edit_unknown_op, _edit_unknown_dtype, _edit_pow_shape]
+)
 def test_edited_entry_is_rebuilt(entry, fresh, edit):
     path, compiles = entry
     d = _load(path)
@@ -93,8 +95,10 @@ def test_not_utf8_entry_is_rebuilt(entry, fresh):
     assert tr.get_trace(fresh.key).ops == fresh.ops and compiles == [fresh.key]
 
 
-@pytest.mark.parametrize("expr", ["T**T**T", "T**2", "__import__('os')", "T." * 100, "(" * 200 + "T" + ")" * 200,
-                                  "T if R else S", "T/2", "1e9"])
+@pytest.mark.parametrize(
+    "expr",
+    ["T**T**T", "T**2", "__import__('os')", "T." * 100, "(" * 200 + "T" + ")" * 200, "T if R else S", "T/2", "1e9"],
+)
 def test_shape_whitelist(expr):
     with pytest.raises(ValueError):
         shape_fn(expr)
@@ -113,6 +117,7 @@ def test_known_ops_cover_every_leaf_op_and_formula():
 
     from simcast.cost.compute import OP_FORMULAS
     from simcast.trace.ir import KNOWN_OPS
+
     src = "".join(p.read_text() for p in (Path(__file__).parents[1] / "simcast" / "trace").glob("*.py"))
     leaf = {f"simcast::{n}" for n in re.findall(r'custom_op\(f"\{_LIB\}::(\w+)"', src)}
     assert len(leaf) >= 18 and leaf <= KNOWN_OPS

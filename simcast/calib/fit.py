@@ -29,15 +29,33 @@ from simcast.cost import kernels
 from simcast.cost.compute import launch_s, roofline_parts
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
-_BOUNDS = {"matmul": (0.2, 1.0), "matmul_half_m_ridge": (1e-3, 20.0), "matmul_half_n": (1e-3, 2e4),
-           "matmul_half_k": (1e-3, 2e4), "memory": (0.2, 1.0), "launch_overhead_s": (1e-7, 3e-5)}
-_X0 = {"matmul": 0.8, "matmul_half_m_ridge": 0.3, "matmul_half_n": 200.0, "matmul_half_k": 100.0,
-       "memory": 0.85, "launch_overhead_s": 4e-6}
+_BOUNDS = {
+    "matmul": (0.2, 1.0),
+    "matmul_half_m_ridge": (1e-3, 20.0),
+    "matmul_half_n": (1e-3, 2e4),
+    "matmul_half_k": (1e-3, 2e4),
+    "memory": (0.2, 1.0),
+    "launch_overhead_s": (1e-7, 3e-5),
+}
+_X0 = {
+    "matmul": 0.8,
+    "matmul_half_m_ridge": 0.3,
+    "matmul_half_n": 200.0,
+    "matmul_half_k": 100.0,
+    "memory": 0.85,
+    "launch_overhead_s": 4e-6,
+}
 ELEMENTWISE_KINDS = ("rms_norm", "add", "silu_and_mul", "rope")
 
 
-def least_squares(residual: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  robust: bool = False, iters: int = 60) -> np.ndarray:
+def least_squares(
+    residual: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    robust: bool = False,
+    iters: int = 60,
+) -> np.ndarray:
     """Minimise ``Σ r(x)²`` (or ``Σ |r(x)|`` when ``robust``) within box bounds by Levenberg–Marquardt."""
     x = np.clip(np.asarray(x0, float), lo, hi)
     scale = np.maximum(np.abs(x), 1e-12)
@@ -90,18 +108,33 @@ class _Work:
 
 
 def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
-    preds = [kernels.gemm(dev, int(m), int(n), int(k), str(dt))
-             for m, n, k, dt in zip(rows["m"], rows["n"], rows["k"], rows["dtype"])]
+    preds = [
+        kernels.gemm(dev, int(m), int(n), int(k), str(dt))
+        for m, n, k, dt in zip(rows["m"], rows["n"], rows["k"], rows["dtype"])
+    ]
     mnk = (rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
-    return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=mnk,
-                 unit="cube", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))
+    return _Work(
+        flops=np.array([p.flops for p in preds]),
+        bytes=np.array([p.bytes for p in preds]),
+        mnk=mnk,
+        unit="cube",
+        time_s=rows["time_s"].to_numpy(float),
+        dtype=str(rows["dtype"].iloc[0]),
+    )
 
 
 def _elementwise_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
     from simcast.calib.validate import predict_row
+
     preds = [predict_row(r, dev)[0] for r in rows.to_dict("records")]
-    return _Work(flops=np.array([p.flops for p in preds]), bytes=np.array([p.bytes for p in preds]), mnk=None,
-                 unit="vec", time_s=rows["time_s"].to_numpy(float), dtype=str(rows["dtype"].iloc[0]))
+    return _Work(
+        flops=np.array([p.flops for p in preds]),
+        bytes=np.array([p.bytes for p in preds]),
+        mnk=None,
+        unit="vec",
+        time_s=rows["time_s"].to_numpy(float),
+        dtype=str(rows["dtype"].iloc[0]),
+    )
 
 
 def model_time_s(work: _Work, dev: DeviceSpec) -> np.ndarray:
@@ -145,14 +178,15 @@ def fit_compute(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[Efficiency, dict[s
 
 
 # ------------------------------------------------------------------ links
-def _fit_alpha_beta(nbytes: np.ndarray, time_s: np.ndarray, factor: float, bw_max: float
-                    ) -> tuple[float, float, float]:
+def _fit_alpha_beta(nbytes: np.ndarray, time_s: np.ndarray, factor: float, bw_max: float) -> tuple[float, float, float]:
     """Robust fit of ``t = α + factor · bytes / β``: (α s, β bytes/s, median abs % error)."""
+
     def resid(x: np.ndarray) -> np.ndarray:
         return np.log((x[0] + factor * nbytes / x[1]) / time_s)
 
-    x = least_squares(resid, np.array([1e-5, 0.5 * bw_max]), np.array([0.0, 1e8]), np.array([1e-3, bw_max]),
-                      robust=True)
+    x = least_squares(
+        resid, np.array([1e-5, 0.5 * bw_max]), np.array([0.0, 1e8]), np.array([1e-3, bw_max]), robust=True
+    )
     return float(x[0]), float(x[1]), float(np.median(np.abs(np.exp(resid(x)) - 1)) * 100)
 
 
@@ -168,8 +202,9 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
         sel = rows[(rows["nodes"].fillna(1) > 1) == cross]
         p = sel[sel["kind"] == "p2p"]
         if len(p):
-            a, b, err = _fit_alpha_beta(p["bytes"].to_numpy(float), p["time_s"].to_numpy(float), 1.0,
-                                        link.bw_bytes_per_s)
+            a, b, err = _fit_alpha_beta(
+                p["bytes"].to_numpy(float), p["time_s"].to_numpy(float), 1.0, link.bw_bytes_per_s
+            )
             link = dataclasses.replace(link, latency_s=a, efficiency=min(b / link.bw_bytes_per_s, 1.0))
             errors[f"{name}.p2p"] = err
         fits = {(f.kind, f.gpus): f for f in link.collectives}
@@ -177,8 +212,9 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             n = int(gpus)
             ck = "all_reduce" if kind == "allreduce" else "all_gather"
             factor = (2.0 if ck == "all_reduce" else 1.0) * (n - 1) / n
-            a, b, err = _fit_alpha_beta(grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor,
-                                        4 * link.bw_bytes_per_s)
+            a, b, err = _fit_alpha_beta(
+                grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor, 4 * link.bw_bytes_per_s
+            )
             fits[(ck, n)] = CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)
             errors[f"{name}.{ck}.{n}"] = err
         new[name] = dataclasses.replace(link, collectives=tuple(sorted(fits.values(), key=lambda f: (f.kind, f.gpus))))
@@ -189,6 +225,7 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
 def calibrate(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[DeviceSpec, dict[str, float]]:
     """Fit everything the rows cover; returns the new device and median abs % error per fitted group."""
     from simcast.calib.validate import with_generic_columns
+
     rows = with_generic_columns(rows)  # a GEMM-only CSV has no nodes/gpus/bytes columns
     eff, e1 = fit_compute(rows, dev)
     links, e2 = fit_links(rows, dev)
@@ -203,12 +240,22 @@ def transfer(src: DeviceSpec, dst: DeviceSpec) -> DeviceSpec:
     Link latencies are copied; efficiencies and collective bus bandwidths scale with the
     ratio of ``dst``'s to ``src``'s link bandwidth.
     """
+
     def link(s: LinkSpec, d: LinkSpec) -> LinkSpec:
         ratio = d.bw_bytes_per_s / s.bw_bytes_per_s
-        return dataclasses.replace(d, latency_s=s.latency_s, efficiency=s.efficiency, collectives=tuple(
-            dataclasses.replace(f, bus_bw_bytes_per_s=f.bus_bw_bytes_per_s * ratio) for f in s.collectives))
+        return dataclasses.replace(
+            d,
+            latency_s=s.latency_s,
+            efficiency=s.efficiency,
+            collectives=tuple(
+                dataclasses.replace(f, bus_bw_bytes_per_s=f.bus_bw_bytes_per_s * ratio) for f in s.collectives
+            ),
+        )
 
-    links = dataclasses.replace(dst.links, intra_node=link(src.links.intra_node, dst.links.intra_node),
-                                inter_node=link(src.links.inter_node, dst.links.inter_node))
+    links = dataclasses.replace(
+        dst.links,
+        intra_node=link(src.links.intra_node, dst.links.intra_node),
+        inter_node=link(src.links.inter_node, dst.links.inter_node),
+    )
     keep = {f.name: getattr(src.efficiency, f.name) for f in dataclasses.fields(Efficiency)}
     return dataclasses.replace(dst, efficiency=Efficiency(**keep), links=links)

@@ -24,8 +24,11 @@ FIT_NOTE = "fit by simcast calibrate"
 CARRIED_NOTE = "carried over from"
 LINKS = ("intra_node", "inter_node")
 # Efficiency fields a profile file holds; the optional ones are unset at 0 (curves, vector_memory) or None.
-EFF_FIELDS = ("matmul", "vector", "memory", "launch_overhead_s") + GEMM_PARAMS[1:4] + (
-    "vector_memory", "vector_launch_overhead_s")
+EFF_FIELDS = (
+    ("matmul", "vector", "memory", "launch_overhead_s")
+    + GEMM_PARAMS[1:4]
+    + ("vector_memory", "vector_launch_overhead_s")
+)
 _OPTIONAL = set(GEMM_PARAMS[1:4]) | {"vector_memory", "vector_launch_overhead_s"}
 _CALIBRATION_HEAD = "calibration:                         # provenance of the fitted numbers (simcast calibrate)"
 
@@ -133,8 +136,11 @@ def _error_group(path: str) -> str:
 
 
 def _files_for(group: str, files: list[str]) -> str:
-    want = "_mlp.csv" if group in ("gemm", "elementwise") else ("send_recv.csv" if group.endswith("p2p")
-                                                                 else "all_reduce.csv")
+    want = (
+        "_mlp.csv"
+        if group in ("gemm", "elementwise")
+        else ("send_recv.csv" if group.endswith("p2p") else "all_reduce.csv")
+    )
     hit = [f for f in files if f.endswith(want)] or files
     return ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in hit)
 
@@ -142,12 +148,13 @@ def _files_for(group: str, files: list[str]) -> str:
 def fit_notes(errors: dict[str, float], files: list[str], snapshot: str) -> dict[str, str]:
     """``{path: note}`` for every value a fit produced: the files it used and its median error."""
     snap = f" (vidur snapshot {snapshot})" if any(f.startswith("vidur/") for f in files) else ""
-    return {p: f"{FIT_NOTE} on {_files_for(_error_group(p), files)}{snap}, median err {errors[_error_group(p)]:.1f}%"
-            for p in fitted_paths(errors)}
+    return {
+        p: f"{FIT_NOTE} on {_files_for(_error_group(p), files)}{snap}, median err {errors[_error_group(p)]:.1f}%"
+        for p in fitted_paths(errors)
+    }
 
 
-def transfer_notes(src: DeviceSpec, src_text: str, dst: DeviceSpec, dev: DeviceSpec
-                   ) -> tuple[dict[str, str], int, int]:
+def transfer_notes(src: DeviceSpec, src_text: str, dst: DeviceSpec, dev: DeviceSpec) -> tuple[dict[str, str], int, int]:
     """Notes for a profile carried over from ``src`` (its YAML ``src_text``) to ``dst``.
 
     Each note says what the value was on ``src`` — read from ``src``'s own line:
@@ -197,8 +204,10 @@ def _prior(comment: str, old: str) -> str:
 
 
 def _collective_line(f, note: str) -> str:
-    return (f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-            f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}}}" + (f"  # {note}" if note else ""))
+    return (
+        f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
+        f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}}}" + (f"  # {note}" if note else "")
+    )
 
 
 def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], provenance: list[str]) -> str:
@@ -235,8 +244,9 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     def _collectives(path: str, link: LinkSpec) -> None:
         if not link.collectives:
             return
-        out.append("    collectives:                   "
-                   "# t = latency_s + factor·bytes/bus_bw, per collective and group size")
+        out.append(
+            "    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size"
+        )
         for f in link.collectives:
             key = f"{path}.{f.kind}.{f.gpus}"
             if key not in notes and key in old_items:  # not produced by this run: the old line, label and all
@@ -264,8 +274,12 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
             seen.add(path)
             if is_set(path):
                 prior = _prior(comment, value)
-                out.append(_line(f"{' ' * indent}{key}: {_fmt(values[path] or 0.0)}",
-                                 notes[path] + (f"; prior {prior}" if prior else "")))
+                out.append(
+                    _line(
+                        f"{' ' * indent}{key}: {_fmt(values[path] or 0.0)}",
+                        notes[path] + (f"; prior {prior}" if prior else ""),
+                    )
+                )
             continue
         out.append(line)
         if not value:
@@ -283,24 +297,37 @@ def fit_provenance(body: str, where: str, date: str, errors: dict[str, float], o
     counts the values it says were fitted (this run or an earlier one on this
     device); an earlier block is kept under ``earlier``.
     """
-    lines = [f"source: {json.dumps(where)}", f"date: {json.dumps(date)}",
-             f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
-             f"fitted_in_this_run: {parameters(fitted_paths(errors))}",
-             f"fitted_parameters: {count_fitted(body)}"]
+    lines = [
+        f"source: {json.dumps(where)}",
+        f"date: {json.dumps(date)}",
+        f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
+        f"fitted_in_this_run: {parameters(fitted_paths(errors))}",
+        f"fitted_parameters: {count_fitted(body)}",
+    ]
     if old_block:
         lines.append(f"earlier: {json.dumps({k: v for k, v in old_block.items() if k != 'earlier'}, default=str)}")
     return lines
 
 
-def transfer_provenance(src: DeviceSpec, src_block: dict | None, date: str, carried: int, fitted_on_src: int
-                        ) -> list[str]:
+def transfer_provenance(
+    src: DeviceSpec, src_block: dict | None, date: str, carried: int, fitted_on_src: int
+) -> list[str]:
     """The ``calibration:`` block of a transfer: nothing fitted here; the source's own block, or that it has none."""
-    method = f"transfer from {src.name} (no measurement on this device)" if src_block else (
-        f"transfer from {src.name} (no measurement on this device; {src.name} has no calibration: block, "
-        "its values are uncalibrated priors)")
+    method = (
+        f"transfer from {src.name} (no measurement on this device)"
+        if src_block
+        else (
+            f"transfer from {src.name} (no measurement on this device; {src.name} has no calibration: block, "
+            "its values are uncalibrated priors)"
+        )
+    )
     lines = [f"method: {json.dumps(method)}"]
     if src_block:
         block = {k: v for k, v in src_block.items() if k != "earlier"}
         lines.append(f"source_calibration: {json.dumps(block, default=str)}")
-    return lines + [f"date: {json.dumps(date)}", "fitted_parameters: 0", f"carried_over_parameters: {carried}",
-                    f"carried_over_fitted_on_source: {fitted_on_src}"]
+    return lines + [
+        f"date: {json.dumps(date)}",
+        "fitted_parameters: 0",
+        f"carried_over_parameters: {carried}",
+        f"carried_over_fitted_on_source: {fitted_on_src}",
+    ]

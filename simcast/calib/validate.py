@@ -34,8 +34,24 @@ from simcast.inputs.limits import (
     MAX_TOKENS,
 )
 
-GENERIC_COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads",
-                   "head_dim", "bytes", "gpus", "nodes", "time_s")
+GENERIC_COLUMNS = (
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+)
 NETWORK_KINDS = ("allreduce", "allgather", "p2p")
 TOKEN_BANDS = (0, 32, 256, 1024, 4096, math.inf)
 BYTE_BANDS = (0, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, math.inf)
@@ -53,15 +69,25 @@ def _dtype(row: dict) -> str:
     return "bf16" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v)
 
 
-def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None
-                ) -> tuple[kernels.KernelPrediction, str]:
+def predict_row(
+    row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None
+) -> tuple[kernels.KernelPrediction, str]:
     """Predict one generic row on ``dev``; raises :class:`SimcastInputError` when it cannot."""
     kind, dt = row.get("kind"), _dtype(row)
     if kind == "gemm":
         return kernels.gemm(dev, _num(row, "m"), _num(row, "n"), _num(row, "k"), dt), ""
     if kind in ("attention_prefill", "attention_decode"):
-        return kernels.attention(dev, kind.split("_")[1], _num(row, "batch"), _num(row, "q_len"), _num(row, "kv_len"),
-                                 _num(row, "heads"), _num(row, "kv_heads"), _num(row, "head_dim"), dt), ""
+        return kernels.attention(
+            dev,
+            kind.split("_")[1],
+            _num(row, "batch"),
+            _num(row, "q_len"),
+            _num(row, "kv_len"),
+            _num(row, "heads"),
+            _num(row, "kv_heads"),
+            _num(row, "head_dim"),
+            dt,
+        ), ""
     if kind in ("allreduce", "allgather"):
         nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
         return kernels.collective(dev, kind, float(_num(row, "bytes")), _num(row, "gpus"), nodes), ""
@@ -72,22 +98,29 @@ def predict_row(row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | 
         return kernels.elementwise(dev, kind, _num(row, "m"), _num(row, "n"), dt), ""
     if kind == "rope":
         d = _num(row, "head_dim")
-        return kernels.elementwise(dev, "rope", _num(row, "m"), _num(row, "heads") * d, dt,
-                                   k_width=_num(row, "kv_heads") * d), ""
+        return kernels.elementwise(
+            dev, "rope", _num(row, "m"), _num(row, "heads") * d, dt, k_width=_num(row, "kv_heads") * d
+        ), ""
     if kind == "layer":
         name = row.get("model")
         if not isinstance(name, str) or not name or model is None:
             raise SimcastInputError("model", name, "a layer row needs a model column (e.g. meta-llama/Llama-2-7b-hf)")
         return kernels.layer(dev, model(name), _num(row, "batch"), _num(row, "gpus"), dt), ""
-    raise SimcastInputError("kind", kind, "allowed: gemm, attention_prefill, attention_decode, allreduce, allgather, "
-                                          "p2p, layer, rms_norm, add, silu_and_mul, rope")
+    raise SimcastInputError(
+        "kind",
+        kind,
+        "allowed: gemm, attention_prefill, attention_decode, allreduce, allgather, "
+        "p2p, layer, rms_norm, add, silu_and_mul, rope",
+    )
 
 
-def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
-                  load_device: Callable[[str], DeviceSpec] | None = None) -> pd.DataFrame:
+def predict_frame(
+    df: pd.DataFrame, device: str | DeviceSpec | None = None, load_device: Callable[[str], DeviceSpec] | None = None
+) -> pd.DataFrame:
     """``df`` plus ``predicted_s``, ``bound``, ``reason`` and ``abs_err_pct`` per row."""
     from simcast.inputs.loaders import load_device as _load_device
     from simcast.inputs.loaders import load_model
+
     load = load_device or _load_device
     devices: dict[str, Any] = {}
     models: dict[str, ModelSpec] = {}
@@ -136,6 +169,7 @@ def predict_frame(df: pd.DataFrame, device: str | DeviceSpec | None = None,
 
 def size_band(row: dict) -> str:
     """Message-size band for network rows, token band for compute rows."""
+
     def fmt_bytes(b: float) -> str:
         return "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
 
@@ -167,15 +201,22 @@ def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataF
     for key, g in df.groupby(keys, dropna=False, sort=True):
         e = g["abs_err_pct"].dropna()
         key = key if isinstance(key, tuple) else (key,)
-        out.append({**dict(zip(keys, key)), "rows": len(g), "unpredicted": int(g["predicted_s"].isna().sum()),
-                    "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
-                    "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan")})
+        out.append(
+            {
+                **dict(zip(keys, key)),
+                "rows": len(g),
+                "unpredicted": int(g["predicted_s"].isna().sum()),
+                "median_abs_err_pct": float(np.median(e)) if len(e) else float("nan"),
+                "p90_abs_err_pct": float(np.percentile(e, 90)) if len(e) else float("nan"),
+            }
+        )
     return pd.DataFrame(out)
 
 
 def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-markdown table; floats with one decimal."""
     cols = list(df.columns)
+
     def fmt(v: object) -> str:
         return f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
 
@@ -187,10 +228,16 @@ def markdown_table(df: pd.DataFrame) -> str:
 # Numeric columns of the generic schema: (lowest, highest, whole number). Empty cells are allowed
 # (a kind uses only some columns); every other cell must be a finite number in range.
 COLUMN_BOUNDS: dict[str, tuple[float, float, bool]] = {
-    **{c: (1, MAX_GEMM_DIM, True) for c in ("m", "n", "k")}, "batch": (1, MAX_REQUESTS, True),
-    "q_len": (1, MAX_TOKENS, True), "kv_len": (1, MAX_TOKENS, True), "heads": (1, MAX_HEADS, True),
-    "kv_heads": (1, MAX_HEADS, True), "head_dim": (1, MAX_HEAD_DIM, True), "gpus": (1, MAX_DEVICES, True),
-    "nodes": (1, MAX_DEVICES, True)}
+    **{c: (1, MAX_GEMM_DIM, True) for c in ("m", "n", "k")},
+    "batch": (1, MAX_REQUESTS, True),
+    "q_len": (1, MAX_TOKENS, True),
+    "kv_len": (1, MAX_TOKENS, True),
+    "heads": (1, MAX_HEADS, True),
+    "kv_heads": (1, MAX_HEADS, True),
+    "head_dim": (1, MAX_HEAD_DIM, True),
+    "gpus": (1, MAX_DEVICES, True),
+    "nodes": (1, MAX_DEVICES, True),
+}
 MAX_TIME_S = 1e6
 """A measured kernel time, seconds (11.6 days): anything longer is a unit mistake."""
 
@@ -215,9 +262,15 @@ def check_measured(df: pd.DataFrame, field: str) -> pd.DataFrame:
 
 
 FIT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "gemm": ("m", "n", "k"), "rms_norm": ("m", "n"), "add": ("m", "n"), "silu_and_mul": ("m", "n"),
-    "rope": ("m", "heads", "kv_heads", "head_dim"), "p2p": ("bytes",), "allreduce": ("bytes", "gpus"),
-    "allgather": ("bytes", "gpus")}
+    "gemm": ("m", "n", "k"),
+    "rms_norm": ("m", "n"),
+    "add": ("m", "n"),
+    "silu_and_mul": ("m", "n"),
+    "rope": ("m", "heads", "kv_heads", "head_dim"),
+    "p2p": ("bytes",),
+    "allreduce": ("bytes", "gpus"),
+    "allgather": ("bytes", "gpus"),
+}
 """The columns ``simcast calibrate`` needs on the rows of each kind it fits (validate reports such a row as
 unpredicted instead)."""
 
@@ -247,6 +300,7 @@ def with_generic_columns(df: pd.DataFrame) -> pd.DataFrame:
 def read_measured(path: str | Path) -> pd.DataFrame:
     """A measured CSV in the generic schema, or a Vidur profiling file as it is, through the checked loader."""
     from simcast.calib.vidur import is_vidur_file, read_vidur
+
     p = Path(path)
     field = f"measured {p.name}"
     df = read_vidur(p) if is_vidur_file(p) and p.is_file() else load_csv(p, "measured")

@@ -32,10 +32,38 @@ from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_P
 
 VIDUR_SNAPSHOT = "7d47513"
 DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
-LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
-             "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
-COLUMNS = ("kind", "device", "dtype", "m", "n", "k", "batch", "q_len", "kv_len", "heads", "kv_heads", "head_dim",
-           "bytes", "gpus", "nodes", "time_s", "model", "op", "source")
+LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+COLUMNS = (
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+    "model",
+    "op",
+    "source",
+)
 
 
 def is_vidur_file(path: str | Path) -> bool:
@@ -50,7 +78,7 @@ def _device(path: Path) -> str:
 
 def _source(path: Path) -> str:
     parts = path.resolve().parts
-    return "/".join(parts[parts.index("vidur"):]) if "vidur" in parts else path.name
+    return "/".join(parts[parts.index("vidur") :]) if "vidur" in parts else path.name
 
 
 _MAX_MS = 1e9  # a median op time in ms (11.6 days): finite and bounded
@@ -70,9 +98,16 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
     keys = ["num_tokens", "num_tensor_parallel_workers"]
     cols = [f"time_stats.{op}.median" for op in LAYER_OPS]
     shape = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd"]
-    raw = _numeric(load_csv(path, "measured"), path, {
-        "num_tokens": (1, MAX_BATCHED_TOKENS, True), "num_tensor_parallel_workers": (1, MAX_DEVICES, True),
-        **{c: (1, MAX_HIDDEN, True) for c in shape}, **{c: (0.0, _MAX_MS, False) for c in cols}})
+    raw = _numeric(
+        load_csv(path, "measured"),
+        path,
+        {
+            "num_tokens": (1, MAX_BATCHED_TOKENS, True),
+            "num_tensor_parallel_workers": (1, MAX_DEVICES, True),
+            **{c: (1, MAX_HIDDEN, True) for c in shape},
+            **{c: (0.0, _MAX_MS, False) for c in cols},
+        },
+    )
     d = raw.groupby(keys, as_index=False).agg({**{c: "mean" for c in cols}, **{c: "first" for c in shape}})
     model = "meta-llama/" + path.name.removesuffix("_mlp.csv")
     base = {"device": _device(path), "dtype": "fp16", "model": model, "source": _source(path)}
@@ -80,17 +115,30 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
     for r in d.to_dict("records"):
         t, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
         nh, nkv, h, ffn = (int(r[c]) for c in shape)
-        sd = shard(hidden=h, heads=nh, kv_heads=nkv, head_dim=h // nh, intermediate=ffn, vocab=1, tp=tp,
-                   name=model)
+        sd = shard(hidden=h, heads=nh, kv_heads=nkv, head_dim=h // nh, intermediate=ffn, vocab=1, tp=tp, name=model)
         ms = {op: float(r[f"time_stats.{op}.median"]) for op in LAYER_OPS}
         common = {**base, "gpus": tp, "batch": t}
         for op, (m, n, k) in sd.gemm_shapes(t).items():
             rows.append({**common, "kind": "gemm", "op": op, "m": m, "n": n, "k": k, "time_s": ms[op] / 1e3})
-        for op, kind, width in (("input_layernorm", "rms_norm", h), ("post_attention_layernorm", "rms_norm", h),
-                                ("mlp_act", "silu_and_mul", 2 * sd.intermediate), ("add", "add", h)):
+        for op, kind, width in (
+            ("input_layernorm", "rms_norm", h),
+            ("post_attention_layernorm", "rms_norm", h),
+            ("mlp_act", "silu_and_mul", 2 * sd.intermediate),
+            ("add", "add", h),
+        ):
             rows.append({**common, "kind": kind, "op": op, "m": t, "n": width, "time_s": ms[op] / 1e3})
-        rows.append({**common, "kind": "rope", "op": "attn_rope", "m": t, "heads": sd.q_heads,
-                     "kv_heads": sd.kv_heads, "head_dim": sd.head_dim, "time_s": ms["attn_rope"] / 1e3})
+        rows.append(
+            {
+                **common,
+                "kind": "rope",
+                "op": "attn_rope",
+                "m": t,
+                "heads": sd.q_heads,
+                "kv_heads": sd.kv_heads,
+                "head_dim": sd.head_dim,
+                "time_s": ms["attn_rope"] / 1e3,
+            }
+        )
         rows.append({**common, "kind": "layer", "op": "layer", "time_s": sum(ms.values()) / 1e3})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -102,14 +150,30 @@ def network_rows(path: str | Path) -> pd.DataFrame:
     kinds = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}
     coll = raw["collective"].iloc[0] if "collective" in raw else None
     require(coll in kinds, f"measured {path.name}: column collective", coll, f"allowed: {', '.join(kinds)}")
-    raw = _numeric(raw, path, {"size": (1, MAX_MESSAGE_BYTES, False), "num_workers": (1, MAX_DEVICES, True),
-                               "devices_per_node": (1, MAX_DEVICES_PER_NODE, True),
-                               f"time_stats.{coll}.median": (0.0, _MAX_MS, False)})
+    raw = _numeric(
+        raw,
+        path,
+        {
+            "size": (1, MAX_MESSAGE_BYTES, False),
+            "num_workers": (1, MAX_DEVICES, True),
+            "devices_per_node": (1, MAX_DEVICES_PER_NODE, True),
+            f"time_stats.{coll}.median": (0.0, _MAX_MS, False),
+        },
+    )
     kind = kinds[str(coll)]
-    out = pd.DataFrame({
-        "kind": kind, "device": _device(path), "dtype": "fp16", "bytes": raw["size"].astype(float),
-        "gpus": raw["num_workers"].astype(int), "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
-        "time_s": raw[f"time_stats.{coll}.median"].astype(float) / 1e3, "op": coll, "source": _source(path)})
+    out = pd.DataFrame(
+        {
+            "kind": kind,
+            "device": _device(path),
+            "dtype": "fp16",
+            "bytes": raw["size"].astype(float),
+            "gpus": raw["num_workers"].astype(int),
+            "nodes": (raw["num_workers"] // raw["devices_per_node"]).astype(int),
+            "time_s": raw[f"time_stats.{coll}.median"].astype(float) / 1e3,
+            "op": coll,
+            "source": _source(path),
+        }
+    )
     return out.reindex(columns=list(COLUMNS))
 
 

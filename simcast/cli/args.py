@@ -30,21 +30,26 @@ def parse_int(v: str) -> int | None:
 
 def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
     """An argparse type: an integer in ``[lo, hi]`` (``what`` says what the bound means)."""
+
     def parse(v: str) -> int:
         n = parse_int(v)
         kind = "a positive integer" if lo == 1 else f"an integer >= {lo}"
         if n is None:
             raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be {kind}")
         if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError(f"got {n if n.bit_length() < 128 else bounded_repr(v)}; must be {kind} "
-                                             f"<= {hi}" + (f" ({what})" if what else ""))
+            raise argparse.ArgumentTypeError(
+                f"got {n if n.bit_length() < 128 else bounded_repr(v)}; must be {kind} "
+                f"<= {hi}" + (f" ({what})" if what else "")
+            )
         return n
+
     parse.__name__ = "integer"
     return parse
 
 
 def float_in(lo: float, hi: float, what: str = "") -> Callable[[str], float]:
     """An argparse type: a finite number in ``(lo, hi]``."""
+
     def parse(v: str) -> float:
         try:
             x = float(v)
@@ -52,9 +57,11 @@ def float_in(lo: float, hi: float, what: str = "") -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a positive number") from None
         if not (math.isfinite(x) and lo < x <= hi):
             bound = f" and <= {hi:g}" if math.isfinite(hi) else ""
-            raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a finite number > {lo:g}{bound}"
-                                             + (f" ({what})" if what else ""))
+            raise argparse.ArgumentTypeError(
+                f"got {bounded_repr(v)}; must be a finite number > {lo:g}{bound}" + (f" ({what})" if what else "")
+            )
         return x
+
     parse.__name__ = "number"
     return parse
 

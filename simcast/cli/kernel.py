@@ -16,9 +16,13 @@ from simcast.core.errors import require
 # ------------------------------------------------------------------ kernel
 def add_kernel_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="kernel", required=True, parser_class=type(p))
-    for name, help_ in (("gemm", "one GEMM (M×K)·(K×N)"), ("attention", "one attention kernel"),
-                        ("allreduce", "NCCL-style all-reduce"), ("allgather", "NCCL-style all-gather"),
-                        ("p2p", "one send/recv between two GPUs")):
+    for name, help_ in (
+        ("gemm", "one GEMM (M×K)·(K×N)"),
+        ("attention", "one attention kernel"),
+        ("allreduce", "NCCL-style all-reduce"),
+        ("allgather", "NCCL-style all-gather"),
+        ("p2p", "one send/recv between two GPUs"),
+    ):
         s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
@@ -30,15 +34,20 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
             s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
             s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
-            s.add_argument("--kv-len", type=TOKENS, required=True,
-                           help="keys per request incl. the new tokens [<= 10^7]")
+            s.add_argument(
+                "--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]"
+            )
             s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
             s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
             s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
-            s.add_argument("--bytes", type=MESSAGE_BYTES, required=True,
-                           help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]")
+            s.add_argument(
+                "--bytes",
+                type=MESSAGE_BYTES,
+                required=True,
+                help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]",
+            )
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
@@ -49,6 +58,7 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
 def cmd_kernel(a: argparse.Namespace) -> int:
     from simcast.cost import kernels
     from simcast.inputs.loaders import load_device
+
     dev = load_device(a.device)
     if a.kernel == "gemm":
         p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype)
@@ -63,8 +73,9 @@ def cmd_kernel(a: argparse.Namespace) -> int:
     else:
         extra = f", {p.flops / 1e9:.3f} GFLOP" if p.flops else ""
         link = f" over {p.link}" if p.link else ""
-        print(f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, "
-              f"{p.bytes / 1e6:.3f} MB)")
+        print(
+            f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, {p.bytes / 1e6:.3f} MB)"
+        )
     return 0
 
 
@@ -72,11 +83,15 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
     p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
-    p.add_argument("--out", required=True, type=output_path("--out"),
-                   help="YAML file to write (may equal the input profile)")
-    p.add_argument("--transfer-from", default=None,
-                   help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
-                        "--device's peaks and link bandwidths")
+    p.add_argument(
+        "--out", required=True, type=output_path("--out"), help="YAML file to write (may equal the input profile)"
+    )
+    p.add_argument(
+        "--transfer-from",
+        default=None,
+        help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
+        "--device's peaks and link bandwidths",
+    )
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
@@ -89,6 +104,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.inputs.files import loads_yaml, read_text
     from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, read_yaml
     from simcast.inputs.schema import check
+
     base = load_device(a.device)
     src = _profile_path(a.device)
     text = read_text(src, "--device")
@@ -101,19 +117,23 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         dev = transfer(ref, base)
         notes, carried, fitted_on_src = py.transfer_notes(ref, read_text(ref_path, "--transfer-from"), base, dev)
         ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
-        out = py.update_profile_yaml(text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried,
-                                                                              fitted_on_src))
-        summary = (f"0 fitted parameters; {carried} values carried over from {ref.name}, "
-                   f"{fitted_on_src} of them fitted there")
+        out = py.update_profile_yaml(
+            text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried, fitted_on_src)
+        )
+        summary = (
+            f"0 fitted parameters; {carried} values carried over from {ref.name}, {fitted_on_src} of them fitted there"
+        )
     else:
         require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
-        rows = pd.concat([check_fit_columns(read_measured(m), f"measured {Path(m).name}") for m in a.measured],
-                         ignore_index=True)
+        rows = pd.concat(
+            [check_fit_columns(read_measured(m), f"measured {Path(m).name}") for m in a.measured], ignore_index=True
+        )
         rows = rows[rows.get("device", pd.Series([base.name] * len(rows))).fillna(base.name) == base.name]
         require(len(rows) > 0, "measured", a.measured, f"no rows for device {base.name}")
         dev, errors = calibrate(rows, base)
-        files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or \
-            [Path(m).name for m in a.measured]
+        files = sorted({str(s) for s in rows.get("source", pd.Series(dtype=str)).dropna()}) or [
+            Path(m).name for m in a.measured
+        ]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
         notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
         body = py.update_profile_yaml(text, dev, notes, [])
@@ -127,6 +147,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def _profile_path(name_or_path: str) -> Path:
     from simcast.inputs.loaders import profiles_dir
+
     return Path(name_or_path) if Path(name_or_path).is_file() else profiles_dir() / f"{name_or_path}.yaml"
 
 
@@ -139,9 +160,11 @@ def add_validate_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_validate(a: argparse.Namespace) -> int:
     from simcast.calib.validate import error_table, markdown_table, predict_frame, read_measured
+
     df = read_measured(a.measured)
     if a.device is not None:
         from simcast.inputs.loaders import load_device
+
         load_device(a.device)  # a bad --device is one error line, not one reason per row
     pred = predict_frame(df, a.device)
     if a.json:

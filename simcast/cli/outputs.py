@@ -37,14 +37,27 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 def add_output_args(p: argparse.ArgumentParser, *, trace: bool = True) -> None:
     """``--plot PATH`` and (unless ``trace=False``, e.g. for ``optimize``) ``--trace PATH``, ``--overlap``."""
     if trace:
-        p.add_argument("--trace", metavar="PATH", default=None, type=output_path("--trace"),
-                       help="write the step's timeline as a Chrome trace (JSON; open in Perfetto or chrome://tracing)")
-    p.add_argument("--plot", metavar="PATH", default=None, type=output_path("--plot", PLOT_SUFFIXES),
-                   help="write a figure (.png, .svg or .pdf)")
+        p.add_argument(
+            "--trace",
+            metavar="PATH",
+            default=None,
+            type=output_path("--trace"),
+            help="write the step's timeline as a Chrome trace (JSON; open in Perfetto or chrome://tracing)",
+        )
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=None,
+        type=output_path("--plot", PLOT_SUFFIXES),
+        help="write a figure (.png, .svg or .pdf)",
+    )
     if trace:
-        p.add_argument("--overlap", action="store_true",
-                       help="trace/Gantt with each hidden-state transfer overlapped with the receiver's earlier work "
-                            "(a lower bound) instead of the receiver waiting for it (what the latency assumes)")
+        p.add_argument(
+            "--overlap",
+            action="store_true",
+            help="trace/Gantt with each hidden-state transfer overlapped with the receiver's earlier work "
+            "(a lower bound) instead of the receiver waiting for it (what the latency assumes)",
+        )
 
 
 def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> Path:
@@ -67,12 +80,14 @@ def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> P
 
 def output_path(flag: str, suffixes: tuple[str, ...] = ()) -> Callable[[str], str]:
     """An argparse type for an output file flag: a bad path is a parse error (exit 2) before any work."""
+
     def parse(path: str) -> str:
         try:
             check_output_path(path, flag, suffixes)
         except SimcastInputError as e:
             raise argparse.ArgumentTypeError(f"got {bounded_repr(path)}; {e.allowed}") from None
         return path
+
     parse.__name__ = "path"
     return parse
 
@@ -109,18 +124,23 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
     trace_path, plot_path = getattr(args, "trace", None), getattr(args, "plot", None)
     if trace_path:
         from simcast.render.chrome_trace import chrome_trace
+
         tr = chrome_trace(report, send_recv=mode)
         text = json.dumps(tr, separators=(",", ":"))
         out = write_atomic(trace_path, "--trace", lambda tmp: tmp.write_text(text))
         od = tr["otherData"]
-        sys.stderr.write(f"simcast: wrote {out} ({len(tr['traceEvents'])} events, {od['send_recv']}, "
-                         f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n")
+        sys.stderr.write(
+            f"simcast: wrote {out} ({len(tr['traceEvents'])} events, {od['send_recv']}, "
+            f"makespan {od['timeline_makespan_ms']:.3f} ms; open in https://ui.perfetto.dev)\n"
+        )
     if plot_path:
         from simcast.render.plots import plot_report
+
         out = save_figure(plot_report(report, send_recv=mode), plot_path)
         sys.stderr.write(f"simcast: wrote {out}\n")
     if trace_path or plot_path:
         from simcast.sim.timeline import SEND_RECV_LABELS, report_timeline
+
         other_mode = "receiver" if mode == "overlap" else "overlap"
         other = report_timeline(report, send_recv=other_mode).makespan_s
         sys.stderr.write(f"simcast: the timeline with {SEND_RECV_LABELS[other_mode]} would take {other * 1e3:.3f} ms\n")
@@ -129,6 +149,7 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
 def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> Path:
     """``simcast optimize --plot``: the Pareto chart of the optimizer's table (see plots.plot_pareto)."""
     from simcast.render.plots import plot_pareto
+
     check_output_path(path, "--plot", PLOT_SUFFIXES)
     out = save_figure(plot_pareto(df, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")
@@ -138,6 +159,7 @@ def write_pareto_plot(df: pd.DataFrame, path: str, title: str | None = None) -> 
 def write_bench_plot(result: BenchResult, path: str, title: str | None = None) -> Path:
     """``simcast bench-serve --plot``: queue, running batch and KV use over time, TTFT/TPOT CDFs."""
     from simcast.render.bench_plots import plot_bench
+
     check_output_path(path, "--plot", PLOT_SUFFIXES)
     out = save_figure(plot_bench(result, title=title), path)
     sys.stderr.write(f"simcast: wrote {out}\n")

@@ -24,47 +24,92 @@ from simcast.serving.engines import ENGINE_CHOICES
 
 def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
     """``--engine`` (alias ``--runtime``) and the engine limits a user may override."""
-    p.add_argument("--engine", "--runtime", dest="runtime", default=default, choices=ENGINE_CHOICES,
-                   help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)")
-    p.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=BATCHED_TOKENS,
-                   default=None, help="token budget of one step [default: the engine's own; <= 10^9]")
-    p.add_argument("--max-num-seqs", type=REQUESTS, default=None,
-                   help="running requests per step [default: the engine's own; <= 10^6]")
+    p.add_argument(
+        "--engine",
+        "--runtime",
+        dest="runtime",
+        default=default,
+        choices=ENGINE_CHOICES,
+        help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        "--max-batched-tokens",
+        dest="max_batched_tokens",
+        type=BATCHED_TOKENS,
+        default=None,
+        help="token budget of one step [default: the engine's own; <= 10^9]",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=REQUESTS,
+        default=None,
+        help="running requests per step [default: the engine's own; <= 10^6]",
+    )
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", default=None,
-                   help="shipped model id or config.json path (last positional argument)")
+    p.add_argument(
+        "model", nargs="?", default=None, help="shipped model id or config.json path (last positional argument)"
+    )
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
     p.add_argument("--num-devices", type=DEVICES, required=True, help="devices in the deployment [<= 65536]")
     p.add_argument("--input-length", type=TOKENS, required=True, help="ISL, tokens [<= 10^7]")
     p.add_argument("--output-length", type=TOKENS, required=True, help="OSL, tokens [<= 10^7]")
-    p.add_argument("--tp-sizes", nargs="*", default=None,
-                   help="TP sizes; absent: powers of two <= num-devices; no value: same")
-    p.add_argument("--pp-sizes", nargs="*", default=None,
-                   help="PP sizes; absent: [1]; no value: powers of two <= num-devices")
-    p.add_argument("--ep-sizes", nargs="*", default=None,
-                   help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
-    p.add_argument("--moe-dp-sizes", nargs="*", default=None,
-                   help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices")
-    p.add_argument("--expert-imbalance", type=IMBALANCE, default=1.0,
-                   help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]")
-    p.add_argument("--kv-cache-dtype", choices=("auto", "bf16", "fp8"), default="auto",
-                   help="KV cache element type [default auto: the model dtype]")
-    p.add_argument("--batch-sizes", nargs="+", default=None,
-                   help="restrict concurrency per replica to these values (default: binary search up to 4096) "
-                        "[each <= 10^6]")
+    p.add_argument(
+        "--tp-sizes", nargs="*", default=None, help="TP sizes; absent: powers of two <= num-devices; no value: same"
+    )
+    p.add_argument(
+        "--pp-sizes", nargs="*", default=None, help="PP sizes; absent: [1]; no value: powers of two <= num-devices"
+    )
+    p.add_argument(
+        "--ep-sizes",
+        nargs="*",
+        default=None,
+        help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+    )
+    p.add_argument(
+        "--moe-dp-sizes",
+        nargs="*",
+        default=None,
+        help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+    )
+    p.add_argument(
+        "--expert-imbalance",
+        type=IMBALANCE,
+        default=1.0,
+        help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]",
+    )
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", "bf16", "fp8"),
+        default="auto",
+        help="KV cache element type [default auto: the model dtype]",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        nargs="+",
+        default=None,
+        help="restrict concurrency per replica to these values (default: binary search up to 4096) [each <= 10^6]",
+    )
     p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
-    p.add_argument("--partition", default="vllm",
-                   help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts")
+    p.add_argument(
+        "--partition",
+        default="vllm",
+        help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts",
+    )
     add_engine_args(p, default="vllm")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
-    p.add_argument("--emit", choices=("vllm", "sglang"), default=None,
-                   help="print each ranked layout's server launch command and the matching vllm bench serve line")
+    p.add_argument(
+        "--emit",
+        choices=("vllm", "sglang"),
+        default=None,
+        help="print each ranked layout's server launch command and the matching vllm bench serve line",
+    )
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     add_output_args(p, trace=False)
@@ -99,39 +144,60 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
     normalize_trailing_model(a)
     n = a.num_devices
-    space = SearchSpace(tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
-                        pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")), num_devices=n,
-                        ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
-                        moe_dp_sizes=tuple(resolve_search_sizes(a.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
-                        batch_sizes=tuple(a.batch_sizes or ()),
-                        ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
-                        tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"))
+    space = SearchSpace(
+        tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
+        pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")),
+        num_devices=n,
+        ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
+        moe_dp_sizes=tuple(resolve_search_sizes(a.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
+        batch_sizes=tuple(a.batch_sizes or ()),
+        ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
+        tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
+    )
     check_space(space)
     model, device = load_model(a.model), load_device(a.device, a.devices_per_node)
-    base = ServingConfig(model=model, device=device, parallel=ParallelSpec(world_size=1),
-                         workload=Workload(input_length=a.input_length, output_length=a.output_length,
-                                           max_batched_tokens=a.max_batched_tokens or 0),
-                         batch_size=1, partition=a.partition, runtime=a.runtime, max_num_seqs=a.max_num_seqs or 0,
-                         expert_imbalance=a.expert_imbalance, kv_cache_dtype=a.kv_cache_dtype)
+    base = ServingConfig(
+        model=model,
+        device=device,
+        parallel=ParallelSpec(world_size=1),
+        workload=Workload(
+            input_length=a.input_length, output_length=a.output_length, max_batched_tokens=a.max_batched_tokens or 0
+        ),
+        batch_size=1,
+        partition=a.partition,
+        runtime=a.runtime,
+        max_num_seqs=a.max_num_seqs or 0,
+        expert_imbalance=a.expert_imbalance,
+        kv_cache_dtype=a.kv_cache_dtype,
+    )
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     pts = points_dataframe(rows, lambda r: meets(r, space))
     if a.csv:
         write_atomic(a.csv, "--csv", lambda tmp: pts.to_csv(tmp, index=False))
     if a.plot:
-        write_pareto_plot(pts[pts["meets_limits"]], a.plot,
-                          f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}")
+        write_pareto_plot(
+            pts[pts["meets_limits"]],
+            a.plot,
+            f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}",
+        )
     launch = []
     if a.emit:
         from simcast.render.launch import launch_lines
         from simcast.serving.search import model_label
-        launch = [(model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
-                  for c in rows[:a.top]]
+
+        launch = [
+            (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+            for c in rows[: a.top]
+        ]
     if a.json:
-        out = {"rows": pts.to_dict(orient="records"),
-               "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected]}
+        out = {
+            "rows": pts.to_dict(orient="records"),
+            "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
+        }
         if a.emit:
-            out["launch"] = [{"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)}
-                             for lab, ll in launch]
+            out["launch"] = [
+                {"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)} for lab, ll in launch
+            ]
         print(json.dumps(out, indent=2))
         return 0
     lim = []
@@ -139,14 +205,18 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         lim.append(f"TTFT <= {a.ttft_limit:g} ms")
     if a.tpot_limit:
         lim.append(f"TPOT <= {a.tpot_limit:g} ms")
-    header = (f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
-              f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
-              + (f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if model.moe is not None else "")
-              + (f", limits {', '.join(lim)}" if lim else "") + "; ranked by token/s/device")
+    header = (
+        f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
+        f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+        + (f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if model.moe is not None else "")
+        + (f", limits {', '.join(lim)}" if lim else "")
+        + "; ranked by token/s/device"
+    )
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
     if a.emit:
         from simcast.render.launch import format_launch
+
         print("\n" + format_launch(launch, a.emit))
     return 0
 
@@ -166,10 +236,19 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
 
 
-SERVE_CONFIG_FLAGS = {"tp_size": "--tp", "pp_size": "--pp", "dp_size": "--dp", "world_size": "--world-size",
-                      "batch_size": "--batch", "input_length": "--input-length", "output_length": "--output-length",
-                      "device": "--device", "runtime": "--engine", "max_batched_tokens": "--max-num-batched-tokens",
-                      "max_num_seqs": "--max-num-seqs"}
+SERVE_CONFIG_FLAGS = {
+    "tp_size": "--tp",
+    "pp_size": "--pp",
+    "dp_size": "--dp",
+    "world_size": "--world-size",
+    "batch_size": "--batch",
+    "input_length": "--input-length",
+    "output_length": "--output-length",
+    "device": "--device",
+    "runtime": "--engine",
+    "max_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+}
 """The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
 
@@ -179,11 +258,20 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     from simcast.serving.search import layout_links
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
 
-    overrides = {"tp_size": a.tp, "pp_size": a.pp, "dp_size": a.dp, "world_size": a.world_size, "batch_size": a.batch,
-                 "input_length": a.input_length, "output_length": a.output_length, "device": a.device,
-                 "runtime": a.runtime, "max_batched_tokens": a.max_batched_tokens, "max_num_seqs": a.max_num_seqs}
-    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides,
-                                       SERVE_CONFIG_FLAGS)
+    overrides = {
+        "tp_size": a.tp,
+        "pp_size": a.pp,
+        "dp_size": a.dp,
+        "world_size": a.world_size,
+        "batch_size": a.batch,
+        "input_length": a.input_length,
+        "output_length": a.output_length,
+        "device": a.device,
+        "runtime": a.runtime,
+        "max_batched_tokens": a.max_batched_tokens,
+        "max_num_seqs": a.max_num_seqs,
+    }
+    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []

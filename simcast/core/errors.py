@@ -70,7 +70,7 @@ def _emit_container(v: Any, out: list[str], budget: int) -> int:
     out.append(opening)
     budget -= 1
     n = 0
-    for item in (v.items() if isinstance(v, dict) else v):
+    for item in v.items() if isinstance(v, dict) else v:
         if budget <= 0:
             out.append("...")
             return 0

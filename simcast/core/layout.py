@@ -59,9 +59,11 @@ def rank_groups(rank: int, par: ParallelSpec) -> RankGroups:
     tp = tuple(rank_of(d, p, i, par) for i in range(par.tp))
     pp = tuple(rank_of(d, i, t, par) for i in range(par.pp))
     dp = tuple(rank_of(i, p, t, par) for i in range(par.dp))
-    return RankGroups(tp_group=ParallelGroup(rank=rank, world_size=par.tp, rank_group=tp),
-                      pp_group=ParallelGroup(rank=rank, world_size=par.pp, rank_group=pp),
-                      dp_group=ParallelGroup(rank=rank, world_size=par.dp, rank_group=dp))
+    return RankGroups(
+        tp_group=ParallelGroup(rank=rank, world_size=par.tp, rank_group=tp),
+        pp_group=ParallelGroup(rank=rank, world_size=par.pp, rank_group=pp),
+        dp_group=ParallelGroup(rank=rank, world_size=par.dp, rank_group=dp),
+    )
 
 
 def node_of(rank: int, devices_per_node: int) -> int:
@@ -118,10 +120,14 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
     nodes = route(a, b, links.devices_per_node)
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
     slowest = min(edges, key=lambda e: e.effective_bw_bytes_per_s / max(1, e.mesh_links))
-    return Path(name=slowest.name, bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
-                latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
-                efficiency=slowest.efficiency, collectives=slowest.collectives,
-                cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node))
+    return Path(
+        name=slowest.name,
+        bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
+        latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
+        efficiency=slowest.efficiency,
+        collectives=slowest.collectives,
+        cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node),
+    )
 
 
 def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Path:
@@ -143,5 +149,4 @@ def stage_tp_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:
 
 def pp_hop_path(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) -> Path:
     """The path of a plan's send/recv edge: TP rank 0 of the source stage to TP rank 0 of the destination."""
-    return path_between(rank_of(0, edge.src_stage, 0, par), rank_of(0, edge.dst_stage, 0, par), links,
-                        par.world_size)
+    return path_between(rank_of(0, edge.src_stage, 0, par), rank_of(0, edge.dst_stage, 0, par), links, par.world_size)

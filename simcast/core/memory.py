@@ -16,8 +16,9 @@ def layer_weight_bytes(model: ModelSpec, sd: ShardedDims) -> int:
     return sd.layer_params * model.dtype_bytes
 
 
-def stage_weight_bytes(model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, mods: StageModuleSpec,
-                       par: ParallelSpec | None = None) -> int:
+def stage_weight_bytes(
+    model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, mods: StageModuleSpec, par: ParallelSpec | None = None
+) -> int:
     """Owned layers plus edge modules (embedding / norm / lm_head) on one rank of a stage.
     MoE / MLA / quantised models: per layer from :mod:`simcast.core.moe_memory` (``par`` gives ep, moe_tp)."""
     emb = sd.vocab_shard * model.hidden_size * model.dtype_bytes
@@ -41,8 +42,9 @@ def kv_bytes_per_token(model: ModelSpec, sd: ShardedDims, num_layers: int, kv_by
     return num_layers * kv_elements_per_token_layer(model, sd) * (kv_bytes or model.dtype_bytes)
 
 
-def stage_kv_cache_bytes(model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, batch: Batch,
-                         kv_bytes: int = 0) -> int:
+def stage_kv_cache_bytes(
+    model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, batch: Batch, kv_bytes: int = 0
+) -> int:
     """KV cache the batch holds on this stage: active layers only (sliding layers: the window)."""
     if not model.layer_types:
         return batch.kv_tokens * kv_bytes_per_token(model, sd, info.num_layers, kv_bytes)
@@ -51,8 +53,14 @@ def stage_kv_cache_bytes(model: ModelSpec, sd: ShardedDims, info: PipelineStageI
     return int(per * sum(n * sliding_tokens(model, i, t) for i in info.active_layer_indices for t, n in groups))
 
 
-def stage_kv_bytes_for(model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, requests: int,
-                       tokens_per_request: int, kv_bytes: int = 0) -> int:
+def stage_kv_bytes_for(
+    model: ModelSpec,
+    sd: ShardedDims,
+    info: PipelineStageInfo,
+    requests: int,
+    tokens_per_request: int,
+    kv_bytes: int = 0,
+) -> int:
     """KV of ``requests`` requests of ``tokens_per_request`` tokens each on this stage (serving memory)."""
     per = kv_bytes_per_token(model, sd, 1, kv_bytes)
     return int(per * requests * sum(sliding_tokens(model, i, tokens_per_request) for i in info.active_layer_indices))

@@ -37,11 +37,19 @@ class MoESpec:
         for f in ("num_experts", "top_k", "expert_intermediate"):
             v = getattr(self, f)
             require(isinstance(v, int) and v > 0, f"model.moe.{f}", v, "a positive integer is required")
-        require(self.top_k <= self.num_experts, "model.moe.top_k", self.top_k,
-                f"must be <= the number of experts ({self.num_experts})")
+        require(
+            self.top_k <= self.num_experts,
+            "model.moe.top_k",
+            self.top_k,
+            f"must be <= the number of experts ({self.num_experts})",
+        )
         require(self.num_shared_experts >= 0, "model.moe.num_shared_experts", self.num_shared_experts, "must be >= 0")
-        require(self.num_shared_experts == 0 or self.shared_intermediate > 0, "model.moe.shared_intermediate",
-                self.shared_intermediate, "must be > 0 when there are shared experts")
+        require(
+            self.num_shared_experts == 0 or self.shared_intermediate > 0,
+            "model.moe.shared_intermediate",
+            self.shared_intermediate,
+            "must be > 0 when there are shared experts",
+        )
         require(self.first_k_dense >= 0, "model.moe.first_k_dense", self.first_k_dense, "must be >= 0")
 
     def is_moe_layer(self, layer: int) -> bool:
@@ -83,8 +91,14 @@ class MLASpec:
 # Bytes per weight element, scales included:
 #   fp8 block-scaled: 1 byte + one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8 checkpoints)
 #   mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits
-WEIGHT_FORMAT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0,
-                                         "fp8_block": 1.0 + 4.0 / (128 * 128), "mxfp4": 4.25 / 8}
+WEIGHT_FORMAT_BYTES: dict[str, float] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp32": 4.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4.0 / (128 * 128),
+    "mxfp4": 4.25 / 8,
+}
 
 
 @dataclass(frozen=True, kw_only=True)

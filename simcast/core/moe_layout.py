@@ -32,8 +32,10 @@ def moe_layout_rule(devices: int, tp: int, pp: int, ep: int, moe_dp: int) -> tup
         return 0, f"{devices} devices not divisible by ep*moe_dp={ep * moe_dp} (devices % (ep*moe_dp) == 0)"
     stage = devices // pp
     if stage % (ep * moe_dp):
-        return 0, (f"stage-local MoE groups: the {stage} ranks of a stage (devices/pp) are not divisible by "
-                   f"ep*moe_dp={ep * moe_dp}")
+        return 0, (
+            f"stage-local MoE groups: the {stage} ranks of a stage (devices/pp) are not divisible by "
+            f"ep*moe_dp={ep * moe_dp}"
+        )
     return stage // (ep * moe_dp), ""
 
 
@@ -62,10 +64,13 @@ def moe_groups(rank: int, par: ParallelSpec) -> MoEGroups:
 
     return MoEGroups(
         ep_group=ParallelGroup(rank=rank, world_size=par.ep, rank_group=tuple(at(d, i, t) for i in range(par.ep))),
-        moe_tp_group=ParallelGroup(rank=rank, world_size=par.moe_tp,
-                                   rank_group=tuple(at(d, e, i) for i in range(par.moe_tp))),
-        moe_dp_group=ParallelGroup(rank=rank, world_size=par.moe_dp,
-                                   rank_group=tuple(at(i, e, t) for i in range(par.moe_dp))))
+        moe_tp_group=ParallelGroup(
+            rank=rank, world_size=par.moe_tp, rank_group=tuple(at(d, e, i) for i in range(par.moe_tp))
+        ),
+        moe_dp_group=ParallelGroup(
+            rank=rank, world_size=par.moe_dp, rank_group=tuple(at(i, e, t) for i in range(par.moe_dp))
+        ),
+    )
 
 
 def stage_moe_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:

@@ -38,12 +38,19 @@ def moe_shard(model: ModelSpec, par: ParallelSpec) -> MoEShard:
     require(m is not None, "ep_size", par.ep, f"{model.name} has no experts")
     assert m is not None
     require(m.num_experts % par.ep == 0, "ep_size", par.ep, f"must divide the {m.num_experts} experts of {model.name}")
-    require(m.expert_intermediate % par.moe_tp == 0, "moe_tp_size", par.moe_tp,
-            f"must divide moe_intermediate_size={m.expert_intermediate} of {model.name}")
+    require(
+        m.expert_intermediate % par.moe_tp == 0,
+        "moe_tp_size",
+        par.moe_tp,
+        f"must divide moe_intermediate_size={m.expert_intermediate} of {model.name}",
+    )
     shared = m.num_shared_experts * m.shared_intermediate
     require(shared % par.tp == 0, "tp_size", par.tp, f"must divide the shared experts' width {shared}")
-    return MoEShard(experts_local=m.num_experts // par.ep, expert_intermediate=m.expert_intermediate // par.moe_tp,
-                    shared_intermediate=shared // par.tp)
+    return MoEShard(
+        experts_local=m.num_experts // par.ep,
+        expert_intermediate=m.expert_intermediate // par.moe_tp,
+        shared_intermediate=shared // par.tp,
+    )
 
 
 def _fmt_bytes(model: ModelSpec, expert: bool) -> float:
@@ -58,13 +65,17 @@ def attention_rank_params(model: ModelSpec, sd: ShardedDims) -> tuple[int, int]:
     h, tp = model.hidden_size, sd.tp
     if model.mla is not None:
         a, hr = model.mla, model.num_heads // tp
-        gemm = (h * a.q_lora_rank + a.q_lora_rank * hr * a.qk_head_dim if a.q_lora_rank else h * hr * a.qk_head_dim)
+        gemm = h * a.q_lora_rank + a.q_lora_rank * hr * a.qk_head_dim if a.q_lora_rank else h * hr * a.qk_head_dim
         gemm += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * hr * (a.qk_nope_head_dim + a.v_head_dim)
         gemm += hr * a.v_head_dim * h
         return gemm, a.q_lora_rank + a.kv_lora_rank
     gemm = h * sd.qkv_width + sd.q_width * h
-    other = (sd.qkv_width if sd.attention_bias else 0) + (h if model.o_proj_bias else 0) + \
-        (2 * sd.head_dim if sd.qk_norm else 0) + (sd.q_heads if model.attention_sinks else 0)
+    other = (
+        (sd.qkv_width if sd.attention_bias else 0)
+        + (h if model.o_proj_bias else 0)
+        + (2 * sd.head_dim if sd.qk_norm else 0)
+        + (sd.q_heads if model.attention_sinks else 0)
+    )
     return gemm, other
 
 
@@ -78,8 +89,9 @@ def layer_weight_bytes_at(model: ModelSpec, sd: ShardedDims, par: ParallelSpec, 
         return w + 3 * h * sd.intermediate * _fmt_bytes(model, False)
     m, s = model.moe, moe_shard(model, par)
     assert m is not None
-    expert = 3 * h * s.expert_intermediate * _fmt_bytes(model, True) + \
-        ((2 * s.expert_intermediate + h) * b if m.expert_bias else 0)
+    expert = 3 * h * s.expert_intermediate * _fmt_bytes(model, True) + (
+        (2 * s.expert_intermediate + h) * b if m.expert_bias else 0
+    )
     router = (h * m.num_experts + (m.num_experts if m.router_bias else 0)) * b
     return w + s.experts_local * expert + router + 3 * h * s.shared_intermediate * _fmt_bytes(model, True)
 
@@ -105,9 +117,11 @@ def weight_format_note(model: ModelSpec) -> str:
     q = model.quant
     if q is None:
         return ""
-    return (f"weights from quantization_config ({q.method}): experts {q.expert_format} "
-            f"({WEIGHT_FORMAT_BYTES[q.expert_format]:.4g} B/elem), other GEMMs {q.dense_format}; "
-            f"embedding, lm_head, norms, router in {model.dtype}")
+    return (
+        f"weights from quantization_config ({q.method}): experts {q.expert_format} "
+        f"({WEIGHT_FORMAT_BYTES[q.expert_format]:.4g} B/elem), other GEMMs {q.dense_format}; "
+        f"embedding, lm_head, norms, router in {model.dtype}"
+    )
 
 
 def ceil_div(a: int, b: int) -> int:

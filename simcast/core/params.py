@@ -42,15 +42,27 @@ def attention_params(model: ModelSpec) -> int:
     h, hq = model.hidden_size, model.num_heads
     if model.mla is not None:
         a = model.mla
-        q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * hq * a.qk_head_dim) if a.q_lora_rank \
+        q = (
+            (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * hq * a.qk_head_dim)
+            if a.q_lora_rank
             else h * hq * a.qk_head_dim
-        kv = (h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
-              + a.kv_lora_rank * hq * (a.qk_nope_head_dim + a.v_head_dim))
+        )
+        kv = (
+            h * (a.kv_lora_rank + a.qk_rope_head_dim)
+            + a.kv_lora_rank
+            + a.kv_lora_rank * hq * (a.qk_nope_head_dim + a.v_head_dim)
+        )
         return q + kv + hq * a.v_head_dim * h
     d, hkv = model.head_dim, model.num_kv_heads
     qkv = (hq + 2 * hkv) * d
-    return (h * qkv + hq * d * h + (qkv if model.attention_bias else 0) + (h if model.o_proj_bias else 0)
-            + (2 * d if model.qk_norm else 0) + (hq if model.attention_sinks else 0))
+    return (
+        h * qkv
+        + hq * d * h
+        + (qkv if model.attention_bias else 0)
+        + (h if model.o_proj_bias else 0)
+        + (2 * d if model.qk_norm else 0)
+        + (hq if model.attention_sinks else 0)
+    )
 
 
 def layer_params(model: ModelSpec, layer: int) -> LayerParams:
@@ -59,13 +71,20 @@ def layer_params(model: ModelSpec, layer: int) -> LayerParams:
     common = dict(attention=attention_params(model), norms=2 * h)
     moe = model.moe
     if moe is None or not moe.is_moe_layer(layer):
-        return LayerParams(**common, dense_mlp=3 * h * model.intermediate_size, router=0, expert=0,
-                           num_experts=0, top_k=0, shared=0)
+        return LayerParams(
+            **common, dense_mlp=3 * h * model.intermediate_size, router=0, expert=0, num_experts=0, top_k=0, shared=0
+        )
     ie = moe.expert_intermediate
     expert = 3 * h * ie + ((2 * ie + h) if moe.expert_bias else 0)
-    return LayerParams(**common, dense_mlp=0, router=h * moe.num_experts + (moe.num_experts if moe.router_bias else 0),
-                       expert=expert, num_experts=moe.num_experts, top_k=moe.top_k,
-                       shared=moe.num_shared_experts * 3 * h * moe.shared_intermediate)
+    return LayerParams(
+        **common,
+        dense_mlp=0,
+        router=h * moe.num_experts + (moe.num_experts if moe.router_bias else 0),
+        expert=expert,
+        num_experts=moe.num_experts,
+        top_k=moe.top_k,
+        shared=moe.num_shared_experts * 3 * h * moe.shared_intermediate,
+    )
 
 
 def _edges(model: ModelSpec) -> tuple[int, int]:

@@ -103,38 +103,64 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
             counts_l[(pp - 2 - k) % pp if pp > 1 else 0] += 1
         counts = tuple(counts_l)
     elif partition == "balanced":
-        raise SimcastInputError("--partition", partition, "balanced needs stage costs: resolve it with "
-                                "simcast.sim.partition.resolve_partition (simulate/serving do) before building "
-                                "the plan")
+        raise SimcastInputError(
+            "--partition",
+            partition,
+            "balanced needs stage costs: resolve it with "
+            "simcast.sim.partition.resolve_partition (simulate/serving do) before building "
+            "the plan",
+        )
     else:
         try:
             counts = tuple(int(x) for x in partition.split(","))
         except ValueError:
-            raise SimcastInputError("--partition", partition,
-                                    "allowed: uniform, vllm, balanced, or comma-separated layer counts like "
-                                    "4,6,6,4") from None
+            raise SimcastInputError(
+                "--partition",
+                partition,
+                "allowed: uniform, vllm, balanced, or comma-separated layer counts like 4,6,6,4",
+            ) from None
         require(len(counts) == pp, "--partition", partition, f"needs exactly pp_size={pp} layer counts")
-        require(sum(counts) == total_layers, "--partition", partition,
-                f"layer counts must sum to the model's {total_layers} layers (got {sum(counts)})")
+        require(
+            sum(counts) == total_layers,
+            "--partition",
+            partition,
+            f"layer counts must sum to the model's {total_layers} layers (got {sum(counts)})",
+        )
     empty = [i for i, c in enumerate(counts) if c <= 0]
-    require(not empty, "--partition", partition,
-            f"stage(s) {empty} would get no decoder layer ({list(counts)}); every stage needs >= 1 layer")
+    require(
+        not empty,
+        "--partition",
+        partition,
+        f"stage(s) {empty} would get no decoder layer ({list(counts)}); every stage needs >= 1 layer",
+    )
     return counts
 
 
-def build_pipeline_stage_plan(total_layers: int, pp: int, partition: str = "vllm",
-                              tie_word_embeddings: bool = False) -> PipelineStagePlan:
+def build_pipeline_stage_plan(
+    total_layers: int, pp: int, partition: str = "vllm", tie_word_embeddings: bool = False
+) -> PipelineStagePlan:
     """Stage infos, edge-module ownership and send/recv edges for ``pp`` stages."""
     counts = partition_layers(total_layers, pp, partition)
     infos, specs, start = [], [], 0
     for i, c in enumerate(counts):
-        infos.append(PipelineStageInfo(stage_id=i, num_stages=pp, start_layer=start,
-                                       end_layer=start + c, total_layers=total_layers))
+        infos.append(
+            PipelineStageInfo(
+                stage_id=i, num_stages=pp, start_layer=start, end_layer=start + c, total_layers=total_layers
+            )
+        )
         last = i == pp - 1
-        specs.append(StageModuleSpec(stage_id=i, embedding=i == 0, final_norm=last, lm_head=last,
-                                     embedding_weights=i == 0 or (last and tie_word_embeddings),
-                                     input_kind="input_ids" if i == 0 else "inputs_embeds"))
+        specs.append(
+            StageModuleSpec(
+                stage_id=i,
+                embedding=i == 0,
+                final_norm=last,
+                lm_head=last,
+                embedding_weights=i == 0 or (last and tie_word_embeddings),
+                input_kind="input_ids" if i == 0 else "inputs_embeds",
+            )
+        )
         start += c
     edges = tuple(SendRecvEdge(src_stage=i, dst_stage=i + 1) for i in range(pp - 1))
-    return PipelineStagePlan(stage_infos=tuple(infos), stage_module_specs=tuple(specs),
-                             send_recv_edges=edges, partition=partition)
+    return PipelineStagePlan(
+        stage_infos=tuple(infos), stage_module_specs=tuple(specs), send_recv_edges=edges, partition=partition
+    )

@@ -52,9 +52,11 @@ class PipelineRuntimeEstimate:
     @property
     def breakdown(self) -> dict[str, float]:
         """``{compute, communication, bubble}`` in seconds, as the RFC defines them."""
-        return {"compute": sum(self.stage_compute_times_s),
-                "communication": sum(self.stage_comm_times_s),
-                "bubble": max(0.0, self.latency_s - sum(self.stage_times_s))}
+        return {
+            "compute": sum(self.stage_compute_times_s),
+            "communication": sum(self.stage_comm_times_s),
+            "bubble": max(0.0, self.latency_s - sum(self.stage_times_s)),
+        }
 
     @property
     def idle_fraction(self) -> float:
@@ -98,8 +100,9 @@ def flow_shop_latency(times_s: Sequence[Sequence[float]]) -> float:
     return prev[-1]
 
 
-def estimate_pipeline_runtime(compute_s: Sequence[Sequence[float]], comm_s: Sequence[Sequence[float]],
-                              events: Sequence[PipelineSendRecvEvent]) -> PipelineRuntimeEstimate:
+def estimate_pipeline_runtime(
+    compute_s: Sequence[Sequence[float]], comm_s: Sequence[Sequence[float]], events: Sequence[PipelineSendRecvEvent]
+) -> PipelineRuntimeEstimate:
     """Combine per-microbatch, per-stage compute and PP-comm times (``[m][s]``)."""
     m = len(compute_s)
     p = len(compute_s[0])
@@ -110,8 +113,14 @@ def estimate_pipeline_runtime(compute_s: Sequence[Sequence[float]], comm_s: Sequ
     comm = tuple(mean(comm_s, s) for s in range(p))
     st = tuple(c + k for c, k in zip(comp, comm))
     latency = fill_drain_latency(st, m) if identical else flow_shop_latency(stage_t)
-    return PipelineRuntimeEstimate(latency_s=latency, stage_compute_times_s=comp, stage_comm_times_s=comm,
-                                   stage_times_s=st, send_recv_events=tuple(events), num_microbatches=m)
+    return PipelineRuntimeEstimate(
+        latency_s=latency,
+        stage_compute_times_s=comp,
+        stage_comm_times_s=comm,
+        stage_times_s=st,
+        send_recv_events=tuple(events),
+        num_microbatches=m,
+    )
 
 
 def format_breakdowns(op_bound_s: dict[str, float], pp: dict[str, float] | None) -> str:
@@ -124,6 +133,9 @@ def format_breakdowns(op_bound_s: dict[str, float], pp: dict[str, float] | None)
     parts = [f"{k} {100 * op_bound_s.get(k, 0.0) / tot:.2f}" for k in ("Mem", "Comm", "Cube", "Vec")]
     if pp is not None:
         ptot = (pp["compute"] + pp["communication"] + pp["bubble"]) or 1.0
-        parts += [f"PP Compute {100 * pp['compute'] / ptot:.2f}", f"PP Comm {100 * pp['communication'] / ptot:.2f}",
-                  f"PP Bubble {100 * pp['bubble'] / ptot:.2f}"]
+        parts += [
+            f"PP Compute {100 * pp['compute'] / ptot:.2f}",
+            f"PP Comm {100 * pp['communication'] / ptot:.2f}",
+            f"PP Bubble {100 * pp['bubble'] / ptot:.2f}",
+        ]
     return " | ".join(parts)

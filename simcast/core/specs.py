@@ -56,19 +56,38 @@ class ModelSpec:
     num_mtp_layers: int = 0
 
     def __post_init__(self) -> None:
-        for f in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-                  "intermediate_size", "vocab_size"):
+        for f in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "vocab_size",
+        ):
             v = getattr(self, f)
             require(isinstance(v, int) and v > 0, f"model.{f}", v, "a positive integer is required")
-        require(self.num_heads % self.num_kv_heads == 0, "model.num_key_value_heads",
-                self.num_kv_heads, f"must divide num_attention_heads={self.num_heads}")
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            "model.num_key_value_heads",
+            self.num_kv_heads,
+            f"must divide num_attention_heads={self.num_heads}",
+        )
         require(self.dtype in DTYPE_BYTES, "model.dtype", self.dtype, f"allowed: {sorted(DTYPE_BYTES)}")
-        require(not self.layer_types or len(self.layer_types) == self.num_layers, "model.layer_types",
-                len(self.layer_types), f"needs one entry per layer ({self.num_layers})")
+        require(
+            not self.layer_types or len(self.layer_types) == self.num_layers,
+            "model.layer_types",
+            len(self.layer_types),
+            f"needs one entry per layer ({self.num_layers})",
+        )
         bad = sorted(set(self.layer_types) - {"full_attention", "sliding_attention"})
         require(not bad, "model.layer_types", bad, "allowed: full_attention, sliding_attention")
-        require("sliding_attention" not in self.layer_types or self.sliding_window > 0, "model.sliding_window",
-                self.sliding_window, "must be > 0 when a layer uses sliding_attention")
+        require(
+            "sliding_attention" not in self.layer_types or self.sliding_window > 0,
+            "model.sliding_window",
+            self.sliding_window,
+            "must be > 0 when a layer uses sliding_attention",
+        )
 
     def is_sliding(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
@@ -130,8 +149,11 @@ class LinkSpec:
         require(self.latency_s >= 0, f"link {self.name}.latency_s", self.latency_s, "must be >= 0")
         require(0 < self.efficiency <= 1, f"link {self.name}.efficiency", self.efficiency, "must be in (0, 1]")
         require(self.mesh_links >= 0, f"link {self.name}.mesh_links", self.mesh_links, "must be >= 0 (0: switched)")
-        object.__setattr__(self, "collectives", tuple(
-            c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives))
+        object.__setattr__(
+            self,
+            "collectives",
+            tuple(c if isinstance(c, CollectiveFit) else CollectiveFit(**c) for c in self.collectives),
+        )
 
     @property
     def effective_bw_bytes_per_s(self) -> float:
@@ -183,11 +205,14 @@ class Efficiency:
             v = getattr(self, f)
             require(0 < v <= 1, f"efficiency.{f}", v, "must be in (0, 1]")
         require(self.launch_overhead_s >= 0, "efficiency.launch_overhead_s", self.launch_overhead_s, "must be >= 0")
-        for f in ("matmul_half_m_ridge", "matmul_half_n",
-                  "matmul_half_k"):
+        for f in ("matmul_half_m_ridge", "matmul_half_n", "matmul_half_k"):
             require(getattr(self, f) >= 0, f"efficiency.{f}", getattr(self, f), "must be >= 0 (0 disables)")
-        require(self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,
-                "efficiency.vector_launch_overhead_s", self.vector_launch_overhead_s, "must be >= 0")
+        require(
+            self.vector_launch_overhead_s is None or self.vector_launch_overhead_s >= 0,
+            "efficiency.vector_launch_overhead_s",
+            self.vector_launch_overhead_s,
+            "must be >= 0",
+        )
         require(0 <= self.vector_memory <= 1, "efficiency.vector_memory", self.vector_memory, "must be in [0, 1]")
 
 
@@ -206,9 +231,13 @@ class DeviceSpec:
 
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
-        require(self.matmul_flops_per_s.get(dtype, 0) > 0, f"device.compute.matmul_flops_per_s.{dtype}", "missing",
-                f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}; "
-                f"add the {dtype} peak (FLOP/s) to its profile or pick another --dtype")
+        require(
+            self.matmul_flops_per_s.get(dtype, 0) > 0,
+            f"device.compute.matmul_flops_per_s.{dtype}",
+            "missing",
+            f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}; "
+            f"add the {dtype} peak (FLOP/s) to its profile or pick another --dtype",
+        )
         return self.matmul_flops_per_s[dtype]
 
     def vector_peak(self, dtype: str) -> float:
@@ -219,9 +248,13 @@ class DeviceSpec:
         an fp8 one. Any other missing dtype is an error naming the field.
         """
         key = "fp32" if dtype == "fp8" and "fp8" not in self.vector_flops_per_s else dtype
-        require(self.vector_flops_per_s.get(key, 0) > 0, f"device.compute.vector_flops_per_s.{key}", "missing",
-                f"device {self.name} has vector peaks for {sorted(self.vector_flops_per_s)}; "
-                f"add the {key} peak (FLOP/s) to its profile or pick another --dtype")
+        require(
+            self.vector_flops_per_s.get(key, 0) > 0,
+            f"device.compute.vector_flops_per_s.{key}",
+            "missing",
+            f"device {self.name} has vector peaks for {sorted(self.vector_flops_per_s)}; "
+            f"add the {key} peak (FLOP/s) to its profile or pick another --dtype",
+        )
         return self.vector_flops_per_s[key]
 
 
@@ -252,17 +285,33 @@ class ParallelSpec:
             require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
         if self.world_size == 0:
             object.__setattr__(self, "world_size", self.tp * self.pp * self.dp)
-        require(self.world_size == self.tp * self.pp * self.dp, "world_size", self.world_size,
-                f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}")
+        require(
+            self.world_size == self.tp * self.pp * self.dp,
+            "world_size",
+            self.world_size,
+            f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}",
+        )
         stage = self.tp * self.dp
-        require(stage % (self.ep * self.moe_dp) == 0, "ep_size*moe_dp_size", self.ep * self.moe_dp,
-                f"must divide the ranks of one stage, tp*dp = {stage} (world_size/pp; RFC: devices % (ep*moe_dp) == 0)")
+        require(
+            stage % (self.ep * self.moe_dp) == 0,
+            "ep_size*moe_dp_size",
+            self.ep * self.moe_dp,
+            f"must divide the ranks of one stage, tp*dp = {stage} (world_size/pp; RFC: devices % (ep*moe_dp) == 0)",
+        )
         if self.moe_tp == 0:
             object.__setattr__(self, "moe_tp", stage // (self.ep * self.moe_dp))
-        require(self.ep * self.moe_tp * self.moe_dp == stage, "moe_tp_size", self.moe_tp,
-                f"ep*moe_tp*moe_dp must equal tp*dp = {stage} (moe_tp = world_size/(pp*ep*moe_dp))")
-        require(not self.dp_attention or self.dp > 1, "enable_dp_attention", self.dp_attention,
-                "needs dp_size > 1 (attention data-parallel groups)")
+        require(
+            self.ep * self.moe_tp * self.moe_dp == stage,
+            "moe_tp_size",
+            self.moe_tp,
+            f"ep*moe_tp*moe_dp must equal tp*dp = {stage} (moe_tp = world_size/(pp*ep*moe_dp))",
+        )
+        require(
+            not self.dp_attention or self.dp > 1,
+            "enable_dp_attention",
+            self.dp_attention,
+            "needs dp_size > 1 (attention data-parallel groups)",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,8 +333,12 @@ class Batch:
     def __post_init__(self) -> None:
         q, c = tuple(self.query_lens), tuple(self.context_lens)
         n = tuple(self.counts) or (1,) * len(q)
-        require(len(q) == len(c) == len(n) and len(q) > 0,
-                "batch", len(q), "needs >= 1 request group with matching query/context/count lists")
+        require(
+            len(q) == len(c) == len(n) and len(q) > 0,
+            "batch",
+            len(q),
+            "needs >= 1 request group with matching query/context/count lists",
+        )
         require(all(x >= 1 for x in q), "query_len", min(q), "must be >= 1")
         require(all(x >= 0 for x in c), "context_len", min(c), "must be >= 0")
         require(all(isinstance(x, int) and x >= 1 for x in n), "count", min(n), "must be an integer >= 1")
@@ -354,10 +407,22 @@ class SimSpec:
     kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
-        require(self.expert_imbalance >= 1.0, "--expert-imbalance", self.expert_imbalance,
-                "must be >= 1 (1 = uniform routing)")
-        require(self.kv_cache_dtype in ("auto", "bf16", "fp8"), "--kv-cache-dtype", self.kv_cache_dtype,
-                "allowed: auto, bf16, fp8")
+        require(
+            self.expert_imbalance >= 1.0,
+            "--expert-imbalance",
+            self.expert_imbalance,
+            "must be >= 1 (1 = uniform routing)",
+        )
+        require(
+            self.kv_cache_dtype in ("auto", "bf16", "fp8"),
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
+            "allowed: auto, bf16, fp8",
+        )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
-        require(self.collective_algorithm in ("auto", "ring", "tree"), "collective_algorithm",
-                self.collective_algorithm, "allowed: auto, ring, tree")
+        require(
+            self.collective_algorithm in ("auto", "ring", "tree"),
+            "collective_algorithm",
+            self.collective_algorithm,
+            "allowed: auto, ring, tree",
+        )

@@ -86,8 +86,9 @@ def nbytes(t: TensorArg | None, dims: tuple[int, int, int]) -> float:
 
 
 def _io_bytes(rec: OpRecord, dims) -> float:
-    return sum(nbytes(a, dims) for a in rec.args if isinstance(a, TensorArg)) + \
-        sum(nbytes(o, dims) for o in rec.outputs)
+    return sum(nbytes(a, dims) for a in rec.args if isinstance(a, TensorArg)) + sum(
+        nbytes(o, dims) for o in rec.outputs
+    )
 
 
 OP_FORMULAS: dict[str, Callable[[OpRecord, CostContext], OpWork]] = {}
@@ -98,6 +99,7 @@ def formula(*names: str):
         for n in names:
             OP_FORMULAS[n] = fn
         return fn
+
     return deco
 
 
@@ -136,8 +138,9 @@ VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loo
 
 
 @lru_cache(maxsize=4096)
-def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], counts: tuple[int, ...],
-                    group: int) -> tuple[float, float]:
+def _attention_sums(
+    query_lens: tuple[int, ...], context_lens: tuple[int, ...], counts: tuple[int, ...], group: int
+) -> tuple[float, float]:
     """(query-key pairs, KV tokens read summed over query tiles) of a batch, weighted by group counts.
 
     Per request: pairs ``q·c + q(q+1)/2``; KV tokens ``ceil(q·group/128) · (c + (q+1)/2)``
@@ -162,13 +165,14 @@ def _elementwise(flops_per_out: float):
     def fn(rec: OpRecord, ctx: CostContext) -> OpWork:
         out = sum(numel(o, ctx.dims) for o in rec.outputs)
         return OpWork(flops=flops_per_out * out, bytes=_io_bytes(rec, ctx.dims), unit="vec")
+
     return fn
 
 
-formula("simcast::rms_norm")(_elementwise(4.0))          # x², mean, rsqrt·x, ·w
+formula("simcast::rms_norm")(_elementwise(4.0))  # x², mean, rsqrt·x, ·w
 formula("simcast::fused_add_rms_norm")(_elementwise(3.0))  # per output (2 outputs): add + norm
-formula("simcast::silu_and_mul")(_elementwise(5.0))      # sigmoid (~3), ·x, ·up
-formula("simcast::rope")(_elementwise(3.0))              # 2 mul + add per element, cos/sin cached
+formula("simcast::silu_and_mul")(_elementwise(5.0))  # sigmoid (~3), ·x, ·up
+formula("simcast::rope")(_elementwise(3.0))  # 2 mul + add per element, cos/sin cached
 
 
 @formula("simcast::kv_cache_write", "simcast::vocab_embedding", "index_select")
@@ -194,15 +198,18 @@ def _sample(rec: OpRecord, ctx: CostContext) -> OpWork:
 @formula("simcast::all_reduce")
 def _all_reduce(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.args[0], ctx.dims)
-    return OpWork(flops=0.0, bytes=size, unit="comm",
-                  comm_s=comm.all_reduce_s(size, int(rec.args[1]), ctx.tp_path, ctx.collective_algorithm))
+    return OpWork(
+        flops=0.0,
+        bytes=size,
+        unit="comm",
+        comm_s=comm.all_reduce_s(size, int(rec.args[1]), ctx.tp_path, ctx.collective_algorithm),
+    )
 
 
 @formula("simcast::all_gather")
 def _all_gather(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.outputs[0], ctx.dims)
-    return OpWork(flops=0.0, bytes=size, unit="comm",
-                  comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
+    return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
 
 
 def _saturation(size, half: float):
@@ -259,8 +266,9 @@ def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
 def launch_s(dev: DeviceSpec, unit: str) -> float:
     """Fixed per-kernel time: GEMM/attention kernels, or the vector kernels' own when fitted."""
     e = dev.efficiency
-    return e.vector_launch_overhead_s if unit == "vec" and e.vector_launch_overhead_s is not None \
-        else e.launch_overhead_s
+    return (
+        e.vector_launch_overhead_s if unit == "vec" and e.vector_launch_overhead_s is not None else e.launch_overhead_s
+    )
 
 
 def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
@@ -271,5 +279,12 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
     else:
         work = fn(rec, ctx)
     t, bound = roofline(work, ctx.device, work.dtype or dtype)
-    return OpCost(op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)", scope=rec.scope,
-                  count=count, flops=work.flops, bytes=work.bytes, time_s=t, bound=bound)
+    return OpCost(
+        op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)",
+        scope=rec.scope,
+        count=count,
+        flops=work.flops,
+        bytes=work.bytes,
+        time_s=t,
+        bound=bound,
+    )

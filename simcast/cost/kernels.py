@@ -57,14 +57,26 @@ def _positive(**dims: int) -> None:
 def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16") -> KernelPrediction:
     """``(M×K) @ (K×N)`` as the tracer records a linear layer: x (M, K), weight (N, K)."""
     _positive(m=m, n=n, k=k)
-    rec = OpRecord(op="linear", scope="kernel", args=(TensorArg(shape=_t(m, k), dtype=dtype),
-                                                      TensorArg(shape=_t(n, k), dtype=dtype), None),
-                   outputs=(TensorArg(shape=_t(m, n), dtype=dtype),))
+    rec = OpRecord(
+        op="linear",
+        scope="kernel",
+        args=(TensorArg(shape=_t(m, k), dtype=dtype), TensorArg(shape=_t(n, k), dtype=dtype), None),
+        outputs=(TensorArg(shape=_t(m, n), dtype=dtype),),
+    )
     return _cost("gemm", rec, dev, dtype)
 
 
-def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int,
-              head_dim: int, dtype: str = "bf16") -> KernelPrediction:
+def attention(
+    dev: DeviceSpec,
+    phase: str,
+    batch: int,
+    q_len: int,
+    kv_len: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: str = "bf16",
+) -> KernelPrediction:
     """Paged/flash attention for ``batch`` requests of ``q_len`` new tokens each.
 
     ``kv_len`` is the total keys per request including the new tokens (so the
@@ -78,30 +90,44 @@ def attention(dev: DeviceSpec, phase: str, batch: int, q_len: int, kv_len: int, 
     b = Batch(query_lens=(q_len,), context_lens=(kv_len - q_len,), counts=(batch,))
     kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
     q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
-    rec = OpRecord(op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim ** -0.5),
-                   outputs=(q,))
+    rec = OpRecord(
+        op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim**-0.5), outputs=(q,)
+    )
     return _cost(f"attention_{phase}", rec, dev, dtype, b)
 
 
-def elementwise(dev: DeviceSpec, op: str, tokens: int, width: int, dtype: str = "bf16",
-                k_width: int = 0) -> KernelPrediction:
+def elementwise(
+    dev: DeviceSpec, op: str, tokens: int, width: int, dtype: str = "bf16", k_width: int = 0
+) -> KernelPrediction:
     """A non-GEMM kernel on ``tokens`` rows: ``rms_norm``/``add`` of ``width``, ``silu_and_mul``
     of input width ``width`` (= 2·intermediate), ``rope`` on q of ``width`` and k of ``k_width``."""
     _positive(tokens=tokens, width=width)
     require(op in ELEMENTWISE_OPS, "elementwise op", op, f"allowed: {', '.join(ELEMENTWISE_OPS)}")
     x = TensorArg(shape=_t(tokens, width), dtype=dtype)
     if op == "rms_norm":
-        rec = OpRecord(op="simcast::rms_norm", scope="kernel", args=(x, TensorArg(shape=_t(width), dtype=dtype), 1e-6),
-                       outputs=(x,))
+        rec = OpRecord(
+            op="simcast::rms_norm",
+            scope="kernel",
+            args=(x, TensorArg(shape=_t(width), dtype=dtype), 1e-6),
+            outputs=(x,),
+        )
     elif op == "add":  # no registered formula: the generic memory-bound estimate (inputs + output once)
         rec = OpRecord(op="add", scope="kernel", args=(x, x), outputs=(x,))
     elif op == "silu_and_mul":
-        rec = OpRecord(op="simcast::silu_and_mul", scope="kernel", args=(x,),
-                       outputs=(TensorArg(shape=_t(tokens, width // 2), dtype=dtype),))
+        rec = OpRecord(
+            op="simcast::silu_and_mul",
+            scope="kernel",
+            args=(x,),
+            outputs=(TensorArg(shape=_t(tokens, width // 2), dtype=dtype),),
+        )
     else:
         k = TensorArg(shape=_t(tokens, k_width or width), dtype=dtype)
-        rec = OpRecord(op="simcast::rope", scope="kernel",
-                       args=(TensorArg(shape=_t(tokens), dtype="int64"), x, k, 128, 10000.0), outputs=(x, k))
+        rec = OpRecord(
+            op="simcast::rope",
+            scope="kernel",
+            args=(TensorArg(shape=_t(tokens), dtype="int64"), x, k, 128, 10000.0),
+            outputs=(x, k),
+        )
     return _cost(op, rec, dev, dtype)
 
 
@@ -114,8 +140,7 @@ def collective_path(dev: DeviceSpec, gpus: int, nodes: int = 1) -> Path:
     """The ring path of ``gpus`` ranks spread evenly over ``nodes`` nodes, with the link's fits."""
     _positive(gpus=gpus, nodes=nodes)
     require(gpus % nodes == 0, "--gpus", gpus, f"must be a multiple of --nodes={nodes}")
-    links = LinkTable(devices_per_node=gpus // nodes, intra_node=dev.links.intra_node,
-                      inter_node=dev.links.inter_node)
+    links = LinkTable(devices_per_node=gpus // nodes, intra_node=dev.links.intra_node, inter_node=dev.links.inter_node)
     return group_path(tuple(range(gpus)), links, gpus)
 
 
@@ -136,14 +161,16 @@ def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int 
 def p2p(dev: DeviceSpec, nbytes: float, cross_node: bool = False) -> KernelPrediction:
     """One-way send/recv between two GPUs in one node or on two nodes."""
     require(nbytes > 0, "--bytes", nbytes, "must be > 0")
-    links = LinkTable(devices_per_node=1 if cross_node else 2, intra_node=dev.links.intra_node,
-                      inter_node=dev.links.inter_node)
+    links = LinkTable(
+        devices_per_node=1 if cross_node else 2, intra_node=dev.links.intra_node, inter_node=dev.links.inter_node
+    )
     path = path_between(0, 1, links, 2)
     return _message("p2p", comm.p2p_s(nbytes, path), path.latency_s, nbytes, path)
 
 
-def layer_ops(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None
-              ) -> dict[str, KernelPrediction]:
+def layer_ops(
+    dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | None = None
+) -> dict[str, KernelPrediction]:
     """The linear and elementwise kernels of one decoder layer on one TP rank.
 
     Keys follow Vidur's per-op profile (``attn_pre_proj`` = fused QKV, ``attn_post_proj`` = o_proj,
@@ -172,5 +199,10 @@ def layer(dev: DeviceSpec, model: ModelSpec, tokens: int, tp: int, dtype: str | 
     """Sum of :func:`layer_ops` (one decoder layer without attention and collectives)."""
     ops = layer_ops(dev, model, tokens, tp, dtype)
     bound = max(("compute", "memory"), key=lambda b: sum(o.time_s for o in ops.values() if o.bound == b))
-    return KernelPrediction(kernel="layer", time_s=sum(o.time_s for o in ops.values()), bound=bound,
-                            flops=sum(o.flops for o in ops.values()), bytes=sum(o.bytes for o in ops.values()))
+    return KernelPrediction(
+        kernel="layer",
+        time_s=sum(o.time_s for o in ops.values()),
+        bound=bound,
+        flops=sum(o.flops for o in ops.values()),
+        bytes=sum(o.bytes for o in ops.values()),
+    )

@@ -149,8 +149,12 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
         q_tok = sum(ql * n for ql, n in zip(qs, ns))
         kv_tokens = q_tok + sum(cl * n for cl, n in zip(cs, ns))
         flops += 2.0 * kv_tokens * lat * heads * (nope + v) + 2.0 * heads * (nope + rope + v) * pairs
-        bytes_ += kv_tokens * (lat + rope) * b + kv_tokens * heads * (nope + v + nope + rope) * b * 2 \
-            + q_tok * heads * (nope + rope + v) * b + heads * (nope + v) * lat * b
+        bytes_ += (
+            kv_tokens * (lat + rope) * b
+            + kv_tokens * heads * (nope + v + nope + rope) * b * 2
+            + q_tok * heads * (nope + rope + v) * b
+            + heads * (nope + v) * lat * b
+        )
     if dec:
         r = sum(n for _, n in dec)
         ctxs = sum((cl + 1) * n for cl, n in dec)

@@ -56,8 +56,12 @@ def read_text(path: str | Path, field: str, max_bytes: int = MAX_TEXT_BYTES) -> 
         raise SimcastInputError(field, str(path), f"cannot be read ({e.strerror or e})") from None
     require(not stat.S_ISDIR(st.st_mode), field, str(path), "is a directory, not a file")
     require(stat.S_ISREG(st.st_mode), field, str(path), "is not a regular file")
-    require(st.st_size <= max_bytes, field, str(path),
-            f"is {st.st_size} bytes; files over {max_bytes // MIB} MiB are refused")
+    require(
+        st.st_size <= max_bytes,
+        field,
+        str(path),
+        f"is {st.st_size} bytes; files over {max_bytes // MIB} MiB are refused",
+    )
     try:
         with open(p, "rb") as f:
             data = f.read(max_bytes + 1)  # the size may change between stat and read
@@ -72,8 +76,9 @@ def decode_utf8(data: bytes, field: str, what: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise SimcastInputError(field, what, f"is not UTF-8 text (byte {e.start}, line {line}: "
-                                             f"{bounded_repr(data[e.start:e.start + 4])})") from None
+        raise SimcastInputError(
+            field, what, f"is not UTF-8 text (byte {e.start}, line {line}: {bounded_repr(data[e.start : e.start + 4])})"
+        ) from None
     return text.removeprefix("\ufeff")
 
 
@@ -105,8 +110,9 @@ def check_yaml_shape(text: str, field: str) -> None:
         for ev in yaml.parse(text, Loader=_SafeLoader):
             if isinstance(ev, yaml.AliasEvent):
                 line = ev.start_mark.line + 1 if ev.start_mark else "?"
-                raise SimcastInputError(field, f"*{ev.anchor}", f"YAML aliases are not supported (line {line}); "
-                                                                "write the value out")
+                raise SimcastInputError(
+                    field, f"*{ev.anchor}", f"YAML aliases are not supported (line {line}); write the value out"
+                )
             if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -151,6 +157,7 @@ def json_depth(text: str) -> int:
     import re
 
     import numpy as np
+
     bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)  # drop string contents: brackets there do not nest
     b = np.frombuffer(bare.encode("utf-8", "replace"), dtype=np.uint8)
     step = np.zeros(b.shape, dtype=np.int64)
@@ -216,9 +223,19 @@ def load_csv(path: str | Path, field: str, max_bytes: int = MAX_CSV_BYTES) -> pd
     return df
 
 
-def numeric_column(df: pd.DataFrame, col: str, field: str, *, required: bool = False, lo: float | None = None,
-                   hi: float | None = None, lo_open: bool = False, integer: bool = False,
-                   where: pd.Series | None = None, lines: Sequence[int] | None = None) -> pd.Series:
+def numeric_column(
+    df: pd.DataFrame,
+    col: str,
+    field: str,
+    *,
+    required: bool = False,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    integer: bool = False,
+    where: pd.Series | None = None,
+    lines: Sequence[int] | None = None,
+) -> pd.Series:
     """Column ``col`` of a :func:`load_csv` frame as numbers (int64 when every cell is a whole number,
     as ``pandas.read_csv`` infers); empty cells NaN.
 
@@ -232,8 +249,7 @@ def numeric_column(df: pd.DataFrame, col: str, field: str, *, required: bool = F
     import pandas as pd
 
     if col not in df:
-        require(not required or (where is not None and not where.any()), f"{field}: column {col}", None,
-                "is required")
+        require(not required or (where is not None and not where.any()), f"{field}: column {col}", None, "is required")
         return pd.Series(np.nan, index=df.index, dtype=float)
     text = df[col].astype(str).str.strip().where(df[col].notna(), "")
     empty = text.eq("")
@@ -261,6 +277,7 @@ def numeric_column(df: pd.DataFrame, col: str, field: str, *, required: bool = F
         require(math.isfinite(v), at, cell, "must be a finite number")
         require(not integer or v.is_integer(), at, cell, "must be a whole number")
         rng = (f"({lo:g}, " if lo_open else f"[{lo:g}, ") if lo is not None else "(-inf, "
-        raise SimcastInputError(at, cell, f"must be in {rng}{hi:g}]" if hi is not None else
-                                f"must be {'>' if lo_open else '>='} {lo:g}")
+        raise SimcastInputError(
+            at, cell, f"must be in {rng}{hi:g}]" if hi is not None else f"must be {'>' if lo_open else '>='} {lo:g}"
+        )
     return vals

@@ -80,15 +80,27 @@ MAX_TEXT_CHARS = 65536
 """A free-text field (a profile's description)."""
 
 TABLE: tuple[tuple[str, float, str], ...] = (
-    ("requests per step, concurrency, batch sizes (`--batch`, `--batch-sizes`, `--max-num-seqs`, "
-     "`--max-concurrency`, `workload.batch_size`)", MAX_REQUESTS, "10^6"),
-    ("tokens per request (`--input-length`, `--output-length`, `--context-length`, `--q-len`, `--kv-len`, "
-     "`--random-*-len`, `workload.*_length`)", MAX_TOKENS, "10^7"),
+    (
+        "requests per step, concurrency, batch sizes (`--batch`, `--batch-sizes`, `--max-num-seqs`, "
+        "`--max-concurrency`, `workload.batch_size`)",
+        MAX_REQUESTS,
+        "10^6",
+    ),
+    (
+        "tokens per request (`--input-length`, `--output-length`, `--context-length`, `--q-len`, `--kv-len`, "
+        "`--random-*-len`, `workload.*_length`)",
+        MAX_TOKENS,
+        "10^7",
+    ),
     ("tokens per step (`--max-num-batched-tokens`, `workload.max_batched_tokens`)", MAX_BATCHED_TOKENS, "10^9"),
     ("microbatches (`--microbatches`, `parallel_config.microbatches`)", MAX_MICROBATCHES, "4096"),
     ("pipeline stages x microbatches", MAX_STAGE_MICROBATCHES, "2^16"),
-    ("devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
-     "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)", MAX_DEVICES, "65536"),
+    (
+        "devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
+        "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)",
+        MAX_DEVICES,
+        "65536",
+    ),
     ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),
     ("requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows)", MAX_BENCH_PROMPTS, "10^5"),
     ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),

@@ -31,8 +31,13 @@ from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 from simcast.inputs.schema import Int, Num, Str, check
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
-SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", **MOE_ARCHITECTURES}
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    **MOE_ARCHITECTURES,
+}
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -61,8 +66,9 @@ def resolve_model_path(name_or_path: str) -> Path:
     shipped = models_dir() / name_or_path / "config.json"
     if shipped.is_file():
         return shipped
-    raise SimcastInputError("--model", name_or_path,
-                            f"not a config.json path or a shipped model; shipped: {', '.join(shipped_models())}")
+    raise SimcastInputError(
+        "--model", name_or_path, f"not a config.json path or a shipped model; shipped: {', '.join(shipped_models())}"
+    )
 
 
 def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
@@ -71,16 +77,24 @@ def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
     cfg = load_json(path, "config.json")
     require(isinstance(cfg, dict), "config.json", str(path), "must hold a JSON object")
     own = cfg.get("_name_or_path")
-    name = name_or_path if not Path(name_or_path).exists() else (own if isinstance(own, str) and own else
-                                                                 str(name_or_path))
+    name = (
+        name_or_path
+        if not Path(name_or_path).exists()
+        else (own if isinstance(own, str) and own else str(name_or_path))
+    )
     return model_from_hf_config(cfg, name=name, dtype=dtype)
 
 
 _BOUNDS: dict[str, Any] = {
-    "hidden_size": Int(1, MAX_HIDDEN), "intermediate_size": Int(1, MAX_HIDDEN), "head_dim": Int(1, MAX_HIDDEN),
-    "num_attention_heads": Int(1, MAX_HEADS), "num_key_value_heads": Int(1, MAX_HEADS),
-    "num_hidden_layers": Int(1, MAX_LAYERS), "vocab_size": Int(1, MAX_VOCAB),
-    "rms_norm_eps": Num(0.0, 1.0, lo_open=True), "rope_theta": Num(0.0, 1e15, lo_open=True),
+    "hidden_size": Int(1, MAX_HIDDEN),
+    "intermediate_size": Int(1, MAX_HIDDEN),
+    "head_dim": Int(1, MAX_HIDDEN),
+    "num_attention_heads": Int(1, MAX_HEADS),
+    "num_key_value_heads": Int(1, MAX_HEADS),
+    "num_hidden_layers": Int(1, MAX_LAYERS),
+    "vocab_size": Int(1, MAX_VOCAB),
+    "rms_norm_eps": Num(0.0, 1.0, lo_open=True),
+    "rope_theta": Num(0.0, 1e15, lo_open=True),
 }
 
 
@@ -100,17 +114,28 @@ def _get(cfg: dict, key: str, kind: Any, default: Any = None) -> Any:
 # decoder does not model: (allowed value test, what is allowed). A key that is absent or null is fine.
 # Everything else (rope_scaling, max_position_embeddings, token ids, dropout, ...) leaves the cost of
 # a forward step unchanged and is ignored (README, "Model configs").
-_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-             "moe_intermediate_size", "shared_expert_intermediate_size")
+_MOE_KEYS = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+)
 _UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "mlp_bias": (lambda v: v is False, "MLP biases are not modelled (allowed: false)"),
     "hidden_act": (lambda v: v == "silu", "the MLP is modelled as SiLU-and-mul (allowed: silu)"),
 }
 _UNMODELLED_DENSE: dict[str, tuple[Callable[[Any], bool], str]] = {  # the MoE families read these themselves
-    "quantization_config": (lambda v: False, "quantized checkpoints are not modelled for a dense architecture; "
-                                             "use the unquantized config and --dtype"),
-    **{k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
-       for k in _MOE_KEYS},
+    "quantization_config": (
+        lambda v: False,
+        "quantized checkpoints are not modelled for a dense architecture; use the unquantized config and --dtype",
+    ),
+    **{
+        k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
+        for k in _MOE_KEYS
+    },
 }
 _WINDOWED_FAMILIES = ("mistral", "mixtral")  # HF applies sliding_window when set; Qwen only with use_sliding_window
 
@@ -125,46 +150,71 @@ def _check_modelled(cfg: dict, family: str) -> None:
         return
     window = cfg.get("sliding_window")
     windowed = window is not None and (family in _WINDOWED_FAMILIES or cfg.get("use_sliding_window") is True)
-    require(not windowed, "config.json:sliding_window", window,
-            "sliding-window attention is not modelled for this architecture; set it to null for full attention")
+    require(
+        not windowed,
+        "config.json:sliding_window",
+        window,
+        "sliding-window attention is not modelled for this architecture; set it to null for full attention",
+    )
 
 
 def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> ModelSpec:
     archs = cfg.get("architectures") or []
-    require(isinstance(archs, list) and all(isinstance(a, str) for a in archs), "config.json:architectures", archs,
-            "must be a list of class names")
+    require(
+        isinstance(archs, list) and all(isinstance(a, str) for a in archs),
+        "config.json:architectures",
+        archs,
+        "must be a list of class names",
+    )
     arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
     if arch is None:
         mt = cfg.get("model_type")
         arch = next((a for a, t in SUPPORTED_ARCHITECTURES.items() if t == mt), None)
     if arch is None:
-        raise SimcastInputError("config.json:architectures", archs or cfg.get("model_type"),
-                                f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+        raise SimcastInputError(
+            "config.json:architectures",
+            archs or cfg.get("model_type"),
+            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
+        )
     family = SUPPORTED_ARCHITECTURES[arch]
     _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
     if cfg.get("head_dim") is None:  # HF's default when the key is absent or null
-        require(hidden % heads == 0, "config.json:hidden_size", hidden,
-                f"must be a multiple of num_attention_heads={heads} when head_dim is not given")
+        require(
+            hidden % heads == 0,
+            "config.json:hidden_size",
+            hidden,
+            f"must be a multiple of num_attention_heads={heads} when head_dim is not given",
+        )
         head_dim = hidden // heads
     else:
         head_dim = _get(cfg, "head_dim", int)
     hf_dtype = cfg.get("torch_dtype", "bfloat16")
     torch_dtype = dtype or (_HF_DTYPES.get(hf_dtype) if isinstance(hf_dtype, str) else None)
     if torch_dtype not in DTYPE_BYTES:
-        raise SimcastInputError("config.json:torch_dtype" if dtype is None else "dtype", dtype or hf_dtype,
-                                f"allowed: {', '.join(sorted(_HF_DTYPES))}")
+        raise SimcastInputError(
+            "config.json:torch_dtype" if dtype is None else "dtype",
+            dtype or hf_dtype,
+            f"allowed: {', '.join(sorted(_HF_DTYPES))}",
+        )
     fields: dict[str, Any] = dict(
-        name=name, architecture=arch, hidden_size=hidden,
-        num_layers=_get(cfg, "num_hidden_layers", int), num_heads=heads,
-        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads), head_dim=head_dim,
-        intermediate_size=_get(cfg, "intermediate_size", int), vocab_size=_get(cfg, "vocab_size", int),
+        name=name,
+        architecture=arch,
+        hidden_size=hidden,
+        num_layers=_get(cfg, "num_hidden_layers", int),
+        num_heads=heads,
+        num_kv_heads=_get(cfg, "num_key_value_heads", int, heads),
+        head_dim=head_dim,
+        intermediate_size=_get(cfg, "intermediate_size", int),
+        vocab_size=_get(cfg, "vocab_size", int),
         tie_word_embeddings=_get(cfg, "tie_word_embeddings", bool, False),
-        rms_norm_eps=_get(cfg, "rms_norm_eps", float, 1e-6), rope_theta=_get(cfg, "rope_theta", float, 10000.0),
+        rms_norm_eps=_get(cfg, "rms_norm_eps", float, 1e-6),
+        rope_theta=_get(cfg, "rope_theta", float, 10000.0),
         qk_norm=family == "qwen3",
         attention_bias=True if family == "qwen2" else _get(cfg, "attention_bias", bool, False),
-        dtype=torch_dtype)
+        dtype=torch_dtype,
+    )
     fields.update(architecture_fields(cfg, family, torch_dtype))  # MoE / MLA / layer types / quantization
     return ModelSpec(**fields)
 
@@ -173,21 +223,37 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
 _SECONDS = Num(0.0, MAX_LATENCY_S)
 _FRACTION = Num(0.0, 1.0, lo_open=True)
 _BW = Num(0.0, MAX_BW_BYTES_PER_S, lo_open=True)
-_COLLECTIVE_SCHEMA: dict[str, Any] = {"kind": Str(64), "gpus": Int(2, MAX_DEVICES), "latency_s": _SECONDS,
-                                      "bus_bw_bytes_per_s": _BW}
-_LINK_SCHEMA: dict[str, Any] = {"name": Str(256), "bw_bytes_per_s": _BW, "latency_s": _SECONDS,
-                                "efficiency": _FRACTION, "collectives?": [_COLLECTIVE_SCHEMA],
-                                "mesh_links?": Int(0, MAX_DEVICES_PER_NODE)}
+_COLLECTIVE_SCHEMA: dict[str, Any] = {
+    "kind": Str(64),
+    "gpus": Int(2, MAX_DEVICES),
+    "latency_s": _SECONDS,
+    "bus_bw_bytes_per_s": _BW,
+}
+_LINK_SCHEMA: dict[str, Any] = {
+    "name": Str(256),
+    "bw_bytes_per_s": _BW,
+    "latency_s": _SECONDS,
+    "efficiency": _FRACTION,
+    "collectives?": [_COLLECTIVE_SCHEMA],
+    "mesh_links?": Int(0, MAX_DEVICES_PER_NODE),
+}
 _PROFILE_SCHEMA: dict[str, Any] = {
-    "name": Str(256), "description": Str(MAX_TEXT_CHARS),
+    "name": Str(256),
+    "description": Str(MAX_TEXT_CHARS),
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
     "memory": {"hbm_bytes": Int(1, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
-    "efficiency": {"matmul": _FRACTION, "vector": _FRACTION, "memory": _FRACTION, "launch_overhead_s": _SECONDS,
-                   "matmul_half_m_ridge?": Num(0.0, 1e6), "matmul_half_n?": Num(0.0, MAX_HALF_POINT),
-                   "matmul_half_k?": Num(0.0, MAX_HALF_POINT), "vector_memory?": Num(0.0, 1.0),
-                   "vector_launch_overhead_s?": _SECONDS},
-    "links": {"devices_per_node": Int(1, MAX_DEVICES_PER_NODE), "intra_node": _LINK_SCHEMA,
-              "inter_node": _LINK_SCHEMA},
+    "efficiency": {
+        "matmul": _FRACTION,
+        "vector": _FRACTION,
+        "memory": _FRACTION,
+        "launch_overhead_s": _SECONDS,
+        "matmul_half_m_ridge?": Num(0.0, 1e6),
+        "matmul_half_n?": Num(0.0, MAX_HALF_POINT),
+        "matmul_half_k?": Num(0.0, MAX_HALF_POINT),
+        "vector_memory?": Num(0.0, 1.0),
+        "vector_launch_overhead_s?": _SECONDS,
+    },
+    "links": {"devices_per_node": Int(1, MAX_DEVICES_PER_NODE), "intra_node": _LINK_SCHEMA, "inter_node": _LINK_SCHEMA},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
 }
 _check = check  # the schema checker's former name here (kept for callers)
@@ -203,8 +269,12 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
     p = Path(name_or_path)
     if not p.is_file():
         p = profiles_dir() / f"{name_or_path}.yaml"
-    require(p.is_file(), "--device", name_or_path,
-            f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}")
+    require(
+        p.is_file(),
+        "--device",
+        name_or_path,
+        f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}",
+    )
     d = check(load_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
@@ -213,13 +283,19 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
     ln = d["links"]
     dpn = devices_per_node if devices_per_node is not None else ln["devices_per_node"]
     require(dpn >= 1, "--devices-per-node", dpn, "must be >= 1")
-    links = LinkTable(devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]),
-                      inter_node=LinkSpec(**ln["inter_node"]))
+    links = LinkTable(
+        devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]), inter_node=LinkSpec(**ln["inter_node"])
+    )
     mem = d["memory"]
     require(mem["hbm_bytes"] > 0, "memory.hbm_bytes", mem["hbm_bytes"], "must be > 0")
     require(mem["hbm_bw_bytes_per_s"] > 0, "memory.hbm_bw_bytes_per_s", mem["hbm_bw_bytes_per_s"], "must be > 0")
-    return DeviceSpec(name=d["name"], description=d["description"],
-                      matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
-                      vector_flops_per_s=d["compute"]["vector_flops_per_s"],
-                      hbm_bytes=d["memory"]["hbm_bytes"], hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
-                      efficiency=Efficiency(**d["efficiency"]), links=links)
+    return DeviceSpec(
+        name=d["name"],
+        description=d["description"],
+        matmul_flops_per_s=d["compute"]["matmul_flops_per_s"],
+        vector_flops_per_s=d["compute"]["vector_flops_per_s"],
+        hbm_bytes=d["memory"]["hbm_bytes"],
+        hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
+        efficiency=Efficiency(**d["efficiency"]),
+        links=links,
+    )

@@ -85,8 +85,9 @@ def check(node: Any, schema: Any, where: str = "") -> Any:
     if isinstance(schema, (Num, Int, Str)):
         return schema.check(node, where)
     if schema == "dtype_map":
-        require(isinstance(node, dict) and bool(node), where, node,
-                f"must map dtypes ({', '.join(DTYPE_BYTES)}) to FLOP/s")
+        require(
+            isinstance(node, dict) and bool(node), where, node, f"must map dtypes ({', '.join(DTYPE_BYTES)}) to FLOP/s"
+        )
         out = {}
         for k, v in node.items():
             require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")

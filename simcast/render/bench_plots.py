@@ -24,6 +24,7 @@ MS = 1e3
 @dataclass(frozen=True, kw_only=True)
 class StateSeries:
     """The engine state after each step, summed over replicas (each replica's last sample carried forward)."""
+
     time_s: np.ndarray
     running: np.ndarray
     waiting: np.ndarray
@@ -34,8 +35,9 @@ def state_series(r: BenchResult) -> StateSeries:
     """Totals over replicas at every sample time (a replica's state holds until its next step)."""
     t = np.array([s.time_s for s in r.samples])
     rid = np.array([s.replica for s in r.samples])
-    vals = np.array([(s.running, s.waiting, s.kv_used_blocks, s.kv_total_blocks) for s in r.samples],
-                    dtype=float).reshape(-1, 4)
+    vals = np.array(
+        [(s.running, s.waiting, s.kv_used_blocks, s.kv_total_blocks) for s in r.samples], dtype=float
+    ).reshape(-1, 4)
     times = np.unique(t)
     tot = np.zeros((times.size, 4))
     for k in np.unique(rid):  # forward-fill each replica's state onto the common clock, then add

@@ -19,8 +19,9 @@ def _weighted_percentile(v: np.ndarray, w: np.ndarray, p: float) -> float:
     return float(v[o][min(np.searchsorted(cw, p / 100 * cw[-1]), v.size - 1)])
 
 
-def bench_metrics(r: BenchResult, *, request_rate: float, burstiness: float, max_concurrency: int | None,
-                  num_prompts: int) -> dict:
+def bench_metrics(
+    r: BenchResult, *, request_rate: float, burstiness: float, max_concurrency: int | None, num_prompts: int
+) -> dict:
     """The keys ``vllm bench serve --save-result`` writes (times in ms, as there); TPOT per request =
     (E2E - TTFT) / (output - 1) for outputs > 1; ITL from the step gaps each decoding request saw."""
     reqs = r.requests
@@ -30,13 +31,23 @@ def bench_metrics(r: BenchResult, *, request_rate: float, burstiness: float, max
     ttft = np.array([x.ttft_s for x in reqs]) * 1e3
     e2el = np.array([x.e2e_s for x in reqs]) * 1e3
     tpot = np.array([(x.e2e_s - x.ttft_s) / (x.output_len - 1) for x in reqs if x.output_len > 1]) * 1e3
-    d: dict[str, Any] = {"backend": "simcast", "num_prompts": num_prompts,
-         "request_rate": "inf" if np.isinf(request_rate) else request_rate, "burstiness": burstiness,
-         "max_concurrency": max_concurrency, "duration": dur, "completed": len(reqs),
-         "failed": num_prompts - len(reqs), "total_input_tokens": tin, "total_output_tokens": tout,
-         "request_throughput": len(reqs) / dur, "request_goodput": None, "output_throughput": tout / dur,
-         "total_token_throughput": (tin + tout) / dur,
-         "max_concurrent_requests": max((s.running + s.waiting for s in r.samples), default=0)}
+    d: dict[str, Any] = {
+        "backend": "simcast",
+        "num_prompts": num_prompts,
+        "request_rate": "inf" if np.isinf(request_rate) else request_rate,
+        "burstiness": burstiness,
+        "max_concurrency": max_concurrency,
+        "duration": dur,
+        "completed": len(reqs),
+        "failed": num_prompts - len(reqs),
+        "total_input_tokens": tin,
+        "total_output_tokens": tout,
+        "request_throughput": len(reqs) / dur,
+        "request_goodput": None,
+        "output_throughput": tout / dur,
+        "total_token_throughput": (tin + tout) / dur,
+        "max_concurrent_requests": max((s.running + s.waiting for s in r.samples), default=0),
+    }
     for name, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
         v = v if v.size else np.zeros(1)
         d[f"mean_{name}_ms"] = float(v.mean())
@@ -55,19 +66,27 @@ def bench_metrics(r: BenchResult, *, request_rate: float, burstiness: float, max
 
 def format_bench(d: dict, header: str) -> str:
     """The block ``vllm bench serve`` prints, same labels."""
-    rows = [("Successful requests:", d["completed"]), ("Failed requests:", d["failed"]),
-            ("Maximum request concurrency:", d["max_concurrency"]),
-            ("Request rate configured (RPS):", d["request_rate"]),
-            ("Benchmark duration (s):", f"{d['duration']:.2f}"), ("Total input tokens:", d["total_input_tokens"]),
-            ("Total generated tokens:", d["total_output_tokens"]),
-            ("Request throughput (req/s):", f"{d['request_throughput']:.2f}"),
-            ("Output token throughput (tok/s):", f"{d['output_throughput']:.2f}"),
-            ("Peak concurrent requests:", d["max_concurrent_requests"]),
-            ("Total token throughput (tok/s):", f"{d['total_token_throughput']:.2f}")]
+    rows = [
+        ("Successful requests:", d["completed"]),
+        ("Failed requests:", d["failed"]),
+        ("Maximum request concurrency:", d["max_concurrency"]),
+        ("Request rate configured (RPS):", d["request_rate"]),
+        ("Benchmark duration (s):", f"{d['duration']:.2f}"),
+        ("Total input tokens:", d["total_input_tokens"]),
+        ("Total generated tokens:", d["total_output_tokens"]),
+        ("Request throughput (req/s):", f"{d['request_throughput']:.2f}"),
+        ("Output token throughput (tok/s):", f"{d['output_throughput']:.2f}"),
+        ("Peak concurrent requests:", d["max_concurrent_requests"]),
+        ("Total token throughput (tok/s):", f"{d['total_token_throughput']:.2f}"),
+    ]
     out = [header, "{s:{c}^50}".format(s=" Serving Benchmark Result (simulated) ", c="=")]
     out += [f"{k:<40}{v!s:<10}" for k, v in rows]
-    for name, title in (("ttft", "Time to First Token"), ("tpot", "Time per Output Token (excl. 1st token)"),
-                        ("itl", "Inter-token Latency"), ("e2el", "End-to-end Latency")):
+    for name, title in (
+        ("ttft", "Time to First Token"),
+        ("tpot", "Time per Output Token (excl. 1st token)"),
+        ("itl", "Inter-token Latency"),
+        ("e2el", "End-to-end Latency"),
+    ):
         out.append("{s:{c}^50}".format(s=title, c="-"))
         out.append(f"{'Mean ' + name.upper() + ' (ms):':<40}{d[f'mean_{name}_ms']:<10.2f}")
         out.append(f"{'Median ' + name.upper() + ' (ms):':<40}{d[f'median_{name}_ms']:<10.2f}")
@@ -78,6 +97,16 @@ def format_bench(d: dict, header: str) -> str:
 
 
 def request_rows(r: BenchResult) -> list[dict]:
-    return [{"sent_s": x.arrival_s, "input_len": x.input_len, "output_len": x.output_len, "ttft_s": x.ttft_s,
-             "e2e_s": x.e2e_s, "tpot_s": (x.e2e_s - x.ttft_s) / (x.output_len - 1) if x.output_len > 1 else None,
-             "preemptions": x.preemptions, "replica": x.replica} for x in r.requests]
+    return [
+        {
+            "sent_s": x.arrival_s,
+            "input_len": x.input_len,
+            "output_len": x.output_len,
+            "ttft_s": x.ttft_s,
+            "e2e_s": x.e2e_s,
+            "tpot_s": (x.e2e_s - x.ttft_s) / (x.output_len - 1) if x.output_len > 1 else None,
+            "preemptions": x.preemptions,
+            "replica": x.replica,
+        }
+        for x in r.requests
+    ]

@@ -48,8 +48,9 @@ def _op_names(ops: Sequence[OpCost], where: str) -> list[str]:
     return [n + " (TP)" if o.bound == "Comm" else n for n, o in zip(names, ops)]
 
 
-def stage_segments(ops: Sequence[OpCost], start_layer: int, num_layers: int
-                   ) -> list[tuple[str, list[tuple[str, OpCost]]]]:
+def stage_segments(
+    ops: Sequence[OpCost], start_layer: int, num_layers: int
+) -> list[tuple[str, list[tuple[str, OpCost]]]]:
     """The ordered groups of one stage's forward: ``[(name, [(op name, op), ...]), ...]``.
 
     Edge ops (``pre``: embedding; ``post``: final norm, lm_head, sampler) form
@@ -72,11 +73,20 @@ def stage_segments(ops: Sequence[OpCost], start_layer: int, num_layers: int
     return groups
 
 
-def _slice(name: str, cat: str, start_us: float, end_us: float, pid: int, tid: int,
-           args: dict[str, Any]) -> dict[str, Any]:
+def _slice(
+    name: str, cat: str, start_us: float, end_us: float, pid: int, tid: int, args: dict[str, Any]
+) -> dict[str, Any]:
     ts = round(start_us, 3)
-    return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": max(0.0, round(round(end_us, 3) - ts, 3)),
-            "pid": pid, "tid": tid, "args": args}
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": ts,
+        "dur": max(0.0, round(round(end_us, 3) - ts, 3)),
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
 
 
 def _children(ev: TimelineEvent, groups: list, detail: str, pid: int) -> list[dict[str, Any]]:
@@ -94,11 +104,35 @@ def _children(ev: TimelineEvent, groups: list, detail: str, pid: int) -> list[di
         for op_name, op in g:
             t_next = t + op.time_s * scale * US
             if detail == "op":
-                kids.append(_slice(op_name, "op", clamp(t), clamp(t_next), pid, 0, {
-                    "flops": op.flops, "bytes": op.bytes, "bound": op.bound, "op": op.op, "time_us": op.time_s * US}))
+                kids.append(
+                    _slice(
+                        op_name,
+                        "op",
+                        clamp(t),
+                        clamp(t_next),
+                        pid,
+                        0,
+                        {
+                            "flops": op.flops,
+                            "bytes": op.bytes,
+                            "bound": op.bound,
+                            "op": op.op,
+                            "time_us": op.time_s * US,
+                        },
+                    )
+                )
             t = t_next
-        out.append(_slice(name, "layer", clamp(g_start), clamp(t), pid, 0, {
-            "flops": sum(op.flops for _, op in g), "bytes": sum(op.bytes for _, op in g), "ops": len(g)}))
+        out.append(
+            _slice(
+                name,
+                "layer",
+                clamp(g_start),
+                clamp(t),
+                pid,
+                0,
+                {"flops": sum(op.flops for _, op in g), "bytes": sum(op.bytes for _, op in g), "ops": len(g)},
+            )
+        )
         out.extend(kids)
     return out
 
@@ -118,24 +152,39 @@ def choose_detail(report: Report, detail: str = "auto") -> str:
 
 def _metadata(report: Report) -> list[dict[str, Any]]:
     from simcast.core.layout import rank_of
+
     par = report.spec.parallel
     out: list[dict[str, Any]] = []
     for st in report.stages:
         r0 = rank_of(0, st.stage_id, 0, par)
         tp = f", TP ranks {r0}-{r0 + par.tp - 1}" if par.tp > 1 else ""
         name = f"PP stage {st.stage_id}: layers {st.start_layer}-{st.end_layer - 1} (rank {r0}{tp})"
-        out += [{"name": "process_name", "ph": "M", "pid": st.stage_id, "tid": 0, "args": {"name": name}},
-                {"name": "process_sort_index", "ph": "M", "pid": st.stage_id, "tid": 0,
-                 "args": {"sort_index": st.stage_id}}]
+        out += [
+            {"name": "process_name", "ph": "M", "pid": st.stage_id, "tid": 0, "args": {"name": name}},
+            {
+                "name": "process_sort_index",
+                "ph": "M",
+                "pid": st.stage_id,
+                "tid": 0,
+                "args": {"sort_index": st.stage_id},
+            },
+        ]
         for lane, tid in TIDS.items():
-            out += [{"name": "thread_name", "ph": "M", "pid": st.stage_id, "tid": tid, "args": {"name": lane}},
-                    {"name": "thread_sort_index", "ph": "M", "pid": st.stage_id, "tid": tid,
-                     "args": {"sort_index": tid}}]
+            out += [
+                {"name": "thread_name", "ph": "M", "pid": st.stage_id, "tid": tid, "args": {"name": lane}},
+                {"name": "thread_sort_index", "ph": "M", "pid": st.stage_id, "tid": tid, "args": {"sort_index": tid}},
+            ]
     return out
 
 
-def chrome_trace(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
-                 detail: str = "auto", timeline: Timeline | None = None) -> dict[str, Any]:
+def chrome_trace(
+    report: Report,
+    *,
+    send_recv: str = "receiver",
+    max_in_flight: int | None = None,
+    detail: str = "auto",
+    timeline: Timeline | None = None,
+) -> dict[str, Any]:
     """The report's forward step as a Trace Event Format dict (``{"traceEvents": [...], ...}``).
 
     ``send_recv``/``max_in_flight`` choose the timeline (:func:`simcast.sim.timeline.schedule_pipeline`;
@@ -154,13 +203,25 @@ def chrome_trace(report: Report, *, send_recv: str = "receiver", max_in_flight: 
         mb = report.microbatches[ev.microbatch]
         if ev.kind == "compute":
             mops = ops[ev.stage][ev.microbatch]
-            events.append(_slice(f"mb {ev.microbatch} compute", "compute", ev.start_s * US, ev.end_s * US,
-                                 ev.stage, TIDS["compute"], {
-                                     "microbatch": ev.microbatch, "tokens": mb.num_tokens,
-                                     "requests": mb.num_requests, "layers": st.num_layers,
-                                     "flops": sum(o.flops * o.count for o in mops),
-                                     "bytes": sum(o.bytes * o.count for o in mops),
-                                     "tp_comm_us": sum(o.time_s * o.count for o in mops if o.bound == "Comm") * US}))
+            events.append(
+                _slice(
+                    f"mb {ev.microbatch} compute",
+                    "compute",
+                    ev.start_s * US,
+                    ev.end_s * US,
+                    ev.stage,
+                    TIDS["compute"],
+                    {
+                        "microbatch": ev.microbatch,
+                        "tokens": mb.num_tokens,
+                        "requests": mb.num_requests,
+                        "layers": st.num_layers,
+                        "flops": sum(o.flops * o.count for o in mops),
+                        "bytes": sum(o.bytes * o.count for o in mops),
+                        "tp_comm_us": sum(o.time_s * o.count for o in mops if o.bound == "Comm") * US,
+                    },
+                )
+            )
             if level != "stage":
                 groups = stage_segments(mops, st.start_layer, st.num_layers)
                 events.extend(_children(ev, groups, level, ev.stage))
@@ -168,27 +229,66 @@ def chrome_trace(report: Report, *, send_recv: str = "receiver", max_in_flight: 
         hop = ev.stage if ev.kind == "send" else ev.peer
         m = msg.get((hop, ev.microbatch)) if hop is not None else None
         arrow = f"{ev.stage}->{ev.peer}" if ev.kind == "send" else f"{ev.peer}->{ev.stage}"
-        events.append(_slice(f"mb {ev.microbatch} {ev.kind} {arrow}", "pp_comm", ev.start_s * US, ev.end_s * US,
-                             ev.stage, TIDS[ev.kind], {
-                                 "microbatch": ev.microbatch, "peer_stage": ev.peer,
-                                 "bytes": m.message_bytes if m else None, "link": m.link if m else None,
-                                 "transfer_us": m.latency_s * US if m else None,
-                                 "all_gather_us": m.all_gather_s * US if m else None,
-                                 "send_recv": tl.send_recv}))
+        events.append(
+            _slice(
+                f"mb {ev.microbatch} {ev.kind} {arrow}",
+                "pp_comm",
+                ev.start_s * US,
+                ev.end_s * US,
+                ev.stage,
+                TIDS[ev.kind],
+                {
+                    "microbatch": ev.microbatch,
+                    "peer_stage": ev.peer,
+                    "bytes": m.message_bytes if m else None,
+                    "link": m.link if m else None,
+                    "transfer_us": m.latency_s * US if m else None,
+                    "all_gather_us": m.all_gather_s * US if m else None,
+                    "send_recv": tl.send_recv,
+                },
+            )
+        )
         if ev.kind == "send":  # flow arrow from this send to the matching recv
             flow_id += 1
             recv = recvs.get((ev.peer, ev.microbatch)) if ev.peer is not None else None
             if recv is not None:
                 mid = lambda e: round((e.start_s + e.end_s) / 2 * US, 3)  # noqa: E731
-                events += [{"name": "hidden states", "cat": "pp_comm", "ph": "s", "id": flow_id, "ts": mid(ev),
-                            "pid": ev.stage, "tid": TIDS["send"]},
-                           {"name": "hidden states", "cat": "pp_comm", "ph": "f", "bp": "e", "id": flow_id,
-                            "ts": mid(recv), "pid": recv.stage, "tid": TIDS["recv"]}]
+                events += [
+                    {
+                        "name": "hidden states",
+                        "cat": "pp_comm",
+                        "ph": "s",
+                        "id": flow_id,
+                        "ts": mid(ev),
+                        "pid": ev.stage,
+                        "tid": TIDS["send"],
+                    },
+                    {
+                        "name": "hidden states",
+                        "cat": "pp_comm",
+                        "ph": "f",
+                        "bp": "e",
+                        "id": flow_id,
+                        "ts": mid(recv),
+                        "pid": recv.stage,
+                        "tid": TIDS["recv"],
+                    },
+                ]
     rt, sp = report.runtime, report.spec
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {
-        "model": sp.model.name, "device": sp.device.name,
-        "parallel": f"TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}",
-        "send_recv": SEND_RECV_LABELS[tl.send_recv],
-        "max_in_flight": tl.max_in_flight, "detail": level, "microbatches": tl.num_microbatches,
-        "timeline_makespan_ms": tl.makespan_s * 1e3, "fill_drain_latency_ms": rt.latency_s * 1e3,
-        "rfc_bubble_ms": rt.breakdown["bubble"] * 1e3, "idle_fraction": tl.idle_fraction}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "model": sp.model.name,
+            "device": sp.device.name,
+            "parallel": f"TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}",
+            "send_recv": SEND_RECV_LABELS[tl.send_recv],
+            "max_in_flight": tl.max_in_flight,
+            "detail": level,
+            "microbatches": tl.num_microbatches,
+            "timeline_makespan_ms": tl.makespan_s * 1e3,
+            "fill_drain_latency_ms": rt.latency_s * 1e3,
+            "rfc_bubble_ms": rt.breakdown["bubble"] * 1e3,
+            "idle_fraction": tl.idle_fraction,
+        },
+    }

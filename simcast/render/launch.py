@@ -62,28 +62,36 @@ def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLin
         notes.append(f"layout ranked with engine {cfg.runtime}'s step model; limits below are {engine}'s defaults")
     moe = cfg.model.moe is not None and par.ep > 1
     if engine == "vllm":
-        server = (f"vllm serve {model} --tensor-parallel-size {par.tp} --pipeline-parallel-size {par.pp} "
-                  f"--data-parallel-size {par.dp} --max-num-seqs {b} --max-num-batched-tokens "
-                  f"{pol.max_num_batched_tokens} --gpu-memory-utilization "
-                  f"{pol.mem_fraction if pol.mem_fraction_of == 'total' else 0.9:g}")
+        server = (
+            f"vllm serve {model} --tensor-parallel-size {par.tp} --pipeline-parallel-size {par.pp} "
+            f"--data-parallel-size {par.dp} --max-num-seqs {b} --max-num-batched-tokens "
+            f"{pol.max_num_batched_tokens} --gpu-memory-utilization "
+            f"{pol.mem_fraction if pol.mem_fraction_of == 'total' else 0.9:g}"
+        )
         if moe:
             server += " --enable-expert-parallel"
             if par.ep != par.tp * par.dp:
-                notes.append(f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
-                             f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}")
+                notes.append(
+                    f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
+                    f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
+                )
         port = ""
     else:
         frac = pol.mem_fraction if pol.mem_fraction_of == "static" else None
-        server = (f"python -m sglang.launch_server --model-path {model} --tp-size {par.tp} --pp-size {par.pp} "
-                  f"--dp-size {par.dp} --max-running-requests {b} --chunked-prefill-size "
-                  f"{pol.max_num_batched_tokens}" + (f" --mem-fraction-static {frac:g}" if frac is not None else ""))
+        server = (
+            f"python -m sglang.launch_server --model-path {model} --tp-size {par.tp} --pp-size {par.pp} "
+            f"--dp-size {par.dp} --max-running-requests {b} --chunked-prefill-size "
+            f"{pol.max_num_batched_tokens}" + (f" --mem-fraction-static {frac:g}" if frac is not None else "")
+        )
         if moe:
             server += f" --ep-size {par.ep}"
         port = f" --port {SGLANG_PORT}"
     w = cfg.workload
-    bench = (f"vllm bench serve --model {model}{port} --dataset-name random --random-input-len {w.input_length} "
-             f"--random-output-len {w.output_length} --num-prompts {num_prompts_for(concurrency)} "
-             f"--max-concurrency {concurrency}")
+    bench = (
+        f"vllm bench serve --model {model}{port} --dataset-name random --random-input-len {w.input_length} "
+        f"--random-output-len {w.output_length} --num-prompts {num_prompts_for(concurrency)} "
+        f"--max-concurrency {concurrency}"
+    )
     return LaunchLines(server=server, bench=bench, notes=tuple(notes))
 
 

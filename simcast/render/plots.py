@@ -31,8 +31,16 @@ if TYPE_CHECKING:  # pragma: no cover
 from simcast.core.specs import GIB
 
 MS = 1e3
-COLORS = {"compute": "#4C72B0", "tp": "#DD8452", "pp": "#55A868", "idle": "#D9D9D9",
-          "weights": "#4C72B0", "kv": "#DD8452", "act": "#8172B3", "capacity": "#C44E52"}
+COLORS = {
+    "compute": "#4C72B0",
+    "tp": "#DD8452",
+    "pp": "#55A868",
+    "idle": "#D9D9D9",
+    "weights": "#4C72B0",
+    "kv": "#DD8452",
+    "act": "#8172B3",
+    "capacity": "#C44E52",
+}
 
 
 def new_figure(width_in: float = 9.0, height_in: float = 4.5) -> Figure:
@@ -47,9 +55,11 @@ def layout_label(report: Report) -> str:
     sp = report.spec
     b, par = sp.batch, sp.parallel
     phase = b.phase
-    return (f"{sp.model.name.split('/')[-1]} on {par.world_size} x {sp.device.name}, "
-            f"TP={par.tp} | PP={par.pp} | DP={par.dp}, {phase} {b.num_requests} req / {b.num_tokens} tok, "
-            f"M={report.runtime.num_microbatches}")
+    return (
+        f"{sp.model.name.split('/')[-1]} on {par.world_size} x {sp.device.name}, "
+        f"TP={par.tp} | PP={par.pp} | DP={par.dp}, {phase} {b.num_requests} req / {b.num_tokens} tok, "
+        f"M={report.runtime.num_microbatches}"
+    )
 
 
 def _stage_ticks(report: Report) -> list[str]:
@@ -69,10 +79,12 @@ def stage_breakdown_ms(report: Report) -> dict[str, list[float]]:
     PP recv the stage waits for, ``idle`` = latency − M · stage time.
     """
     m, lat = report.runtime.num_microbatches, report.latency_s
-    return {"compute": [m * (s.compute_s - s.tp_comm_s) * MS for s in report.stages],
-            "tp_comm": [m * s.tp_comm_s * MS for s in report.stages],
-            "pp_comm": [m * s.comm_s * MS for s in report.stages],
-            "idle": [max(0.0, lat - m * s.stage_s) * MS for s in report.stages]}
+    return {
+        "compute": [m * (s.compute_s - s.tp_comm_s) * MS for s in report.stages],
+        "tp_comm": [m * s.tp_comm_s * MS for s in report.stages],
+        "pp_comm": [m * s.comm_s * MS for s in report.stages],
+        "idle": [max(0.0, lat - m * s.stage_s) * MS for s in report.stages],
+    }
 
 
 def draw_stage_breakdown(ax: Axes, report: Report) -> None:
@@ -80,10 +92,12 @@ def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     parts = stage_breakdown_ms(report)
     x = list(range(len(report.stages)))
     bottom = [0.0] * len(x)
-    spec = [("compute", "compute (excl. TP collectives)", COLORS["compute"], None),
-            ("tp_comm", "TP collectives", COLORS["tp"], None),
-            ("pp_comm", "PP recv (stage waits for the data)", COLORS["pp"], None),
-            ("idle", "idle (bubble): stage waits", COLORS["idle"], "//")]
+    spec = [
+        ("compute", "compute (excl. TP collectives)", COLORS["compute"], None),
+        ("tp_comm", "TP collectives", COLORS["tp"], None),
+        ("pp_comm", "PP recv (stage waits for the data)", COLORS["pp"], None),
+        ("idle", "idle (bubble): stage waits", COLORS["idle"], "//"),
+    ]
     for key, label, color, hatch in spec:
         ax.bar(x, parts[key], bottom=bottom, label=label, color=color, hatch=hatch, edgecolor="white", width=0.6)
         bottom = [b + v for b, v in zip(bottom, parts[key])]
@@ -91,12 +105,19 @@ def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     lat = rt.latency_s * MS
     ax.axhline(lat, color="black", linestyle="--", linewidth=1, label=f"step latency {lat:.1f} ms")
     bubble = rt.breakdown["bubble"] * MS
-    ax.text(0.01, 0.98, f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms "
-                        f"({bubble / lat * 100:.0f}% of latency)"
-            f"\nidle fraction = 1 - busy / (P x latency) = {rt.idle_fraction * 100:.1f}%"
-            f"\n{rt.num_microbatches} microbatch(es); bars sum over all of them",
-            transform=ax.transAxes, va="top", ha="left", fontsize=8,
-            bbox=dict(boxstyle="round", facecolor="white", alpha=0.9, edgecolor="#999999"))
+    ax.text(
+        0.01,
+        0.98,
+        f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms "
+        f"({bubble / lat * 100:.0f}% of latency)"
+        f"\nidle fraction = 1 - busy / (P x latency) = {rt.idle_fraction * 100:.1f}%"
+        f"\n{rt.num_microbatches} microbatch(es); bars sum over all of them",
+        transform=ax.transAxes,
+        va="top",
+        ha="left",
+        fontsize=8,
+        bbox=dict(boxstyle="round", facecolor="white", alpha=0.9, edgecolor="#999999"),
+    )
     ax.set_ylim(0, lat * 1.35)
     ax.set_xticks(x, _stage_ticks(report), fontsize=8)
     ax.set_xlabel(_stage_xlabel(report))
@@ -115,6 +136,7 @@ def plot_stage_breakdown(report: Report) -> Figure:
 
 def _mb_color(m: int) -> Any:
     from matplotlib import colormaps
+
     return colormaps["tab10"](m % 10)
 
 
@@ -148,8 +170,15 @@ def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
         if comm and on_links:  # short transfers: solid, edge in the same colour so they stay visible
             ax.broken_barh(spans, (y - 0.25, 0.5), facecolors=color, edgecolor=color, linewidth=0.8, alpha=0.8)
         else:
-            ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.5,
-                           hatch="////" if comm else None, alpha=0.55 if comm else 1.0)
+            ax.broken_barh(
+                spans,
+                (y - 0.4, 0.8),
+                facecolors=color,
+                edgecolor="white",
+                linewidth=0.5,
+                hatch="////" if comm else None,
+                alpha=0.55 if comm else 1.0,
+            )
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.set_xlim(0, span * 1.01)
@@ -158,27 +187,43 @@ def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
     mode = SEND_RECV_LABELS[tl.send_recv]
     cap = f", max {tl.max_in_flight} in flight" if tl.max_in_flight else ""
     rt = report.runtime
-    ax.set_title(f"Pipeline timeline, {mode}{cap}: makespan {span:.1f} ms\n"
-                 f"fill-drain formula {rt.latency_s * MS:.1f} ms | RFC bubble {rt.breakdown['bubble'] * MS:.1f} ms"
-                 f" | idle fraction of this timeline {tl.idle_fraction * 100:.1f}%", fontsize=9)
+    ax.set_title(
+        f"Pipeline timeline, {mode}{cap}: makespan {span:.1f} ms\n"
+        f"fill-drain formula {rt.latency_s * MS:.1f} ms | RFC bubble {rt.breakdown['bubble'] * MS:.1f} ms"
+        f" | idle fraction of this timeline {tl.idle_fraction * 100:.1f}%",
+        fontsize=9,
+    )
     handles = [Patch(facecolor=_mb_color(i), label=f"microbatch {i}") for i in range(min(m_count, 10))]
     if m_count > 10:
         handles.append(Patch(facecolor="none", edgecolor="none", label="(colours repeat every 10)"))
     if p == 1:
         pass
     elif tl.send_recv == "blocking":
-        handles.append(Patch(facecolor="#BBBBBB", hatch="////", edgecolor="white",
-                             label="recv (start) / send (end),\ninside the stage time"))
+        handles.append(
+            Patch(
+                facecolor="#BBBBBB",
+                hatch="////",
+                edgecolor="white",
+                label="recv (start) / send (end),\ninside the stage time",
+            )
+        )
     elif tl.send_recv == "receiver":
-        handles.append(Patch(facecolor="#BBBBBB", hatch="////", edgecolor="white",
-                             label="recv: the receiver waits\n(the sender's isend is free)"))
+        handles.append(
+            Patch(
+                facecolor="#BBBBBB",
+                hatch="////",
+                edgecolor="white",
+                label="recv: the receiver waits\n(the sender's isend is free)",
+            )
+        )
     else:
         handles.append(Patch(facecolor="#BBBBBB", label="hidden-state transfer\n(thin rows: links)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, framealpha=0.9)
 
 
-def plot_gantt(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
-               timeline: Timeline | None = None) -> Figure:
+def plot_gantt(
+    report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None, timeline: Timeline | None = None
+) -> Figure:
     """Figure: pipeline Gantt chart of the report's step (timeline computed unless given)."""
     tl = timeline or report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight)
     rows = tl.num_stages * (2 if tl.send_recv == "overlap" else 1)
@@ -191,19 +236,33 @@ def plot_gantt(report: Report, *, send_recv: str = "receiver", max_in_flight: in
 def draw_stage_memory(ax: Axes, report: Report) -> None:
     """Stacked bars per stage: weights / KV cache / peak activations per rank (GiB) vs capacity."""
     x = list(range(len(report.stages)))
-    parts = [("weights", [s.weight_bytes / GIB for s in report.stages], COLORS["weights"]),
-             ("KV cache (this batch)", [s.kv_cache_bytes / GIB for s in report.stages], COLORS["kv"]),
-             ("activations (peak)", [s.activation_bytes / GIB for s in report.stages], COLORS["act"])]
+    parts = [
+        ("weights", [s.weight_bytes / GIB for s in report.stages], COLORS["weights"]),
+        ("KV cache (this batch)", [s.kv_cache_bytes / GIB for s in report.stages], COLORS["kv"]),
+        ("activations (peak)", [s.activation_bytes / GIB for s in report.stages], COLORS["act"]),
+    ]
     bottom = [0.0] * len(x)
     for label, vals, color in parts:
         ax.bar(x, vals, bottom=bottom, label=label, color=color, edgecolor="white", width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals)]
     cap = report.spec.device.hbm_bytes / GIB
-    ax.axhline(cap, color=COLORS["capacity"], linestyle="--", linewidth=1.2,
-               label=f"device capacity {cap:.1f} GiB ({report.spec.device.name})")
+    ax.axhline(
+        cap,
+        color=COLORS["capacity"],
+        linestyle="--",
+        linewidth=1.2,
+        label=f"device capacity {cap:.1f} GiB ({report.spec.device.name})",
+    )
     for xi, tot in zip(x, bottom):
-        ax.text(xi, tot, f"{tot:.1f}" + ("\nDOES NOT FIT" if tot > cap else ""), ha="center", va="bottom",
-                fontsize=8, color=COLORS["capacity"] if tot > cap else "black")
+        ax.text(
+            xi,
+            tot,
+            f"{tot:.1f}" + ("\nDOES NOT FIT" if tot > cap else ""),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color=COLORS["capacity"] if tot > cap else "black",
+        )
     ax.set_ylim(0, max(cap, max(bottom)) * 1.45)  # headroom for the legend above the capacity line
     ax.set_xticks(x, _stage_ticks(report), fontsize=8)
     ax.set_xlabel(_stage_xlabel(report))
@@ -255,39 +314,64 @@ def _label_front(ax: Axes, front: list[int], xs: list[float], ys: list[float], l
         if any(q[2] == labels[i] for q in near):
             continue
         side = -1 if near and near[-1][3] > 0 else 1
-        ax.annotate(labels[i], (xs[i], ys[i]), textcoords="offset points", xytext=(6, 5 if side > 0 else -11),
-                    fontsize=7)
+        ax.annotate(
+            labels[i], (xs[i], ys[i]), textcoords="offset points", xytext=(6, 5 if side > 0 else -11), fontsize=7
+        )
         placed.append((fx, fy, labels[i], side))
 
 
-def draw_pareto(ax: Axes, df: pd.DataFrame, *, x: str = "token/s/user", y: str = "token/s/device",
-                label: str = "parallel") -> None:
+def draw_pareto(
+    ax: Axes, df: pd.DataFrame, *, x: str = "token/s/user", y: str = "token/s/device", label: str = "parallel"
+) -> None:
     """Optimizer points: one curve per layout (its concurrency sweep), the Pareto front over all joined and labelled."""
     from matplotlib import colormaps
+
     xs, ys, labels = list(map(float, df[x])), list(map(float, df[y])), list(map(str, df[label]))
     layouts = list(dict.fromkeys(labels))
     cmap = colormaps["tab20" if len(layouts) > 10 else "tab10"]
     for k, lay in enumerate(layouts):
         idx = sorted((i for i, v in enumerate(labels) if v == lay), key=lambda i: xs[i])  # the layout's curve
-        ax.plot([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), marker="o", markersize=4,
-                linewidth=1, alpha=0.8, label=lay)
+        ax.plot(
+            [xs[i] for i in idx],
+            [ys[i] for i in idx],
+            color=cmap(k % cmap.N),
+            marker="o",
+            markersize=4,
+            linewidth=1,
+            alpha=0.8,
+            label=lay,
+        )
     front = pareto_front(xs, ys)
     if front:
-        ax.plot([xs[i] for i in front], [ys[i] for i in front], color="black", linewidth=1, zorder=1,
-                label="Pareto front")
-        ax.scatter([xs[i] for i in front], [ys[i] for i in front], facecolors="none", edgecolors="black", s=70,
-                   zorder=3)
+        ax.plot(
+            [xs[i] for i in front], [ys[i] for i in front], color="black", linewidth=1, zorder=1, label="Pareto front"
+        )
+        ax.scatter(
+            [xs[i] for i in front], [ys[i] for i in front], facecolors="none", edgecolors="black", s=70, zorder=3
+        )
         _label_front(ax, front, xs, ys, labels)
     ax.set_xlabel(f"{x} (tokens/s per user)")
     ax.set_ylabel(f"{y} (tokens/s per device)")
     ax.set_title("Throughput vs interactivity: Pareto front of layouts")
     ax.grid(True, alpha=0.3)
-    ax.legend(title="layout", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title_fontsize=8,
-              ncol=1 if len(layouts) <= 16 else 2)
+    ax.legend(
+        title="layout",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=7,
+        title_fontsize=8,
+        ncol=1 if len(layouts) <= 16 else 2,
+    )
 
 
-def plot_pareto(df: pd.DataFrame, *, title: str | None = None, x: str = "token/s/user",
-                y: str = "token/s/device", label: str = "parallel") -> Figure:
+def plot_pareto(
+    df: pd.DataFrame,
+    *,
+    title: str | None = None,
+    x: str = "token/s/user",
+    y: str = "token/s/device",
+    label: str = "parallel",
+) -> Figure:
     """Figure: token/s/device vs token/s/user per optimizer row (columns ``parallel``, ``x``, ``y``)."""
     fig = new_figure(9.5, 5.5)
     draw_pareto(fig.add_subplot(), df, x=x, y=y, label=label)

@@ -9,27 +9,68 @@ from simcast.render.tables import table
 from simcast.serving.model import ServingResult
 from simcast.serving.search import Candidate, Rejection, model_label
 
-COLUMNS = ["parallel", "tp", "pp", "dp", "batch_size", "concurrency", "ttft", "tpot", "token/s", "token/s/device",
-           "token/s/user", "e2e", "max_stage_weights_gib", "max_stage_kv_gib", "max_stage_mem_gib", "links",
-           "partition", "engine", "ttft_idle", "capped_by", "meets_limits", "best", "pareto",
-           "prefill_breakdown", "decode_breakdown", "ep", "moe_tp", "moe_dp"]
+COLUMNS = [
+    "parallel",
+    "tp",
+    "pp",
+    "dp",
+    "batch_size",
+    "concurrency",
+    "ttft",
+    "tpot",
+    "token/s",
+    "token/s/device",
+    "token/s/user",
+    "e2e",
+    "max_stage_weights_gib",
+    "max_stage_kv_gib",
+    "max_stage_mem_gib",
+    "links",
+    "partition",
+    "engine",
+    "ttft_idle",
+    "capped_by",
+    "meets_limits",
+    "best",
+    "pareto",
+    "prefill_breakdown",
+    "decode_breakdown",
+    "ep",
+    "moe_tp",
+    "moe_dp",
+]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
-    return {"parallel": model_label(r.config), "tp": par.tp, "pp": par.pp, "dp": par.dp,
-            "ep": par.ep, "moe_tp": par.moe_tp, "moe_dp": par.moe_dp,
-            "batch_size": r.config.batch_size, "concurrency": r.concurrency,
-            "ttft": r.ttft_s * 1e3, "tpot": r.tpot_s * 1e3, "token/s": r.tokens_per_s,
-            "token/s/device": r.tokens_per_s_per_device, "token/s/user": r.tokens_per_s_per_user,
-            "e2e": r.e2e_latency_s * 1e3,
-            "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB,
-            "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
-            "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB, "links": links,
-            "partition": r.config.partition, "engine": r.config.runtime, "ttft_idle": r.ttft_idle_s * 1e3,
-            "capped_by": r.capped_by,
-            "prefill_breakdown": r.prefill.breakdown_line, "decode_breakdown": r.decode.breakdown_line}
+    return {
+        "parallel": model_label(r.config),
+        "tp": par.tp,
+        "pp": par.pp,
+        "dp": par.dp,
+        "ep": par.ep,
+        "moe_tp": par.moe_tp,
+        "moe_dp": par.moe_dp,
+        "batch_size": r.config.batch_size,
+        "concurrency": r.concurrency,
+        "ttft": r.ttft_s * 1e3,
+        "tpot": r.tpot_s * 1e3,
+        "token/s": r.tokens_per_s,
+        "token/s/device": r.tokens_per_s_per_device,
+        "token/s/user": r.tokens_per_s_per_user,
+        "e2e": r.e2e_latency_s * 1e3,
+        "max_stage_weights_gib": max(mem.stage_weight_bytes) / GIB,
+        "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
+        "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB,
+        "links": links,
+        "partition": r.config.partition,
+        "engine": r.config.runtime,
+        "ttft_idle": r.ttft_idle_s * 1e3,
+        "capped_by": r.capped_by,
+        "prefill_breakdown": r.prefill.breakdown_line,
+        "decode_breakdown": r.decode.breakdown_line,
+    }
 
 
 def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
@@ -46,6 +87,7 @@ def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
     """Every swept point of every layout (best points first, in rank order), with ``meets_limits``,
     ``best`` (the layout's chosen point) and ``pareto`` (on the frontier of the points meeting the limits)."""
     from simcast.serving.search import pareto_flags
+
     out = []
     for c in rows:
         for r in sorted(c.points or (c.result,), key=lambda r: (r is not c.result, r.config.batch_size)):
@@ -58,27 +100,67 @@ def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def format_search(rows: list[Candidate], rejected: list[Rejection], header: str, top: int,
-                  show_rejected: bool, assumptions: tuple[str, ...], has_limits: bool = True) -> str:
+def format_search(
+    rows: list[Candidate],
+    rejected: list[Rejection],
+    header: str,
+    top: int,
+    show_rejected: bool,
+    assumptions: tuple[str, ...],
+    has_limits: bool = True,
+) -> str:
     """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
     then blames the limits, else the layouts themselves)."""
     df = to_dataframe(rows).head(top)
-    cells = [[str(i + 1), r["parallel"], str(r["batch_size"]), str(r["concurrency"]), f"{r['ttft']:.1f}",
-              f"{r['tpot']:.2f}", f"{r['token/s']:.1f}", f"{r['token/s/device']:.1f}", f"{r['token/s/user']:.1f}",
-              f"{r['max_stage_weights_gib']:.1f}", f"{r['max_stage_kv_gib']:.1f}", r["links"]]
-             for i, r in df.iterrows()]
+    cells = [
+        [
+            str(i + 1),
+            r["parallel"],
+            str(r["batch_size"]),
+            str(r["concurrency"]),
+            f"{r['ttft']:.1f}",
+            f"{r['tpot']:.2f}",
+            f"{r['token/s']:.1f}",
+            f"{r['token/s/device']:.1f}",
+            f"{r['token/s/user']:.1f}",
+            f"{r['max_stage_weights_gib']:.1f}",
+            f"{r['max_stage_kv_gib']:.1f}",
+            r["links"],
+        ]
+        for i, r in df.iterrows()
+    ]
     out = [header, ""]
     if cells:
-        out.append(table(["#", "parallel", "batch_size", "concurrency", "ttft ms", "tpot ms", "token/s",
-                          "token/s/device", "token/s/user", "weights GiB", "KV GiB", "links"], cells))
+        out.append(
+            table(
+                [
+                    "#",
+                    "parallel",
+                    "batch_size",
+                    "concurrency",
+                    "ttft ms",
+                    "tpot ms",
+                    "token/s",
+                    "token/s/device",
+                    "token/s/user",
+                    "weights GiB",
+                    "KV GiB",
+                    "links",
+                ],
+                cells,
+            )
+        )
         out += ["", "breakdowns (% of op time | PP shares of step latency):"]
         w = max(22, *(len(p) for p in df["parallel"]))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
         for i, r in df.iterrows():
             out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
             out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:
-        out.append("no layout meets the limits (see --show-rejected)" if has_limits else
-                   "no legal layout: every layout was rejected (see --show-rejected)")
+        out.append(
+            "no layout meets the limits (see --show-rejected)"
+            if has_limits
+            else "no legal layout: every layout was rejected (see --show-rejected)"
+        )
     if rejected:
         if show_rejected:
             w = max(22, *(len(x.parallel) for x in rejected))
@@ -92,21 +174,31 @@ def format_search(rows: list[Candidate], rejected: list[Rejection], header: str,
 def format_serving(r: ServingResult, links: str) -> str:
     row = result_row(r, links)
     mem = r.memory
-    stage_rows = [[str(i), f"{w / GIB:.2f}", f"{k / GIB:.2f}", f"{a / GIB:.2f}", f"{t / GIB:.2f}"]
-                  for i, (w, k, a, t) in enumerate(zip(mem.stage_weight_bytes, mem.stage_kv_bytes,
-                                                       mem.stage_activation_bytes, mem.stage_total_bytes))]
+    stage_rows = [
+        [str(i), f"{w / GIB:.2f}", f"{k / GIB:.2f}", f"{a / GIB:.2f}", f"{t / GIB:.2f}"]
+        for i, (w, k, a, t) in enumerate(
+            zip(mem.stage_weight_bytes, mem.stage_kv_bytes, mem.stage_activation_bytes, mem.stage_total_bytes)
+        )
+    ]
     c = r.config
-    lines = [f"simcast serve-config: {c.model.name} on {c.parallel.world_size} x {c.device.name} ({row['parallel']}), "
-             f"ISL {c.workload.input_length} / OSL {c.workload.output_length}, batch {c.batch_size} per replica, "
-             f"partition {c.partition}", "",
-             f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
-             f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
-             f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",
-             f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
-             f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
-             f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",
-             f"links: {links}", f"prefill: {row['prefill_breakdown']}", f"decode:  {row['decode_breakdown']}", "",
-             table(["stage", "weights GiB", "KV GiB", "act GiB", "total GiB"], stage_rows),
-             f"memory budget {mem.budget_bytes / GIB:.2f} GiB per device: {'fits' if mem.fits else 'DOES NOT FIT'}",
-             "", "assumptions:"] + [f"  - {a}" for a in r.assumptions]
+    lines = [
+        f"simcast serve-config: {c.model.name} on {c.parallel.world_size} x {c.device.name} ({row['parallel']}), "
+        f"ISL {c.workload.input_length} / OSL {c.workload.output_length}, batch {c.batch_size} per replica, "
+        f"partition {c.partition}",
+        "",
+        f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
+        f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
+        f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",
+        f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
+        f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
+        f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",
+        f"links: {links}",
+        f"prefill: {row['prefill_breakdown']}",
+        f"decode:  {row['decode_breakdown']}",
+        "",
+        table(["stage", "weights GiB", "KV GiB", "act GiB", "total GiB"], stage_rows),
+        f"memory budget {mem.budget_bytes / GIB:.2f} GiB per device: {'fits' if mem.fits else 'DOES NOT FIT'}",
+        "",
+        "assumptions:",
+    ] + [f"  - {a}" for a in r.assumptions]
     return "\n".join(lines)

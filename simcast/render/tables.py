@@ -14,12 +14,22 @@ def report_to_dict(r: Report) -> dict[str, Any]:
     rt = r.runtime
     sp = r.spec
     return {
-        "model": sp.model.name, "device": sp.device.name,
-        "parallel": {"tp": sp.parallel.tp, "pp": sp.parallel.pp, "dp": sp.parallel.dp,
-                     "world_size": sp.parallel.world_size, "devices_per_node": sp.device.links.devices_per_node},
-        "batch": {"num_requests": sp.batch.num_requests, "num_tokens": sp.batch.num_tokens,
-                  "query_lens": list(sp.batch.query_lens), "context_lens": list(sp.batch.context_lens),
-                  "counts": list(sp.batch.counts)},
+        "model": sp.model.name,
+        "device": sp.device.name,
+        "parallel": {
+            "tp": sp.parallel.tp,
+            "pp": sp.parallel.pp,
+            "dp": sp.parallel.dp,
+            "world_size": sp.parallel.world_size,
+            "devices_per_node": sp.device.links.devices_per_node,
+        },
+        "batch": {
+            "num_requests": sp.batch.num_requests,
+            "num_tokens": sp.batch.num_tokens,
+            "query_lens": list(sp.batch.query_lens),
+            "context_lens": list(sp.batch.context_lens),
+            "counts": list(sp.batch.counts),
+        },
         "partition": sp.partition,
         "num_microbatches": rt.num_microbatches,
         "latency_s": rt.latency_s,
@@ -33,11 +43,23 @@ def report_to_dict(r: Report) -> dict[str, Any]:
         "idle_fraction": rt.idle_fraction,
         "op_bound_s": r.op_bound_s,
         "breakdown_line": r.breakdown_line,
-        "stages": [{"stage_id": s.stage_id, "start_layer": s.start_layer, "end_layer": s.end_layer,
-                    "num_layers": s.num_layers, "compute_s": s.compute_s, "tp_comm_s": s.tp_comm_s,
-                    "comm_s": s.comm_s, "stage_s": s.stage_s, "weight_bytes": s.weight_bytes,
-                    "kv_cache_bytes": s.kv_cache_bytes, "activation_bytes": s.activation_bytes,
-                    "tp_link": s.tp_link} for s in r.stages],
+        "stages": [
+            {
+                "stage_id": s.stage_id,
+                "start_layer": s.start_layer,
+                "end_layer": s.end_layer,
+                "num_layers": s.num_layers,
+                "compute_s": s.compute_s,
+                "tp_comm_s": s.tp_comm_s,
+                "comm_s": s.comm_s,
+                "stage_s": s.stage_s,
+                "weight_bytes": s.weight_bytes,
+                "kv_cache_bytes": s.kv_cache_bytes,
+                "activation_bytes": s.activation_bytes,
+                "tp_link": s.tp_link,
+            }
+            for s in r.stages
+        ],
         "max_stage_weight_bytes": r.max_stage_weight_bytes,
         "max_stage_kv_cache_bytes": r.max_stage_kv_cache_bytes,
         "max_stage_memory_bytes": r.max_stage_memory_bytes,
@@ -51,14 +73,17 @@ def timeline_latency_s(r: Report, send_recv: str) -> float:
     """Makespan of the event-level timeline under another send/recv model (``"overlap"``: a lower bound,
     ``"blocking"``: the RFC's both-sides figure); the report's own latency is the ``"receiver"`` one."""
     from simcast.sim.timeline import report_timeline
+
     return report_timeline(r, send_recv=send_recv).makespan_s
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
     """Plain aligned text table (numbers right-aligned)."""
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
     def line(cells):
         return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
@@ -66,27 +91,64 @@ def format_report(r: Report) -> str:
     sp, rt = r.spec, r.runtime
     b = sp.batch
     phase = b.phase
-    head = (f"simcast simulate: {sp.model.name} on {sp.parallel.world_size} x {sp.device.name} "
-            f"(TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}), {phase} step, "
-            f"{b.num_requests} requests / {b.num_tokens} tokens, {rt.num_microbatches} microbatch(es), "
-            f"partition {sp.partition}")
-    rows = [[str(s.stage_id), f"{s.start_layer}-{s.end_layer - 1}", str(s.num_layers), f"{s.compute_s * 1e3:.3f}",
-             f"{s.tp_comm_s * 1e3:.3f}", f"{s.comm_s * 1e3:.3f}", f"{s.stage_s * 1e3:.3f}",
-             f"{s.weight_bytes / GIB:.2f}", f"{s.kv_cache_bytes / GIB:.2f}", f"{s.activation_bytes / GIB:.2f}"]
-            for s in r.stages]
-    tab = table(["stage", "layers", "n", "compute ms", "(TP comm) ms", "PP comm ms", "stage ms",
-                 "weights GiB", "KV GiB", "act GiB"], rows)
+    head = (
+        f"simcast simulate: {sp.model.name} on {sp.parallel.world_size} x {sp.device.name} "
+        f"(TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}), {phase} step, "
+        f"{b.num_requests} requests / {b.num_tokens} tokens, {rt.num_microbatches} microbatch(es), "
+        f"partition {sp.partition}"
+    )
+    rows = [
+        [
+            str(s.stage_id),
+            f"{s.start_layer}-{s.end_layer - 1}",
+            str(s.num_layers),
+            f"{s.compute_s * 1e3:.3f}",
+            f"{s.tp_comm_s * 1e3:.3f}",
+            f"{s.comm_s * 1e3:.3f}",
+            f"{s.stage_s * 1e3:.3f}",
+            f"{s.weight_bytes / GIB:.2f}",
+            f"{s.kv_cache_bytes / GIB:.2f}",
+            f"{s.activation_bytes / GIB:.2f}",
+        ]
+        for s in r.stages
+    ]
+    tab = table(
+        [
+            "stage",
+            "layers",
+            "n",
+            "compute ms",
+            "(TP comm) ms",
+            "PP comm ms",
+            "stage ms",
+            "weights GiB",
+            "KV GiB",
+            "act GiB",
+        ],
+        rows,
+    )
     fit = r.max_stage_memory_bytes <= sp.device.hbm_bytes
     bd = rt.breakdown
-    lines = [head, "", "per microbatch, per rank:", tab, "",
-             f"latency: {rt.latency_s * 1e3:.3f} ms"
-             + (f" (receiver waits for each send/recv, as vLLM's irecv); transfers fully overlapped: "
-                f"{timeline_latency_s(r, 'overlap') * 1e3:.3f} ms; RFC blocking send+recv: "
-                f"{timeline_latency_s(r, 'blocking') * 1e3:.3f} ms" if sp.parallel.pp > 1 else ""),
-             f"breakdown: compute {bd['compute'] * 1e3:.3f} ms | communication {bd['communication'] * 1e3:.3f} ms | "
-             f"bubble {bd['bubble'] * 1e3:.3f} ms | idle fraction {rt.idle_fraction * 100:.1f}%",
-             f"ops: {r.breakdown_line}",
-             f"memory: max stage {r.max_stage_memory_bytes / GIB:.2f} GiB of {sp.device.hbm_bytes / GIB:.2f} GiB "
-             f"({'fits' if fit else 'DOES NOT FIT'})",
-             "", "assumptions:"] + [f"  - {a}" for a in r.assumptions]
+    lines = [
+        head,
+        "",
+        "per microbatch, per rank:",
+        tab,
+        "",
+        f"latency: {rt.latency_s * 1e3:.3f} ms"
+        + (
+            f" (receiver waits for each send/recv, as vLLM's irecv); transfers fully overlapped: "
+            f"{timeline_latency_s(r, 'overlap') * 1e3:.3f} ms; RFC blocking send+recv: "
+            f"{timeline_latency_s(r, 'blocking') * 1e3:.3f} ms"
+            if sp.parallel.pp > 1
+            else ""
+        ),
+        f"breakdown: compute {bd['compute'] * 1e3:.3f} ms | communication {bd['communication'] * 1e3:.3f} ms | "
+        f"bubble {bd['bubble'] * 1e3:.3f} ms | idle fraction {rt.idle_fraction * 100:.1f}%",
+        f"ops: {r.breakdown_line}",
+        f"memory: max stage {r.max_stage_memory_bytes / GIB:.2f} GiB of {sp.device.hbm_bytes / GIB:.2f} GiB "
+        f"({'fits' if fit else 'DOES NOT FIT'})",
+        "",
+        "assumptions:",
+    ] + [f"  - {a}" for a in r.assumptions]
     return "\n".join(lines)

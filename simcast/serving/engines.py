@@ -61,8 +61,12 @@ class EnginePolicy:
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"engine.{f}", v, "must be an integer >= 1")
         require(0 < self.mem_fraction <= 1, "engine.mem_fraction", self.mem_fraction, "must be in (0, 1]")
-        require(self.mem_fraction_of in MEMORY_OF, "engine.mem_fraction_of", self.mem_fraction_of,
-                f"allowed: {', '.join(MEMORY_OF)}")
+        require(
+            self.mem_fraction_of in MEMORY_OF,
+            "engine.mem_fraction_of",
+            self.mem_fraction_of,
+            f"allowed: {', '.join(MEMORY_OF)}",
+        )
         for f in ("step_overhead_s", "per_request_overhead_s"):
             require(getattr(self, f) >= 0, f"engine.{f}", getattr(self, f), "must be >= 0")
 
@@ -72,41 +76,62 @@ class EnginePolicy:
 
     def describe(self) -> str:
         order = "decode-first mixed steps" if self.decode_first else "prefill-first (prompts in their own steps)"
-        return (f"engine {self.name}: max_num_batched_tokens {self.max_num_batched_tokens}, max_num_seqs "
-                f"{self.max_num_seqs}, chunked prefill {'on' if self.chunked_prefill else 'off'}, {order}, "
-                f"KV block {self.kv_block_tokens} tokens, memory {self.mem_fraction:.3g} of {self.mem_fraction_of}; "
-                f"CPU {self.step_overhead_s * 1e3:.3g} ms/step + {self.per_request_overhead_s * 1e6:.3g} us/request"
-                f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'})"
-                f" — {self.overhead_source}")
+        return (
+            f"engine {self.name}: max_num_batched_tokens {self.max_num_batched_tokens}, max_num_seqs "
+            f"{self.max_num_seqs}, chunked prefill {'on' if self.chunked_prefill else 'off'}, {order}, "
+            f"KV block {self.kv_block_tokens} tokens, memory {self.mem_fraction:.3g} of {self.mem_fraction_of}; "
+            f"CPU {self.step_overhead_s * 1e3:.3g} ms/step + {self.per_request_overhead_s * 1e6:.3g} us/request"
+            f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'})"
+            f" — {self.overhead_source}"
+        )
 
 
-_VLLM_SRC = ("vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5: vllm serve on GPUs >= 70 GiB and not "
-             "A100: max_num_batched_tokens 8192, max_num_seqs 1024; other GPUs 2048 / 256; chunked prefill on",
-             "vllm/v1/core/sched/scheduler.py Scheduler.schedule @b4622cf: RUNNING requests first, then WAITING",
-             "vllm/platforms/cuda.py: block_size 16; vllm/config/cache.py @c1d8642: gpu_memory_utilization 0.9 "
-             "of total memory; vllm/config/scheduler.py @01230b4: async_scheduling False")
-_SGLANG_SRC = ("python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (~v0.5.4): "
-               "chunked_prefill_size and mem_fraction_static from GPU memory",
-               "python/sglang/srt/managers/scheduler.py get_next_batch_to_run: prefill first; "
-               "--enable-mixed-chunk off; overlap scheduler on",
-               "python/sglang/srt/model_executor/model_runner.py: max running requests clamp(.., 2048, 4096); "
-               "page_size 1")
-_TRTLLM_SRC = ("tensorrt_llm/llmapi/llm_args.py: max_batch_size 2048, max_num_tokens 8192, "
-               "enable_chunked_prefill False, KvCacheConfig.tokens_per_block 32, free_gpu_memory_fraction 0.9 "
-               "of free memory after weights and buffers, overlap scheduler on",
-               "context vs generation order inside an in-flight step: not found in the source; "
-               "generation (decode) first assumed")
+_VLLM_SRC = (
+    "vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5: vllm serve on GPUs >= 70 GiB and not "
+    "A100: max_num_batched_tokens 8192, max_num_seqs 1024; other GPUs 2048 / 256; chunked prefill on",
+    "vllm/v1/core/sched/scheduler.py Scheduler.schedule @b4622cf: RUNNING requests first, then WAITING",
+    "vllm/platforms/cuda.py: block_size 16; vllm/config/cache.py @c1d8642: gpu_memory_utilization 0.9 "
+    "of total memory; vllm/config/scheduler.py @01230b4: async_scheduling False",
+)
+_SGLANG_SRC = (
+    "python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (~v0.5.4): "
+    "chunked_prefill_size and mem_fraction_static from GPU memory",
+    "python/sglang/srt/managers/scheduler.py get_next_batch_to_run: prefill first; "
+    "--enable-mixed-chunk off; overlap scheduler on",
+    "python/sglang/srt/model_executor/model_runner.py: max running requests clamp(.., 2048, 4096); page_size 1",
+)
+_TRTLLM_SRC = (
+    "tensorrt_llm/llmapi/llm_args.py: max_batch_size 2048, max_num_tokens 8192, "
+    "enable_chunked_prefill False, KvCacheConfig.tokens_per_block 32, free_gpu_memory_fraction 0.9 "
+    "of free memory after weights and buffers, overlap scheduler on",
+    "context vs generation order inside an in-flight step: not found in the source; generation (decode) first assumed",
+)
 
 CPU_ASSUMPTION = {
     # vLLM V0 traces showed ~4 ms per step (RFC #6854); V1 cut the gap to well under that (V1 blog, PR #11133).
-    "vllm": (2.0e-3, 5e-6, False, "assumption: ~2 ms CPU per step + 5 us per request, not overlapped "
-             "(V0 measured 4-13 ms, vLLM RFC #6854; V1 less); calibrate with simcast calibrate-serving"),
+    "vllm": (
+        2.0e-3,
+        5e-6,
+        False,
+        "assumption: ~2 ms CPU per step + 5 us per request, not overlapped "
+        "(V0 measured 4-13 ms, vLLM RFC #6854; V1 less); calibrate with simcast calibrate-serving",
+    ),
     # SGLang's overlap scheduler hides CPU work behind the GPU (lmsys.org/blog/2024-12-04-sglang-v0-4).
-    "sglang": (1.0e-3, 3e-6, True, "assumption: ~1 ms + 3 us per request, hidden behind the GPU by the "
-               "overlap scheduler (SGLang v0.4 blog); calibrate with simcast calibrate-serving"),
+    "sglang": (
+        1.0e-3,
+        3e-6,
+        True,
+        "assumption: ~1 ms + 3 us per request, hidden behind the GPU by the "
+        "overlap scheduler (SGLang v0.4 blog); calibrate with simcast calibrate-serving",
+    ),
     # TRT-LLM's overlap scheduler runs step n+1's CPU work during step n (TRT-LLM docs, overlap-scheduler page).
-    "trtllm": (1.0e-3, 3e-6, True, "assumption: ~1 ms + 3 us per request, hidden behind the GPU by the "
-               "overlap scheduler (TRT-LLM docs); no published figure"),
+    "trtllm": (
+        1.0e-3,
+        3e-6,
+        True,
+        "assumption: ~1 ms + 3 us per request, hidden behind the GPU by the "
+        "overlap scheduler (TRT-LLM docs); no published figure",
+    ),
     "none": (0.0, 0.0, True, "no engine CPU time (kernels only)"),
 }
 
@@ -114,10 +139,21 @@ CPU_ASSUMPTION = {
 def _vllm_like(name: str, device: DeviceSpec) -> EnginePolicy:
     big = device.hbm_bytes >= 70 * GIB and "a100" not in device.name.lower()
     step, per_req, overlap, note = CPU_ASSUMPTION[name]
-    return EnginePolicy(name=name, max_num_batched_tokens=8192 if big else 2048, max_num_seqs=1024 if big else 256,
-                        chunked_prefill=True, decode_first=True, kv_block_tokens=16, mem_fraction=0.9,
-                        mem_fraction_of="total", step_overhead_s=step, per_request_overhead_s=per_req,
-                        overlap_cpu=overlap, overhead_source=note, sources=_VLLM_SRC)
+    return EnginePolicy(
+        name=name,
+        max_num_batched_tokens=8192 if big else 2048,
+        max_num_seqs=1024 if big else 256,
+        chunked_prefill=True,
+        decode_first=True,
+        kv_block_tokens=16,
+        mem_fraction=0.9,
+        mem_fraction_of="total",
+        step_overhead_s=step,
+        per_request_overhead_s=per_req,
+        overlap_cpu=overlap,
+        overhead_source=note,
+        sources=_VLLM_SRC,
+    )
 
 
 def _sglang(device: DeviceSpec, tp: int, pp: int) -> EnginePolicy:
@@ -137,18 +173,40 @@ def _sglang(device: DeviceSpec, tp: int, pp: int) -> EnginePolicy:
         reserved_mb = max(reserved_mb, 10 * 1024)
     frac = round((gpu_mb - reserved_mb) / gpu_mb, 3)
     step, per_req, overlap, note = CPU_ASSUMPTION["sglang"]
-    return EnginePolicy(name="sglang", max_num_batched_tokens=chunk, max_num_seqs=4096, chunked_prefill=True,
-                        decode_first=False, kv_block_tokens=1, mem_fraction=frac, mem_fraction_of="static",
-                        step_overhead_s=step, per_request_overhead_s=per_req, overlap_cpu=overlap,
-                        overhead_source=note, sources=_SGLANG_SRC)
+    return EnginePolicy(
+        name="sglang",
+        max_num_batched_tokens=chunk,
+        max_num_seqs=4096,
+        chunked_prefill=True,
+        decode_first=False,
+        kv_block_tokens=1,
+        mem_fraction=frac,
+        mem_fraction_of="static",
+        step_overhead_s=step,
+        per_request_overhead_s=per_req,
+        overlap_cpu=overlap,
+        overhead_source=note,
+        sources=_SGLANG_SRC,
+    )
 
 
 def _trtllm() -> EnginePolicy:
     step, per_req, overlap, note = CPU_ASSUMPTION["trtllm"]
-    return EnginePolicy(name="trtllm", max_num_batched_tokens=8192, max_num_seqs=2048, chunked_prefill=False,
-                        decode_first=True, kv_block_tokens=32, mem_fraction=0.9, mem_fraction_of="free",
-                        step_overhead_s=step, per_request_overhead_s=per_req, overlap_cpu=overlap,
-                        overhead_source=note, sources=_TRTLLM_SRC)
+    return EnginePolicy(
+        name="trtllm",
+        max_num_batched_tokens=8192,
+        max_num_seqs=2048,
+        chunked_prefill=False,
+        decode_first=True,
+        kv_block_tokens=32,
+        mem_fraction=0.9,
+        mem_fraction_of="free",
+        step_overhead_s=step,
+        per_request_overhead_s=per_req,
+        overlap_cpu=overlap,
+        overhead_source=note,
+        sources=_TRTLLM_SRC,
+    )
 
 
 def engine_policy(name: str, device: DeviceSpec, *, tp: int = 1, pp: int = 1, **overrides) -> EnginePolicy:

@@ -96,10 +96,11 @@ class ServingConfig:
 
     @property
     def policy(self) -> EnginePolicy:
-        base = self.engine_profile or engine_policy(self.runtime, self.device, tp=self.parallel.tp,
-                                                    pp=self.parallel.pp)
-        over: dict[str, Any] = {"max_num_batched_tokens": self.workload.max_batched_tokens or None,
-                "max_num_seqs": self.max_num_seqs or None}
+        base = self.engine_profile or engine_policy(self.runtime, self.device, tp=self.parallel.tp, pp=self.parallel.pp)
+        over: dict[str, Any] = {
+            "max_num_batched_tokens": self.workload.max_batched_tokens or None,
+            "max_num_seqs": self.max_num_seqs or None,
+        }
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base
 
@@ -116,8 +117,10 @@ class MemoryFit:
 
     @property
     def stage_total_bytes(self) -> tuple[int, ...]:
-        return tuple(w + k + a + self.reserved_bytes for w, k, a in
-                     zip(self.stage_weight_bytes, self.stage_kv_bytes, self.stage_activation_bytes))
+        return tuple(
+            w + k + a + self.reserved_bytes
+            for w, k, a in zip(self.stage_weight_bytes, self.stage_kv_bytes, self.stage_activation_bytes)
+        )
 
     @property
     def fits(self) -> bool:
@@ -155,8 +158,10 @@ def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[int]]:
     chunk = Batch.prefill(1, max(1, min(budget, w.input_length)) if cfg.policy.chunked_prefill else w.input_length)
     dec = Batch.decode(max(1, min(cfg.policy.max_num_seqs, budget)), w.input_length)
     weights = [stage_weight_bytes(m, sd, i, s, par) for i, s in zip(plan.stage_infos, plan.stage_module_specs)]
-    act = [max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
-           for s in plan.stage_module_specs]
+    act = [
+        max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
+        for s in plan.stage_module_specs
+    ]
     kvb, held = kv_dtype_bytes(m, cfg.kv_cache_dtype), tokens_held(cfg)
     # one request at its end (sliding-window layers keep only their window; MLA its latent)
     per_req = [stage_kv_bytes_for(m, sd, i, 1, held, kvb) for i in plan.stage_infos]
@@ -184,10 +189,14 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     weights, act, per_req = _stage_fixed(cfg)
     budgets = kv_budgets(cfg, weights, act)
     kv = [cfg.batch_size * p for p in per_req]
-    return MemoryFit(stage_weight_bytes=tuple(weights), stage_kv_bytes=tuple(kv), stage_activation_bytes=tuple(act),
-                     stage_kv_budget_bytes=tuple(budgets), reserved_bytes=cfg.reserved_bytes,
-                     budget_bytes=min(w + a + cfg.reserved_bytes + b
-                                      for w, a, b in zip(weights, act, budgets)))
+    return MemoryFit(
+        stage_weight_bytes=tuple(weights),
+        stage_kv_bytes=tuple(kv),
+        stage_activation_bytes=tuple(act),
+        stage_kv_budget_bytes=tuple(budgets),
+        reserved_bytes=cfg.reserved_bytes,
+        budget_bytes=min(w + a + cfg.reserved_bytes + b for w, a, b in zip(weights, act, budgets)),
+    )
 
 
 def max_batch_for_memory(cfg: ServingConfig) -> int:
@@ -200,9 +209,16 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
     """One prompt alone, chunked at the budget (chunked prefill on), chunks pipelined through the stages."""
     w, pol = cfg.workload, cfg.policy
     chunks = math.ceil(w.input_length / pol.max_num_batched_tokens) if pol.chunked_prefill else 1
-    return SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.prefill(1, w.input_length), num_microbatches=chunks, partition=cfg.partition,
-                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
+    return SimSpec(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        batch=Batch.prefill(1, w.input_length),
+        num_microbatches=chunks,
+        partition=cfg.partition,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+    )
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -211,21 +227,35 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     if cfg.partition != "balanced":
         return cfg
     w = cfg.workload
-    spec = SimSpec(model=cfg.model, device=cfg.device, parallel=cfg.parallel,
-                   batch=Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2),
-                   num_microbatches=cfg.microbatches, partition=cfg.partition,
-                   expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype)
+    spec = SimSpec(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        batch=Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2),
+        num_microbatches=cfg.microbatches,
+        partition=cfg.partition,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+    )
     return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
-    return StepCoster(model=cfg.model, device=cfg.device, parallel=cfg.parallel, partition=cfg.partition,
-                      policy=cfg.policy, expert_imbalance=cfg.expert_imbalance, kv_cache_dtype=cfg.kv_cache_dtype,
-                      use_disk_cache=use_disk_cache)
+    return StepCoster(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        partition=cfg.partition,
+        policy=cfg.policy,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        use_disk_cache=use_disk_cache,
+    )
 
 
-def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None,
-                     coster: StepCoster | None = None) -> ServingResult:
+def estimate_serving(
+    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None, coster: StepCoster | None = None
+) -> ServingResult:
     """TTFT, TPOT, throughput and memory of ``cfg`` in steady state (see module docstring)."""
     cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
     pol, w, par = cfg.policy, cfg.workload, cfg.parallel
@@ -267,8 +297,10 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill
     if pol.decode_first:
         k, f = divmod(others / chunk, 1.0)
         k = int(k)
-        steps = [(1 - f, mixed_batch(d_int, dec_ctx, k, chunk, chunk_ctx)),
-                 (f, mixed_batch(d_int, dec_ctx, k + 1, chunk, chunk_ctx))]
+        steps = [
+            (1 - f, mixed_batch(d_int, dec_ctx, k, chunk, chunk_ctx)),
+            (f, mixed_batch(d_int, dec_ctx, k + 1, chunk, chunk_ctx)),
+        ]
         tpot = sum(p * coster.cycle_s(bt, in_flight) for p, bt in steps if p > 0)
         own = mixed_batch(max(0, min(d_int, round(b) - 1)), dec_ctx, 1, chunk, chunk_ctx)
         ttft = n_pf * coster.cycle_s(own, in_flight)
@@ -278,8 +310,7 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill
         prompts = max(1, round(size / per_prompt))
         pf = coster.cycle_s(mixed_batch(0, 0, prompts, per_prompt, chunk_ctx), in_flight)
         tpot = decode_cycle + (others / (prompts * per_prompt)) * pf
-        ttft = n_pf * coster.cycle_s(mixed_batch(0, 0, 1, per_prompt, chunk_ctx), in_flight) \
-            + (n_pf - 1) * decode_cycle
+        ttft = n_pf * coster.cycle_s(mixed_batch(0, 0, 1, per_prompt, chunk_ctx), in_flight) + (n_pf - 1) * decode_cycle
     if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
         ttft = ttft_idle
     e2e = ttft + (osl - 1) * tpot
@@ -302,9 +333,22 @@ def estimate_serving(cfg: ServingConfig, *, use_disk_cache: bool = True, prefill
         f"x {pol.mem_fraction:.3g}; memory allows {b_mem} requests/replica",
     ) + pre.assumptions[:2]
     return ServingResult(
-        config=replace(cfg, batch_size=served), ttft_s=ttft, tpot_s=tpot, decode_cycle_s=decode_cycle,
-        prefill_interference_s=tpot - decode_cycle, step_overhead_s=cpu_step, e2e_latency_s=e2e,
-        tokens_per_s=tps_replica * par.dp, tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
-        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0, concurrency=served * par.dp, memory=mem, prefill=pre,
+        config=replace(cfg, batch_size=served),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        decode_cycle_s=decode_cycle,
+        prefill_interference_s=tpot - decode_cycle,
+        step_overhead_s=cpu_step,
+        e2e_latency_s=e2e,
+        tokens_per_s=tps_replica * par.dp,
+        tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
+        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0,
+        concurrency=served * par.dp,
+        memory=mem,
+        prefill=pre,
         decode=dec_report,
-        assumptions=assumptions, ttft_idle_s=ttft_idle, max_concurrency_memory=b_mem, capped_by=capped)
+        assumptions=assumptions,
+        ttft_idle_s=ttft_idle,
+        max_concurrency_memory=b_mem,
+        capped_by=capped,
+    )

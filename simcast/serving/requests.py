@@ -44,8 +44,16 @@ class RequestSpec:
     output_len: int
 
 
-def make_requests(*, num_prompts: int, rate: float, input_len: int, output_len: int, range_ratio: float = 0.0,
-                  burstiness: float = 1.0, seed: int = 0) -> list[RequestSpec]:
+def make_requests(
+    *,
+    num_prompts: int,
+    rate: float,
+    input_len: int,
+    output_len: int,
+    range_ratio: float = 0.0,
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> list[RequestSpec]:
     """vLLM's random dataset and arrival process: lengths uniform on
     ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
     rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0."""
@@ -54,10 +62,16 @@ def make_requests(*, num_prompts: int, rate: float, input_len: int, output_len: 
     require(burstiness > 0, "--burstiness", burstiness, "must be > 0")
     require(rate > 0, "--request-rate", rate, "must be > 0 or inf")
     rng = np.random.default_rng(seed)
-    ins = rng.integers(max(1, math.floor(input_len * (1 - range_ratio))), math.ceil(input_len * (1 + range_ratio)) + 1,
-                       size=num_prompts)
-    outs = rng.integers(max(1, math.floor(output_len * (1 - range_ratio))),
-                        math.ceil(output_len * (1 + range_ratio)) + 1, size=num_prompts)
+    ins = rng.integers(
+        max(1, math.floor(input_len * (1 - range_ratio))),
+        math.ceil(input_len * (1 + range_ratio)) + 1,
+        size=num_prompts,
+    )
+    outs = rng.integers(
+        max(1, math.floor(output_len * (1 - range_ratio))),
+        math.ceil(output_len * (1 + range_ratio)) + 1,
+        size=num_prompts,
+    )
     if math.isinf(rate):
         arr = np.zeros(num_prompts)
     else:
@@ -136,8 +150,9 @@ def _round(x: float, to: int) -> int:
     return max(0, int(round(x / to)) * to)
 
 
-def _form(rep: _Replica, pol, blk: int, budget: int, max_seqs: int, *, prefill_first: bool
-          ) -> tuple[list[_Req], list[tuple[_Req, int]]]:
+def _form(
+    rep: _Replica, pol, blk: int, budget: int, max_seqs: int, *, prefill_first: bool
+) -> tuple[list[_Req], list[tuple[_Req, int]]]:
     """Pick one step's work: running requests first (decodes, unless ``prefill_first``; partial
     prefills), then waiting prompts while the sequence limit, the token budget and free KV blocks allow.
     A decode that needs a block when none is free preempts the most recently admitted request."""
@@ -193,8 +208,16 @@ def _form(rep: _Replica, pol, blk: int, budget: int, max_seqs: int, *, prefill_f
     return decodes, chunks
 
 
-def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_per_replica: int, dp: int = 1,
-                      router: str = "round_robin", max_concurrency: int = 0, sample_every: int = 1) -> BenchResult:
+def simulate_requests(
+    reqs: list[RequestSpec],
+    coster: StepCoster,
+    *,
+    kv_tokens_per_replica: int,
+    dp: int = 1,
+    router: str = "round_robin",
+    max_concurrency: int = 0,
+    sample_every: int = 1,
+) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
     ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
@@ -207,8 +230,12 @@ def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_
     reps = [_Replica(rid=i, kv_blocks=kv_tokens_per_replica // blk) for i in range(dp)]
     for r in reqs:
         need = _blocks(r.input_len + r.output_len, blk)
-        require(need <= reps[0].kv_blocks, "request length", r.input_len + r.output_len,
-                f"needs {need} KV blocks; a replica holds {reps[0].kv_blocks}")
+        require(
+            need <= reps[0].kv_blocks,
+            "request length",
+            r.input_len + r.output_len,
+            f"needs {need} KV blocks; a replica holds {reps[0].kv_blocks}",
+        )
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival_s)
     pending = deque(_Req(idx=i, spec=reqs[i]) for i in order)
     out: list[RequestResult | None] = [None] * len(reqs)
@@ -248,8 +275,9 @@ def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_
         rep = min(live, key=lambda r: r.clock)
         route(rep.clock)
         # ---- form the step (prefill-first engines, SGLang: a prefill-only step whenever a prompt can start)
-        decodes, chunks = _form(rep, pol, blk, budget * m, pol.max_num_seqs * m,
-                                prefill_first=not pol.decode_first and bool(rep.waiting))
+        decodes, chunks = _form(
+            rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=not pol.decode_first and bool(rep.waiting)
+        )
         if not pol.decode_first and not chunks:
             decodes, chunks = _form(rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False)
         if not decodes and not chunks:  # nothing fits: cannot happen with the length check; avoid a spin
@@ -292,13 +320,34 @@ def simulate_requests(reqs: list[RequestSpec], coster: StepCoster, *, kv_tokens_
             rep.running.remove(q)
             rep.used_blocks -= q.blocks
             in_flight -= 1
-            out[q.idx] = RequestResult(arrival_s=q.sent_s, input_len=q.spec.input_len,
-                                       output_len=q.generated, ttft_s=q.first_token_s - q.sent_s,
-                                       e2e_s=now - q.sent_s, preemptions=q.preemptions, replica=rep.rid)
+            out[q.idx] = RequestResult(
+                arrival_s=q.sent_s,
+                input_len=q.spec.input_len,
+                output_len=q.generated,
+                ttft_s=q.first_token_s - q.sent_s,
+                e2e_s=now - q.sent_s,
+                preemptions=q.preemptions,
+                replica=rep.rid,
+            )
         if steps % sample_every == 0:
-            samples.append(Sample(time_s=now, replica=rep.rid, running=len(rep.running), waiting=len(rep.waiting),
-                                  kv_used_blocks=rep.used_blocks, kv_total_blocks=rep.kv_blocks))
+            samples.append(
+                Sample(
+                    time_s=now,
+                    replica=rep.rid,
+                    running=len(rep.running),
+                    waiting=len(rep.waiting),
+                    kv_used_blocks=rep.used_blocks,
+                    kv_total_blocks=rep.kv_blocks,
+                )
+            )
     res = tuple(r for r in out if r is not None)
     duration = max((r.arrival_s + r.e2e_s for r in res), default=0.0)
-    return BenchResult(requests=res, itl_s=np.asarray(itl_v), itl_weight=np.asarray(itl_w, dtype=np.int64),
-                       samples=tuple(samples), duration_s=duration, steps=steps, distinct_batches=len(coster._memo))
+    return BenchResult(
+        requests=res,
+        itl_s=np.asarray(itl_v),
+        itl_weight=np.asarray(itl_w, dtype=np.int64),
+        samples=tuple(samples),
+        duration_s=duration,
+        steps=steps,
+        distinct_batches=len(coster._memo),
+    )

@@ -56,8 +56,9 @@ def resolve_search_sizes(values: Sequence[int] | None, num_devices: int, default
     if len(values) == 0:
         return powers_of_two(num_devices)
     for v in values:
-        require(isinstance(v, int) and 1 <= v <= num_devices, flag, v,
-                f"each value must be an integer in 1..{num_devices}")
+        require(
+            isinstance(v, int) and 1 <= v <= num_devices, flag, v, f"each value must be an integer in 1..{num_devices}"
+        )
     return sorted(set(values))
 
 
@@ -74,29 +75,52 @@ class SearchSpace:
 
     def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
         """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
-        return [(tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))
-                for tp in self.tp_sizes for pp in self.pp_sizes for ep in self.ep_sizes for mdp in self.moe_dp_sizes]
+        return [
+            (tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))
+            for tp in self.tp_sizes
+            for pp in self.pp_sizes
+            for ep in self.ep_sizes
+            for mdp in self.moe_dp_sizes
+        ]
 
     def layouts(self) -> list[tuple[int, int, int]]:
         """(tp, pp, dp) with num_devices % (tp·pp) == 0 (the dense view)."""
-        return sorted({(p.tp, p.pp, p.dp) for p in self.parallel_specs()}, key=lambda t: (
-            self.tp_sizes.index(t[0]), self.pp_sizes.index(t[1])))
+        return sorted(
+            {(p.tp, p.pp, p.dp) for p in self.parallel_specs()},
+            key=lambda t: (self.tp_sizes.index(t[0]), self.pp_sizes.index(t[1])),
+        )
 
     def parallel_specs(self) -> list[ParallelSpec]:
         """The legal layouts (the RFC's filter rules), MoE sizes included."""
-        return [ParallelSpec(tp=tp, pp=pp, dp=self.num_devices // (tp * pp), world_size=self.num_devices,
-                             ep=ep, moe_dp=mdp, moe_tp=mtp)
-                for tp, pp, ep, mdp, mtp, _ in self.candidates() if mtp]
+        return [
+            ParallelSpec(
+                tp=tp,
+                pp=pp,
+                dp=self.num_devices // (tp * pp),
+                world_size=self.num_devices,
+                ep=ep,
+                moe_dp=mdp,
+                moe_tp=mtp,
+            )
+            for tp, pp, ep, mdp, mtp, _ in self.candidates()
+            if mtp
+        ]
 
 
 def check_space(space: SearchSpace) -> None:
     """Fail at parse time when no candidate passes the RFC's divisibility rules."""
     moe = len(space.ep_sizes) > 1 or len(space.moe_dp_sizes) > 1 or space.ep_sizes != (1,) or space.moe_dp_sizes != (1,)
     what = f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}" + (
-        f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if moe else "")
-    require(bool(space.parallel_specs()), "--tp-sizes/--pp-sizes" + ("/--ep-sizes/--moe-dp-sizes" if moe else ""), what,
-            f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0"
-            + (", num_devices % ep == 0, (num_devices/pp) % (ep*moe_dp) == 0" if moe else "") + ")")
+        f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if moe else ""
+    )
+    require(
+        bool(space.parallel_specs()),
+        "--tp-sizes/--pp-sizes" + ("/--ep-sizes/--moe-dp-sizes" if moe else ""),
+        what,
+        f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0"
+        + (", num_devices % ep == 0, (num_devices/pp) % (ep*moe_dp) == 0" if moe else "")
+        + ")",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,8 +181,11 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
         return Rejection(parallel=label, reason=f"illegal split: {e}")
     b_mem = min(max_batch_for_memory(base), MAX_BATCH)
     if not mem1.fits or b_mem < 1:
-        return Rejection(parallel=label, reason=f"does not fit: {max(mem1.stage_total_bytes) / GIB:.1f} GiB per device "
-                         f"at batch 1 > budget {mem1.budget_bytes / GIB:.1f} GiB")
+        return Rejection(
+            parallel=label,
+            reason=f"does not fit: {max(mem1.stage_total_bytes) / GIB:.1f} GiB per device "
+            f"at batch 1 > budget {mem1.budget_bytes / GIB:.1f} GiB",
+        )
     grid = concurrency_grid(b_mem, space.batch_sizes)
     if not grid:
         return Rejection(parallel=label, reason=f"no listed batch size <= {b_mem} (memory limit)")
@@ -172,10 +199,14 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     if not ok:
         first = next(iter(points.values()))
         if first.ttft_s > space.ttft_limit_s:
-            return Rejection(parallel=label, reason=f"violates TTFT: {first.ttft_s * 1e3:.1f} ms > "
-                             f"{space.ttft_limit_s * 1e3:.1f} ms")
-        return Rejection(parallel=label, reason=f"violates TPOT: {first.tpot_s * 1e3:.2f} ms at batch "
-                         f"{first.config.batch_size} > {space.tpot_limit_s * 1e3:.2f} ms")
+            return Rejection(
+                parallel=label, reason=f"violates TTFT: {first.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms"
+            )
+        return Rejection(
+            parallel=label,
+            reason=f"violates TPOT: {first.tpot_s * 1e3:.2f} ms at batch "
+            f"{first.config.batch_size} > {space.tpot_limit_s * 1e3:.2f} ms",
+        )
     best = max(ok, key=lambda r: r.tokens_per_s_per_device)
     return Candidate(result=best, links=layout_links(base), points=tuple(points.values()))
 
@@ -192,8 +223,9 @@ def pareto_flags(xs: Sequence[float], ys: Sequence[float]) -> list[bool]:
     return flags
 
 
-def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True,
-           progress: bool | None = None) -> tuple[list[Candidate], list[Rejection]]:
+def search(
+    base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True, progress: bool | None = None
+) -> tuple[list[Candidate], list[Rejection]]:
     """Evaluate every layout; returns (ranked candidates, rejections)."""
     check_space(space)
     rows: list[Candidate] = []
@@ -209,16 +241,24 @@ def search(base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = Tr
     it = layouts_
     if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
         from tqdm import tqdm
+
         it = tqdm(layouts_, desc="layouts", unit="layout", file=sys.stderr)
     for par in it:
         cfg = replace(base, parallel=par)
         if not moe and (par.ep > 1 or par.moe_dp > 1):
-            rejected.append(Rejection(parallel=model_label(cfg) + f" | EP={par.ep} | MoE-DP={par.moe_dp}",
-                                      reason="illegal split: the model has no experts (ep and moe_dp must be 1)"))
+            rejected.append(
+                Rejection(
+                    parallel=model_label(cfg) + f" | EP={par.ep} | MoE-DP={par.moe_dp}",
+                    reason="illegal split: the model has no experts (ep and moe_dp must be 1)",
+                )
+            )
             continue
         if par.pp > base.model.num_layers:
-            rejected.append(Rejection(parallel=model_label(cfg),
-                                      reason=f"illegal split: pp={par.pp} > {base.model.num_layers} layers"))
+            rejected.append(
+                Rejection(
+                    parallel=model_label(cfg), reason=f"illegal split: pp={par.pp} > {base.model.num_layers} layers"
+                )
+            )
             continue
         out = evaluate_layout(cfg, space, use_disk_cache)
         if isinstance(out, Candidate):

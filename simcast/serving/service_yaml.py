@@ -52,23 +52,49 @@ from simcast.serving.model import ServingConfig, Workload
 _DEVICES = Int(1, MAX_DEVICES)
 _MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)
 SCHEMA: dict[str, Any] = {
-    "model": Str(), "device": Str(), "runtime?": Str(64),
-    "workload": {"input_length": Int(1, MAX_TOKENS), "output_length": Int(1, MAX_TOKENS),
-                 "batch_size?": Int(1, MAX_REQUESTS), "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS),
-                 "max_num_seqs?": Int(0, MAX_REQUESTS)},
-    "parallel_config": {"world_size?": _DEVICES, "tp_size?": _DEVICES, "pp_size?": _DEVICES, "dp_size?": _DEVICES,
-                        "partition?": Str(), "microbatches?": Int(0, MAX_MICROBATCHES),
-                        "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE), "ep_size?": _DEVICES,
-                        "moe_dp_size?": _DEVICES, "enable_dp_attention?": bool},
+    "model": Str(),
+    "device": Str(),
+    "runtime?": Str(64),
+    "workload": {
+        "input_length": Int(1, MAX_TOKENS),
+        "output_length": Int(1, MAX_TOKENS),
+        "batch_size?": Int(1, MAX_REQUESTS),
+        "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS),
+        "max_num_seqs?": Int(0, MAX_REQUESTS),
+    },
+    "parallel_config": {
+        "world_size?": _DEVICES,
+        "tp_size?": _DEVICES,
+        "pp_size?": _DEVICES,
+        "dp_size?": _DEVICES,
+        "partition?": Str(),
+        "microbatches?": Int(0, MAX_MICROBATCHES),
+        "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE),
+        "ep_size?": _DEVICES,
+        "moe_dp_size?": _DEVICES,
+        "enable_dp_attention?": bool,
+    },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
 }
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
-DEFAULTS: dict[str, Any] = {"runtime": "vllm", "batch_size": 1, "max_batched_tokens": 0, "max_num_seqs": 0,
-                            "tp_size": 1, "pp_size": 1, "dp_size": 1, "partition": "vllm", "microbatches": 0,
-                            "devices_per_node": None,
-                            "ep_size": 1, "moe_dp_size": 1, "enable_dp_attention": False,
-                            "ttft_ms": None, "tpot_ms": None}
+DEFAULTS: dict[str, Any] = {
+    "runtime": "vllm",
+    "batch_size": 1,
+    "max_batched_tokens": 0,
+    "max_num_seqs": 0,
+    "tp_size": 1,
+    "pp_size": 1,
+    "dp_size": 1,
+    "partition": "vllm",
+    "microbatches": 0,
+    "devices_per_node": None,
+    "ep_size": 1,
+    "moe_dp_size": 1,
+    "enable_dp_attention": False,
+    "ttft_ms": None,
+    "tpot_ms": None,
+}
 
 
 def read_service_yaml(path: str) -> dict[str, Any]:
@@ -76,8 +102,11 @@ def read_service_yaml(path: str) -> dict[str, Any]:
     return check(load_yaml(Path(path), "service YAML"), SCHEMA, "")
 
 
-_SECTION = {k.rstrip("?"): sec for sec in ("workload", "parallel_config", "limits")
-            for k in SCHEMA[sec if sec != "limits" else "limits?"]}
+_SECTION = {
+    k.rstrip("?"): sec
+    for sec in ("workload", "parallel_config", "limits")
+    for k in SCHEMA[sec if sec != "limits" else "limits?"]
+}
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -87,8 +116,9 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
-                         flags: dict[str, str] | None = None) -> tuple[ServingConfig, dict[str, Any]]:
+def build_serving_config(
+    yaml_values: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str] | None = None
+) -> tuple[ServingConfig, dict[str, Any]]:
     """Merge defaults < YAML < CLI overrides (None = not given) and build the config.
 
     An error names where the value came from: the YAML key (``parallel_config.pp_size``) or, for an
@@ -106,28 +136,48 @@ def build_serving_config(yaml_values: dict[str, Any], overrides: dict[str, Any],
 
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
     world = v.get("world_size") or tp * pp * dp
-    require(world == tp * pp * dp, name("world_size"), world,
-            f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}")
+    require(
+        world == tp * pp * dp,
+        name("world_size"),
+        world,
+        f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}",
+    )
     require(world <= MAX_DEVICES, name("world_size"), world, f"must be <= {MAX_DEVICES} (tp_size*pp_size*dp_size)")
     model = _named(lambda: load_model(v["model"]), name("model"))
     require(pp <= model.num_layers, name("pp_size"), pp, f"must be <= the model's {model.num_layers} layers")
     m = v["microbatches"] or pp
-    require(pp * m <= MAX_STAGE_MICROBATCHES, name("microbatches"), m,
-            f"must be <= {MAX_STAGE_MICROBATCHES // pp} with pp_size {pp} (at most {MAX_STAGE_MICROBATCHES} "
-            "stage x microbatch pairs)")
+    require(
+        pp * m <= MAX_STAGE_MICROBATCHES,
+        name("microbatches"),
+        m,
+        f"must be <= {MAX_STAGE_MICROBATCHES // pp} with pp_size {pp} (at most {MAX_STAGE_MICROBATCHES} "
+        "stage x microbatch pairs)",
+    )
     if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
         _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
     device = _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device"))
     ep, mdp = v["ep_size"], v["moe_dp_size"]
-    require(model.moe is not None or (ep == 1 and mdp == 1), name("ep_size"), f"{ep}/{mdp}",
-            f"{model.name} has no experts: ep_size and moe_dp_size must be 1")
-    cfg = ServingConfig(model=model, device=device,
-                        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp,
-                                              dp_attention=v["enable_dp_attention"]),
-                        workload=Workload(input_length=v["input_length"], output_length=v["output_length"],
-                                          max_batched_tokens=v["max_batched_tokens"]),
-                        batch_size=v["batch_size"], partition=v["partition"], decode_microbatches=v["microbatches"],
-                        runtime=v["runtime"], max_num_seqs=v["max_num_seqs"])
+    require(
+        model.moe is not None or (ep == 1 and mdp == 1),
+        name("ep_size"),
+        f"{ep}/{mdp}",
+        f"{model.name} has no experts: ep_size and moe_dp_size must be 1",
+    )
+    cfg = ServingConfig(
+        model=model,
+        device=device,
+        parallel=ParallelSpec(
+            tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
+        ),
+        workload=Workload(
+            input_length=v["input_length"], output_length=v["output_length"], max_batched_tokens=v["max_batched_tokens"]
+        ),
+        batch_size=v["batch_size"],
+        partition=v["partition"],
+        decode_microbatches=v["microbatches"],
+        runtime=v["runtime"],
+        max_num_seqs=v["max_num_seqs"],
+    )
     return cfg, v
 
 

@@ -66,11 +66,19 @@ class StepCoster:
 
     def report(self, batch: Batch) -> Report:
         if batch not in self._memo:
-            self._memo[batch] = simulate(SimSpec(model=self.model, device=self.device, parallel=self.parallel,
-                                                 batch=batch, num_microbatches=1, partition=self.partition,
-                                                 expert_imbalance=self.expert_imbalance,
-                                                 kv_cache_dtype=self.kv_cache_dtype),
-                                         use_disk_cache=self.use_disk_cache)
+            self._memo[batch] = simulate(
+                SimSpec(
+                    model=self.model,
+                    device=self.device,
+                    parallel=self.parallel,
+                    batch=batch,
+                    num_microbatches=1,
+                    partition=self.partition,
+                    expert_imbalance=self.expert_imbalance,
+                    kv_cache_dtype=self.kv_cache_dtype,
+                ),
+                use_disk_cache=self.use_disk_cache,
+            )
         return self._memo[batch]
 
     def stage_times_s(self, batch: Batch | None) -> tuple[float, ...]:

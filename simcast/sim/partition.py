@@ -78,5 +78,8 @@ def simulate_partitioned(spec: SimSpec, *, use_disk_cache: bool = True) -> Repor
     r = simulate(resolved, use_disk_cache=use_disk_cache)
     if resolved is spec:
         return r
-    return replace(r, assumptions=r.assumptions + (
-        f"partition {spec.partition}: layer counts {resolved.partition} minimise the slowest stage for this batch",))
+    return replace(
+        r,
+        assumptions=r.assumptions
+        + (f"partition {spec.partition}: layer counts {resolved.partition} minimise the slowest stage for this batch",),
+    )

@@ -78,11 +78,18 @@ class Report:
         """Shares of the summed op time (all stages, mean microbatch): grouped expert GEMMs and
         dispatch/combine (all-to-all or all-gather/reduce-scatter)."""
         tot = sum(self.op_bound_s.values()) or 1.0
+
         def part(names: tuple[str, ...]) -> float:
-            return sum(o.time_s * o.count for st in self.stages for mb in st.microbatch_ops for o in mb
-                       if o.op in names) / max(1, len(self.microbatches)) / tot
-        return {"grouped_gemm": part(("simcast::moe_experts",)),
-                "dispatch_combine": part(("simcast::moe_dispatch", "simcast::moe_combine"))}
+            return (
+                sum(o.time_s * o.count for st in self.stages for mb in st.microbatch_ops for o in mb if o.op in names)
+                / max(1, len(self.microbatches))
+                / tot
+            )
+
+        return {
+            "grouped_gemm": part(("simcast::moe_experts",)),
+            "dispatch_combine": part(("simcast::moe_dispatch", "simcast::moe_combine")),
+        }
 
     @property
     def max_stage_weight_bytes(self) -> int:
@@ -171,33 +178,70 @@ def moe_comm_mode(par: ParallelSpec) -> str:
     return "all_reduce" if par.tp > 1 else ""
 
 
-def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int,
-              par: ParallelSpec | None = None, start_layer: int = 0) -> StageKey:
+def stage_key(
+    model: ModelSpec,
+    sd: ShardedDims,
+    first: bool,
+    last: bool,
+    num_layers: int,
+    par: ParallelSpec | None = None,
+    start_layer: int = 0,
+) -> StageKey:
     kinds, _ = stage_layers(model, start_layer, num_layers, first)
     extra: dict = {}
     if any(k.startswith("moe") for k in kinds):
         p = par or ParallelSpec(tp=sd.tp)
         ms, m = moe_shard(model, p), model.moe
         assert m is not None
-        extra.update(num_experts=m.num_experts, experts_local=ms.experts_local, top_k=m.top_k,
-                     expert_intermediate=ms.expert_intermediate, shared_intermediate=ms.shared_intermediate,
-                     ep=p.ep, moe_dp=p.moe_dp, dp=p.dp, moe_comm=moe_comm_mode(p), router_bias=m.router_bias)
+        extra.update(
+            num_experts=m.num_experts,
+            experts_local=ms.experts_local,
+            top_k=m.top_k,
+            expert_intermediate=ms.expert_intermediate,
+            shared_intermediate=ms.shared_intermediate,
+            ep=p.ep,
+            moe_dp=p.moe_dp,
+            dp=p.dp,
+            moe_comm=moe_comm_mode(p),
+            router_bias=m.router_bias,
+        )
     if model.quant is not None:
         q = model.quant
-        extra.update(expert_format=q.expert_format,
-                     dense_format="" if q.dense_format == model.dtype else q.dense_format)
+        extra.update(
+            expert_format=q.expert_format, dense_format="" if q.dense_format == model.dtype else q.dense_format
+        )
     q_heads, kv_heads, head_dim = sd.q_heads, sd.kv_heads, model.head_dim
     if model.mla is not None:
         a = model.mla
         kv_heads, head_dim = 1, a.cache_width  # the cache input is the latent (S, 1, kv_lora + rope)
-        extra.update(q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank, qk_nope_head_dim=a.qk_nope_head_dim,
-                     qk_rope_head_dim=a.qk_rope_head_dim, v_head_dim=a.v_head_dim)
-    return StageKey(hidden_size=model.hidden_size, q_heads=q_heads, kv_heads=kv_heads,
-                    head_dim=head_dim, intermediate=sd.intermediate, vocab_shard=sd.vocab_shard,
-                    tp=sd.tp, qk_norm=model.qk_norm, attention_bias=model.attention_bias,
-                    rms_norm_eps=model.rms_norm_eps, rope_theta=model.rope_theta, dtype=model.dtype,
-                    has_embedding=first, has_head=last, traced_layers=len(kinds), layer_kinds=kinds,
-                    sliding_window=model.sliding_window, o_proj_bias=model.o_proj_bias, **extra)
+        extra.update(
+            q_lora_rank=a.q_lora_rank,
+            kv_lora_rank=a.kv_lora_rank,
+            qk_nope_head_dim=a.qk_nope_head_dim,
+            qk_rope_head_dim=a.qk_rope_head_dim,
+            v_head_dim=a.v_head_dim,
+        )
+    return StageKey(
+        hidden_size=model.hidden_size,
+        q_heads=q_heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=sd.intermediate,
+        vocab_shard=sd.vocab_shard,
+        tp=sd.tp,
+        qk_norm=model.qk_norm,
+        attention_bias=model.attention_bias,
+        rms_norm_eps=model.rms_norm_eps,
+        rope_theta=model.rope_theta,
+        dtype=model.dtype,
+        has_embedding=first,
+        has_head=last,
+        traced_layers=len(kinds),
+        layer_kinds=kinds,
+        sliding_window=model.sliding_window,
+        o_proj_bias=model.o_proj_bias,
+        **extra,
+    )
 
 
 def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
@@ -249,9 +293,19 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for mb in micro:  # identical microbatches on identical stages are costed once
             k = (key, layer_counts, mb, tp_path, moe_path)
             if k not in memo:
-                memo[k] = cost_stage(tr, layer_counts, CostContext(
-                    batch=mb, device=dev, tp_path=tp_path, collective_algorithm=spec.collective_algorithm,
-                    moe_path=moe_path, expert_imbalance=spec.expert_imbalance), model.dtype)
+                memo[k] = cost_stage(
+                    tr,
+                    layer_counts,
+                    CostContext(
+                        batch=mb,
+                        device=dev,
+                        tp_path=tp_path,
+                        collective_algorithm=spec.collective_algorithm,
+                        moe_path=moe_path,
+                        expert_imbalance=spec.expert_imbalance,
+                    ),
+                    model.dtype,
+                )
             row.append(memo[k])
         stage_ops.append(row)
 
@@ -269,8 +323,17 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
             gather = 0.0
             if shards > 1:  # vLLM: each received tensor is all-gathered over the receiver's TP group before use
                 gather = n_tensors * all_gather_s(pp_message_bytes(mb.num_tokens, model, 1, 1), par.tp, tp_paths[dst])
-            events.append(PipelineSendRecvEvent(src_stage=edge.src_stage, dst_stage=dst, message_bytes=nbytes,
-                                                latency_s=t, link=hop.name, microbatch=m, all_gather_s=gather))
+            events.append(
+                PipelineSendRecvEvent(
+                    src_stage=edge.src_stage,
+                    dst_stage=dst,
+                    message_bytes=nbytes,
+                    latency_s=t,
+                    link=hop.name,
+                    microbatch=m,
+                    all_gather_s=gather,
+                )
+            )
             # The receiver pays: like vLLM's irecv it waits for the data before computing. The sender's isend
             # returns at once (its wait sits at the start of its next step, long done), so the send is free.
             comm[m][dst] += t + gather
@@ -282,18 +345,37 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         for mb_ops in stage_ops[s]:
             for o in mb_ops:
                 op_bound[o.bound] += o.time_s * o.count / len(micro)
-        stages.append(StageReport(
-            stage_id=s, start_layer=info.start_layer, end_layer=info.end_layer, num_layers=info.num_layers,
-            compute_s=runtime.stage_compute_times_s[s], tp_comm_s=tp_comm, comm_s=runtime.stage_comm_times_s[s],
-            stage_s=runtime.stage_times_s[s], weight_bytes=stage_weight_bytes(model, sd, info, mods, par),
-            kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch,
-                                                kv_dtype_bytes(model, spec.kv_cache_dtype)),
-            activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
-            tp_link=tp_paths[s].name if par.tp > 1 else "-", ops=stage_ops[s][0],
-            microbatch_ops=tuple(stage_ops[s])))
+        stages.append(
+            StageReport(
+                stage_id=s,
+                start_layer=info.start_layer,
+                end_layer=info.end_layer,
+                num_layers=info.num_layers,
+                compute_s=runtime.stage_compute_times_s[s],
+                tp_comm_s=tp_comm,
+                comm_s=runtime.stage_comm_times_s[s],
+                stage_s=runtime.stage_times_s[s],
+                weight_bytes=stage_weight_bytes(model, sd, info, mods, par),
+                kv_cache_bytes=stage_kv_cache_bytes(
+                    model, sd, info, spec.batch, kv_dtype_bytes(model, spec.kv_cache_dtype)
+                ),
+                activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
+                tp_link=tp_paths[s].name if par.tp > 1 else "-",
+                ops=stage_ops[s][0],
+                microbatch_ops=tuple(stage_ops[s]),
+            )
+        )
 
-    return Report(spec=spec, plan=plan, stages=tuple(stages), runtime=runtime, microbatches=micro,
-                  op_bound_s=op_bound, assumptions=assumptions(spec, micro, hops, tp_paths), traces_compiled=compiled)
+    return Report(
+        spec=spec,
+        plan=plan,
+        stages=tuple(stages),
+        runtime=runtime,
+        microbatches=micro,
+        op_bound_s=op_bound,
+        assumptions=assumptions(spec, micro, hops, tp_paths),
+        traces_compiled=compiled,
+    )
 
 
 def n_tensors_of(spec: SimSpec) -> int:
@@ -301,17 +383,21 @@ def n_tensors_of(spec: SimSpec) -> int:
     return 2 if spec.send_residual else 1
 
 
-def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path],
-                tp_paths: Sequence[Path]) -> tuple[str, ...]:
+def assumptions(
+    spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]
+) -> tuple[str, ...]:
     """Human-readable list of what the numbers assume."""
     dev, par = spec.device, spec.parallel
     e = dev.efficiency
     out = [
         f"roofline per op: max(flops/(peak*eff), bytes/(hbm_bw*eff)) + {e.launch_overhead_s * 1e6:.1f} us launch; "
         f"eff matmul {e.matmul:.3g}, vector {e.vector:.3g}, memory {e.memory:.3g}"
-        + (f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
-           f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)" if e.matmul_half_m_ridge or e.matmul_half_n
-           or e.matmul_half_k else "")
+        + (
+            f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
+            f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)"
+            if e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k
+            else ""
+        )
         + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k) else ""),
         f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
@@ -322,24 +408,32 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path],
     ]
     m = spec.model
     if m.moe is not None:
-        out.append(f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
-                   f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
-                   f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}; "
-                   f"{moe_comm_mode(par) or 'no'} MoE communication")
+        out.append(
+            f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
+            f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
+            f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}; "
+            f"{moe_comm_mode(par) or 'no'} MoE communication"
+        )
     if m.mla is not None:
-        out.append(f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
-                   "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)")
+        out.append(
+            f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
+            "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)"
+        )
     if m.layer_types:
-        out.append(f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
-                   "attention sinks cost one logit per head (not counted)")
+        out.append(
+            f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
+            "attention sinks cost one logit per head (not counted)"
+        )
     if weight_format_note(m):
         out.append(weight_format_note(m))
     if spec.kv_cache_dtype != "auto":
         out.append(f"KV cache dtype {spec.kv_cache_dtype}")
     if spec.model.dtype == "fp8":
-        out.append("fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-                   "(approximation: real fp8 serving keeps some activations in bf16)"
-                   + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak"))
+        out.append(
+            "fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
+            "(approximation: real fp8 serving keeps some activations in bf16)"
+            + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak")
+        )
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
     if par.pp > 1:
@@ -348,12 +442,17 @@ def assumptions(spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path],
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
         if spec.tp_sharded_send and par.tp > 1:
-            out.append(f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
-                       f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
-                       "(vLLM's irecv post-processing); charged to the receiver")
+            out.append(
+                f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
+                f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
+                "(vLLM's irecv post-processing); charged to the receiver"
+            )
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
-        how = ("calibrated alpha + bytes/beta fit (nearest group size)" if fitted
-               else f"{spec.collective_algorithm} ring/tree formula")
+        how = (
+            "calibrated alpha + bytes/beta fit (nearest group size)"
+            if fitted
+            else f"{spec.collective_algorithm} ring/tree formula"
+        )
         out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
     return tuple(out)

@@ -48,9 +48,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from simcast.sim.simulate import Report
 
 SEND_RECV_MODES = ("receiver", "blocking", "overlap")
-SEND_RECV_LABELS = {"receiver": "receiver waits for each hop (vLLM, SGLang irecv)",
-                    "blocking": "blocking send + recv on both sides (RFC)",
-                    "overlap": "overlapped isend/irecv (transfer hidden under earlier work)"}
+SEND_RECV_LABELS = {
+    "receiver": "receiver waits for each hop (vLLM, SGLang irecv)",
+    "blocking": "blocking send + recv on both sides (RFC)",
+    "overlap": "overlapped isend/irecv (transfer hidden under earlier work)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,8 +110,9 @@ class Timeline:
         return max(0.0, 1.0 - busy / (self.num_stages * span))
 
 
-def _check_inputs(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]],
-                  max_in_flight: int | None, send_recv: str) -> tuple[int, int]:
+def _check_inputs(
+    compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], max_in_flight: int | None, send_recv: str
+) -> tuple[int, int]:
     if send_recv not in SEND_RECV_MODES:
         raise ValueError(f"send_recv must be one of {', '.join(SEND_RECV_MODES)}, got {send_recv!r}")
     m = len(compute_s)
@@ -127,8 +130,13 @@ def _check_inputs(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequenc
     return m, p
 
 
-def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], *,
-                      send_recv: str = "receiver", max_in_flight: int | None = None) -> Timeline:
+def schedule_pipeline(
+    compute_s: Sequence[Sequence[float]],
+    send_s: Sequence[Sequence[float]],
+    *,
+    send_recv: str = "receiver",
+    max_in_flight: int | None = None,
+) -> Timeline:
     """Schedule ``M`` microbatches through ``P`` stages; returns every event.
 
     ``compute_s[m][s]``: stage ``s`` compute time of microbatch ``m`` (s),
@@ -152,8 +160,9 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
             res = f"stage{s}"
             if send_recv == "overlap":
                 end = start + c
-                events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end,
-                                            resource=res))
+                events.append(
+                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end, resource=res)
+                )
                 stage_free[s] = ready = end
                 if s < p - 1:
                     t = send_s[m][s]
@@ -162,10 +171,16 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
                     link_free[s] = t1
                     if t > 0:
                         link = f"link{s}->{s + 1}"
-                        events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1,
-                                                    resource=link, peer=s + 1))
-                        events.append(TimelineEvent(kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1,
-                                                    resource=link, peer=s))
+                        events.append(
+                            TimelineEvent(
+                                kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s + 1
+                            )
+                        )
+                        events.append(
+                            TimelineEvent(
+                                kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s
+                            )
+                        )
                     ready = t1
                 continue
             inc = send_s[m][s - 1] if s > 0 else 0.0
@@ -175,30 +190,50 @@ def schedule_pipeline(compute_s: Sequence[Sequence[float]], send_s: Sequence[Seq
             c_start, c_end = start + inc, max(start + inc, end - out)
             if inc > 0:
                 if send_recv == "receiver":  # the sender's side of the transfer: the link, not the sender, is held
-                    events.append(TimelineEvent(kind="send", stage=s - 1, microbatch=m, start_s=start,
-                                                end_s=c_start, resource=f"link{s - 1}->{s}", peer=s))
-                events.append(TimelineEvent(kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start,
-                                            resource=res, peer=s - 1))
-            events.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end,
-                                        resource=res))
+                    events.append(
+                        TimelineEvent(
+                            kind="send",
+                            stage=s - 1,
+                            microbatch=m,
+                            start_s=start,
+                            end_s=c_start,
+                            resource=f"link{s - 1}->{s}",
+                            peer=s,
+                        )
+                    )
+                events.append(
+                    TimelineEvent(
+                        kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
+                    )
+                )
+            events.append(
+                TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res)
+            )
             if out > 0:
-                events.append(TimelineEvent(kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end,
-                                            resource=res, peer=s + 1))
+                events.append(
+                    TimelineEvent(
+                        kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1
+                    )
+                )
             stage_free[s] = ready = end
         left_pipeline.append(stage_free[p - 1])
-    return Timeline(events=tuple(events), num_stages=p, num_microbatches=m_count, send_recv=send_recv,
-                    max_in_flight=max_in_flight)
+    return Timeline(
+        events=tuple(events), num_stages=p, num_microbatches=m_count, send_recv=send_recv, max_in_flight=max_in_flight
+    )
 
 
 # --- adapter from a Report ---------------------------------------------------
+
 
 def microbatch_ops(report: Report) -> tuple[tuple[tuple[OpCost, ...], ...], ...]:
     """Op costs ``[stage][microbatch]`` of a report, with replay counts (as simulate costed them)."""
     return tuple(st.microbatch_ops for st in report.stages)
 
 
-def report_timeline_inputs(report: Report, ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
-                           ) -> tuple[list[list[float]], list[list[float]]]:
+def report_timeline_inputs(
+    report: Report,
+    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
+) -> tuple[list[list[float]], list[list[float]]]:
     """``(compute_s[m][s], send_s[m][h])`` of a report, in seconds.
 
     A hop's time is what the receiver waits for: the transfer plus, for a
@@ -214,8 +249,13 @@ def report_timeline_inputs(report: Report, ops: Sequence[Sequence[Sequence[OpCos
     return compute, send
 
 
-def report_timeline(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None,
-                    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None) -> Timeline:
+def report_timeline(
+    report: Report,
+    *,
+    send_recv: str = "receiver",
+    max_in_flight: int | None = None,
+    ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
+) -> Timeline:
     """The event-level timeline of a report's forward step (see :func:`schedule_pipeline`)."""
     compute, send = report_timeline_inputs(report, ops)
     return schedule_pipeline(compute, send, send_recv=send_recv, max_in_flight=max_in_flight)

@@ -33,6 +33,7 @@ _SCOPE = re.compile(r"pre|post|layer[0-9]{1,6}")
 
 def versions() -> str:
     from simcast import __version__
+
     try:
         tv = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -42,7 +43,8 @@ def versions() -> str:
 
 def cache_dir() -> Path:
     base = os.environ.get("SIMCAST_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simcast")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simcast"
+    )
     return Path(base) / "traces" / versions()
 
 
@@ -59,9 +61,19 @@ def _digest(body: dict) -> str:
 def _to_json(tr: StageTrace) -> dict:
     def arg(a: Any) -> dict:
         return {"t": dataclasses.asdict(a)} if isinstance(a, TensorArg) else {"v": a}
-    body = {"key": dataclasses.asdict(tr.key),
-            "ops": [{"op": o.op, "scope": o.scope, "args": [arg(a) for a in o.args],
-                     "outputs": [dataclasses.asdict(t) for t in o.outputs]} for o in tr.ops]}
+
+    body = {
+        "key": dataclasses.asdict(tr.key),
+        "ops": [
+            {
+                "op": o.op,
+                "scope": o.scope,
+                "args": [arg(a) for a in o.args],
+                "outputs": [dataclasses.asdict(t) for t in o.outputs],
+            }
+            for o in tr.ops
+        ],
+    }
     body = json.loads(json.dumps(body))  # tuples -> lists: the digest covers what a reader will see
     return {"format": TRACE_FORMAT, "sha256": _digest(body), **body}
 
@@ -115,8 +127,9 @@ def verify_entry(d: Any, key: StageKey) -> StageTrace:
         for a in o["args"]:
             _check(isinstance(a, dict) and len(a) == 1 and ("t" in a or "v" in a), "arg")
             args.append(_tensor(a["t"]) if "t" in a else _scalar(a["v"]))
-        recs.append(OpRecord(op=o["op"], scope=o["scope"], args=tuple(args),
-                             outputs=tuple(_tensor(t) for t in o["outputs"])))
+        recs.append(
+            OpRecord(op=o["op"], scope=o["scope"], args=tuple(args), outputs=tuple(_tensor(t) for t in o["outputs"]))
+        )
     return StageTrace(key=key, ops=tuple(recs), compiled=False)
 
 
@@ -142,6 +155,7 @@ def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
     tr = _read_entry(path, key) if use_disk_cache else None
     if tr is None:
         from simcast.trace.tracer import compile_trace
+
         tr = compile_trace(key)
         if use_disk_cache:
             tmp = path.with_suffix(f".tmp{os.getpid()}")

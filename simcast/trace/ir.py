@@ -41,12 +41,33 @@ class StageTrace:
     compiled: bool  # True when it came from torch.compile in this process
 
 
-KNOWN_OPS = frozenset({"linear", "index_select"} | {f"simcast::{name}" for name in (
-    "rms_norm", "fused_add_rms_norm", "rope", "silu_and_mul", "kv_cache_write", "attention", "all_reduce",
-    "all_gather", "vocab_embedding", "sample",
-    # MoE / MLA / sliding-window leaf ops of simcast.trace.moe
-    "moe_topk", "moe_dispatch", "moe_combine", "moe_experts", "quant_linear", "mla_cache_write", "mla_attention",
-    "attention_sliding")})
+KNOWN_OPS = frozenset(
+    {"linear", "index_select"}
+    | {
+        f"simcast::{name}"
+        for name in (
+            "rms_norm",
+            "fused_add_rms_norm",
+            "rope",
+            "silu_and_mul",
+            "kv_cache_write",
+            "attention",
+            "all_reduce",
+            "all_gather",
+            "vocab_embedding",
+            "sample",
+            # MoE / MLA / sliding-window leaf ops of simcast.trace.moe
+            "moe_topk",
+            "moe_dispatch",
+            "moe_combine",
+            "moe_experts",
+            "quant_linear",
+            "mla_cache_write",
+            "mla_attention",
+            "attention_sliding",
+        )
+    }
+)
 """Op names a stage trace may hold: the leaf ops of :mod:`simcast.trace.ops` and the two aten ops the
 stage modules call. A new leaf op goes here (and gets a formula in :mod:`simcast.cost.compute`); a
 cached trace with any other name is not trusted (:mod:`simcast.trace.cache` rebuilds it)."""
@@ -55,8 +76,19 @@ KNOWN_DTYPES = frozenset({"fp32", "bf16", "fp16", "fp8", "int64", "int32", "bool
 
 MAX_SHAPE_CHARS = 128
 """Longest symbolic dim accepted (the tracer writes names, integers and short sums like ``2*T``)."""
-_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.Load,
-            ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.USub)
+_ALLOWED = (
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Name,
+    ast.Constant,
+    ast.Load,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.USub,
+)
 _SHAPE_FN_CACHE: dict[str, Callable[[int, int, int], int]] = {}
 
 
@@ -76,8 +108,11 @@ def shape_fn(expr: str) -> Callable[[int, int, int], int]:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise ValueError(f"unsupported symbolic dim {expr!r}") from None
         for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Name) and node.id not in ("T", "R", "S")) \
-                    or (isinstance(node, ast.Constant) and (type(node.value) is not int)):
+            if (
+                not isinstance(node, _ALLOWED)
+                or (isinstance(node, ast.Name) and node.id not in ("T", "R", "S"))
+                or (isinstance(node, ast.Constant) and (type(node.value) is not int))
+            ):
                 raise ValueError(f"unsupported symbolic dim {expr!r}")
         if expr.isdigit():
             fn = (lambda v: lambda T, R, S: v)(int(expr))

@@ -48,8 +48,9 @@ def _(logits, top_k):
 
 
 @torch.library.custom_op(f"{_LIB}::moe_dispatch", mutates_args=())
-def moe_dispatch(x: torch.Tensor, topk_ids: torch.Tensor, mode: str, ep: int, dp: int, num_experts: int,
-                 tp: int) -> torch.Tensor:
+def moe_dispatch(
+    x: torch.Tensor, topk_ids: torch.Tensor, mode: str, ep: int, dp: int, num_experts: int, tp: int
+) -> torch.Tensor:
     """Send each token to the ranks of its experts (``all_to_all``) or gather all replicas' tokens (``all_gather``)."""
     _no_kernel()
 
@@ -60,8 +61,9 @@ def _(x, topk_ids, mode, ep, dp, num_experts, tp):
 
 
 @torch.library.custom_op(f"{_LIB}::moe_combine", mutates_args=())
-def moe_combine(y: torch.Tensor, topk_ids: torch.Tensor, mode: str, ep: int, dp: int, num_experts: int,
-                tp: int) -> torch.Tensor:
+def moe_combine(
+    y: torch.Tensor, topk_ids: torch.Tensor, mode: str, ep: int, dp: int, num_experts: int, tp: int
+) -> torch.Tensor:
     """Return expert outputs to their tokens' ranks (the inverse of :func:`moe_dispatch`)."""
     _no_kernel()
 
@@ -72,9 +74,19 @@ def _(y, topk_ids, mode, ep, dp, num_experts, tp):
 
 
 @torch.library.custom_op(f"{_LIB}::moe_experts", mutates_args=())
-def moe_experts(x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor, w13: torch.Tensor,
-                w2: torch.Tensor, fmt: str, top_k: int, num_experts: int, ep: int, moe_dp: int,
-                dp: int) -> torch.Tensor:
+def moe_experts(
+    x: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    fmt: str,
+    top_k: int,
+    num_experts: int,
+    ep: int,
+    moe_dp: int,
+    dp: int,
+) -> torch.Tensor:
     """Fused MoE: x (T, H); w13 (E_local, 2·I_r, H); w2 (E_local, H, I_r) -> (T, H)."""
     _no_kernel()
 
@@ -107,9 +119,18 @@ def _(latent, k_pe, cache):
 
 
 @torch.library.custom_op(f"{_LIB}::mla_attention", mutates_args=())
-def mla_attention(q: torch.Tensor, cache: torch.Tensor, w_kv_b: torch.Tensor, query_lens: torch.Tensor,
-                  context_lens: torch.Tensor, heads: int, nope: int, rope: int, v_dim: int,
-                  scale: float) -> torch.Tensor:
+def mla_attention(
+    q: torch.Tensor,
+    cache: torch.Tensor,
+    w_kv_b: torch.Tensor,
+    query_lens: torch.Tensor,
+    context_lens: torch.Tensor,
+    heads: int,
+    nope: int,
+    rope: int,
+    v_dim: int,
+    scale: float,
+) -> torch.Tensor:
     """MLA over the latent cache. q (T, heads·(nope+rope)); cache (S, kv_lora+rope); w_kv_b (heads·(nope+v), kv_lora)
     -> (T, heads·v)."""
     _no_kernel()
@@ -121,8 +142,15 @@ def _(q, cache, w_kv_b, query_lens, context_lens, heads, nope, rope, v_dim, scal
 
 
 @torch.library.custom_op(f"{_LIB}::attention_sliding", mutates_args=())
-def attention_sliding(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, query_lens: torch.Tensor,
-                      context_lens: torch.Tensor, scale: float, window: int) -> torch.Tensor:
+def attention_sliding(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    query_lens: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+    window: int,
+) -> torch.Tensor:
     """Causal attention restricted to the last ``window`` keys (sliding window; sinks add one logit per head)."""
     _no_kernel()
 
@@ -155,10 +183,12 @@ class MoEBlock(nn.Module):
         self.gate = nn.Linear(h, k.num_experts, bias=k.router_bias, **mk)  # router: replicated, model dtype
         self.w13 = nn.Parameter(torch.empty(k.experts_local, 2 * k.expert_intermediate, h, **mk))
         self.w2 = nn.Parameter(torch.empty(k.experts_local, h, k.expert_intermediate, **mk))
-        self.shared_gate_up = Linear(h, 2 * k.shared_intermediate, False, k.expert_format, **mk) \
-            if k.shared_intermediate else None
-        self.shared_down = Linear(k.shared_intermediate, h, False, k.expert_format, **mk) \
-            if k.shared_intermediate else None
+        self.shared_gate_up = (
+            Linear(h, 2 * k.shared_intermediate, False, k.expert_format, **mk) if k.shared_intermediate else None
+        )
+        self.shared_down = (
+            Linear(k.shared_intermediate, h, False, k.expert_format, **mk) if k.shared_intermediate else None
+        )
 
     def forward(self, hidden):
         k = self.k
@@ -166,8 +196,9 @@ class MoEBlock(nn.Module):
         x = hidden
         if k.moe_comm in ("all_to_all", "all_gather"):
             x = moe_dispatch(x, ids, k.moe_comm, k.ep, k.dp, k.num_experts, k.tp)
-        out = moe_experts(x, weights, ids, self.w13, self.w2, k.expert_format or k.dtype, k.top_k, k.num_experts,
-                          k.ep, k.moe_dp, k.dp)
+        out = moe_experts(
+            x, weights, ids, self.w13, self.w2, k.expert_format or k.dtype, k.top_k, k.num_experts, k.ep, k.moe_dp, k.dp
+        )
         if k.moe_comm in ("all_to_all", "all_gather"):
             out = moe_combine(out, ids, k.moe_comm, k.ep, k.dp, k.num_experts, k.tp)
         if self.shared_gate_up is not None:
@@ -205,6 +236,16 @@ class MLAAttention(nn.Module):
         q, k_pe = ops.rope(positions, q, k_pe, k.qk_rope_head_dim, k.rope_theta)
         mla_cache_write(latent, k_pe, cache)
         scale = 1.0 / math.sqrt(k.qk_nope_head_dim + k.qk_rope_head_dim)
-        out = mla_attention(q, cache, self.w_kv_b, query_lens, context_lens, k.q_heads, k.qk_nope_head_dim,
-                            k.qk_rope_head_dim, k.v_head_dim, scale)
+        out = mla_attention(
+            q,
+            cache,
+            self.w_kv_b,
+            query_lens,
+            context_lens,
+            k.q_heads,
+            k.qk_nope_head_dim,
+            k.qk_rope_head_dim,
+            k.v_head_dim,
+            scale,
+        )
         return self.o_proj(out)

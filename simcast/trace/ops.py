@@ -69,9 +69,7 @@ def _(x):
 
 
 @torch.library.custom_op(f"{_LIB}::kv_cache_write", mutates_args=("k_cache", "v_cache"))
-def kv_cache_write(
-    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
-) -> None:
+def kv_cache_write(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
     """Scatter the T new tokens' k, v (T, Hkv*D) into the paged cache (S, Hkv, D)."""
     raise RuntimeError("simcast ops have no real kernel")
 

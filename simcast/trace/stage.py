@@ -77,8 +77,9 @@ class DecoderLayer(nn.Module):
         q, kk = ops.rope(positions, q, kk, d, k.rope_theta)
         ops.kv_cache_write(kk, v, k_cache, v_cache)
         if self.sliding:
-            attn = moe.attention_sliding(q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d),
-                                         k.sliding_window)
+            attn = moe.attention_sliding(
+                q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.sliding_window
+            )
         else:
             attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))
         return self.o_proj(attn)
@@ -94,7 +95,8 @@ class StageModule(nn.Module):
         self.embed_tokens = nn.Parameter(torch.empty(k.vocab_shard, k.hidden_size, **mk)) if k.has_embedding else None
         kinds = k.layer_kinds or ("dense",) * k.traced_layers
         self.layers = nn.ModuleList(
-            DecoderLayer(k, starts_residual=k.has_embedding and i == 0, kind=kinds[i]) for i in range(k.traced_layers))
+            DecoderLayer(k, starts_residual=k.has_embedding and i == 0, kind=kinds[i]) for i in range(k.traced_layers)
+        )
         self.norm = nn.Parameter(torch.empty(k.hidden_size, **mk)) if k.has_head else None
         self.lm_head = nn.Linear(k.hidden_size, k.vocab_shard, bias=False, **mk) if k.has_head else None
 
@@ -133,11 +135,16 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
     else:
         x = torch.empty(T, k.hidden_size, dtype=dt, **meta)
         residual = torch.empty(T, k.hidden_size, dtype=dt, **meta)
-    inputs = [x, residual, torch.empty(T, dtype=torch.int64, **meta),
-              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
-              torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
-              torch.empty(R, dtype=torch.int32, **meta), torch.empty(R, dtype=torch.int32, **meta),
-              torch.empty(R, dtype=torch.int64, **meta)]
+    inputs = [
+        x,
+        residual,
+        torch.empty(T, dtype=torch.int64, **meta),
+        torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+        torch.empty(S, k.kv_heads, k.head_dim, dtype=dt, **meta),
+        torch.empty(R, dtype=torch.int32, **meta),
+        torch.empty(R, dtype=torch.int32, **meta),
+        torch.empty(R, dtype=torch.int64, **meta),
+    ]
     roles = ["T", "T", "T", "S", "S", "R", "R", "R"]
     for t in inputs:
         if t is not None:

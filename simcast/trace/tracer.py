@@ -14,8 +14,16 @@ from simcast.trace.ir import OpRecord, StageTrace, TensorArg, shape_fn
 from simcast.trace.key import StageKey
 
 _VIEW_OPS = {"getitem", "view", "split", "reshape", "size", "contiguous"}
-_INPUT_ROLES = {"x": "T", "residual": "T", "positions": "T", "k_cache": "S", "v_cache": "S",
-                "query_lens": "R", "context_lens": "R", "logits_indices": "R"}
+_INPUT_ROLES = {
+    "x": "T",
+    "residual": "T",
+    "positions": "T",
+    "k_cache": "S",
+    "v_cache": "S",
+    "query_lens": "R",
+    "context_lens": "R",
+    "logits_indices": "R",
+}
 
 
 def compile_trace(key: StageKey) -> StageTrace:
@@ -76,8 +84,11 @@ def _records(gm, torch) -> tuple[OpRecord, ...]:
     for n in gm.graph.nodes:
         if n.op not in ("call_function", "call_method"):
             continue
-        op = n.target if isinstance(n.target, str) else (
-            n.target.name() if hasattr(n.target, "name") and callable(n.target.name) else n.target.__name__)
+        op = (
+            n.target
+            if isinstance(n.target, str)
+            else (n.target.name() if hasattr(n.target, "name") and callable(n.target.name) else n.target.__name__)
+        )
         if op in _VIEW_OPS:
             continue
         scope = _scope(n.meta.get("nn_module_stack") or {})
@@ -87,8 +98,14 @@ def _records(gm, torch) -> tuple[OpRecord, ...]:
             seen_layer = True
         ev = n.meta.get("example_value")
         outs = ev if isinstance(ev, (tuple, list)) else (ev,)
-        out.append(OpRecord(op=op, args=tuple(val(a) for a in n.args),
-                            outputs=tuple(targ(v) for v in outs if isinstance(v, torch.Tensor)), scope=scope))
+        out.append(
+            OpRecord(
+                op=op,
+                args=tuple(val(a) for a in n.args),
+                outputs=tuple(targ(v) for v in outs if isinstance(v, torch.Tensor)),
+                scope=scope,
+            )
+        )
     return tuple(out)
 
 

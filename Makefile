@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean accuracy readme
+.PHONY: demo test lint bench clean accuracy readme
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,8 +17,19 @@ demo: $(STAMP)
 	$(BIN)/simcast optimize --input-length 2048 --output-length 512 --num-devices 8 \
 		--tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm meta-llama/Llama-3.1-70B
 
+# The suite, then lint, formatting and types (config in pyproject.toml); the target fails on any of them.
+LINTED := simcast tests benchmarks scripts
 test: $(STAMP)
 	$(BIN)/python -m pytest
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy simcast
+
+# Lint and types only (fast): what make test runs after the suite
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy simcast
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulate_speed.py

@@ -42,7 +42,8 @@ def run(phase: str, pp: int, cache: str) -> list[str]:
 
 def main() -> None:
     print(
-        f"{'phase':8} {'pp':>2} {'cold s':>7} {'(sim s)':>8} {'disk s':>7} {'torch?':>6} {'warm ms':>8} {'latency ms':>11}"
+        f"{'phase':8} {'pp':>2} {'cold s':>7} {'(sim s)':>8} {'disk s':>7} "
+        f"{'torch?':>6} {'warm ms':>8} {'latency ms':>11}"
     )
     for phase, pp in CONFIGS:
         with tempfile.TemporaryDirectory() as cache:

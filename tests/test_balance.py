@@ -6,7 +6,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.plan import partition_layers
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.inputs.loaders import load_model
-from simcast.sim.partition import balanced_counts
+from simcast.sim.partition import balanced_counts, simulate_partitioned
 from simcast.sim.simulate import simulate
 
 
@@ -24,7 +24,7 @@ def test_balanced_not_slower_than_vllm(name, pp, batch, h100):
     counts = balanced_counts(spec)
     assert sum(counts) == m.num_layers and min(counts) >= 1 and len(counts) == pp
     vllm = simulate(spec)
-    bal = simulate(
+    bal = simulate_partitioned(
         SimSpec(
             model=m, device=h100, parallel=ParallelSpec(pp=pp), batch=batch, num_microbatches=pp, partition="balanced"
         )

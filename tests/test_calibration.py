@@ -58,7 +58,31 @@ def test_held_out_model_within_targets(request, fit, test):
     pred = predict_frame(sample, dev)
     for kind in ("gemm", "layer"):
         med, p90 = errors(pred, kind)
-        assert med <= 12.0 and p90 <= 30.0, (kind, med, p90)  # issue targets 10/25, small margin for noise
+        assert med <= 10.0 and p90 <= 25.0, (kind, med, p90)  # the targets: <= 10 % median, <= 25 % p90
+
+
+# The README's per-GEMM targets (<= 10 % median, <= 25 % p90), checked per op on held-out data. One row set
+# misses them and is named as such in the README and docs/accuracy.md: `down` fitted on Llama-2-7B and reported
+# on Llama-2-70B (11.2 % / 27.9 %); for it the test asserts the honest bound that is met, 12 % / 30 %.
+KNOWN_MISSES = {("h7", "h70", "mlp_down_proj"): (12.0, 30.0)}
+
+
+@pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
+def test_held_out_gemms_per_op(request, fit, test):
+    from simcast.calib.fit import calibrate
+    from simcast.calib.validate import predict_frame
+    from simcast.inputs.loaders import load_device
+
+    dev, _ = calibrate(request.getfixturevalue(fit), load_device("h100_sxm"))
+    rows = request.getfixturevalue(test)
+    pred = predict_frame(rows[rows["kind"] == "gemm"], dev)
+    ops = sorted(pred["op"].unique())
+    assert ops == ["attn_post_proj", "attn_pre_proj", "mlp_down_proj", "mlp_up_proj"]
+    for op in ops:
+        e = pred[pred["op"] == op]["abs_err_pct"].dropna().to_numpy()
+        med, p90 = float(np.median(e)), float(np.percentile(e, 90))
+        target = KNOWN_MISSES.get((fit, test, op), (10.0, 25.0))
+        assert med <= target[0] and p90 <= target[1], (op, med, p90, target)
 
 
 def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):

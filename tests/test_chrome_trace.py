@@ -59,10 +59,10 @@ def check_nesting(trace):
             stack.append(e)
 
 
-@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("mode", ["receiver", "blocking", "overlap"])
 @pytest.mark.parametrize("detail", ["op", "layer", "stage"])
-def test_format_and_nesting(report, blocking, detail):
-    tr = chrome_trace(report, blocking=blocking, detail=detail)
+def test_format_and_nesting(report, mode, detail):
+    tr = chrome_trace(report, send_recv=mode, detail=detail)
     check_format(tr)
     check_nesting(tr)
     xs = slices(tr)
@@ -72,7 +72,7 @@ def test_format_and_nesting(report, blocking, detail):
     # the last compute slice ends at the timeline's makespan
     end_us = max(e["ts"] + e["dur"] for e in computes)
     assert end_us == pytest.approx(tr["otherData"]["timeline_makespan_ms"] * 1e3, abs=EPS_US)
-    if blocking:
+    if mode == "receiver":  # the default timeline is the one the report's latency assumes
         assert end_us == pytest.approx(report.latency_s * 1e6, abs=EPS_US)
     layers = [e for e in xs if e["cat"] == "layer"]
     ops = [e for e in xs if e["cat"] == "op"]
@@ -111,8 +111,9 @@ def test_metadata_names_every_process_and_thread(report):
     assert used <= set(threads)
 
 
-def test_send_recv_slices_and_flows(report):
-    tr = chrome_trace(report, blocking=False)
+@pytest.mark.parametrize("mode", ["receiver", "overlap"])
+def test_send_recv_slices_and_flows(report, mode):
+    tr = chrome_trace(report, send_recv=mode)
     xs = slices(tr)
     sends = [e for e in xs if e["tid"] == TIDS["send"]]
     recvs = [e for e in xs if e["tid"] == TIDS["recv"]]

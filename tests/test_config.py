@@ -5,6 +5,7 @@ import json
 import pytest
 
 from simcast.core.errors import SimcastInputError
+from simcast.core.shards import param_count
 from simcast.inputs.loaders import load_device, load_model, shipped_devices, shipped_models
 
 SHIPPED_MODELS = [
@@ -31,7 +32,7 @@ def test_all_required_models_ship_and_load():
     assert set(SHIPPED_MODELS) <= set(shipped_models())
     for name in SHIPPED_MODELS:
         m = load_model(name)
-        assert m.num_layers > 0 and m.param_count > 0
+        assert m.num_layers > 0 and param_count(m) > 0
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_all_required_models_ship_and_load():
     ],
 )
 def test_parameter_counts_match_published(name, params_b):
-    assert load_model(name).param_count / 1e9 == pytest.approx(params_b, rel=0.01)
+    assert param_count(load_model(name)) / 1e9 == pytest.approx(params_b, rel=0.01)
 
 
 def test_family_features():

@@ -7,7 +7,7 @@ from simcast.core.specs import Batch
 from simcast.cost import comm
 from simcast.cost.compute import CostContext, OpWork, matmul_efficiency, op_cost, roofline
 from simcast.sim.simulate import pp_message_bytes
-from simcast.trace.tracer import OpRecord, TensorArg
+from simcast.trace.ir import OpRecord, TensorArg
 
 NV = Path(name="nv", bw_bytes_per_s=100e9, latency_s=2e-6, efficiency=0.5, cross_node=False)
 
@@ -93,3 +93,24 @@ def test_pp_message_bytes(llama70b):
 
 def test_roofline_comm_passthrough(h100):
     assert roofline(OpWork(flops=0, bytes=10, unit="comm", comm_s=1e-3), h100, "bf16") == (1e-3, "Comm")
+
+
+def test_missing_vector_peak_is_an_error_naming_the_field(qwen06b, h100):
+    # a profile with a bf16 vector peak only, used with an fp16 model: never a silent 1 FLOP/s
+    import dataclasses
+
+    from simcast.core.errors import SimcastInputError
+    from simcast.core.specs import Batch, ParallelSpec, SimSpec
+    from simcast.sim.simulate import simulate
+
+    dev = dataclasses.replace(h100, vector_flops_per_s={"bf16": 133.8e12})
+    with pytest.raises(SimcastInputError, match=r"^device\.compute\.vector_flops_per_s\.fp16: got 'missing'; "):
+        dev.vector_peak("fp16")
+    fp16 = dataclasses.replace(qwen06b, dtype="fp16")
+    with pytest.raises(SimcastInputError, match=r"device\.compute\.vector_flops_per_s\.fp16"):
+        simulate(SimSpec(model=fp16, device=dev, parallel=ParallelSpec(), batch=Batch.prefill(1, 128)))
+    with pytest.raises(SimcastInputError, match=r"device\.compute\.matmul_flops_per_s\.fp8"):
+        dataclasses.replace(h100, matmul_flops_per_s={"bf16": 989.4e12}).matmul_peak("fp8")
+    assert dev.vector_peak("bf16") == 133.8e12
+    # fp8 has no vector arithmetic: elementwise work runs at the fp32 vector rate (labelled in simulate's output)
+    assert h100.vector_peak("fp8") == h100.vector_flops_per_s["fp32"]

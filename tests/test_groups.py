@@ -48,3 +48,29 @@ def test_full_mesh_links_scale_with_group_size():
         inter_node=ib,
     )
     assert group_path((0, 1), switched, 8).bw_bytes_per_s == 450e9
+
+
+def test_same_node_pair_uses_intra_node_link_even_when_inter_node_latency_is_lower():
+    # a slow-latency intra-node fabric (e.g. PCIe through a host bridge) beside a low-latency NIC:
+    # two GPUs of one node still talk over the intra-node link; the topology decides, not the latency
+    from simcast.core.specs import LinkSpec, LinkTable
+
+    pcie = LinkSpec(name="pcie", bw_bytes_per_s=32e9, latency_s=20e-6, efficiency=0.8)
+    ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=2e-6, efficiency=0.8)
+    links = LinkTable(devices_per_node=4, intra_node=pcie, inter_node=ib)
+    same = path_between(0, 3, links, 8)
+    assert same.name == "pcie" and not same.cross_node
+    assert same.latency_s == 20e-6 and same.bw_bytes_per_s == 32e9
+    other = path_between(3, 4, links, 8)
+    assert other.name == "ib" and other.cross_node and other.latency_s == 2e-6
+    assert group_path((0, 1, 2, 3), links, 8).name == "pcie"
+
+
+def test_ascend_910b_pair_sees_one_28_gb_per_s_hccs_link():
+    # the profile's own comment: 7 HCCS peer links x 28 GB/s per direction = 196 GB/s; a pair has one link
+    from simcast.inputs.loaders import load_device
+
+    links = load_device("ascend_910b").links
+    assert path_between(0, 1, links, 8).bw_bytes_per_s == 28e9
+    assert group_path((0, 1), links, 8).bw_bytes_per_s == 28e9
+    assert group_path(tuple(range(8)), links, 8).bw_bytes_per_s == 196e9  # 8 NPUs drive all 7 links

@@ -9,7 +9,8 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-MINE = ["01_quickstart.ipynb", "02_tp_vs_pp.ipynb", "03_partition_and_bubble.ipynb"]
+
+MINE = ["01_quickstart.ipynb", "02_tp_vs_pp.ipynb", "03_partition_and_bubble.ipynb", "04_serving.ipynb", "05_moe.ipynb"]
 KERNEL = "python3"  # the venv's ipykernel (.venv/share/jupyter/kernels/python3); it inherits SIMCAST_CACHE_DIR
 
 

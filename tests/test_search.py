@@ -74,7 +74,9 @@ def test_cli_flag_contract(capsys):
     rc, _, err = _opt(BASE + ["--pp-sizes", "0", "Qwen/Qwen3-0.6B"], capsys)
     assert rc == 2 and "--pp-sizes: got '0'; each value must be a positive integer" in err
     rc, out, _ = _opt(BASE + ["--tp-sizes", "2", "--pp-sizes", "2", "Qwen/Qwen3-0.6B", "--json"], capsys)
-    assert rc == 0 and [r["parallel"] for r in json.loads(out)["rows"]] == ["TP=2 | PP=2 | DP=1"]
+    pts = json.loads(out)["rows"]
+    assert rc == 0 and {r["parallel"] for r in pts} == {"TP=2 | PP=2 | DP=1"}
+    assert len(pts) > 1 and sum(r["best"] for r in pts) == 1  # the whole curve, one chosen point
 
 
 def test_golden_optimize_output(capsys, tmp_path):
@@ -121,7 +123,18 @@ def test_golden_optimize_output(capsys, tmp_path):
         "token/s/device",
         "token/s/user",
     ]
-    assert (df["tpot"] <= 8.0).all() and df["token/s/device"].is_monotonic_decreasing
+    ok, best = df[df["meets_limits"]], df[df["best"]]
+    assert (ok["tpot"] <= 8.0).all() and (df[~df["meets_limits"]]["tpot"] > 8.0).all()
+    assert best["token/s/device"].is_monotonic_decreasing
+    assert df.groupby("parallel").size().min() > 1  # every layout keeps its whole concurrency sweep
+    # pareto: no point meeting the limits beats a frontier point in both token/s/user and token/s/device
+    for _, f in ok[ok["pareto"]].iterrows():
+        assert not (
+            (ok["token/s/user"] >= f["token/s/user"])
+            & (ok["token/s/device"] >= f["token/s/device"])
+            & ((ok["token/s/user"] > f["token/s/user"]) | (ok["token/s/device"] > f["token/s/device"]))
+        ).any()
+    assert ok["pareto"].any() and not df[~df["meets_limits"]]["pareto"].any()
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +191,11 @@ def test_slo_filtering_and_rejections(base70b):
     assert sum("violates TPOT" in r.reason for r in rej) == 3
     _, rej = search(base70b, SearchSpace(tp_sizes=(1,), pp_sizes=(1,), num_devices=1))
     assert "does not fit" in rej[0].reason
+    # the quoted budget is the engine's share of HBM (vLLM: gpu_memory_utilization x total), not the
+    # layout's own need: 70B bf16 weights (~131 GiB) on one 80 GB H100 -> budget 0.9 x 79.6 GiB
+    pol, hbm = base70b.policy, base70b.device.hbm_bytes
+    assert pol.mem_fraction_of == "total"
+    assert f"> budget {pol.mem_fraction * hbm / 2**30:.1f} GiB" in rej[0].reason
 
 
 def test_pp1_row_identical_to_plain_simulation(base70b):
@@ -189,6 +207,7 @@ def test_pp1_row_identical_to_plain_simulation(base70b):
             parallel=ParallelSpec(tp=8),
             batch=Batch.decode(16, 2048 + 256),
             num_microbatches=1,
+            engine=base70b.kernel_engine,  # serving costs with its engine's kernels
         )
     )
     assert r.decode.latency_s == plain.latency_s
@@ -210,5 +229,132 @@ def test_service_yaml_precedence_and_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "parallel_config.world_size: got 8; must equal tp_size*pp_size*dp_size = 4*2*2 = 16" in err
     y.write_text(y.read_text().replace("  dp_size: 2", "  dp_size: 1\n  ep_size: 2"))
+    assert main(["serve-config", str(y)]) == 2  # a dense model has no experts to split
+    assert "parallel_config.ep_size: got '2/1'; meta-llama/Llama-3.1-70B has no experts" in capsys.readouterr().err
+    y.write_text(y.read_text().replace("  ep_size: 2", "  cp_size: 2"))
     assert main(["serve-config", str(y)]) == 2
-    assert "parallel_config.ep_size: got 'ep_size'; unknown key" in capsys.readouterr().err
+    assert "parallel_config.cp_size: got 'cp_size'; unknown key" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_golden_emit_launch_commands(capsys, engine):
+    """--emit: per ranked layout, the server command with the layout and the chosen point's batch, and the
+    matching vllm bench serve line (concurrency = batch x DP); golden text on the shipped golden device."""
+    rc, out, _ = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--top",
+            "3",
+            "--engine",
+            engine,
+            "--emit",
+            engine,
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
+    assert rc == 0
+    golden = HERE / "golden" / f"optimize_emit_{engine}_qwen3_0.6b.txt"
+    import os
+
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    rc, js, _ = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "2",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--tpot-limit",
+            "8",
+            "--top",
+            "3",
+            "--engine",
+            engine,
+            "--emit",
+            engine,
+            "Qwen/Qwen3-0.6B",
+            "--json",
+        ],
+        capsys,
+    )
+    d = json.loads(js)
+    best = {r["parallel"]: r for r in d["rows"] if r["best"]}
+    assert len(d["launch"]) == 3
+    for ll in d["launch"]:
+        r = best[ll["parallel"]]
+        seqs = "--max-num-seqs" if engine == "vllm" else "--max-running-requests"
+        assert f"{seqs} {r['concurrency'] // r['dp']} " in ll["server"]
+        assert ll["bench"].endswith(f"--max-concurrency {r['concurrency']}")
+        assert "--random-input-len 1024 --random-output-len 256" in ll["bench"] and not ll["notes"]
+
+
+def test_emit_moe_expert_parallel():
+    """MoE layouts with EP > 1: vLLM gets --enable-expert-parallel (a note if its TP x DP span differs
+    from simcast's EP), SGLang gets --ep-size; a dense or EP=1 layout gets neither."""
+    from simcast.render.launch import launch_lines
+
+    moe = ServingConfig(
+        model=load_model("Qwen/Qwen3-30B-A3B"),
+        device=load_device(DEV),
+        parallel=ParallelSpec(tp=2, dp=2, ep=4),
+        workload=Workload(input_length=512, output_length=64),
+        batch_size=8,
+    )
+    v = launch_lines(moe, "vllm", 16)
+    assert v.server.endswith("--enable-expert-parallel") and "--data-parallel-size 2 --max-num-seqs 8 " in v.server
+    assert not v.notes  # EP 4 = TP 2 x DP 2: vLLM's expert span matches
+    s = launch_lines(moe, "sglang", 16)
+    assert s.server.endswith("--ep-size 4") and "--max-running-requests 8 " in s.server
+    assert s.notes and "sglang" in s.notes[0]  # searched with vllm's step model: said so
+    dense = launch_lines(replace(moe, parallel=ParallelSpec(tp=2, dp=2)), "vllm", 16)
+    assert "expert" not in dense.server
+
+
+def test_golden_optimize_moe_labels_aligned(capsys):
+    """MoE labels (``| EP=.. | MoE-TP=.. | MoE-DP=..``) are longer than the dense ones: the breakdown and
+    rejected lines pad to the longest label, so prefill/decode and the reasons start in one column."""
+    rc, out, err = _opt(
+        BASE
+        + [
+            "--tp-sizes",
+            "1",
+            "--pp-sizes",
+            "1",
+            "2",
+            "--ep-sizes",
+            "1",
+            "4",
+            "--tpot-limit",
+            "20",
+            "--show-rejected",
+            "Qwen/Qwen3-30B-A3B",
+        ],
+        capsys,
+    )
+    assert rc == 0
+    golden = HERE / "golden" / "optimize_qwen3_30b_a3b_moe.txt"
+    import os
+
+    if os.environ.get("SIMCAST_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+    lines = out.splitlines()
+    bd = lines[lines.index("breakdowns (% of op time | PP shares of step latency):") + 1 : lines.index("rejected:") - 1]
+    assert len(bd) == 2 * 3  # three layouts fit, two lines each
+    assert len({ln.index("prefill:") if "prefill:" in ln else ln.index("decode:") for ln in bd}) == 1
+    assert bd[0].startswith(" 1 TP=1 | PP=1 | DP=4 | EP=4 | MoE-TP=1 | MoE-DP=1 prefill: ")  # full label, one space
+    rej = lines[lines.index("rejected:") + 1 : lines.index("assumptions:") - 1]
+    assert rej and len({ln.index("illegal split") for ln in rej}) == 1

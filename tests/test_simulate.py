@@ -2,7 +2,7 @@
 
 import pytest
 
-from simcast.core.memory import sharded_dims
+from simcast.core.shards import param_count, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.inputs.loaders import load_model
 from simcast.sim.simulate import simulate, split_batch
@@ -41,9 +41,52 @@ def test_send_recv_directions_and_bytes(qwen06b, h100):
     assert all(e.message_bytes == 100 * qwen06b.hidden_size * 2 * 2 for e in ev)
     s0, s1, s2 = r.stages
     one_way = ev[0].latency_s
-    assert s0.comm_s == pytest.approx(one_way)  # outgoing only
-    assert s1.comm_s == pytest.approx(2 * one_way)  # incoming + outgoing
+    # the receiver pays (it waits in irecv before computing); the sender's isend does not hold it
+    assert s0.comm_s == 0.0  # sends only
+    assert s1.comm_s == pytest.approx(one_way)  # incoming only, its outgoing send is free
     assert s2.comm_s == pytest.approx(one_way)  # incoming only
+
+
+def test_one_microbatch_latency_counts_each_hop_once(qwen06b, h100):
+    # M = 1: the critical path is compute0 -> hop -> compute1 -> hop -> compute2, each hop once
+    r = run(qwen06b, h100, pp=3, batch=Batch.prefill(1, 100), m=1)
+    hops = [e.latency_s for e in r.runtime.send_recv_events]
+    assert len(hops) == 2
+    assert r.latency_s == pytest.approx(sum(s.compute_s for s in r.stages) + sum(hops), rel=1e-12)
+    assert r.breakdown["communication"] == pytest.approx(sum(hops), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "devices_per_node,link_s",
+    [
+        # hand-computed on tests/data/golden_device.yaml (no collective fits: formulas), Qwen3-0.6B hidden 1024,
+        # one 512-token request, bf16, hidden + residual: 2 tensors of 512*1024*2 = 1,048,576 B, TP 2 shards each.
+        # TP-sharded send: 1,048,576 B over the PP hop;
+        # test-nvlink: 3e-6 + 1048576 / (4e11*0.8) = 6.2768e-6 s; test-ib: 8e-6 + 1048576 / (5e10*0.8) = 34.2144e-6 s
+        (8, 6.2768e-6),
+        (2, 34.2144e-6),
+    ],
+)
+def test_tp_sharded_send_costs_the_receivers_all_gather(qwen06b, devices_per_node, link_s):
+    from pathlib import Path
+
+    from simcast.inputs.loaders import load_device
+
+    dev = load_device(str(Path(__file__).parent / "data" / "golden_device.yaml"), devices_per_node=devices_per_node)
+    kw = dict(parallel=ParallelSpec(tp=2, pp=2), batch=Batch.prefill(1, 512), num_microbatches=1)
+    r = simulate(SimSpec(model=qwen06b, device=dev, tp_sharded_send=True, **kw))
+    (ev,) = r.runtime.send_recv_events
+    assert ev.message_bytes == 1_048_576
+    assert ev.latency_s == pytest.approx(link_s, rel=1e-12)
+    # the receiving stage's TP group (ranks 2, 3: one node in both cases) all-gathers each tensor over test-nvlink:
+    # ring (n-1)*3e-6 + (n-1)/n * 1048576 / (4e11*0.8) = 4.6384e-6 s per tensor, 2 tensors
+    assert ev.all_gather_s == pytest.approx(2 * 4.6384e-6, rel=1e-12)
+    assert r.stages[0].comm_s == 0.0
+    assert r.stages[1].comm_s == pytest.approx(link_s + 9.2768e-6, rel=1e-12)
+    assert any("all-gather" in a and "TP group" in a for a in r.assumptions)
+    full = simulate(SimSpec(model=qwen06b, device=dev, **kw))
+    assert full.runtime.send_recv_events[0].all_gather_s == 0.0
+    assert not any("all-gather" in a for a in full.assumptions)
 
 
 def test_fill_drain_with_per_microbatch_costs(qwen06b, h100):
@@ -62,6 +105,7 @@ def test_microbatch_edge_cases():
     assert split_batch(b, 1) == (b,)
     chunks = split_batch(Batch.prefill(1, 10), 4)  # one long prompt: chunked prefill
     assert [c.query_lens for c in chunks] == [(3,), (3,), (2,), (2,)]
+    assert [c.counts for c in chunks] == [(1,), (1,), (1,), (1,)]
     assert [c.context_lens for c in chunks] == [(0,), (3,), (6,), (8,)]
     assert len(split_batch(Batch.decode(2, 50), 4)) == 2  # cannot split 2 decode tokens 4 ways
 
@@ -85,7 +129,7 @@ def test_weights_over_stages_times_tp_equal_model_bytes(name, tp, h100):
     total = sum(s.weight_bytes for s in r.stages) * tp
     if m.tie_word_embeddings:  # vLLM keeps the tied embedding on the first and the last stage
         total -= m.vocab_size * m.hidden_size * m.dtype_bytes
-    assert total == pytest.approx(m.param_count * m.dtype_bytes, rel=0.01)
+    assert total == pytest.approx(param_count(m) * m.dtype_bytes, rel=0.01)
 
 
 @pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-8B"])

@@ -4,9 +4,11 @@ import json
 
 import pytest
 
-from simcast.core.memory import sharded_dims
+from simcast.core.shards import sharded_dims
 from simcast.sim.simulate import stage_key
-from simcast.trace import tracer as tr
+from simcast.trace import cache as tr
+from simcast.trace.ir import shape_fn
+from simcast.trace.tracer import compile_trace
 
 
 def ops_of(t):
@@ -81,7 +83,7 @@ def test_shapes_are_symbolic_in_tokens_requests_slots(traces, qwen06b):
     assert kc.shape == ("S", str(qwen06b.num_kv_heads // 2), str(qwen06b.head_dim))
     head = next(o for o in traces["last"].ops if o.op == "linear" and o.scope == "post")
     assert head.args[0].shape[0] == "R"
-    assert tr.shape_fn("2*T + R")(10, 3, 7) == 23
+    assert shape_fn("2*T + R")(10, 3, 7) == 23
 
 
 def test_memory_cache_returns_same_object_without_compiling(traces, qwen06b):
@@ -113,8 +115,8 @@ def test_disk_cache_round_trip_and_corrupt_entry_rebuilt(traces, tmp_path, monke
 
 def test_no_silent_dynamo_cache_hit_across_keys(qwen06b, llama70b):
     # Same module class, new shapes: each key gets its own graph from a fresh backend.
-    a = tr._compile_trace(stage_key(qwen06b, sharded_dims(qwen06b, 1), False, False, 3))
-    b = tr._compile_trace(stage_key(llama70b, sharded_dims(llama70b, 8), False, False, 3))
-    c = tr._compile_trace(stage_key(qwen06b, sharded_dims(qwen06b, 1), False, False, 3))
+    a = compile_trace(stage_key(qwen06b, sharded_dims(qwen06b, 1), False, False, 3))
+    b = compile_trace(stage_key(llama70b, sharded_dims(llama70b, 8), False, False, 3))
+    c = compile_trace(stage_key(qwen06b, sharded_dims(qwen06b, 1), False, False, 3))
     assert a.ops == c.ops and a.ops != b.ops
     assert "simcast::all_reduce" not in ops_of(a) and "simcast::all_reduce" in ops_of(b)

@@ -72,10 +72,8 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
             ]
         if ek.decode:
             out.append("    decode:                         # simcast.cost.attention.decode_time_s: per KV dtype")
-            out += [
-                f"      - {flow(a, ('max_group', 'group_share', 'l2_boost', 'l2_half_bytes'))}  # {note.format(_err(errs, 'decode.' + a.dtype))}"
-                for a in ek.decode
-            ]
+            optional = ("max_group", "group_share", "l2_boost", "l2_half_bytes")
+            out += [f"      - {flow(a, optional)}  # {note.format(_err(errs, 'decode.' + a.dtype))}" for a in ek.decode]
         if ek.all_reduce:
             out.append(
                 "    all_reduce:                     # the engine's all-reduce as it issues it: "

@@ -92,10 +92,6 @@ def least_squares(
     return x
 
 
-def abs_pct_errors(pred: np.ndarray, meas: np.ndarray) -> np.ndarray:
-    return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0) * 100.0
-
-
 def _with_eff(dev: DeviceSpec, **kw: float) -> DeviceSpec:
     return dataclasses.replace(dev, efficiency=dataclasses.replace(dev.efficiency, **kw))
 
@@ -112,8 +108,11 @@ class _Work:
 
 
 def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
-    preds = [kernels.gemm(dev, int(r.m), int(r.n), int(r.k), r.dtype) for r in rows.itertuples()]
-    mnk = tuple(rows[c].to_numpy(float) for c in ("m", "n", "k"))
+    preds = [
+        kernels.gemm(dev, int(m), int(n), int(k), str(dt))
+        for m, n, k, dt in zip(rows["m"], rows["n"], rows["k"], rows["dtype"])
+    ]
+    mnk = (rows["m"].to_numpy(float), rows["n"].to_numpy(float), rows["k"].to_numpy(float))
     return _Work(
         flops=np.array([p.flops for p in preds]),
         bytes=np.array([p.bytes for p in preds]),
@@ -198,7 +197,7 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
     Groups without rows keep the profile's values.
     """
     errors: dict[str, float] = {}
-    new = {}
+    new: dict[str, LinkSpec] = {}
     for name, link, cross in (("intra_node", dev.links.intra_node, False), ("inter_node", dev.links.inter_node, True)):
         sel = rows[(rows["nodes"].fillna(1) > 1) == cross]
         p = sel[sel["kind"] == "p2p"]
@@ -208,7 +207,11 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             )
             link = dataclasses.replace(link, latency_s=a, efficiency=min(b / link.bw_bytes_per_s, 1.0))
             errors[f"{name}.p2p"] = err
-        fits = {(f.kind, f.gpus): f for f in link.collectives}
+        # a group size refitted here replaces every regime the profile had for it (a piecewise curve
+        # from --from-db becomes this one α + bytes/β fit); other group sizes keep all their regimes
+        fits: dict[tuple[str, int], list[CollectiveFit]] = {}
+        for f in link.collectives:
+            fits.setdefault((f.kind, f.gpus), []).append(f)
         for (kind, gpus), grp in sel[sel["kind"].isin(("allreduce", "allgather"))].groupby(["kind", "gpus"]):
             n = int(gpus)
             ck = "all_reduce" if kind == "allreduce" else "all_gather"
@@ -216,14 +219,19 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             a, b, err = _fit_alpha_beta(
                 grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor, 4 * link.bw_bytes_per_s
             )
-            fits[(ck, n)] = CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)
+            fits[(ck, n)] = [CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)]
             errors[f"{name}.{ck}.{n}"] = err
-        new[name] = dataclasses.replace(link, collectives=tuple(sorted(fits.values(), key=lambda f: (f.kind, f.gpus))))
-    return dataclasses.replace(dev.links, **new), errors
+        ordered = tuple(f for key in sorted(fits) for f in fits[key])
+        new[name] = dataclasses.replace(link, collectives=ordered)
+    links = dataclasses.replace(dev.links, intra_node=new["intra_node"], inter_node=new["inter_node"])
+    return links, errors
 
 
 def calibrate(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[DeviceSpec, dict[str, float]]:
     """Fit everything the rows cover; returns the new device and median abs % error per fitted group."""
+    from simcast.calib.validate import with_generic_columns
+
+    rows = with_generic_columns(rows)  # a GEMM-only CSV has no nodes/gpus/bytes columns
     eff, e1 = fit_compute(rows, dev)
     links, e2 = fit_links(rows, dev)
     return dataclasses.replace(dev, efficiency=eff, links=links), {**e1, **e2}
@@ -256,122 +264,3 @@ def transfer(src: DeviceSpec, dst: DeviceSpec) -> DeviceSpec:
     )
     keep = {f.name: getattr(src.efficiency, f.name) for f in dataclasses.fields(Efficiency)}
     return dataclasses.replace(dst, efficiency=Efficiency(**keep), links=links)
-
-
-def parameter_count(dev: DeviceSpec) -> int:
-    """Fitted numbers in a profile: non-zero efficiency curve/fraction fields, link α/eff, collective α/β."""
-    e = dev.efficiency
-    n = (
-        sum(1 for f in GEMM_PARAMS if getattr(e, f))
-        + (1 if e.vector_memory else 0)
-        + (1 if e.vector_launch_overhead_s is not None else 0)
-    )
-    for link in (dev.links.intra_node, dev.links.inter_node):
-        n += 2 + 2 * len(link.collectives)
-    return n
-
-
-# ------------------------------------------------------------------ YAML output
-_EFF_FIELDS = GEMM_PARAMS + ("vector_memory", "vector_launch_overhead_s")
-
-
-def _fmt(v: float) -> str:
-    """A float YAML 1.1 and 1.2 both read as a float (explicit exponent sign)."""
-    return f"{v:.4e}".replace("e-0", "e-").replace("e+0", "e+") if v else "0.0"
-
-
-def _line(lhs: str, comment: str) -> str:
-    return f"{lhs.ljust(36)} # {comment}" if comment else lhs
-
-
-def _prior(comment: str, old: str) -> str:
-    """The previous value and its source comment, carried along (never the fit note of a prior calibration)."""
-    comment = comment.lstrip("#").strip()
-    if comment.startswith("fit by simcast calibrate") or comment.startswith("carried over"):
-        return comment.split("; prior ", 1)[1] if "; prior " in comment else ""
-    return f"{old}: {comment}" if comment else old
-
-
-def _key_line(line: str) -> tuple[int, str, str, str] | None:
-    body = line.split("#", 1)[0]
-    if ":" not in body or body.strip().startswith("-"):
-        return None
-    indent = len(line) - len(line.lstrip())
-    key, _, value = body.strip().partition(":")
-    return indent, key.strip(), value.strip(), line.split("#", 1)[1] if "#" in line else ""
-
-
-def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], provenance: list[str]) -> str:
-    """Rewrite a profile's YAML ``text`` with ``dev``'s efficiency and link values.
-
-    Existing comments are kept (as ``prior <value>: <comment>``) behind the new
-    ``notes[path]`` (e.g. ``efficiency.matmul``); collective fits replace the
-    link's ``collectives`` list; ``provenance`` lines become the ``calibration`` block.
-    """
-    values = {
-        f"efficiency.{f}": getattr(dev.efficiency, f) for f in _EFF_FIELDS if getattr(dev.efficiency, f) is not None
-    }
-    for ln in ("intra_node", "inter_node"):
-        link = getattr(dev.links, ln)
-        values[f"links.{ln}.latency_s"] = link.latency_s
-        values[f"links.{ln}.efficiency"] = link.efficiency
-    lines, out, stack, seen = text.splitlines(), [], [], set()
-    skip_deeper = None
-
-    def close_sections(indent: int) -> None:
-        while stack and stack[-1][0] >= indent:
-            _, path = stack.pop()
-            for key, v in values.items():  # keys new to this section go at its end
-                if key.rsplit(".", 1)[0] == path and key not in seen and (v or key.endswith("latency_s")):
-                    pad = " " * (2 * (path.count(".") + 1))
-                    out.append(_line(f"{pad}{key.rsplit('.', 1)[1]}: {_fmt(v)}", notes.get(key, "")))
-                    seen.add(key)
-            if path.startswith("links.") and path.count(".") == 1:
-                _collectives(path, getattr(dev.links, path.split(".")[1]))
-
-    def _collectives(path: str, link: LinkSpec) -> None:
-        if not link.collectives:
-            return
-        out.append(
-            "    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size"
-        )
-        for f in link.collectives:
-            extra = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + (
-                f", algorithm: {f.algorithm}" if f.algorithm else ""
-            )
-            note = notes.get(f"{path}.{f.kind}.{f.gpus}.{f.algorithm}", notes.get(f"{path}.{f.kind}.{f.gpus}", ""))
-            out.append(
-                f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-                f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{extra}}}  # {note}"
-            )
-
-    for line in lines:
-        parsed = _key_line(line)
-        if skip_deeper is not None:
-            if not line.strip() or (len(line) - len(line.lstrip())) > skip_deeper or line.strip().startswith("-"):
-                continue
-            skip_deeper = None
-        if parsed is None:
-            out.append(line)
-            continue
-        indent, key, value, comment = parsed
-        close_sections(indent)
-        path = ".".join([p for _, p in stack][-1:] + [key]) if stack else key
-        if key in ("collectives", "calibration") or (indent == 0 and key == "calibration"):
-            skip_deeper = indent
-            continue
-        if path in values:
-            prior = _prior(comment, value)
-            note = notes.get(path, "fit by simcast calibrate")
-            out.append(
-                _line(f"{' ' * indent}{key}: {_fmt(values[path])}", note + (f"; prior {prior}" if prior else ""))
-            )
-            seen.add(path)
-            continue
-        out.append(line)
-        if not value:
-            stack.append((indent, path))
-    close_sections(-1)
-    out.append("calibration:                         # provenance of the fitted numbers (simcast calibrate)")
-    out += [f"  {p}" for p in provenance]
-    return "\n".join(out) + "\n"

@@ -79,7 +79,8 @@ def _fit(
         return np.log(np.maximum(pred, 1e-12)) - logt
 
     best, best_cost = None, np.inf
-    for s in [{}] + (starts or []):
+    candidates: list[dict[str, float]] = [{}, *(starts or [])]
+    for s in candidates:
         x0 = np.array([s.get(n, spec[n][0]) for n in names])
         x = least_squares(resid, x0, lo, hi, robust=True, iters=80)
         c = float(np.sum(np.abs(resid(x))))
@@ -101,7 +102,7 @@ def fit_gemm(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> 
     peak, bw = dev.matmul_peak(PEAK_DTYPE[dtype]), dev.hbm_bw_bytes_per_s
 
     def make(p: dict[str, float]) -> GemmFit:
-        return GemmFit(dtype=dtype, sm_count=sm_count, **p)
+        return GemmFit(dtype=dtype, sm_count=sm_count, **p)  # type: ignore[arg-type]  # p: the float fields
 
     params, err = _fit(
         _GEMM,
@@ -303,11 +304,10 @@ def transfer_engines(src: DeviceSpec, dst: DeviceSpec, sm_count: int | None = No
     ratio = dst.links.intra_node.bw_bytes_per_s / src.links.intra_node.bw_bytes_per_s
     out = {}
     for name, ek in src.engines.items():
-        sm = {"sm_count": sm_count} if sm_count else {}
         out[name] = dataclasses.replace(
             ek,
-            gemm=tuple(dataclasses.replace(g, **sm) for g in ek.gemm),
-            decode=tuple(dataclasses.replace(d, **sm) for d in ek.decode),
+            gemm=tuple(dataclasses.replace(g, sm_count=sm_count or g.sm_count) for g in ek.gemm),
+            decode=tuple(dataclasses.replace(d, sm_count=sm_count or d.sm_count) for d in ek.decode),
             all_reduce=tuple(
                 dataclasses.replace(c, bus_bw_bytes_per_s=c.bus_bw_bytes_per_s * ratio) for c in ek.all_reduce
             ),

@@ -38,7 +38,7 @@ from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.kernel_fits import EngineKernels
+from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
 from simcast.core.specs import CollectiveFit, DeviceSpec
 
 
@@ -257,7 +257,9 @@ def fit_engine(
     info = SYSTEMS[system]
     data = engine_data(system, engine, version)
     errs: dict[str, tuple[float, float]] = {}
-    gemms, pre, dec = [], [], []
+    gemms: list[GemmFit] = []
+    pre: list[PrefillAttentionFit] = []
+    dec: list[DecodeAttentionFit] = []
     from simcast.cost import attention as attn
     from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 
@@ -277,7 +279,7 @@ def fit_engine(
             errs[f"gemm.{fam}"] = _errors(p, t["time_s"])
         gemms.append(g)
     for dt in ("bf16", "fp8"):
-        for kind, fitter, out in (("attention_prefill", fk.fit_prefill, pre), ("attention_decode", fk.fit_decode, dec)):
+        for kind in ("attention_prefill", "attention_decode"):
             rows = (
                 data.attention[(data.attention["kind"] == kind) & (data.attention["dtype"] == dt)]
                 if len(data.attention)
@@ -289,15 +291,16 @@ def fit_engine(
             a = fk._attn_arrays(rows[h])
             peak = dev.matmul_peak("fp8" if dt == "fp8" else "bf16")
             if kind == "attention_prefill":
-                f, _ = fitter(rows[~h], dev, dt)
+                fp, _ = fk.fit_prefill(rows[~h], dev, dt)
                 p = attn.prefill_time_s(
-                    f, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
+                    fp, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
                 )
+                pre.append(fp)
             else:
-                f, _ = fitter(rows[~h], dev, dt, info.sm_count)
-                p = attn.decode_time_s(f, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count)
+                p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                dec.append(fd)
             errs[f"{kind.split('_')[1]}.{dt}"] = _errors(p, a["t"])
-            out.append(f)
     ar: tuple[CollectiveFit, ...] = ()
     if len(data.all_reduce):
         h = held_out(data.all_reduce)

@@ -25,9 +25,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcast.core.errors import SimcastInputError
+from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DeviceSpec, ModelSpec
 from simcast.cost import kernels
+from simcast.inputs.files import load_csv, numeric_column
+from simcast.inputs.limits import (
+    MAX_DEVICES,
+    MAX_GEMM_DIM,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_MESSAGE_BYTES,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+)
 
 GENERIC_COLUMNS = (
     "kind",
@@ -161,7 +171,10 @@ def predict_frame(
             models[name] = load_model(name)
         return models[name]
 
-    pred, bound, reason, how = [], [], [], []
+    pred: list[float | None] = []
+    bound: list[str] = []
+    reason: list[str] = []
+    how: list[str] = []
     for row in df.to_dict("records"):
         try:
             p, _ = predict_row(row, dev_for(row), model, engine)
@@ -186,14 +199,20 @@ def predict_frame(
 
 def size_band(row: dict) -> str:
     """Message-size band for network rows, token band for compute rows."""
+
+    def fmt_bytes(b: float) -> str:
+        return "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
+
+    def fmt_tokens(b: float) -> str:
+        return "inf" if b == math.inf else str(int(b))
+
     if row.get("kind") in NETWORK_KINDS:
-        v, edges = row.get("bytes"), BYTE_BANDS
-        fmt = lambda b: "inf" if b == math.inf else (f"{b // 2**20}M" if b >= 2**20 else f"{b // 2**10}K")
+        v, edges, fmt = row.get("bytes"), BYTE_BANDS, fmt_bytes
     else:
         v = row.get("m") if row.get("kind") != "layer" else row.get("batch")
         if row.get("kind", "").startswith("attention"):
             v = (row.get("batch") or 0) * (row.get("q_len") or 0)
-        edges, fmt = TOKEN_BANDS, lambda b: "inf" if b == math.inf else str(int(b))
+        edges, fmt = TOKEN_BANDS, fmt_tokens
     if v is None or pd.isna(v):
         return "-"
     for lo, hi in zip(edges, edges[1:]):
@@ -227,25 +246,92 @@ def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataF
 def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-markdown table; floats with one decimal."""
     cols = list(df.columns)
-    fmt = lambda v: f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+
+    def fmt(v: object) -> str:
+        return f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
     return "\n".join(lines)
 
 
+# Numeric columns of the generic schema: (lowest, highest, whole number). Empty cells are allowed
+# (a kind uses only some columns); every other cell must be a finite number in range.
+COLUMN_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    **{c: (1, MAX_GEMM_DIM, True) for c in ("m", "n", "k")},
+    "batch": (1, MAX_REQUESTS, True),
+    "q_len": (1, MAX_TOKENS, True),
+    "kv_len": (1, MAX_TOKENS, True),
+    "heads": (1, MAX_HEADS, True),
+    "kv_heads": (1, MAX_HEADS, True),
+    "head_dim": (1, MAX_HEAD_DIM, True),
+    "gpus": (1, MAX_DEVICES, True),
+    "nodes": (1, MAX_DEVICES, True),
+}
+MAX_TIME_S = 1e6
+"""A measured kernel time, seconds (11.6 days): anything longer is a unit mistake."""
+
+
+def check_measured(df: pd.DataFrame, field: str) -> pd.DataFrame:
+    """``df`` (generic schema, text or numbers) with every numeric cell checked and converted.
+
+    ``time_s`` is required on every row: a finite number of seconds in ``(0, MAX_TIME_S]``;
+    ``bytes`` in ``(0, MAX_MESSAGE_BYTES]``; the other numeric columns are whole numbers in
+    :data:`COLUMN_BOUNDS`. The first bad cell raises, naming its column and CSV line.
+    """
+    missing = [c for c in ("kind", "time_s") if c not in df]
+    require(not missing, field, ",".join(missing), f"missing columns; the schema is {','.join(GENERIC_COLUMNS)}")
+    out = df.copy()
+    out["time_s"] = numeric_column(df, "time_s", field, required=True, lo=0.0, lo_open=True, hi=MAX_TIME_S)
+    if "bytes" in df:
+        out["bytes"] = numeric_column(df, "bytes", field, lo=0.0, lo_open=True, hi=MAX_MESSAGE_BYTES)
+    for col, (lo, hi, whole) in COLUMN_BOUNDS.items():
+        if col in df:
+            out[col] = numeric_column(df, col, field, lo=lo, hi=hi, integer=whole)
+    return out
+
+
+FIT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("m", "n", "k"),
+    "rms_norm": ("m", "n"),
+    "add": ("m", "n"),
+    "silu_and_mul": ("m", "n"),
+    "rope": ("m", "heads", "kv_heads", "head_dim"),
+    "p2p": ("bytes",),
+    "allreduce": ("bytes", "gpus"),
+    "allgather": ("bytes", "gpus"),
+}
+"""The columns ``simcast calibrate`` needs on the rows of each kind it fits (validate reports such a row as
+unpredicted instead)."""
+
+
+def check_fit_columns(df: pd.DataFrame, field: str) -> pd.DataFrame:
+    """``df`` (from :func:`read_measured`) unchanged if every row of a kind that calibrate fits has the
+    columns that kind needs; else one error naming the column and line. A collective needs >= 2 GPUs."""
+    for kind, cols in FIT_COLUMNS.items():
+        rows = df["kind"] == kind
+        if not rows.any():
+            continue
+        for c in cols:
+            require(c in df, f"{field}: column {c}", None, f"is required on {kind} rows")
+            lo = 2 if c == "gpus" else 0
+            numeric_column(df, c, field, required=True, where=rows, lo=lo, lo_open=c == "bytes")
+    return df
+
+
+def with_generic_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every generic column present (absent ones empty, e.g. a GEMM-only CSV has no ``nodes``)
+    and an empty ``dtype`` read as bf16, the schema's default (as :func:`predict_row` does)."""
+    out = df.reindex(columns=list(dict.fromkeys([*df.columns, *GENERIC_COLUMNS])))
+    out["dtype"] = out["dtype"].where(out["dtype"].notna() & (out["dtype"] != ""), "bf16")
+    return out
+
+
 def read_measured(path: str | Path) -> pd.DataFrame:
-    """A measured CSV in the generic schema, or a Vidur profiling file as it is."""
+    """A measured CSV in the generic schema, or a Vidur profiling file as it is, through the checked loader."""
     from simcast.calib.vidur import is_vidur_file, read_vidur
 
     p = Path(path)
-    if not p.is_file():
-        raise SimcastInputError("MEASURED.csv", str(path), "no such file")
-    if is_vidur_file(p):
-        return read_vidur(p)
-    df = pd.read_csv(p)
-    missing = [c for c in ("kind", "time_s") if c not in df]
-    if missing:
-        raise SimcastInputError(
-            str(p), ",".join(missing), f"missing columns; the schema is {','.join(GENERIC_COLUMNS)}"
-        )
-    return df
+    field = f"measured {p.name}"
+    df = read_vidur(p) if is_vidur_file(p) and p.is_file() else load_csv(p, "measured")
+    return check_measured(df, field)

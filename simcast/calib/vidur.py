@@ -25,6 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from simcast.core.errors import require
+from simcast.core.shards import shard
+from simcast.inputs.files import load_csv, numeric_column
+from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_DEVICES, MAX_DEVICES_PER_NODE, MAX_HIDDEN, MAX_MESSAGE_BYTES
+
 VIDUR_SNAPSHOT = "7d47513"
 DEVICES = {"h100": "h100_sxm", "a100": "a100_sxm_80gb", "h100_dgx": "h100_sxm", "a100_dgx": "a100_sxm_80gb"}
 LAYER_OPS = (
@@ -76,13 +81,33 @@ def _source(path: Path) -> str:
     return "/".join(parts[parts.index("vidur") :]) if "vidur" in parts else path.name
 
 
+_MAX_MS = 1e9  # a median op time in ms (11.6 days): finite and bounded
+
+
+def _numeric(raw: pd.DataFrame, path: Path, bounds: dict[str, tuple[float, float, bool]]) -> pd.DataFrame:
+    """``raw`` with the named columns checked (required, finite, in ``[lo, hi]``, whole when flagged) and numeric."""
+    out = raw.copy()
+    for col, (lo, hi, whole) in bounds.items():
+        out[col] = numeric_column(raw, col, f"measured {path.name}", required=True, lo=lo, hi=hi, integer=whole)
+    return out
+
+
 def compute_rows(path: str | Path) -> pd.DataFrame:
     """Generic rows (GEMMs, elementwise ops, whole layer) from one Vidur ``*_mlp.csv``."""
     path = Path(path)
-    raw = pd.read_csv(path)
     keys = ["num_tokens", "num_tensor_parallel_workers"]
     cols = [f"time_stats.{op}.median" for op in LAYER_OPS]
     shape = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd"]
+    raw = _numeric(
+        load_csv(path, "measured"),
+        path,
+        {
+            "num_tokens": (1, MAX_BATCHED_TOKENS, True),
+            "num_tensor_parallel_workers": (1, MAX_DEVICES, True),
+            **{c: (1, MAX_HIDDEN, True) for c in shape},
+            **{c: (0.0, _MAX_MS, False) for c in cols},
+        },
+    )
     d = raw.groupby(keys, as_index=False).agg({**{c: "mean" for c in cols}, **{c: "first" for c in shape}})
     model = "meta-llama/" + path.name.removesuffix("_mlp.csv")
     base = {"device": _device(path), "dtype": "fp16", "model": model, "source": _source(path)}
@@ -90,21 +115,15 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
     for r in d.to_dict("records"):
         t, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
         nh, nkv, h, ffn = (int(r[c]) for c in shape)
-        hd = h // nh
+        sd = shard(hidden=h, heads=nh, kv_heads=nkv, head_dim=h // nh, intermediate=ffn, vocab=1, tp=tp, name=model)
         ms = {op: float(r[f"time_stats.{op}.median"]) for op in LAYER_OPS}
         common = {**base, "gpus": tp, "batch": t}
-        gemms = {
-            "attn_pre_proj": (t, (nh + 2 * nkv) * hd // tp, h),
-            "attn_post_proj": (t, h, nh * hd // tp),
-            "mlp_up_proj": (t, 2 * ffn // tp, h),
-            "mlp_down_proj": (t, h, ffn // tp),
-        }
-        for op, (m, n, k) in gemms.items():
+        for op, (m, n, k) in sd.gemm_shapes(t).items():
             rows.append({**common, "kind": "gemm", "op": op, "m": m, "n": n, "k": k, "time_s": ms[op] / 1e3})
         for op, kind, width in (
             ("input_layernorm", "rms_norm", h),
             ("post_attention_layernorm", "rms_norm", h),
-            ("mlp_act", "silu_and_mul", 2 * ffn // tp),
+            ("mlp_act", "silu_and_mul", 2 * sd.intermediate),
             ("add", "add", h),
         ):
             rows.append({**common, "kind": kind, "op": op, "m": t, "n": width, "time_s": ms[op] / 1e3})
@@ -114,9 +133,9 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
                 "kind": "rope",
                 "op": "attn_rope",
                 "m": t,
-                "heads": nh // tp,
-                "kv_heads": max(nkv // tp, 1),
-                "head_dim": hd,
+                "heads": sd.q_heads,
+                "kv_heads": sd.kv_heads,
+                "head_dim": sd.head_dim,
                 "time_s": ms["attn_rope"] / 1e3,
             }
         )
@@ -127,9 +146,21 @@ def compute_rows(path: str | Path) -> pd.DataFrame:
 def network_rows(path: str | Path) -> pd.DataFrame:
     """Generic ``allreduce``/``p2p`` rows from one Vidur ``all_reduce.csv`` or ``send_recv.csv``."""
     path = Path(path)
-    raw = pd.read_csv(path)
-    coll = raw["collective"].iloc[0]
-    kind = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}[coll]
+    raw = load_csv(path, "measured")
+    kinds = {"all_reduce": "allreduce", "send_recv": "p2p", "all_gather": "allgather"}
+    coll = raw["collective"].iloc[0] if "collective" in raw else None
+    require(coll in kinds, f"measured {path.name}: column collective", coll, f"allowed: {', '.join(kinds)}")
+    raw = _numeric(
+        raw,
+        path,
+        {
+            "size": (1, MAX_MESSAGE_BYTES, False),
+            "num_workers": (1, MAX_DEVICES, True),
+            "devices_per_node": (1, MAX_DEVICES_PER_NODE, True),
+            f"time_stats.{coll}.median": (0.0, _MAX_MS, False),
+        },
+    )
+    kind = kinds[str(coll)]
     out = pd.DataFrame(
         {
             "kind": kind,
@@ -150,9 +181,3 @@ def read_vidur(path: str | Path) -> pd.DataFrame:
     """Generic rows from any Vidur profiling CSV (compute or network)."""
     name = Path(path).name
     return compute_rows(path) if name.endswith("_mlp.csv") else network_rows(path)
-
-
-def calibration_files(root: str | Path, device: str) -> list[Path]:
-    """The Vidur files under ``root`` (``.../calibration/vidur``) measured on ``device`` (a profile name)."""
-    root = Path(root)
-    return sorted(p for p in root.rglob("*.csv") if is_vidur_file(p) and _device(p) == device)

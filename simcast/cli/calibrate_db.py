@@ -6,8 +6,7 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-import yaml
-
+from simcast.cli.outputs import write_atomic
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 
@@ -33,6 +32,7 @@ def parse_engines(value: str | None) -> tuple[str, ...]:
     require(value is not None, "--engine", value, f"--from-db needs --engine ({', '.join(ENGINES)} or all)")
     assert value is not None
     names = ENGINES if value == "all" else tuple(v.strip() for v in value.split(",") if v.strip())
+    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
     for n in names:
         require(n in ENGINES, "--engine", n, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
     return names
@@ -58,8 +58,13 @@ def _existing_sections(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
+    return {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}
+
+
 def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     from simcast.calib import aic_db
+    from simcast.calib import profile_yaml as py
     from simcast.calib.engines_yaml import (
         render_engines,
         replace_engines_block,
@@ -67,7 +72,9 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         set_calibration_entry,
     )
     from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
-    from simcast.inputs.loaders import load_device, profiles_dir
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, profiles_dir
+    from simcast.inputs.schema import check
 
     require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
     require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
@@ -78,53 +85,52 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     device = a.device or SYSTEMS[a.system].profile
     base = load_device(device)
     src = Path(device) if Path(device).is_file() else profiles_dir() / f"{device}.yaml"
-    text = src.read_text()
+    text = read_text(src, "--device")
     old = _existing_sections(text)
+    previous = (loads_yaml(text, "--device") or {}).get("calibration") or {}
     fitted: dict[str, tuple] = {}
     summary: dict[str, dict] = {}
     for e in engines:
         ek, errs, data = fit_engine(a.system, e, base, a.version)
         fitted[e] = (ek, errs)
-        summary[e] = {
-            "tables": list(data.tables),
-            "proxies": list(data.proxies),
-            "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()},
-        }
+        summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies), "held_out_abs_err_pct": _pct(errs)}
         print(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
     how = f"simcast calibrate --from-db aiconfigurator --system {a.system}"
-    block_new = render_engines(fitted, how)
-    new_sections = _existing_sections(block_new)
-    merged = [block_new.splitlines()[0]]
+    new_sections = _existing_sections(render_engines(fitted, how))
+    merged = [render_engines(fitted, how).splitlines()[0]]
     for e in ENGINES:
-        if e in new_sections:
-            merged += new_sections[e]
-        elif e in old:
-            merged += old[e]
+        merged += new_sections.get(e) or old.get(e, [])
     text = replace_engines_block(text, "\n".join(merged))
+    # NCCL's own all-reduce: written only when fitted on this system's own table, and never over link fits an
+    # earlier run made on this device's own measurements (a transfer or another table does not replace them)
     fits, nerr, note = nccl_fits(a.system)
-    if fits:
-        err = (
-            f"; held-out median {nerr['nccl.all_reduce'][0]:.1f}%, p90 {nerr['nccl.all_reduce'][1]:.1f}%"
-            if nerr
-            else ""
-        )
-        how_nccl = "fitted on the system's NCCL table" if nerr else "transferred (see calibration.from_db.nccl)"
-        text = replace_link_collectives(text, "intra_node", fits, {"": f"NCCL's own all-reduce, {how_nccl}{err}"})
-    summary_all = {
-        "package": f"aiconfigurator-core {aic_db.package_version()}",
-        "system": a.system,
-        "date": _dt.date.today().isoformat(),
-        "split": "fit on shapes whose CRC32 is even, errors on the odd half",
-        "engines": summary,
-        "nccl": {"source": note, "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in nerr.items()}},
-    }
-    previous = (yaml.safe_load(text) or {}).get("calibration", {}) or {}
+    nccl: dict = {"source": note, "held_out_abs_err_pct": _pct(nerr)}
+    if not nerr:
+        nccl["written"] = "no: no NCCL table of this system is usable; the link keeps its collectives"
+    elif py.link_fitted_here(text, "intra_node"):
+        nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
+    else:
+        med, p90 = nerr["nccl.all_reduce"]
+        fit_note = f"{py.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
+        text = replace_link_collectives(text, "intra_node", fits, {"": fit_note})
+        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
+        nccl["fitted_parameters"] = 2 * len(fits)
     kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
-    summary_all["engines"] = {
-        e: (summary[e] if e in summary else kept[e]) for e in ENGINES if e in summary or e in kept
-    }
-    text = set_calibration_entry(text, "from_db", summary_all)
-    Path(a.out).write_text(text)
-    load_device(a.out)  # the written profile must load
-    print(f"wrote {a.out} (engines {', '.join(engines)} on {a.system})")
+    text = set_calibration_entry(
+        text,
+        "from_db",
+        {
+            "package": f"aiconfigurator-core {aic_db.package_version()}",
+            "system": a.system,
+            "date": _dt.date.today().isoformat(),
+            "split": "fit on shapes whose CRC32 is even, errors on the odd half",
+            "fitted_parameters": nccl.get("fitted_parameters", 0),
+            "engines": {e: summary.get(e) or kept[e] for e in ENGINES if e in summary or e in kept},
+            "nccl": nccl,
+        },
+    )
+    text = py.recount_calibration(text)
+    device_from_dict(check(loads_yaml(text, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
+    print(f"wrote {a.out} (engines {', '.join(engines)} on {a.system}; NCCL link fits written: {nccl['written']})")
     return 0

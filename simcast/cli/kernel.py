@@ -8,8 +8,9 @@ import datetime as _dt
 import json
 from pathlib import Path
 
-from simcast.cli.args import positive_float, positive_int
+from simcast.cli.args import DEVICES, GEMM_DIM, HEAD_DIM, HEADS, MESSAGE_BYTES, REQUESTS, TOKENS
 from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
+from simcast.cli.outputs import output_path, write_atomic
 from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
 
@@ -38,7 +39,7 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
             )
         if name == "gemm":
             for d in ("m", "n", "k"):
-                s.add_argument(f"--{d}", type=positive_int, required=True, help=f"GEMM dimension {d.upper()}")
+                s.add_argument(f"--{d}", type=GEMM_DIM, required=True, help=f"GEMM dimension {d.upper()} [<= 2^31-1]")
             s.add_argument(
                 "--dtype",
                 choices=("bf16", "fp16", "fp8", "fp8_block", "fp32"),
@@ -47,25 +48,27 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
             )
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
-            s.add_argument("--batch", type=positive_int, default=1, help="requests [default 1]")
-            s.add_argument("--q-len", type=positive_int, default=1, help="new tokens per request [default 1]")
-            s.add_argument("--kv-len", type=positive_int, required=True, help="keys per request incl. the new tokens")
-            s.add_argument("--heads", type=positive_int, required=True, help="query heads on this GPU")
-            s.add_argument("--kv-heads", type=positive_int, required=True, help="KV heads on this GPU")
-            s.add_argument("--head-dim", type=positive_int, default=128, help="[default 128]")
+            s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
+            s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
+            s.add_argument(
+                "--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]"
+            )
+            s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
+            s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
+            s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
             s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
         else:
             s.add_argument(
                 "--bytes",
-                type=positive_float,
+                type=MESSAGE_BYTES,
                 required=True,
-                help="message bytes per rank (all-gather: output bytes per rank)",
+                help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]",
             )
             if name == "p2p":
                 s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
             else:
-                s.add_argument("--gpus", type=positive_int, required=True, help="ranks in the group")
-                s.add_argument("--nodes", type=positive_int, default=1, help="nodes the group spans [default 1]")
+                s.add_argument("--gpus", type=DEVICES, required=True, help="ranks in the group [<= 65536]")
+                s.add_argument("--nodes", type=DEVICES, default=1, help="nodes the group spans [default 1]")
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
@@ -104,7 +107,9 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="profile to start from (shipped name or YAML path); with --from-db default: the system's",
     )
-    p.add_argument("--out", required=True, help="YAML file to write (may equal the input profile)")
+    p.add_argument(
+        "--out", required=True, type=output_path("--out"), help="YAML file to write (may equal the input profile)"
+    )
     p.add_argument(
         "--transfer-from",
         default=None,
@@ -120,30 +125,37 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     require(a.device is not None, "--device", None, "is required (the profile to start from)")
     import pandas as pd
 
-    from simcast.calib.fit import calibrate, parameter_count, transfer, update_profile_yaml
-    from simcast.calib.validate import read_measured
-    from simcast.inputs.loaders import load_device, profiles_dir
+    from simcast.calib import profile_yaml as py
+    from simcast.calib.fit import calibrate, transfer
+    from simcast.calib.validate import check_fit_columns, read_measured
+    from simcast.calib.vidur import VIDUR_SNAPSHOT
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, read_yaml
+    from simcast.inputs.schema import check
 
     base = load_device(a.device)
-    src = Path(a.device) if Path(a.device).is_file() else profiles_dir() / f"{a.device}.yaml"
+    src = _profile_path(a.device)
+    text = read_text(src, "--device")
+    old_block = (read_yaml(src, "device profile") or {}).get("calibration")
     today = _dt.date.today().isoformat()
     if a.transfer_from:
         require(not a.measured, "measured", a.measured, "give either measured CSVs or --transfer-from")
         ref = load_device(a.transfer_from)
+        ref_path = _profile_path(a.transfer_from)
         dev = transfer(ref, base)
-        note = (
-            f"carried over from {ref.name} (fit by simcast calibrate on ../shared/calibration/vidur, "
-            f"vidur snapshot 7d47513); same kernels, scaled by {base.name}'s datasheet peaks / HBM and link bw"
+        notes, carried, fitted_on_src = py.transfer_notes(ref, read_text(ref_path, "--transfer-from"), base, dev)
+        ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
+        out = py.update_profile_yaml(
+            text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried, fitted_on_src)
         )
-        notes = {k: note for k in _all_paths(dev)}
-        prov = [
-            f"method: {json.dumps('transfer from ' + ref.name + ' (no measurement on this device)')}",
-            f"date: {json.dumps(today)}",
-            f"fitted_parameters: {parameter_count(dev)}",
-        ]
+        summary = (
+            f"0 fitted parameters; {carried} values carried over from {ref.name}, {fitted_on_src} of them fitted there"
+        )
     else:
         require(bool(a.measured), "measured", a.measured, "give at least one measured CSV")
-        rows = pd.concat([read_measured(m) for m in a.measured], ignore_index=True)
+        rows = pd.concat(
+            [check_fit_columns(read_measured(m), f"measured {Path(m).name}") for m in a.measured], ignore_index=True
+        )
         rows = rows[rows.get("device", pd.Series([base.name] * len(rows))).fillna(base.name) == base.name]
         require(len(rows) > 0, "measured", a.measured, f"no rows for device {base.name}")
         dev, errors = calibrate(rows, base)
@@ -151,62 +163,20 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
             Path(m).name for m in a.measured
         ]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
-        snap = " (vidur snapshot 7d47513)" if any(f.startswith("vidur/") for f in files) else ""
-        notes = {}
-        for k in _all_paths(dev):
-            group = _error_group(k)
-            err = errors.get(group)
-            if err is not None:
-                notes[k] = f"fit by simcast calibrate on {_files_for(group, files)}{snap}, median err {err:.1f}%"
-        prov = [
-            f"source: {json.dumps(where)}",
-            f"date: {json.dumps(today)}",
-            f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
-            f"fitted_parameters: {parameter_count(dev)}",
-        ]
-    text = update_profile_yaml(src.read_text(), dev, notes, prov)
-    Path(a.out).write_text(text)
-    load_device(a.out)  # the written profile must load
-    print(f"wrote {a.out} ({parameter_count(dev)} fitted parameters)")
+        notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
+        body = py.update_profile_yaml(text, dev, notes, [])
+        out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
+        summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+    device_from_dict(check(loads_yaml(out, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
+    print(f"wrote {a.out} ({summary})")
     return 0
 
 
-def _all_paths(dev) -> list[str]:
-    keys = [
-        f"efficiency.{f}"
-        for f in (
-            "matmul",
-            "matmul_half_m_ridge",
-            "matmul_half_n",
-            "matmul_half_k",
-            "memory",
-            "launch_overhead_s",
-            "vector_memory",
-            "vector_launch_overhead_s",
-        )
-    ]
-    for ln in ("intra_node", "inter_node"):
-        link = getattr(dev.links, ln)
-        keys += [f"links.{ln}.latency_s", f"links.{ln}.efficiency"]
-        keys += [f"links.{ln}.{f.kind}.{f.gpus}" for f in link.collectives]
-    return keys
+def _profile_path(name_or_path: str) -> Path:
+    from simcast.inputs.loaders import profiles_dir
 
-
-def _error_group(path: str) -> str:
-    if path.startswith("efficiency."):
-        return "elementwise" if "vector" in path else "gemm"
-    parts = path.split(".")
-    return f"{parts[1]}.p2p" if parts[2] in ("latency_s", "efficiency") else ".".join(parts[1:])
-
-
-def _files_for(group: str, files: list[str]) -> str:
-    want = (
-        "_mlp.csv"
-        if group in ("gemm", "elementwise")
-        else ("send_recv.csv" if group.endswith("p2p") else "all_reduce.csv")
-    )
-    hit = [f for f in files if f.endswith(want)] or files
-    return ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in hit)
+    return Path(name_or_path) if Path(name_or_path).is_file() else profiles_dir() / f"{name_or_path}.yaml"
 
 
 # ------------------------------------------------------------------ validate

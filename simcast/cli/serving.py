@@ -5,9 +5,47 @@ from __future__ import annotations
 import argparse
 import json
 
-from simcast.cli.args import positive_int
-from simcast.cli.outputs import add_output_args, write_pareto_plot
+from simcast.cli.args import (
+    BATCHED_TOKENS,
+    DEVICES,
+    DEVICES_PER_NODE,
+    IMBALANCE,
+    LIMIT_MS,
+    REQUESTS,
+    TOKENS,
+    parse_int,
+    positive_int,
+)
+from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
 from simcast.core.errors import require
+from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
+from simcast.serving.engines import ENGINE_CHOICES
+
+
+def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    """``--engine`` (alias ``--runtime``) and the engine limits a user may override."""
+    p.add_argument(
+        "--engine",
+        "--runtime",
+        dest="runtime",
+        default=default,
+        choices=ENGINE_CHOICES,
+        help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        "--max-batched-tokens",
+        dest="max_batched_tokens",
+        type=BATCHED_TOKENS,
+        default=None,
+        help="token budget of one step [default: the engine's own; <= 10^9]",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=REQUESTS,
+        default=None,
+        help="running requests per step [default: the engine's own; <= 10^6]",
+    )
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -15,9 +53,9 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         "model", nargs="?", default=None, help="shipped model id or config.json path (last positional argument)"
     )
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
-    p.add_argument("--num-devices", type=positive_int, required=True, help="devices in the deployment")
-    p.add_argument("--input-length", type=positive_int, required=True, help="ISL, tokens")
-    p.add_argument("--output-length", type=positive_int, required=True, help="OSL, tokens")
+    p.add_argument("--num-devices", type=DEVICES, required=True, help="devices in the deployment [<= 65536]")
+    p.add_argument("--input-length", type=TOKENS, required=True, help="ISL, tokens [<= 10^7]")
+    p.add_argument("--output-length", type=TOKENS, required=True, help="OSL, tokens [<= 10^7]")
     p.add_argument(
         "--tp-sizes", nargs="*", default=None, help="TP sizes; absent: powers of two <= num-devices; no value: same"
     )
@@ -25,31 +63,53 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         "--pp-sizes", nargs="*", default=None, help="PP sizes; absent: [1]; no value: powers of two <= num-devices"
     )
     p.add_argument(
+        "--ep-sizes",
+        nargs="*",
+        default=None,
+        help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+    )
+    p.add_argument(
+        "--moe-dp-sizes",
+        nargs="*",
+        default=None,
+        help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+    )
+    p.add_argument(
+        "--expert-imbalance",
+        type=IMBALANCE,
+        default=1.0,
+        help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]",
+    )
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", "bf16", "fp8"),
+        default="auto",
+        help="KV cache element type [default auto: the model dtype]",
+    )
+    p.add_argument(
         "--batch-sizes",
         nargs="+",
         default=None,
-        help="restrict concurrency per replica to these values (default: binary search up to 4096)",
+        help="restrict concurrency per replica to these values (default: binary search up to 4096) [each <= 10^6]",
     )
-    p.add_argument("--ttft-limit", type=float, default=None, help="TTFT limit, ms")
-    p.add_argument("--tpot-limit", type=float, default=None, help="TPOT limit, ms")
-    p.add_argument("--devices-per-node", type=positive_int, default=None, help="override the profile")
+    p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
+    p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
+    p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     p.add_argument(
         "--partition",
         default="vllm",
         help="uniform | vllm | balanced (minimise the slowest decode stage) | explicit layer counts",
     )
-    p.add_argument(
-        "--runtime", default="vllm", choices=("vllm", "sglang", "none"), help="per-step engine overhead profile"
-    )
-    p.add_argument(
-        "--max-batched-tokens",
-        type=positive_int,
-        default=None,
-        help="prefill chunk budget, tokens [default min(ISL, 8192): an assumed engine default]",
-    )
+    add_engine_args(p, default="vllm")
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
-    p.add_argument("--csv", default=None, help="write all rows to this CSV file")
+    p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
+    p.add_argument(
+        "--emit",
+        choices=("vllm", "sglang"),
+        default=None,
+        help="print each ranked layout's server launch command and the matching vllm bench serve line",
+    )
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     add_output_args(p, trace=False)
@@ -58,36 +118,38 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
 def normalize_trailing_model(a: argparse.Namespace) -> None:
     """The model id comes last; after a list flag (``--pp-sizes 1 2 Qwen/Qwen3-32B``, or an empty
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
-    for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
         vals = getattr(a, name)
-        if a.model is None and vals and not vals[-1].lstrip("-").isdigit():
+        if a.model is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(a.model is not None, "model", None, "a model id or config.json path is required as the last argument")
-    for name in ("tp_sizes", "pp_sizes", "batch_sizes"):
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
         vals = getattr(a, name)
         if vals is None:
             continue
         flag = "--" + name.replace("_", "-")
+        hi = MAX_REQUESTS if name == "batch_sizes" else MAX_DEVICES
         for v in vals:
-            require(v.isdigit() and int(v) > 0, flag, v, "each value must be a positive integer")
-        setattr(a, name, [int(v) for v in vals])
+            n = parse_int(v)
+            require(n is not None and 1 <= n <= hi, flag, v, f"each value must be a positive integer <= {hi}")
+        setattr(a, name, [parse_int(v) for v in vals])
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
-    from simcast.render.search_tables import format_search, to_dataframe
+    from simcast.render.search_tables import format_search, points_dataframe
     from simcast.serving.model import ServingConfig, Workload
-    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes, search
+    from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
     normalize_trailing_model(a)
     n = a.num_devices
-    for flag, lim in (("--ttft-limit", a.ttft_limit), ("--tpot-limit", a.tpot_limit)):
-        require(lim is None or lim > 0, flag, lim, "must be > 0 (milliseconds)")
     space = SearchSpace(
         tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
         pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")),
         num_devices=n,
+        ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
+        moe_dp_sizes=tuple(resolve_search_sizes(a.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
         batch_sizes=tuple(a.batch_sizes or ()),
         ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
@@ -104,25 +166,39 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         batch_size=1,
         partition=a.partition,
         runtime=a.runtime,
+        max_num_seqs=a.max_num_seqs or 0,
+        expert_imbalance=a.expert_imbalance,
+        kv_cache_dtype=a.kv_cache_dtype,
     )
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
-    df = to_dataframe(rows)
+    pts = points_dataframe(rows, lambda r: meets(r, space))
     if a.csv:
-        df.to_csv(a.csv, index=False)
+        write_atomic(a.csv, "--csv", lambda tmp: pts.to_csv(tmp, index=False))
     if a.plot:
         write_pareto_plot(
-            df, a.plot, f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}"
+            pts[pts["meets_limits"]],
+            a.plot,
+            f"{model.name}, {n} x {device.name}, ISL {a.input_length} / OSL {a.output_length}",
         )
+    launch = []
+    if a.emit:
+        from simcast.render.launch import launch_lines
+        from simcast.serving.search import model_label
+
+        launch = [
+            (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+            for c in rows[: a.top]
+        ]
     if a.json:
-        print(
-            json.dumps(
-                {
-                    "rows": df.to_dict(orient="records"),
-                    "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
-                },
-                indent=2,
-            )
-        )
+        out = {
+            "rows": pts.to_dict(orient="records"),
+            "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
+        }
+        if a.emit:
+            out["launch"] = [
+                {"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)} for lab, ll in launch
+            ]
+        print(json.dumps(out, indent=2))
         return 0
     lim = []
     if a.ttft_limit:
@@ -132,27 +208,48 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     header = (
         f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
         f"ISL {a.input_length} / OSL {a.output_length}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+        + (f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if model.moe is not None else "")
         + (f", limits {', '.join(lim)}" if lim else "")
         + "; ranked by token/s/device"
     )
     assumptions = rows[0].result.assumptions if rows else ()
-    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions))
+    print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
+    if a.emit:
+        from simcast.render.launch import format_launch
+
+        print("\n" + format_launch(launch, a.emit))
     return 0
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("service_yaml", help="service YAML (see README: model, device, workload, parallel_config)")
-    p.add_argument("--tp", type=positive_int, default=None, help="override parallel_config.tp_size")
-    p.add_argument("--pp", type=positive_int, default=None, help="override parallel_config.pp_size")
-    p.add_argument("--dp", type=positive_int, default=None, help="override parallel_config.dp_size")
-    p.add_argument("--world-size", type=positive_int, default=None, help="override parallel_config.world_size")
-    p.add_argument("--batch", type=positive_int, default=None, help="override workload.batch_size")
-    p.add_argument("--input-length", type=positive_int, default=None, help="override workload.input_length")
-    p.add_argument("--output-length", type=positive_int, default=None, help="override workload.output_length")
+    p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
+    p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
+    p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")
+    p.add_argument("--world-size", type=DEVICES, default=None, help="override parallel_config.world_size")
+    p.add_argument("--batch", type=REQUESTS, default=None, help="override workload.batch_size")
+    p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
+    p.add_argument("--output-length", type=TOKENS, default=None, help="override workload.output_length")
     p.add_argument("--device", default=None, help="override device")
-    p.add_argument("--runtime", default=None, choices=("vllm", "sglang", "none"), help="override runtime")
+    add_engine_args(p, default=None)
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+
+
+SERVE_CONFIG_FLAGS = {
+    "tp_size": "--tp",
+    "pp_size": "--pp",
+    "dp_size": "--dp",
+    "world_size": "--world-size",
+    "batch_size": "--batch",
+    "input_length": "--input-length",
+    "output_length": "--output-length",
+    "device": "--device",
+    "runtime": "--engine",
+    "max_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+}
+"""The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
@@ -171,19 +268,19 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "output_length": a.output_length,
         "device": a.device,
         "runtime": a.runtime,
+        "max_batched_tokens": a.max_batched_tokens,
+        "max_num_seqs": a.max_num_seqs,
     }
-    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides)
+    cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
     links = layout_links(cfg)
     verdicts = []
     if values.get("ttft_ms"):
-        verdicts.append(
-            f"TTFT limit {values['ttft_ms']:g} ms: {'met' if r.ttft_s * 1e3 <= values['ttft_ms'] else 'VIOLATED'}"
-        )
+        met = r.ttft_s * 1e3 <= values["ttft_ms"]
+        verdicts.append(f"TTFT limit {values['ttft_ms']:g} ms: {'met' if met else 'VIOLATED'}")
     if values.get("tpot_ms"):
-        verdicts.append(
-            f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}"
-        )
+        met = r.tpot_s * 1e3 <= values["tpot_ms"]
+        verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits

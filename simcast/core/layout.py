@@ -3,9 +3,11 @@
 Global ranks reshape to ``[-1, dp, pp, tp]`` (vLLM's and the RFC's layout): TP
 groups are contiguous ranks, PP groups stride by ``tp``. Ranks fill nodes of
 ``devices_per_node`` consecutive ranks. The cluster is a networkx graph (GPUs,
-one switch per node, one inter-node fabric) built from the link table; the
-link between two ranks is the path between them: its bandwidth is the
-slowest edge's, its latency the sum of the edges'.
+one switch per node, one inter-node fabric) built from the link table. The
+route between two ranks follows the topology, never the lower latency: two
+ranks of one node talk through their node's switch (the intra-node link),
+ranks of different nodes through the fabric (the inter-node link). A route's
+bandwidth is its slowest edge's, its latency the sum of its edges'.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from functools import lru_cache
 
 import networkx as nx
 
+from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
 
 
@@ -99,14 +102,24 @@ class Path:
         return self.bw_bytes_per_s * self.efficiency
 
 
+def route(a: int, b: int, devices_per_node: int) -> tuple[str, ...]:
+    """The cluster-graph nodes a message from rank ``a`` to rank ``b`` crosses, by topology.
+
+    Same node: through the node's switch (NVLink/NVSwitch, xGMI, HCCS, PCIe),
+    whatever the latencies say; different nodes: through the fabric (each GPU's NIC).
+    """
+    na, nb = node_of(a, devices_per_node), node_of(b, devices_per_node)
+    return (f"gpu{a}", f"sw{na}" if na == nb else "net", f"gpu{b}")
+
+
 def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
-    """Cheapest-latency path between two ranks through the cluster graph."""
+    """The path between two ranks: the intra-node link on one node, the inter-node link across nodes."""
     if a == b:
         return Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
     g = cluster_graph(links, world_size)
-    nodes = nx.shortest_path(g, f"gpu{a}", f"gpu{b}", weight="latency_s")
+    nodes = route(a, b, links.devices_per_node)
     edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
-    slowest = min(edges, key=lambda l: l.effective_bw_bytes_per_s / max(1, l.mesh_links))
+    slowest = min(edges, key=lambda e: e.effective_bw_bytes_per_s / max(1, e.mesh_links))
     return Path(
         name=slowest.name,
         bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
@@ -127,3 +140,13 @@ def group_path(ranks: tuple[int, ...], links: LinkTable, world_size: int) -> Pat
     if mesh and not worst.cross_node:  # a collective over k ranks of a full mesh drives min(k-1, n) links
         worst = replace(worst, bw_bytes_per_s=worst.bw_bytes_per_s * min(len(ranks) - 1, mesh))
     return worst
+
+
+def stage_tp_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:
+    """The TP group of ``stage`` in replica 0 (all replicas are placed alike) and the path its ring sees."""
+    return group_path(tuple(rank_of(0, stage, i, par) for i in range(par.tp)), links, par.world_size)
+
+
+def pp_hop_path(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) -> Path:
+    """The path of a plan's send/recv edge: TP rank 0 of the source stage to TP rank 0 of the destination."""
+    return path_between(rank_of(0, edge.src_stage, 0, par), rank_of(0, edge.dst_stage, 0, par), links, par.world_size)

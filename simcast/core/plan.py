@@ -107,7 +107,8 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
             "--partition",
             partition,
             "balanced needs stage costs: resolve it with "
-            "simcast.sim.partition.resolve_partition (simulate/serving do) before building the plan",
+            "simcast.sim.partition.resolve_partition (simulate/serving do) before building "
+            "the plan",
         )
     else:
         try:

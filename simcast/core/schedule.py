@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, kw_only=True)
 class PipelineSendRecvEvent:
-    """Hidden states of one microbatch crossing ``src_stage -> dst_stage``."""
+    """Hidden states of one microbatch crossing ``src_stage -> dst_stage``.
+
+    ``latency_s`` is the one-way transfer over the PP hop (``message_bytes``
+    per rank); ``all_gather_s`` the receiving stage's TP all-gather that
+    rebuilds TP-sharded hidden states (0 unless the send is TP-sharded).
+    """
 
     src_stage: int
     dst_stage: int
@@ -21,11 +26,21 @@ class PipelineSendRecvEvent:
     latency_s: float
     link: str
     microbatch: int = 0
+    all_gather_s: float = 0.0
+
+    @property
+    def recv_s(self) -> float:
+        """Seconds from the start of the transfer until the receiver holds the full hidden states."""
+        return self.latency_s + self.all_gather_s
 
 
 @dataclass(frozen=True, kw_only=True)
 class PipelineRuntimeEstimate:
-    """The RFC's fields; stage times are per microbatch (mean over microbatches)."""
+    """The RFC's fields; stage times are per microbatch (mean over microbatches).
+
+    ``stage_comm_times_s`` is PP send/recv charged where it is spent: on the
+    receiving stage, which waits for the data (see :mod:`simcast.sim.timeline`).
+    """
 
     latency_s: float
     stage_compute_times_s: tuple[float, ...]

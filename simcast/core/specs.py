@@ -11,13 +11,27 @@ from dataclasses import dataclass, field
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
+from simcast.core.moe import MLASpec, MoESpec, QuantSpec
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
+GIB = 2**30
+"""Bytes in a GiB (the unit of every memory figure simcast prints)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
-    """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral family)."""
+    """A decoder-only transformer (Llama / Qwen2 / Qwen3 / Mistral; MoE: Mixtral, Qwen3-MoE,
+    DeepSeek-V3, gpt-oss).
+
+    ``intermediate_size`` is the dense MLP width (DeepSeek's first dense layers); MoE
+    layers use ``moe``. ``layer_types``: per layer ``"full_attention"`` or
+    ``"sliding_attention"`` (window ``sliding_window`` tokens; empty = all full).
+    ``attention_sinks``: one learned sink logit per head (gpt-oss). ``o_proj_bias``:
+    o_proj has a bias (gpt-oss). ``num_mtp_layers``: DeepSeek's multi-token-prediction
+    modules (weights counted in the checkpoint total, not run by default).
+    """
 
     name: str
     architecture: str
@@ -34,6 +48,14 @@ class ModelSpec:
     qk_norm: bool = False
     attention_bias: bool = False
     dtype: str = "bf16"
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    quant: QuantSpec | None = None
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int = 0
+    attention_sinks: bool = False
+    o_proj_bias: bool = False
+    num_mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for f in (
@@ -54,27 +76,30 @@ class ModelSpec:
             f"must divide num_attention_heads={self.num_heads}",
         )
         require(self.dtype in DTYPE_BYTES, "model.dtype", self.dtype, f"allowed: {sorted(DTYPE_BYTES)}")
+        require(
+            not self.layer_types or len(self.layer_types) == self.num_layers,
+            "model.layer_types",
+            len(self.layer_types),
+            f"needs one entry per layer ({self.num_layers})",
+        )
+        bad = sorted(set(self.layer_types) - {"full_attention", "sliding_attention"})
+        require(not bad, "model.layer_types", bad, "allowed: full_attention, sliding_attention")
+        require(
+            "sliding_attention" not in self.layer_types or self.sliding_window > 0,
+            "model.sliding_window",
+            self.sliding_window,
+            "must be > 0 when a layer uses sliding_attention",
+        )
+
+    def is_sliding(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and self.moe.is_moe_layer(layer)
 
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
-
-    @property
-    def layer_param_count(self) -> int:
-        """Parameters of one decoder layer (unsharded)."""
-        h, d = self.hidden_size, self.head_dim
-        q, kv = self.num_heads * d, self.num_kv_heads * d
-        attn = h * (q + 2 * kv) + q * h + (q + 2 * kv if self.attention_bias else 0)
-        mlp = 3 * h * self.intermediate_size
-        norms = 2 * h + (2 * d if self.qk_norm else 0)
-        return attn + mlp + norms
-
-    @property
-    def param_count(self) -> int:
-        """Total parameters (embedding counted once when tied)."""
-        emb = self.vocab_size * self.hidden_size
-        head = 0 if self.tie_word_embeddings else emb
-        return emb + head + self.hidden_size + self.num_layers * self.layer_param_count
 
 
 COLLECTIVE_KINDS = ("all_reduce", "all_gather")
@@ -218,30 +243,57 @@ class DeviceSpec:
     """Per-engine fitted kernels (optional, see :mod:`simcast.core.kernel_fits`)."""
 
     def matmul_peak(self, dtype: str) -> float:
-        """Dense matmul peak for ``dtype`` in FLOP/s."""
+        """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
         require(
-            dtype in self.matmul_flops_per_s,
-            "dtype",
-            dtype,
-            f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}",
+            self.matmul_flops_per_s.get(dtype, 0) > 0,
+            f"device.compute.matmul_flops_per_s.{dtype}",
+            "missing",
+            f"device {self.name} has matmul peaks for {sorted(self.matmul_flops_per_s)}; "
+            f"add the {dtype} peak (FLOP/s) to its profile or pick another --dtype",
         )
         return self.matmul_flops_per_s[dtype]
 
     def vector_peak(self, dtype: str) -> float:
-        return self.vector_flops_per_s.get(dtype, self.vector_flops_per_s.get("fp32", 0.0)) or 1.0
+        """Vector-unit (non-matmul) peak for ``dtype`` in FLOP/s.
+
+        fp8 has no vector arithmetic (norms and activations upcast), so an fp8
+        model's elementwise work runs at the fp32 peak unless the profile gives
+        an fp8 one. Any other missing dtype is an error naming the field.
+        """
+        key = "fp32" if dtype == "fp8" and "fp8" not in self.vector_flops_per_s else dtype
+        require(
+            self.vector_flops_per_s.get(key, 0) > 0,
+            f"device.compute.vector_flops_per_s.{key}",
+            "missing",
+            f"device {self.name} has vector peaks for {sorted(self.vector_flops_per_s)}; "
+            f"add the {key} peak (FLOP/s) to its profile or pick another --dtype",
+        )
+        return self.vector_flops_per_s[key]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ParallelSpec:
-    """TP x PP x DP layout; ``world_size == tp * pp * dp``."""
+    """TP x PP x DP layout; ``world_size == tp * pp * dp``; MoE layers as EP x MoE-TP x MoE-DP.
+
+    The MoE groups are stage-local (the RFC's §4.3): the ``tp * dp`` ranks of one
+    pipeline stage (all replicas) split that stage's experts, so
+    ``ep * moe_tp * moe_dp == tp * dp``. At ``pp == 1`` that is the RFC's global
+    rule ``moe_tp = world_size / (ep * moe_dp)``. ``moe_tp`` 0 derives it.
+    ``dp_attention``: the ``dp`` replicas are attention-DP groups feeding one
+    MoE layer (SGLang ``--enable-dp-attention``; vLLM DP+EP); needs ``dp > 1``.
+    """
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     world_size: int = 0
+    ep: int = 1
+    moe_dp: int = 1
+    moe_tp: int = 0
+    dp_attention: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp"):
+        for f in ("tp", "pp", "dp", "ep", "moe_dp"):
             v = getattr(self, f)
             require(isinstance(v, int) and v >= 1, f"{f}_size", v, "must be an integer >= 1")
         if self.world_size == 0:
@@ -252,49 +304,103 @@ class ParallelSpec:
             self.world_size,
             f"must equal tp*pp*dp = {self.tp}*{self.pp}*{self.dp} = {self.tp * self.pp * self.dp}",
         )
+        stage = self.tp * self.dp
+        require(
+            stage % (self.ep * self.moe_dp) == 0,
+            "ep_size*moe_dp_size",
+            self.ep * self.moe_dp,
+            f"must divide the ranks of one stage, tp*dp = {stage} (world_size/pp; RFC: devices % (ep*moe_dp) == 0)",
+        )
+        if self.moe_tp == 0:
+            object.__setattr__(self, "moe_tp", stage // (self.ep * self.moe_dp))
+        require(
+            self.ep * self.moe_tp * self.moe_dp == stage,
+            "moe_tp_size",
+            self.moe_tp,
+            f"ep*moe_tp*moe_dp must equal tp*dp = {stage} (moe_tp = world_size/(pp*ep*moe_dp))",
+        )
+        require(
+            not self.dp_attention or self.dp > 1,
+            "enable_dp_attention",
+            self.dp_attention,
+            "needs dp_size > 1 (attention data-parallel groups)",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Batch:
-    """One engine step: per request, (new query tokens, tokens already in the KV cache)."""
+    """One engine step as groups of identical requests.
+
+    Group ``i`` holds ``counts[i]`` requests, each with ``query_lens[i]`` new
+    tokens and ``context_lens[i]`` tokens already in the KV cache. A step of
+    100,000 decodes at one context is one group, so costing it is O(groups),
+    not O(requests). ``counts`` may be omitted (one request per entry).
+    Identical (query, context) entries are merged in order of first
+    appearance, so two batches holding the same requests compare equal.
+    """
 
     query_lens: tuple[int, ...]
     context_lens: tuple[int, ...]
+    counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        q, c = tuple(self.query_lens), tuple(self.context_lens)
+        n = tuple(self.counts) or (1,) * len(q)
         require(
-            len(self.query_lens) == len(self.context_lens) and len(self.query_lens) > 0,
+            len(q) == len(c) == len(n) and len(q) > 0,
             "batch",
-            len(self.query_lens),
-            "needs >= 1 request with matching query/context lists",
+            len(q),
+            "needs >= 1 request group with matching query/context/count lists",
         )
-        require(all(q >= 1 for q in self.query_lens), "query_len", min(self.query_lens), "must be >= 1")
-        require(all(c >= 0 for c in self.context_lens), "context_len", min(self.context_lens), "must be >= 0")
+        require(all(x >= 1 for x in q), "query_len", min(q), "must be >= 1")
+        require(all(x >= 0 for x in c), "context_len", min(c), "must be >= 0")
+        require(all(isinstance(x, int) and x >= 1 for x in n), "count", min(n), "must be an integer >= 1")
+        merged: dict[tuple[int, int], int] = {}
+        for qi, ci, ni in zip(q, c, n):
+            merged[(qi, ci)] = merged.get((qi, ci), 0) + ni
+        object.__setattr__(self, "query_lens", tuple(k[0] for k in merged))
+        object.__setattr__(self, "context_lens", tuple(k[1] for k in merged))
+        object.__setattr__(self, "counts", tuple(merged.values()))
 
     @classmethod
     def prefill(cls, batch_size: int, input_len: int, context_len: int = 0) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(input_len >= 1, "--input-length", input_len, "must be >= 1")
-        return cls(query_lens=(input_len,) * batch_size, context_lens=(context_len,) * batch_size)
+        return cls(query_lens=(input_len,), context_lens=(context_len,), counts=(batch_size,))
 
     @classmethod
     def decode(cls, batch_size: int, context_len: int) -> Batch:
         require(batch_size >= 1, "--batch", batch_size, "must be >= 1")
         require(context_len >= 1, "--context-length", context_len, "must be >= 1")
-        return cls(query_lens=(1,) * batch_size, context_lens=(context_len,) * batch_size)
+        return cls(query_lens=(1,), context_lens=(context_len,), counts=(batch_size,))
+
+    @property
+    def groups(self) -> tuple[tuple[int, int, int], ...]:
+        """``(query_len, context_len, count)`` per group."""
+        return tuple(zip(self.query_lens, self.context_lens, self.counts))
 
     @property
     def num_requests(self) -> int:
-        return len(self.query_lens)
+        return sum(self.counts)
 
     @property
     def num_tokens(self) -> int:
-        return sum(self.query_lens)
+        return sum(q * n for q, n in zip(self.query_lens, self.counts))
 
     @property
     def kv_tokens(self) -> int:
         """Cache slots the step touches: context plus the new tokens, all requests."""
-        return sum(self.context_lens) + self.num_tokens
+        return sum(c * n for c, n in zip(self.context_lens, self.counts)) + self.num_tokens
+
+    @property
+    def is_decode(self) -> bool:
+        """Every request adds one token (a pure decode step)."""
+        return all(q == 1 for q in self.query_lens)
+
+    @property
+    def phase(self) -> str:
+        """``decode`` | ``prefill`` (no cached context) | ``mixed``."""
+        return "decode" if self.is_decode else ("prefill" if not any(self.context_lens) else "mixed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -311,10 +417,24 @@ class SimSpec:
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
     engine: str | None = None  # vllm | sglang | trtllm: cost GEMM/attention/all-reduce with the profile's engine fits
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
         require(
             self.engine is None or self.engine in ENGINES, "--engine", self.engine, f"allowed: {', '.join(ENGINES)}"
+        )
+        require(
+            self.expert_imbalance >= 1.0,
+            "--expert-imbalance",
+            self.expert_imbalance,
+            "must be >= 1 (1 = uniform routing)",
+        )
+        require(
+            self.kv_cache_dtype in ("auto", "bf16", "fp8"),
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
+            "allowed: auto, bf16, fp8",
         )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
         require(

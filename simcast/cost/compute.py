@@ -20,10 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
+from simcast.core.kernel_fits import GEMM_DTYPES
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
 from simcast.cost import comm, engine_cost
-from simcast.trace.tracer import OpRecord, TensorArg, shape_fn
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 
@@ -38,6 +41,8 @@ class CostContext:
     collective_algorithm: str = "auto"
     engine: str | None = None  # vllm | sglang | trtllm: the profile's fitted kernels for that engine
     attention_phase: str = "auto"  # "prefill": cost 1-token prompts with the prefill fit (kernel benchmarks)
+    moe_path: Path | None = None  # MoE dispatch/combine group (None: the TP path)
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
 
     @property
     def dims(self) -> tuple[int, int, int]:
@@ -54,6 +59,7 @@ class OpWork:
     comm_s: float = 0.0
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
     attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
+    dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,19 +132,36 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
     b = DTYPE_BYTES[q.dtype]
-    pairs, tile_tokens = _attention_sums(ctx.batch.query_lens, ctx.batch.context_lens, hq // max(hkv, 1))
+    b_ = ctx.batch
+    pairs, tile_tokens = _attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
     return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube", attn=(hq, hkv, d))
 
 
+VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop
+
+
 @lru_cache(maxsize=4096)
-def _attention_sums(query_lens: tuple[int, ...], context_lens: tuple[int, ...], group: int) -> tuple[float, float]:
-    """(query-key pairs, KV tokens read summed over query tiles) of a batch."""
+def _attention_sums(
+    query_lens: tuple[int, ...], context_lens: tuple[int, ...], counts: tuple[int, ...], group: int
+) -> tuple[float, float]:
+    """(query-key pairs, KV tokens read summed over query tiles) of a batch, weighted by group counts.
+
+    Per request: pairs ``q·c + q(q+1)/2``; KV tokens ``ceil(q·group/128) · (c + (q+1)/2)``
+    (``c + 1`` for a decode). O(groups); vectorised with numpy for many groups.
+    """
+    if len(query_lens) > VECTORISE_GROUPS:
+        qa = np.asarray(query_lens, dtype=np.float64)
+        ca = np.asarray(context_lens, dtype=np.float64)
+        na = np.asarray(counts, dtype=np.float64)
+        tiles_a = np.ceil(qa * group / FA_QUERY_TILE)
+        seen = np.where(qa > 1, ca + (qa + 1) / 2, ca + 1)
+        return float(np.sum(na * (qa * ca + qa * (qa + 1) / 2))), float(np.sum(na * tiles_a * seen))
     pairs = kv_tokens = 0.0
-    for ql, cl in zip(query_lens, context_lens):
-        pairs += ql * cl + ql * (ql + 1) / 2
+    for ql, cl, n in zip(query_lens, context_lens, counts):
+        pairs += n * (ql * cl + ql * (ql + 1) / 2)
         tiles = math.ceil(ql * group / FA_QUERY_TILE)
-        kv_tokens += tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
+        kv_tokens += n * tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
     return pairs, kv_tokens
 
 
@@ -249,20 +272,38 @@ def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
 _ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem", "latency": "Mem"}  # a per-wave floor counts as non-compute
 
 
-def engine_roofline(work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, str]:
+def gemm_family(rec: OpRecord, compute_dtype: str) -> str | None:
+    """The engine GEMM fit family of a dense GEMM op, or None (no fitted family: generic roofline).
+
+    ``linear`` runs in its compute dtype; ``quant_linear`` in its weight format when the engines
+    have a fitted family for it (``fp8``, ``fp8_block``); mxfp4 weights (w4a16 on Hopper) have none.
+    Grouped MoE expert GEMMs are not dense GEMMs and keep their own formula.
+    """
+    if rec.op == "linear":
+        return compute_dtype
+    if rec.op == "simcast::quant_linear":
+        fmt = str(rec.args[2])
+        return fmt if fmt in GEMM_DTYPES else None
+    return None
+
+
+def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, str]:
     """(time_s, bound) with the engine's fitted GEMM / attention kernels, else the generic roofline."""
     got = None
-    if work.mnk is not None:
-        got = engine_cost.gemm_s(ctx.device, ctx.engine, dtype, *work.mnk)
+    family = gemm_family(rec, dtype) if work.mnk is not None else None
+    if family is not None and work.mnk is not None:
+        got = engine_cost.gemm_s(ctx.device, ctx.engine, family, *work.mnk)
     elif work.attn is not None:
+        b = ctx.batch
         got = engine_cost.attention_s(
             ctx.device,
             ctx.engine,
             dtype,
-            ctx.batch.query_lens,
-            ctx.batch.context_lens,
+            b.query_lens,
+            b.context_lens,
             *work.attn,
             phase=ctx.attention_phase,
+            counts=b.counts,
         )
     if got is None:
         return roofline(work, ctx.device, dtype)
@@ -284,7 +325,10 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
         work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
     else:
         work = fn(rec, ctx)
-    t, bound = engine_roofline(work, ctx, dtype) if ctx.engine is not None else roofline(work, ctx.device, dtype)
+    if ctx.engine is not None:
+        t, bound = engine_roofline(rec, work, ctx, work.dtype or dtype)
+    else:
+        t, bound = roofline(work, ctx.device, work.dtype or dtype)
     return OpCost(
         op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)",
         scope=rec.scope,

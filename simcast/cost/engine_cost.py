@@ -82,12 +82,24 @@ def label(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") -
     return f"{used} fit" + ("" if used == engine else f" (fallback: no {engine} fit on {dev.name})")
 
 
-def describe(dev: DeviceSpec, engine: str | None, dtype: str) -> str:
-    """One line for a report's assumptions."""
+def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: bool = False) -> str:
+    """One line for a report's assumptions: how each kernel kind is costed for ``engine``.
+
+    ``gemm_dtype``: the dense GEMMs' family when it differs from ``dtype`` (fp8 / fp8_block / mxfp4
+    weights); ``moe``: the model has routed experts (their grouped GEMMs and all-to-all keep the
+    generic formulas of :mod:`simcast.cost.moe`).
+    """
     if engine is None:
         return ""
-    parts = [f"{k} {label(dev, engine, k, dtype)}" for k in KINDS]
-    src = dev.engines.get(engine).source if engine in dev.engines else ""
+    if not dev.engines:
+        return f"engine {engine} kernels on {dev.name}: generic roofline (the profile has no engines: section)"
+    parts = [f"{k} {label(dev, engine, k, (gemm_dtype or dtype) if k == 'gemm' else dtype)}" for k in KINDS]
+    if gemm_dtype and gemm_dtype != dtype:
+        parts[0] = f"gemm ({gemm_dtype} weights) " + parts[0][len("gemm ") :]
+    if moe:
+        parts.append("MoE expert GEMMs and all-to-all: generic formulas (no engine fit)")
+    ek = dev.engines.get(engine)
+    src = ek.source if ek is not None else ""
     return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + (f" [{src}]" if src else "")
 
 
@@ -112,17 +124,20 @@ def attention_s(
     kv_heads: int,
     head_dim: int,
     phase: str = "auto",
+    counts: Sequence[int] = (),
 ) -> tuple[float, str] | None:
     """(seconds, bound) of one attention launch over a batch of requests; None without a fit.
 
-    Decode requests (one new token) use the decode fit with the batch's total KV read and
-    split-KV units; prefill requests the prefill fit with their tiled causal FLOPs summed
-    and the mean query length for the efficiency. A mixed batch (chunked prefill beside
-    decodes, one varlen launch in vLLM/SGLang) costs both parts and one launch.
-    ``phase="prefill"`` costs every request with the prefill fit (a 1-token prompt is a prefill).
+    Request group ``i`` is ``counts[i]`` identical requests (default one each). Decode requests
+    (one new token) use the decode fit with the batch's total KV read and split-KV units; prefill
+    requests the prefill fit with their tiled causal FLOPs summed and the mean query length for
+    the efficiency. A mixed batch (chunked prefill beside decodes, one varlen launch in
+    vLLM/SGLang) costs both parts and one launch. ``phase="prefill"`` costs every request with
+    the prefill fit (a 1-token prompt is a prefill).
     """
     q = np.asarray(query_lens, dtype=float)
     c = np.asarray(context_lens, dtype=float)
+    n = np.asarray(counts, dtype=float) if len(counts) else np.ones_like(q)
     dec, pre = (q == 1, q > 1) if phase != "prefill" else (q < 0, q >= 1)
     peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
     parts: list[tuple[float, float, str]] = []  # (time without launch, launch, bound)
@@ -130,12 +145,12 @@ def attention_s(
         fit, _ = pick(dev, engine, "decode", dtype)
         if fit is None:
             return None
-        kv = c[dec] + 1
+        kv, w = c[dec] + 1, n[dec]
         # the batch's totals: for equal requests this is attention.decode_parts exactly
-        units = float(np.sum(kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
-        mean_kv = float(np.mean(kv))
+        units = float(np.sum(w * kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
+        mean_kv = float(np.sum(w * kv) / np.sum(w))
         nbytes = float(
-            np.sum(attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
+            np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
         )
         eff_m = (
             fit.memory
@@ -144,8 +159,8 @@ def attention_s(
             * float(attn.l2_factor(fit, nbytes))
         )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
-        t_c = float(np.sum(4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
-        t_w = float(np.ceil(len(kv) * kv_heads / fit.sm_count)) * fit.wave_s
+        t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
+        t_w = float(np.ceil(np.sum(w) * kv_heads / fit.sm_count)) * fit.wave_s
         parts.append(
             (
                 float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
@@ -157,11 +172,13 @@ def attention_s(
         fit, _ = pick(dev, engine, "prefill", dtype)
         if fit is None:
             return None
-        fl = float(np.sum(attn.prefill_flops(1, q[pre], c[pre], heads, head_dim, fit.tile, kv_heads)))
-        nb = float(np.sum(attn.prefill_bytes(1, q[pre], c[pre], heads, kv_heads, head_dim, fit.dtype)))
-        b = int(pre.sum())
+        qp, cp, w = q[pre], c[pre], n[pre]
+        fl = float(np.sum(w * attn.prefill_flops(1, qp, cp, heads, head_dim, fit.tile, kv_heads)))
+        nb = float(np.sum(w * attn.prefill_bytes(1, qp, cp, heads, kv_heads, head_dim, fit.dtype)))
+        b = float(np.sum(w))
+        mean_q = float(np.sum(w * qp) / b)
         t_c, _ = attn.prefill_parts(
-            fit, peak, dev.hbm_bw_bytes_per_s, b, float(np.mean(q[pre])), 0.0, heads, kv_heads, head_dim, flops_tiled=fl
+            fit, peak, dev.hbm_bw_bytes_per_s, b, mean_q, 0.0, heads, kv_heads, head_dim, flops_tiled=fl
         )
         t_m = nb / (dev.hbm_bw_bytes_per_s * fit.memory)
         parts.append((float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s, "compute" if t_c >= t_m else "memory"))

@@ -1,6 +1,6 @@
 """Predict one kernel on one device with the simulator's own cost functions.
 
-Each function builds the :class:`~simcast.trace.tracer.OpRecord` the tracer would
+Each function builds the :class:`~simcast.trace.ir.OpRecord` the tracer would
 record (concrete shapes) and costs it with :func:`simcast.cost.compute.op_cost`
 — the same formulas and roofline as :func:`simcast.sim.simulate` — or resolves the
 link path with :mod:`simcast.core.layout` and costs it with :mod:`simcast.cost.comm`.
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
+from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
 from simcast.cost import comm, engine_cost
 from simcast.cost.compute import CostContext, op_cost
-from simcast.trace.tracer import OpRecord, TensorArg
+from simcast.trace.ir import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
 _BOUNDS = {"Cube": "compute", "Vec": "compute", "Mem": "memory"}
@@ -126,7 +127,7 @@ def attention(
     require(phase == "prefill" or q_len == 1, "--q-len", q_len, "decode attends one new token per request: use 1")
     require(kv_len >= q_len, "--kv-len", kv_len, f"must be >= --q-len={q_len} (it counts the new tokens too)")
     require(heads % kv_heads == 0, "--kv-heads", kv_heads, f"must divide --heads={heads}")
-    b = Batch(query_lens=(q_len,) * batch, context_lens=(kv_len - q_len,) * batch)
+    b = Batch(query_lens=(q_len,), context_lens=(kv_len - q_len,), counts=(batch,))
     kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
     q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
     rec = OpRecord(
@@ -197,8 +198,8 @@ def collective(
     path = collective_path(dev, gpus, nodes)
     eng = engine_cost.all_reduce_s(dev, engine, gpus, nbytes, path.cross_node) if kind == "allreduce" else None
     if eng is not None:
-        t0 = engine_cost.all_reduce_s(dev, engine, gpus, 1.0, path.cross_node)
-        p = _message(kind, eng[0], t0[0] if t0 else 0.0, nbytes, path)
+        one_byte = engine_cost.all_reduce_s(dev, engine, gpus, 1.0, path.cross_node)
+        p = _message(kind, eng[0], one_byte[0] if one_byte else 0.0, nbytes, path)
         return dataclasses.replace(p, kernel_model=f"{engine_cost.label(dev, engine, 'all_reduce')}, {eng[1]}")
     if kind == "allreduce":
         t = comm.all_reduce_s(nbytes, gpus, path)
@@ -232,18 +233,18 @@ def layer_ops(
     """
     _positive(tokens=tokens, tp=tp)
     dt = dtype or model.dtype
-    h, d = model.hidden_size, model.head_dim
-    q, kv = model.num_heads * d // tp, max(model.num_kv_heads // tp, 1) * d
-    inter = model.intermediate_size // tp
+    sd = sharded_dims(model, tp)
+    h = sd.hidden
+    g = {op: gemm(dev, m, n, k, dt) for op, (m, n, k) in sd.gemm_shapes(tokens).items()}
     return {
         "input_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
-        "attn_pre_proj": gemm(dev, tokens, q + 2 * kv, h, dt),
-        "attn_rope": elementwise(dev, "rope", tokens, q, dt, k_width=kv),
-        "attn_post_proj": gemm(dev, tokens, h, q, dt),
+        "attn_pre_proj": g["attn_pre_proj"],
+        "attn_rope": elementwise(dev, "rope", tokens, sd.q_width, dt, k_width=sd.kv_width),
+        "attn_post_proj": g["attn_post_proj"],
         "post_attention_layernorm": elementwise(dev, "rms_norm", tokens, h, dt),
-        "mlp_up_proj": gemm(dev, tokens, 2 * inter, h, dt),
-        "mlp_act": elementwise(dev, "silu_and_mul", tokens, 2 * inter, dt),
-        "mlp_down_proj": gemm(dev, tokens, h, inter, dt),
+        "mlp_up_proj": g["mlp_up_proj"],
+        "mlp_act": elementwise(dev, "silu_and_mul", tokens, 2 * sd.intermediate, dt),
+        "mlp_down_proj": g["mlp_down_proj"],
         "add": elementwise(dev, "add", tokens, h, dt),
     }
 

@@ -6,17 +6,42 @@ field, the bad value and what is allowed. This is an edge module: it reads files
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
+from simcast.core.kernel_fits import (
+    ATTENTION_DTYPES,
+    GEMM_DTYPES,
+    DecodeAttentionFit,
+    EngineKernels,
+    GemmFit,
+    PrefillAttentionFit,
+)
 from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.inputs.files import load_json, load_yaml
+from simcast.inputs.limits import (
+    MAX_BW_BYTES_PER_S,
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_FIT_BOOST,
+    MAX_FIT_EXPONENT,
+    MAX_HALF_POINT,
+    MAX_HBM_BYTES,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_LATENCY_S,
+    MAX_LAYERS,
+    MAX_MESSAGE_BYTES,
+    MAX_SM_COUNT,
+    MAX_TEXT_CHARS,
+    MAX_VOCAB,
+)
+from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
+from simcast.inputs.schema import Int, Num, Str, check
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {
@@ -24,6 +49,7 @@ SUPPORTED_ARCHITECTURES = {
     "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3",
+    **MOE_ARCHITECTURES,
 }
 _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
@@ -44,17 +70,6 @@ def shipped_devices() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
 
-def _read_json(path: Path, field: str) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SimcastInputError(field, str(path), f"is not valid JSON (line {e.lineno}: {e.msg})") from None
-    except OSError as e:
-        raise SimcastInputError(field, str(path), f"cannot be read ({e.strerror})") from None
-    require(isinstance(data, dict), field, str(path), "must hold a JSON object")
-    return data
-
-
 def resolve_model_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_dir():
@@ -72,51 +87,138 @@ def resolve_model_path(name_or_path: str) -> Path:
 def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
     """ModelSpec from a shipped name (``Qwen/Qwen3-32B``), a folder or a ``config.json`` path."""
     path = resolve_model_path(name_or_path)
-    cfg = _read_json(path, "--model")
-    name = name_or_path if not Path(name_or_path).exists() else cfg.get("_name_or_path") or str(name_or_path)
+    cfg = load_json(path, "config.json")
+    require(isinstance(cfg, dict), "config.json", str(path), "must hold a JSON object")
+    own = cfg.get("_name_or_path")
+    name = (
+        name_or_path
+        if not Path(name_or_path).exists()
+        else (own if isinstance(own, str) and own else str(name_or_path))
+    )
     return model_from_hf_config(cfg, name=name, dtype=dtype)
 
 
-def _get(cfg: dict, key: str, kind: type, default: Any = None) -> Any:
-    v = cfg.get(key, default)
+_BOUNDS: dict[str, Any] = {
+    "hidden_size": Int(1, MAX_HIDDEN),
+    "intermediate_size": Int(1, MAX_HIDDEN),
+    "head_dim": Int(1, MAX_HIDDEN),
+    "num_attention_heads": Int(1, MAX_HEADS),
+    "num_key_value_heads": Int(1, MAX_HEADS),
+    "num_hidden_layers": Int(1, MAX_LAYERS),
+    "vocab_size": Int(1, MAX_VOCAB),
+    "rms_norm_eps": Num(0.0, 1.0, lo_open=True),
+    "rope_theta": Num(0.0, 1e15, lo_open=True),
+}
+
+
+def _get(cfg: dict, key: str, kind: Any, default: Any = None) -> Any:
+    """``cfg[key]`` (or ``default`` when absent or null) checked against ``kind`` (a type or a bound)."""
+    v = cfg.get(key)
+    v = default if v is None else v
     field = f"config.json:{key}"
     require(v is not None, field, v, "is required")
-    if kind is float:
-        require(isinstance(v, (int, float)) and not isinstance(v, bool), field, v, "must be a number")
-        return float(v)
-    if kind is int:
-        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, field, v, "must be a positive integer")
     if kind is bool:
         require(isinstance(v, bool), field, v, "must be true or false")
-    return v
+        return v
+    return check(v, _BOUNDS.get(key, kind), field)
+
+
+# Keys of a HF config that change what the model computes but that simcast's dense Llama/Qwen/Mistral
+# decoder does not model: (allowed value test, what is allowed). A key that is absent or null is fine.
+# Everything else (rope_scaling, max_position_embeddings, token ids, dropout, ...) leaves the cost of
+# a forward step unchanged and is ignored (README, "Model configs").
+_MOE_KEYS = (
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+)
+_UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "mlp_bias": (lambda v: v is False, "MLP biases are not modelled (allowed: false)"),
+    "hidden_act": (lambda v: v == "silu", "the MLP is modelled as SiLU-and-mul (allowed: silu)"),
+}
+_UNMODELLED_DENSE: dict[str, tuple[Callable[[Any], bool], str]] = {  # the MoE families read these themselves
+    "quantization_config": (
+        lambda v: False,
+        "quantized checkpoints are not modelled for a dense architecture; use the unquantized config and --dtype",
+    ),
+    **{
+        k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")
+        for k in _MOE_KEYS
+    },
+}
+_WINDOWED_FAMILIES = ("mistral", "mixtral")  # HF applies sliding_window when set; Qwen only with use_sliding_window
+
+
+def _check_modelled(cfg: dict, family: str) -> None:
+    """Refuse config keys whose value would make the real model compute something simcast does not."""
+    dense = family not in MOE_ARCHITECTURES.values()
+    for key, (ok, allowed) in {**_UNMODELLED, **(_UNMODELLED_DENSE if dense else {})}.items():
+        v = cfg.get(key)
+        require(v is None or ok(v), f"config.json:{key}", v, allowed)
+    if family in ("gpt_oss", "deepseek_v3"):  # gpt-oss models its sliding layers; DeepSeek-V3 has none
+        return
+    window = cfg.get("sliding_window")
+    windowed = window is not None and (family in _WINDOWED_FAMILIES or cfg.get("use_sliding_window") is True)
+    require(
+        not windowed,
+        "config.json:sliding_window",
+        window,
+        "sliding-window attention is not modelled for this architecture; set it to null for full attention",
+    )
 
 
 def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> ModelSpec:
     archs = cfg.get("architectures") or []
+    require(
+        isinstance(archs, list) and all(isinstance(a, str) for a in archs),
+        "config.json:architectures",
+        archs,
+        "must be a list of class names",
+    )
     arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
     if arch is None:
         mt = cfg.get("model_type")
         arch = next((a for a, t in SUPPORTED_ARCHITECTURES.items() if t == mt), None)
-    require(
-        arch is not None,
-        "config.json:architectures",
-        archs or cfg.get("model_type"),
-        f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
-    )
+    if arch is None:
+        raise SimcastInputError(
+            "config.json:architectures",
+            archs or cfg.get("model_type"),
+            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
+        )
     family = SUPPORTED_ARCHITECTURES[arch]
+    _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)
-    head_dim = cfg.get("head_dim") or hidden // heads
-    torch_dtype = dtype or _HF_DTYPES.get(str(cfg.get("torch_dtype", "bfloat16")), None)
-    require(torch_dtype in DTYPE_BYTES, "dtype", dtype or cfg.get("torch_dtype"), f"allowed: {sorted(DTYPE_BYTES)}")
-    return ModelSpec(
+    if cfg.get("head_dim") is None:  # HF's default when the key is absent or null
+        require(
+            hidden % heads == 0,
+            "config.json:hidden_size",
+            hidden,
+            f"must be a multiple of num_attention_heads={heads} when head_dim is not given",
+        )
+        head_dim = hidden // heads
+    else:
+        head_dim = _get(cfg, "head_dim", int)
+    hf_dtype = cfg.get("torch_dtype", "bfloat16")
+    torch_dtype = dtype or (_HF_DTYPES.get(hf_dtype) if isinstance(hf_dtype, str) else None)
+    if torch_dtype not in DTYPE_BYTES:
+        raise SimcastInputError(
+            "config.json:torch_dtype" if dtype is None else "dtype",
+            dtype or hf_dtype,
+            f"allowed: {', '.join(sorted(_HF_DTYPES))}",
+        )
+    fields: dict[str, Any] = dict(
         name=name,
         architecture=arch,
         hidden_size=hidden,
         num_layers=_get(cfg, "num_hidden_layers", int),
         num_heads=heads,
         num_kv_heads=_get(cfg, "num_key_value_heads", int, heads),
-        head_dim=_get({"head_dim": head_dim}, "head_dim", int),
+        head_dim=head_dim,
         intermediate_size=_get(cfg, "intermediate_size", int),
         vocab_size=_get(cfg, "vocab_size", int),
         tie_word_embeddings=_get(cfg, "tie_word_embeddings", bool, False),
@@ -126,166 +228,116 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
         attention_bias=True if family == "qwen2" else _get(cfg, "attention_bias", bool, False),
         dtype=torch_dtype,
     )
+    fields.update(architecture_fields(cfg, family, torch_dtype))  # MoE / MLA / layer types / quantization
+    return ModelSpec(**fields)
 
 
 # ------------------------------------------------------------------- devices
+_SECONDS = Num(0.0, MAX_LATENCY_S)
+_FRACTION = Num(0.0, 1.0, lo_open=True)
+_BW = Num(0.0, MAX_BW_BYTES_PER_S, lo_open=True)
 _COLLECTIVE_SCHEMA: dict[str, Any] = {
-    "kind": str,
-    "gpus": int,
-    "latency_s": float,
-    "bus_bw_bytes_per_s": float,
-    "max_bytes?": float,
-    "algorithm?": str,
+    "kind": Str(64),
+    "gpus": Int(2, MAX_DEVICES),
+    "latency_s": _SECONDS,
+    "bus_bw_bytes_per_s": _BW,
+    "max_bytes?": Num(0.0, MAX_MESSAGE_BYTES),  # piecewise regimes: upper message size (0: unbounded)
+    "algorithm?": Str(64),  # regime name (nccl_small, one_shot, two_shot, nccl...)
 }
+_LINK_SCHEMA: dict[str, Any] = {
+    "name": Str(256),
+    "bw_bytes_per_s": _BW,
+    "latency_s": _SECONDS,
+    "efficiency": _FRACTION,
+    "collectives?": [_COLLECTIVE_SCHEMA],
+    "mesh_links?": Int(0, MAX_DEVICES_PER_NODE),
+}
+# Per-engine fitted kernels (simcast.core.kernel_fits): efficiencies are fractions, half points and split
+# sizes are element/token/CTA counts, exponents and powers bounded by MAX_FIT_EXPONENT.
+_HALF = Num(0.0, MAX_HALF_POINT)
+_EXP = Num(0.0, MAX_FIT_EXPONENT)
+_POWER = Num(1.0, MAX_FIT_EXPONENT)
+_BOOST = Num(0.0, MAX_FIT_BOOST)
+_SMS = Int(1, MAX_SM_COUNT)
 _GEMM_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str,
-    "matmul": float,
-    "half_m": float,
-    "half_n": float,
-    "half_k": float,
-    "wave_exp": float,
-    "memory": float,
-    "split_k_elems": float,
-    "parallel_exp": float,
-    "l2_boost": float,
-    "l2_half_bytes": float,
-    "smooth_p": float,
-    "launch_s": float,
-    "sm_count": int,
-    "tile_m?": int,
-    "tile_n?": int,
+    "dtype": Str(64),
+    "matmul": _FRACTION,
+    "half_m": _HALF,
+    "half_n": _HALF,
+    "half_k": _HALF,
+    "wave_exp": _EXP,
+    "memory": _FRACTION,
+    "split_k_elems": Num(1.0, MAX_HALF_POINT),
+    "parallel_exp": _EXP,
+    "l2_boost": _BOOST,
+    "l2_half_bytes": Num(0.0, MAX_HBM_BYTES),
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "sm_count": _SMS,
+    "tile_m?": _SMS,
+    "tile_n?": _SMS,
 }
 _PREFILL_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str,
-    "matmul": float,
-    "half_q_len": float,
-    "half_units": float,
-    "half_head_dim": float,
-    "memory": float,
-    "smooth_p": float,
-    "launch_s": float,
-    "tile?": int,
+    "dtype": Str(64),
+    "matmul": _FRACTION,
+    "half_q_len": _HALF,
+    "half_units": _HALF,
+    "half_head_dim": _HALF,
+    "memory": _FRACTION,
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "tile?": _SMS,
 }
 _DECODE_FIT_SCHEMA: dict[str, Any] = {
-    "dtype": str,
-    "memory": float,
-    "half_units": float,
-    "split_tokens": float,
-    "half_kv_len": float,
-    "matmul": float,
-    "wave_s": float,
-    "smooth_p": float,
-    "launch_s": float,
-    "sm_count": int,
-    "max_group?": int,
-    "group_share?": float,
-    "l2_boost?": float,
-    "l2_half_bytes?": float,
+    "dtype": Str(64),
+    "memory": _FRACTION,
+    "half_units": _HALF,
+    "split_tokens": Num(1.0, MAX_HALF_POINT),
+    "half_kv_len": _HALF,
+    "matmul": _FRACTION,
+    "wave_s": _SECONDS,
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "sm_count": _SMS,
+    "max_group?": Int(0, MAX_HEADS),
+    "group_share?": Num(1.0, MAX_FIT_BOOST),
+    "l2_boost?": _BOOST,
+    "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
 }
 _ENGINE_SCHEMA: dict[str, Any] = {
-    "source": str,
-    "fit_abs_err_pct?": dict,  # provenance: tables used, held-out error per kernel kind
+    "source": Str(MAX_TEXT_CHARS),
+    "fit_abs_err_pct?": dict,  # provenance: held-out error per kernel kind
     "gemm?": [_GEMM_FIT_SCHEMA],
     "prefill?": [_PREFILL_FIT_SCHEMA],
     "decode?": [_DECODE_FIT_SCHEMA],
     "all_reduce?": [_COLLECTIVE_SCHEMA],
 }
 _PROFILE_SCHEMA: dict[str, Any] = {
-    "name": str,
-    "description": str,
+    "name": Str(256),
+    "description": Str(MAX_TEXT_CHARS),
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
-    "memory": {"hbm_bytes": int, "hbm_bw_bytes_per_s": float},
+    "memory": {"hbm_bytes": Int(1, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
     "efficiency": {
-        "matmul": float,
-        "vector": float,
-        "memory": float,
-        "launch_overhead_s": float,
-        "matmul_half_m_ridge?": float,
-        "matmul_half_n?": float,
-        "matmul_half_k?": float,
-        "vector_memory?": float,
-        "vector_launch_overhead_s?": float,
+        "matmul": _FRACTION,
+        "vector": _FRACTION,
+        "memory": _FRACTION,
+        "launch_overhead_s": _SECONDS,
+        "matmul_half_m_ridge?": Num(0.0, 1e6),
+        "matmul_half_n?": Num(0.0, MAX_HALF_POINT),
+        "matmul_half_k?": Num(0.0, MAX_HALF_POINT),
+        "vector_memory?": Num(0.0, 1.0),
+        "vector_launch_overhead_s?": _SECONDS,
     },
-    "links": {
-        "devices_per_node": int,
-        "intra_node": {
-            "name": str,
-            "bw_bytes_per_s": float,
-            "latency_s": float,
-            "efficiency": float,
-            "collectives?": [_COLLECTIVE_SCHEMA],
-            "mesh_links?": int,
-        },
-        "inter_node": {
-            "name": str,
-            "bw_bytes_per_s": float,
-            "latency_s": float,
-            "efficiency": float,
-            "collectives?": [_COLLECTIVE_SCHEMA],
-            "mesh_links?": int,
-        },
-    },
+    "links": {"devices_per_node": Int(1, MAX_DEVICES_PER_NODE), "intra_node": _LINK_SCHEMA, "inter_node": _LINK_SCHEMA},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
     "engines?": {f"{e}?": _ENGINE_SCHEMA for e in ENGINES},  # per-engine fitted kernels (simcast.core.kernel_fits)
 }
-
-
-def _check(node: Any, schema: Any, where: str) -> Any:
-    if schema == "dtype_map":
-        require(isinstance(node, dict) and node, where, node, f"must map dtypes ({', '.join(DTYPE_BYTES)}) to FLOP/s")
-        out = {}
-        for k, v in node.items():
-            require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")
-            out[k] = _check(v, float, f"{where}.{k}")
-            require(out[k] > 0, f"{where}.{k}", v, "must be a positive number")
-        return out
-    if isinstance(schema, list):  # a list of items of one schema
-        require(isinstance(node, list), where, node, "must be a list")
-        return [_check(item, schema[0], f"{where}[{i}]") for i, item in enumerate(node)]
-    if isinstance(schema, dict):
-        require(isinstance(node, dict), where, node, "must be a mapping")
-        allowed = {k.rstrip("?") for k in schema}
-        for k in node:
-            require(k in allowed, f"{where}.{k}".lstrip("."), k, f"unknown key; allowed: {', '.join(sorted(allowed))}")
-        out = {}
-        for k, sub in schema.items():
-            key = k.rstrip("?")
-            if key not in node:
-                require(k.endswith("?"), f"{where}.{key}".lstrip("."), None, "is required")
-                continue
-            out[key] = _check(node[key], sub, f"{where}.{key}".lstrip("."))
-        return out
-    if schema is float:
-        if isinstance(node, str):  # YAML 1.1 reads 989.4e12 (no exponent sign) as a string
-            try:
-                node = float(node)
-            except ValueError:
-                pass
-        require(isinstance(node, (int, float)) and not isinstance(node, bool), where, node, "must be a number")
-        return float(node)
-    if schema is int:
-        require(
-            isinstance(node, (int, float)) and not isinstance(node, bool) and float(node) == int(node),
-            where,
-            node,
-            "must be an integer",
-        )
-        return int(node)
-    require(isinstance(node, schema), where, node, f"must be a {schema.__name__}")
-    return node
+_check = check  # the schema checker's former name here (kept for callers)
 
 
 def read_yaml(p: Path, what: str) -> Any:
-    """Parse a YAML file; a syntax error becomes one line naming the file and the line."""
-    try:
-        return yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise SimcastInputError(
-            f"{what} {p.name}",
-            "YAML",
-            f"is malformed at line {mark.line + 1 if mark else '?'}: {getattr(e, 'problem', e)}",
-        ) from None
+    """A YAML file through the one checked loader (:func:`simcast.inputs.files.load_yaml`)."""
+    return load_yaml(p, what)
 
 
 def load_device(name_or_path: str, devices_per_node: int | None = None) -> DeviceSpec:
@@ -299,7 +351,7 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
         name_or_path,
         f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}",
     )
-    d = _check(read_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
+    d = check(load_yaml(p, "device profile"), _PROFILE_SCHEMA, "")
     return device_from_dict(d, devices_per_node)
 
 
@@ -310,13 +362,9 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
     links = LinkTable(
         devices_per_node=dpn, intra_node=LinkSpec(**ln["intra_node"]), inter_node=LinkSpec(**ln["inter_node"])
     )
-    require(d["memory"]["hbm_bytes"] > 0, "memory.hbm_bytes", d["memory"]["hbm_bytes"], "must be > 0")
-    require(
-        d["memory"]["hbm_bw_bytes_per_s"] > 0,
-        "memory.hbm_bw_bytes_per_s",
-        d["memory"]["hbm_bw_bytes_per_s"],
-        "must be > 0",
-    )
+    mem = d["memory"]
+    require(mem["hbm_bytes"] > 0, "memory.hbm_bytes", mem["hbm_bytes"], "must be > 0")
+    require(mem["hbm_bw_bytes_per_s"] > 0, "memory.hbm_bw_bytes_per_s", mem["hbm_bw_bytes_per_s"], "must be > 0")
     return DeviceSpec(
         name=d["name"],
         description=d["description"],
@@ -330,8 +378,19 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
     )
 
 
+def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
+    require(value in allowed, where, value, f"allowed: {', '.join(allowed)}")
+    return value
+
+
 def engine_kernels(engine: str, sec: dict) -> EngineKernels:
     """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
+    w = f"engines.{engine}"
+    for kind, allowed in (("gemm", GEMM_DTYPES), ("prefill", ATTENTION_DTYPES), ("decode", ATTENTION_DTYPES)):
+        for i, f in enumerate(sec.get(kind, ())):
+            _one_of(f["dtype"], allowed, f"{w}.{kind}[{i}].dtype")
+    for i, c in enumerate(sec.get("all_reduce", ())):
+        _one_of(c["kind"], ("all_reduce",), f"{w}.all_reduce[{i}].kind")
     return EngineKernels(
         engine=engine,
         source=sec["source"],

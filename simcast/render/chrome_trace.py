@@ -12,7 +12,8 @@ Layout (see docs/timeline.md):
   ``"stage"``: no children. ``"auto"`` picks the finest level whose slice
   count stays under :data:`MAX_SLICES` (~200 bytes each: files stay well
   under 20 MB);
-* send/recv slices on the send/recv threads, joined by flow arrows;
+* send/recv slices on the send/recv threads, joined by flow arrows (a recv
+  slice includes the receiver's TP all-gather of a TP-sharded send);
 * ``M`` metadata events name processes and threads.
 
 Timestamps and durations are in microseconds (``ts``, ``dur``). Pure: returns a
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from simcast.sim.timeline import Timeline, TimelineEvent, microbatch_ops, report_timeline
+from simcast.sim.timeline import SEND_RECV_LABELS, Timeline, TimelineEvent, microbatch_ops, report_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.compute import OpCost
@@ -179,18 +180,19 @@ def _metadata(report: Report) -> list[dict[str, Any]]:
 def chrome_trace(
     report: Report,
     *,
-    blocking: bool = True,
+    send_recv: str = "receiver",
     max_in_flight: int | None = None,
     detail: str = "auto",
     timeline: Timeline | None = None,
 ) -> dict[str, Any]:
     """The report's forward step as a Trace Event Format dict (``{"traceEvents": [...], ...}``).
 
-    ``blocking``/``max_in_flight`` choose the timeline (:func:`simcast.sim.timeline.schedule_pipeline`);
-    a precomputed ``timeline`` of the same report may be passed instead.
+    ``send_recv``/``max_in_flight`` choose the timeline (:func:`simcast.sim.timeline.schedule_pipeline`;
+    the default ``"receiver"`` is what the report's latency assumes); a precomputed ``timeline`` of
+    the same report may be passed instead.
     """
     ops = microbatch_ops(report)
-    tl = timeline or report_timeline(report, blocking=blocking, max_in_flight=max_in_flight, ops=ops)
+    tl = timeline or report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight, ops=ops)
     level = choose_detail(report, detail)
     msg = {(e.src_stage, e.microbatch): e for e in report.runtime.send_recv_events}
     events = _metadata(report)
@@ -225,7 +227,7 @@ def chrome_trace(
                 events.extend(_children(ev, groups, level, ev.stage))
             continue
         hop = ev.stage if ev.kind == "send" else ev.peer
-        m = msg.get((hop, ev.microbatch))
+        m = msg.get((hop, ev.microbatch)) if hop is not None else None
         arrow = f"{ev.stage}->{ev.peer}" if ev.kind == "send" else f"{ev.peer}->{ev.stage}"
         events.append(
             _slice(
@@ -240,13 +242,15 @@ def chrome_trace(
                     "peer_stage": ev.peer,
                     "bytes": m.message_bytes if m else None,
                     "link": m.link if m else None,
-                    "blocking": tl.blocking,
+                    "transfer_us": m.latency_s * US if m else None,
+                    "all_gather_us": m.all_gather_s * US if m else None,
+                    "send_recv": tl.send_recv,
                 },
             )
         )
         if ev.kind == "send":  # flow arrow from this send to the matching recv
             flow_id += 1
-            recv = recvs.get((ev.peer, ev.microbatch))
+            recv = recvs.get((ev.peer, ev.microbatch)) if ev.peer is not None else None
             if recv is not None:
                 mid = lambda e: round((e.start_s + e.end_s) / 2 * US, 3)  # noqa: E731
                 events += [
@@ -278,7 +282,7 @@ def chrome_trace(
             "model": sp.model.name,
             "device": sp.device.name,
             "parallel": f"TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}",
-            "send_recv": "blocking (RFC)" if tl.blocking else "overlapped isend/irecv",
+            "send_recv": SEND_RECV_LABELS[tl.send_recv],
             "max_in_flight": tl.max_in_flight,
             "detail": level,
             "microbatches": tl.num_microbatches,

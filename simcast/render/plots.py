@@ -21,14 +21,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from simcast.sim.timeline import Timeline, report_timeline
+from simcast.sim.timeline import SEND_RECV_LABELS, Timeline, report_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from simcast.sim.simulate import Report
 
-GIB = 1024**3
+from simcast.core.specs import GIB
+
 MS = 1e3
 COLORS = {
     "compute": "#4C72B0",
@@ -53,7 +54,7 @@ def layout_label(report: Report) -> str:
     """``Llama-3.1-70B on 16 x h100_sxm, TP=4 | PP=4 | DP=1, prefill 8 req / 16384 tok, M=4``."""
     sp = report.spec
     b, par = sp.batch, sp.parallel
-    phase = "decode" if all(q == 1 for q in b.query_lens) else "prefill" if not any(b.context_lens) else "mixed"
+    phase = b.phase
     return (
         f"{sp.model.name.split('/')[-1]} on {par.world_size} x {sp.device.name}, "
         f"TP={par.tp} | PP={par.pp} | DP={par.dp}, {phase} {b.num_requests} req / {b.num_tokens} tok, "
@@ -75,7 +76,7 @@ def stage_breakdown_ms(report: Report) -> dict[str, list[float]]:
     """Per stage, over the whole step (all M microbatches), in ms.
 
     ``compute`` excludes TP collectives, ``tp_comm`` is them, ``pp_comm`` the
-    blocking PP send + recv, ``idle`` = latency − M · stage time.
+    PP recv the stage waits for, ``idle`` = latency − M · stage time.
     """
     m, lat = report.runtime.num_microbatches, report.latency_s
     return {
@@ -94,7 +95,7 @@ def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     spec = [
         ("compute", "compute (excl. TP collectives)", COLORS["compute"], None),
         ("tp_comm", "TP collectives", COLORS["tp"], None),
-        ("pp_comm", "PP send/recv (blocking)", COLORS["pp"], None),
+        ("pp_comm", "PP recv (stage waits for the data)", COLORS["pp"], None),
         ("idle", "idle (bubble): stage waits", COLORS["idle"], "//"),
     ]
     for key, label, color, hatch in spec:
@@ -107,7 +108,8 @@ def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     ax.text(
         0.01,
         0.98,
-        f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms ({bubble / lat * 100:.0f}% of latency)"
+        f"RFC bubble = latency - sum(stage times) = {bubble:.1f} ms "
+        f"({bubble / lat * 100:.0f}% of latency)"
         f"\nidle fraction = 1 - busy / (P x latency) = {rt.idle_fraction * 100:.1f}%"
         f"\n{rt.num_microbatches} microbatch(es); bars sum over all of them",
         transform=ax.transAxes,
@@ -120,7 +122,7 @@ def draw_stage_breakdown(ax: Axes, report: Report) -> None:
     ax.set_xticks(x, _stage_ticks(report), fontsize=8)
     ax.set_xlabel(_stage_xlabel(report))
     ax.set_ylabel("time per step (ms)")
-    ax.set_title("Per-stage time over one step (RFC model: blocking send/recv)", fontsize=10)
+    ax.set_title("Per-stage time over one step (send/recv charged to the receiver)", fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=7.5, frameon=False)
 
 
@@ -140,29 +142,32 @@ def _mb_color(m: int) -> Any:
 
 def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
     """Gantt chart of ``timeline``: one row per stage (and per link when overlapped), time in ms."""
+    on_links = timeline.send_recv == "overlap"
     p, m_count, tl = timeline.num_stages, timeline.num_microbatches, timeline
     rows: list[str] = []
     row_of: dict[tuple[str, int], int] = {}
     for s in range(p):
         row_of[("stage", s)] = len(rows)
         rows.append(f"stage {s}")
-        if not tl.blocking and s < p - 1:
+        if on_links and s < p - 1:
             row_of[("link", s)] = len(rows)
             rows.append(f"link {s}->{s + 1}")
     span = tl.makespan_s * MS or 1.0
     bars: dict[tuple[int, int, bool], list[tuple[float, float]]] = {}  # one artist per (row, colour, kind)
     for e in tl.events:
-        if e.kind == "recv" and not tl.blocking:
+        if e.kind == "recv" and on_links:
             continue  # the same transfer as the send, drawn once on the link row
+        if e.kind == "send" and tl.send_recv == "receiver":
+            continue  # the sender is not held: the transfer is drawn once, as the receiver's wait
         comm = e.kind != "compute"
-        y = row_of[("stage", e.stage)] if tl.blocking or not comm else row_of[("link", e.stage)]
+        y = row_of[("link", e.stage)] if comm and on_links else row_of[("stage", e.stage)]
         start, width = e.start_s * MS, e.duration_s * MS
         bars.setdefault((y, e.microbatch % 10, comm), []).append((start, width))
         if not comm and width > span * 0.035 and m_count <= 32:
             ax.text(start + width / 2, y, f"{e.microbatch}", ha="center", va="center", fontsize=7, color="white")
     for (y, c, comm), spans in bars.items():
         color = _mb_color(c)
-        if comm and not tl.blocking:  # short transfers: solid, edge in the same colour so they stay visible
+        if comm and on_links:  # short transfers: solid, edge in the same colour so they stay visible
             ax.broken_barh(spans, (y - 0.25, 0.5), facecolors=color, edgecolor=color, linewidth=0.8, alpha=0.8)
         else:
             ax.broken_barh(
@@ -179,12 +184,12 @@ def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
     ax.set_xlim(0, span * 1.01)
     ax.set_xlabel("time since step start (ms)")
     ax.set_ylabel("pipeline resource")
-    mode = "blocking send/recv (RFC)" if tl.blocking else "overlapped isend/irecv (vLLM, SGLang)"
+    mode = SEND_RECV_LABELS[tl.send_recv]
     cap = f", max {tl.max_in_flight} in flight" if tl.max_in_flight else ""
     rt = report.runtime
     ax.set_title(
         f"Pipeline timeline, {mode}{cap}: makespan {span:.1f} ms\n"
-        f"fill-drain formula (RFC) {rt.latency_s * MS:.1f} ms | RFC bubble {rt.breakdown['bubble'] * MS:.1f} ms"
+        f"fill-drain formula {rt.latency_s * MS:.1f} ms | RFC bubble {rt.breakdown['bubble'] * MS:.1f} ms"
         f" | idle fraction of this timeline {tl.idle_fraction * 100:.1f}%",
         fontsize=9,
     )
@@ -193,7 +198,7 @@ def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
         handles.append(Patch(facecolor="none", edgecolor="none", label="(colours repeat every 10)"))
     if p == 1:
         pass
-    elif tl.blocking:
+    elif tl.send_recv == "blocking":
         handles.append(
             Patch(
                 facecolor="#BBBBBB",
@@ -202,17 +207,26 @@ def draw_gantt(ax: Axes, report: Report, timeline: Timeline) -> None:
                 label="recv (start) / send (end),\ninside the stage time",
             )
         )
+    elif tl.send_recv == "receiver":
+        handles.append(
+            Patch(
+                facecolor="#BBBBBB",
+                hatch="////",
+                edgecolor="white",
+                label="recv: the receiver waits\n(the sender's isend is free)",
+            )
+        )
     else:
         handles.append(Patch(facecolor="#BBBBBB", label="hidden-state transfer\n(thin rows: links)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, framealpha=0.9)
 
 
 def plot_gantt(
-    report: Report, *, blocking: bool = True, max_in_flight: int | None = None, timeline: Timeline | None = None
+    report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None, timeline: Timeline | None = None
 ) -> Figure:
     """Figure: pipeline Gantt chart of the report's step (timeline computed unless given)."""
-    tl = timeline or report_timeline(report, blocking=blocking, max_in_flight=max_in_flight)
-    rows = tl.num_stages * (1 if tl.blocking else 2)
+    tl = timeline or report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight)
+    rows = tl.num_stages * (2 if tl.send_recv == "overlap" else 1)
     fig = new_figure(10.0, 1.2 + 0.45 * rows)
     draw_gantt(fig.add_subplot(), report, tl)
     fig.suptitle(layout_label(report), fontsize=9)
@@ -265,10 +279,10 @@ def plot_stage_memory(report: Report) -> Figure:
     return fig
 
 
-def plot_report(report: Report, *, blocking: bool = True, max_in_flight: int | None = None) -> Figure:
+def plot_report(report: Report, *, send_recv: str = "receiver", max_in_flight: int | None = None) -> Figure:
     """One figure for ``simcast simulate --plot``: breakdown, memory, and the Gantt chart below."""
-    tl = report_timeline(report, blocking=blocking, max_in_flight=max_in_flight)
-    rows = tl.num_stages * (1 if tl.blocking else 2)
+    tl = report_timeline(report, send_recv=send_recv, max_in_flight=max_in_flight)
+    rows = tl.num_stages * (2 if tl.send_recv == "overlap" else 1)
     fig = new_figure(13.0, 5.0 + 1.0 + 0.45 * rows)
     grid = fig.add_gridspec(2, 2, height_ratios=[5.0, 1.0 + 0.45 * rows])
     draw_stage_breakdown(fig.add_subplot(grid[0, 0]), report)
@@ -309,15 +323,24 @@ def _label_front(ax: Axes, front: list[int], xs: list[float], ys: list[float], l
 def draw_pareto(
     ax: Axes, df: pd.DataFrame, *, x: str = "token/s/user", y: str = "token/s/device", label: str = "parallel"
 ) -> None:
-    """Scatter of optimizer rows, coloured by layout, Pareto front joined and labelled."""
+    """Optimizer points: one curve per layout (its concurrency sweep), the Pareto front over all joined and labelled."""
     from matplotlib import colormaps
 
     xs, ys, labels = list(map(float, df[x])), list(map(float, df[y])), list(map(str, df[label]))
     layouts = list(dict.fromkeys(labels))
     cmap = colormaps["tab20" if len(layouts) > 10 else "tab10"]
     for k, lay in enumerate(layouts):
-        idx = [i for i, v in enumerate(labels) if v == lay]
-        ax.scatter([xs[i] for i in idx], [ys[i] for i in idx], color=cmap(k % cmap.N), s=28, alpha=0.8, label=lay)
+        idx = sorted((i for i, v in enumerate(labels) if v == lay), key=lambda i: xs[i])  # the layout's curve
+        ax.plot(
+            [xs[i] for i in idx],
+            [ys[i] for i in idx],
+            color=cmap(k % cmap.N),
+            marker="o",
+            markersize=4,
+            linewidth=1,
+            alpha=0.8,
+            label=lay,
+        )
     front = pareto_front(xs, ys)
     if front:
         ax.plot(

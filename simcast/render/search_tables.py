@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from simcast.core.specs import GIB
 from simcast.render.tables import table
 from simcast.serving.model import ServingResult
-from simcast.serving.search import Candidate, Rejection, parallel_label
+from simcast.serving.search import Candidate, Rejection, model_label
 
-GIB = 1024**3
 COLUMNS = [
     "parallel",
     "tp",
@@ -27,8 +27,17 @@ COLUMNS = [
     "max_stage_mem_gib",
     "links",
     "partition",
+    "engine",
+    "ttft_idle",
+    "capped_by",
+    "meets_limits",
+    "best",
+    "pareto",
     "prefill_breakdown",
     "decode_breakdown",
+    "ep",
+    "moe_tp",
+    "moe_dp",
 ]
 
 
@@ -36,10 +45,13 @@ def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
     return {
-        "parallel": parallel_label(par.tp, par.pp, par.dp),
+        "parallel": model_label(r.config),
         "tp": par.tp,
         "pp": par.pp,
         "dp": par.dp,
+        "ep": par.ep,
+        "moe_tp": par.moe_tp,
+        "moe_dp": par.moe_dp,
         "batch_size": r.config.batch_size,
         "concurrency": r.concurrency,
         "ttft": r.ttft_s * 1e3,
@@ -53,13 +65,39 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB,
         "links": links,
         "partition": r.config.partition,
+        "engine": r.config.runtime,
+        "ttft_idle": r.ttft_idle_s * 1e3,
+        "capped_by": r.capped_by,
         "prefill_breakdown": r.prefill.breakdown_line,
         "decode_breakdown": r.decode.breakdown_line,
     }
 
 
 def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
-    return pd.DataFrame([result_row(c.result, c.links) for c in rows], columns=COLUMNS)
+    """Each layout's best point, ranked (the text table's rows)."""
+    out = []
+    for c in rows:
+        row = result_row(c.result, c.links)
+        row.update(meets_limits=True, best=True, pareto=False)
+        out.append(row)
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
+    """Every swept point of every layout (best points first, in rank order), with ``meets_limits``,
+    ``best`` (the layout's chosen point) and ``pareto`` (on the frontier of the points meeting the limits)."""
+    from simcast.serving.search import pareto_flags
+
+    out = []
+    for c in rows:
+        for r in sorted(c.points or (c.result,), key=lambda r: (r is not c.result, r.config.batch_size)):
+            row = result_row(r, c.links)
+            row.update(meets_limits=bool(meets(r)), best=r is c.result, pareto=False)
+            out.append(row)
+    ok = [i for i, r in enumerate(out) if r["meets_limits"]]
+    for i, f in zip(ok, pareto_flags([out[i]["token/s/user"] for i in ok], [out[i]["token/s/device"] for i in ok])):
+        out[i]["pareto"] = f
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
 def format_search(
@@ -69,7 +107,10 @@ def format_search(
     top: int,
     show_rejected: bool,
     assumptions: tuple[str, ...],
+    has_limits: bool = True,
 ) -> str:
+    """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
+    then blames the limits, else the layouts themselves)."""
     df = to_dataframe(rows).head(top)
     cells = [
         [
@@ -110,14 +151,20 @@ def format_search(
             )
         )
         out += ["", "breakdowns (% of op time | PP shares of step latency):"]
+        w = max(22, *(len(p) for p in df["parallel"]))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
         for i, r in df.iterrows():
-            out.append(f"{i + 1:>2} {r['parallel']:<22} prefill: {r['prefill_breakdown']}")
-            out.append(f"{'':>2} {'':<22} decode:  {r['decode_breakdown']}")
+            out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
+            out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:
-        out.append("no layout meets the limits (see --show-rejected)")
+        out.append(
+            "no layout meets the limits (see --show-rejected)"
+            if has_limits
+            else "no legal layout: every layout was rejected (see --show-rejected)"
+        )
     if rejected:
         if show_rejected:
-            out += ["", "rejected:"] + [f"  {x.parallel:<22} {x.reason}" for x in rejected]
+            w = max(22, *(len(x.parallel) for x in rejected))
+            out += ["", "rejected:"] + [f"  {x.parallel:<{w}} {x.reason}" for x in rejected]
         else:
             out += ["", f"{len(rejected)} layout(s) rejected (--show-rejected lists them)"]
     out += ["", "assumptions:"] + [f"  - {a}" for a in assumptions]
@@ -142,8 +189,9 @@ def format_serving(r: ServingResult, links: str) -> str:
         f"ttft {row['ttft']:.1f} ms | tpot {row['tpot']:.2f} ms | e2e {row['e2e']:.0f} ms",
         f"token/s {row['token/s']:.1f} | token/s/device {row['token/s/device']:.1f} | "
         f"token/s/user {row['token/s/user']:.1f} | concurrency {row['concurrency']}",
-        f"tpot = decode cycle {r.decode_cycle_s * 1e3:.2f} ms (incl. engine overhead {r.step_overhead_s * 1e3:.2f} ms "
-        f"per microbatch step) + prefill interference {r.prefill_interference_s * 1e3:.2f} ms",
+        f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
+        f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
+        f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",
         f"links: {links}",
         f"prefill: {row['prefill_breakdown']}",
         f"decode:  {row['decode_breakdown']}",

@@ -1,84 +1,69 @@
-"""Serving estimate for an aggregated (colocated prefill + decode) deployment.
+"""Steady-state serving estimate for an aggregated (colocated prefill + decode) deployment.
 
-For a workload (ISL, OSL) and concurrency ``B`` per replica on one TP x PP
-layout, built from two simulated steps:
+At concurrency ``B`` per replica (closed loop: a finished request is replaced
+at once), a request lives ``L = (OSL - 1) + n_pf`` steps: ``n_pf`` steps whose
+prefill chunks carry its prompt, then ``OSL - 1`` decode steps (the first
+output token comes with the last chunk). So an average step of one of the
+``M`` microbatches in flight (``M = pp``: vLLM virtual engines, SGLang PP
+micro-batches, TRT-LLM ``num_micro_batches``), each with ``b = B / M``
+requests, carries ``D = b·(OSL-1)/L`` decodes and ``P = b·ISL/L`` prompt
+tokens. The engine forms steps as :mod:`simcast.serving.engines` says:
 
-- **TTFT**: one request's prompt prefilled alone (no queueing), chunked at
-  ``max_batched_tokens``; the chunks are microbatches that flow through the
-  pipeline (fill-drain), plus the runtime's per-step overhead per chunk.
-- **Decode step**: ``B`` requests at mean context ``ISL + OSL/2``, split into
-  ``M`` microbatches in flight (vLLM keeps ``pp``). Each microbatch step costs
-  the engine's CPU ``o = step_overhead + per_request · B/M`` before its GPU
-  work (the next step needs the sampled tokens). In steady state a microbatch
-  returns every ``max(o + Σ_s t_s, M · max_s t_s, M · o)``: its own round trip,
-  the bottleneck stage serving all M, or the CPU scheduling all M steps.
-- **Prefill interference**: each request's prefill occupies the pipeline's
-  bottleneck stage once per request lifetime; amortised over its OSL decode
-  steps it adds ``B · prefill_busy / OSL`` to every step (aggregated serving).
-- **TPOT** = decode cycle + interference. Output token/s per
-  replica = ``B / TPOT``; token/s/user = ``1 / TPOT``.
-- **Memory per stage**: weights + KV for ``B · (ISL + OSL)`` tokens on the
-  stage's layers + activation peak + reserved margin, against
-  ``mem_utilization · HBM``.
+- **decode-first** (vLLM V1, TRT-LLM in-flight batching): the decodes plus
+  prompt chunks of ``c = min(ISL, budget - D)`` tokens (whole prompts when
+  chunked prefill is off) in **one** forward pass. Prompt tokens arrive as
+  whole chunks, so a step carries ``k`` or ``k + 1`` chunks with ``P/c = k + f``;
+  the mean step mixes the two (convex step cost: costing the mean token count
+  would under-estimate). A decoding request sees the *other* requests' chunks,
+  ``(b - 1)·ISL/L`` tokens per step.
+- **prefill-first** (SGLang's default loop): prompts run in their own prefill
+  steps of ``S = clamp(P, one prompt, budget)`` tokens, ``P/S`` of them per
+  decode step.
+
+TPOT is the mean step cycle a decoding request sees (:mod:`simcast.serving.step`:
+stage pipeline + engine CPU time as its own resource); TTFT is its ``n_pf``
+chunk-carrying steps (queueing excluded: closed loop); tokens/s from Little's
+law, ``B · OSL / (TTFT + (OSL - 1) · TPOT)``. ``B`` above the token budget's
+sustainable ``budget · L / (ISL + OSL - 1)`` or ``max_num_seqs`` is capped
+(the rest would wait in the queue). The idle-system TTFT of one request
+(prefill alone, chunks pipelined through the stages) is kept as ``ttft_idle_s``.
+
+Memory per stage: weights + activations + reserve + KV for ``B`` requests of
+``ISL + OSL`` tokens rounded up to the engine's KV blocks, against the engine's
+memory rule (``EnginePolicy.mem_fraction_of``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
+from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
-from simcast.core.memory import kv_bytes_per_token, sharded_dims, stage_activation_bytes, stage_weight_bytes
+from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
+from simcast.core.moe_memory import kv_dtype_bytes
 from simcast.core.plan import build_pipeline_stage_plan
-from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.core.shards import sharded_dims
+from simcast.core.specs import GIB, Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy, engine_policy
+from simcast.serving.step import StepCoster, mixed_batch
+from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
-
-@dataclass(frozen=True, kw_only=True)
-class RuntimeProfile:
-    """Per-iteration time an engine spends outside the kernels (scheduling, input
-    preparation, sampling bookkeeping, graph launch). Assumed values, labelled as
-    such in every result; set them from your own engine's profile."""
-
-    name: str
-    step_overhead_s: float
-    per_request_overhead_s: float
-    note: str
-
-
-RUNTIME_PROFILES: dict[str, RuntimeProfile] = {
-    "vllm": RuntimeProfile(
-        name="vllm",
-        step_overhead_s=2.0e-3,
-        per_request_overhead_s=5e-6,
-        note="assumption: vLLM-like engine, ~2 ms CPU work per step + 5 us per scheduled request",
-    ),
-    "sglang": RuntimeProfile(
-        name="sglang",
-        step_overhead_s=1.0e-3,
-        per_request_overhead_s=3e-6,
-        note="assumption: SGLang-like overlap scheduler hides most CPU work: ~1 ms + 3 us/request",
-    ),
-    "none": RuntimeProfile(
-        name="none", step_overhead_s=0.0, per_request_overhead_s=0.0, note="no per-step engine overhead (kernels only)"
-    ),
-}
+RUNTIME_PROFILES = ENGINE_CHOICES  # the old ``--runtime`` names (vllm, sglang, none) are engines now
 
 
 @dataclass(frozen=True, kw_only=True)
 class Workload:
     input_length: int
     output_length: int
-    max_batched_tokens: int = 0  # 0: min(ISL, 8192), an assumed engine default; set your engine's value
+    max_batched_tokens: int = 0  # 0: the engine's max_num_batched_tokens
 
     def __post_init__(self) -> None:
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")
         require(self.output_length >= 1, "--output-length", self.output_length, "must be >= 1")
         require(self.max_batched_tokens >= 0, "--max-batched-tokens", self.max_batched_tokens, "must be >= 0")
-
-    @property
-    def chunk_tokens(self) -> int:
-        return self.max_batched_tokens or min(self.input_length, 8192)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,18 +75,40 @@ class ServingConfig:
     batch_size: int  # concurrency per replica
     partition: str = "vllm"
     decode_microbatches: int = 0  # 0: pp
-    runtime: str = "vllm"
-    mem_utilization: float = 0.90
-    reserved_bytes: int = 2 * 1024**3
+    runtime: str = "vllm"  # the engine: vllm | sglang | trtllm | none
+    max_num_seqs: int = 0  # 0: the engine's default
+    engine_profile: EnginePolicy | None = None  # a calibrated profile replaces the named engine's defaults
+    reserved_bytes: int = 2 * GIB
+    expert_imbalance: float = 1.0  # MoE: busiest expert rank's load / the uniform-routing expectation
+    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
-        require(self.runtime in RUNTIME_PROFILES, "runtime", self.runtime, f"allowed: {', '.join(RUNTIME_PROFILES)}")
-        require(0 < self.mem_utilization <= 1, "mem_utilization", self.mem_utilization, "must be in (0, 1]")
+        require(self.runtime in ENGINE_CHOICES, "--engine", self.runtime, f"allowed: {', '.join(ENGINE_CHOICES)}")
+        require(self.max_num_seqs >= 0, "--max-num-seqs", self.max_num_seqs, "must be >= 0")
+
+    @property
+    def engine(self) -> str:
+        return self.runtime
+
+    @property
+    def kernel_engine(self) -> str | None:
+        """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
+        return kernel_engine(self.runtime)
 
     @property
     def microbatches(self) -> int:
         return self.decode_microbatches or self.parallel.pp
+
+    @property
+    def policy(self) -> EnginePolicy:
+        base = self.engine_profile or engine_policy(self.runtime, self.device, tp=self.parallel.tp, pp=self.parallel.pp)
+        over: dict[str, Any] = {
+            "max_num_batched_tokens": self.workload.max_batched_tokens or None,
+            "max_num_seqs": self.max_num_seqs or None,
+        }
+        over = {k: v for k, v in over.items() if v is not None}
+        return replace(base, **over) if over else base
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,8 +116,10 @@ class MemoryFit:
     stage_weight_bytes: tuple[int, ...]
     stage_kv_bytes: tuple[int, ...]
     stage_activation_bytes: tuple[int, ...]
+    stage_kv_budget_bytes: tuple[int, ...]  # KV the engine's memory rule leaves on each stage
     reserved_bytes: int
-    budget_bytes: int
+    budget_bytes: int  # the most a stage may use (weights + activations + reserve + KV budget), min over stages;
+    # the KV budget enters unclamped, so a layout whose weights alone exceed the engine's share reports that share
 
     @property
     def stage_total_bytes(self) -> tuple[int, ...]:
@@ -121,53 +130,91 @@ class MemoryFit:
 
     @property
     def fits(self) -> bool:
-        return max(self.stage_total_bytes) <= self.budget_bytes
+        return all(0 <= k <= b for k, b in zip(self.stage_kv_bytes, self.stage_kv_budget_bytes))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServingResult:
     config: ServingConfig
-    ttft_s: float
-    tpot_s: float
-    decode_cycle_s: float
-    prefill_interference_s: float
-    step_overhead_s: float  # engine CPU time per microbatch step (inside decode_cycle_s)
+    ttft_s: float  # under load: the prompt's own chunk-carrying steps
+    tpot_s: float  # mean step cycle a decoding request sees
+    decode_cycle_s: float  # a step of decodes only
+    prefill_interference_s: float  # what other requests' prompt chunks add to the mean step
+    step_overhead_s: float  # engine CPU time of a decode step
     e2e_latency_s: float
     tokens_per_s: float  # output tokens/s, all replicas
     tokens_per_s_per_device: float
     tokens_per_s_per_user: float
-    concurrency: int  # all replicas
+    concurrency: int  # served, all replicas (requested concurrency capped by the engine's limits)
     memory: MemoryFit
-    prefill: Report
-    decode: Report
+    prefill: Report  # one prompt alone (idle system)
+    decode: Report  # the decode-only step
     assumptions: tuple[str, ...]
+    ttft_idle_s: float = 0.0  # one request on an idle system
+    max_concurrency_memory: int = 0  # per replica, from the KV budget
+    capped_by: str = ""  # "" | "max_num_seqs" | "token budget"
 
 
-def memory_fit(cfg: ServingConfig) -> MemoryFit:
-    """Per-stage memory for ``B · (ISL + OSL)`` tokens of KV; pure arithmetic (no trace)."""
+def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[int]]:
+    """(weights, activation peak, KV bytes of one request holding ``tokens_held`` tokens) per stage, one rank."""
     m, par, w = cfg.model, cfg.parallel, cfg.workload
     sd = sharded_dims(m, par.tp)
     plan = build_pipeline_stage_plan(m.num_layers, par.pp, cfg.partition, m.tie_word_embeddings)
-    tokens = cfg.batch_size * (w.input_length + w.output_length)
-    chunk = Batch.prefill(1, min(w.chunk_tokens, w.input_length))
-    dec = Batch.decode(max(1, math.ceil(cfg.batch_size / cfg.microbatches)), w.input_length)
+    budget = cfg.policy.max_num_batched_tokens
+    chunk = Batch.prefill(1, max(1, min(budget, w.input_length)) if cfg.policy.chunked_prefill else w.input_length)
+    dec = Batch.decode(max(1, min(cfg.policy.max_num_seqs, budget)), w.input_length)
+    weights = [stage_weight_bytes(m, sd, i, s, par) for i, s in zip(plan.stage_infos, plan.stage_module_specs)]
+    act = [
+        max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
+        for s in plan.stage_module_specs
+    ]
+    kvb, held = kv_dtype_bytes(m, cfg.kv_cache_dtype), tokens_held(cfg)
+    # one request at its end (sliding-window layers keep only their window; MLA its latent)
+    per_req = [stage_kv_bytes_for(m, sd, i, 1, held, kvb) for i in plan.stage_infos]
+    return weights, act, per_req
+
+
+def kv_budgets(cfg: ServingConfig, weights: list[int], act: list[int]) -> list[int]:
+    """KV bytes the engine's memory rule leaves on each stage (see ``EnginePolicy.mem_fraction_of``)."""
+    pol, hbm, r = cfg.policy, cfg.device.hbm_bytes, cfg.reserved_bytes
+    if pol.mem_fraction_of == "total":
+        return [int(pol.mem_fraction * hbm - w - a - r) for w, a in zip(weights, act)]
+    if pol.mem_fraction_of == "static":  # activations and graphs live in the (1 - fraction) remainder
+        return [int(pol.mem_fraction * hbm - w) for w in weights]
+    return [int(pol.mem_fraction * (hbm - w - a - r)) for w, a in zip(weights, act)]
+
+
+def tokens_held(cfg: ServingConfig) -> int:
+    """KV tokens one request holds at its end: ``ISL + OSL`` rounded up to the engine's blocks."""
+    blk = cfg.policy.kv_block_tokens
+    return math.ceil((cfg.workload.input_length + cfg.workload.output_length) / blk) * blk
+
+
+def memory_fit(cfg: ServingConfig) -> MemoryFit:
+    """Per-stage memory for ``B`` requests' KV; pure arithmetic (no trace)."""
+    weights, act, per_req = _stage_fixed(cfg)
+    budgets = kv_budgets(cfg, weights, act)
+    kv = [cfg.batch_size * p for p in per_req]
     return MemoryFit(
-        stage_weight_bytes=tuple(
-            stage_weight_bytes(m, sd, i, s) for i, s in zip(plan.stage_infos, plan.stage_module_specs)
-        ),
-        stage_kv_bytes=tuple(tokens * kv_bytes_per_token(m, sd, i.num_layers) for i in plan.stage_infos),
-        stage_activation_bytes=tuple(
-            max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
-            for s in plan.stage_module_specs
-        ),
+        stage_weight_bytes=tuple(weights),
+        stage_kv_bytes=tuple(kv),
+        stage_activation_bytes=tuple(act),
+        stage_kv_budget_bytes=tuple(budgets),
         reserved_bytes=cfg.reserved_bytes,
-        budget_bytes=int(cfg.device.hbm_bytes * cfg.mem_utilization),
+        budget_bytes=min(w + a + cfg.reserved_bytes + b for w, a, b in zip(weights, act, budgets)),
     )
 
 
+def max_batch_for_memory(cfg: ServingConfig) -> int:
+    """Largest concurrency per replica whose KV fits every stage's budget (0: not even one)."""
+    weights, act, per_req = _stage_fixed(cfg)
+    return max(0, min(b // max(p, 1) for b, p in zip(kv_budgets(cfg, weights, act), per_req)))
+
+
 def prefill_spec(cfg: ServingConfig) -> SimSpec:
-    w = cfg.workload
-    chunks = math.ceil(w.input_length / w.chunk_tokens)
+    """One prompt alone, chunked at the budget (chunked prefill on), chunks pipelined through the stages."""
+    w, pol = cfg.workload, cfg.policy
+    chunks = math.ceil(w.input_length / pol.max_num_batched_tokens) if pol.chunked_prefill else 1
     return SimSpec(
         model=cfg.model,
         device=cfg.device,
@@ -175,19 +222,9 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
         batch=Batch.prefill(1, w.input_length),
         num_microbatches=chunks,
         partition=cfg.partition,
-    )
-
-
-def decode_spec(cfg: ServingConfig) -> SimSpec:
-    w = cfg.workload
-    ctx = w.input_length + w.output_length // 2
-    return SimSpec(
-        model=cfg.model,
-        device=cfg.device,
-        parallel=cfg.parallel,
-        batch=Batch.decode(cfg.batch_size, ctx),
-        num_microbatches=cfg.microbatches,
-        partition=cfg.partition,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
     )
 
 
@@ -196,59 +233,141 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     (one partition serves both phases, as in a real deployment)."""
     if cfg.partition != "balanced":
         return cfg
-    from simcast.sim.partition import balanced_counts
+    w = cfg.workload
+    spec = SimSpec(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        batch=Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2),
+        num_microbatches=cfg.microbatches,
+        partition=cfg.partition,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
+    )
+    return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
 
-    counts = balanced_counts(decode_spec(cfg), use_disk_cache=use_disk_cache)
-    return replace(cfg, partition=",".join(map(str, counts)))
+
+def kernels_note(cfg: ServingConfig, report: Report) -> str:
+    """Which kernels cost the steps: the engine's fitted ones (its line from the simulate assumptions,
+    fallbacks labelled) or, for ``--engine none``, the device's generic roofline."""
+    if cfg.kernel_engine is None:
+        return f"kernels: {cfg.device.name}'s generic roofline (--engine none: no engine kernel fits)"
+    head = f"engine {cfg.kernel_engine} kernels on "
+    return next((a for a in report.assumptions if a.startswith(head)), f"kernels: {head}(no line)")
 
 
-def estimate_serving(
-    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None
-) -> ServingResult:
-    """TTFT, TPOT, throughput and memory of ``cfg`` (see module docstring)."""
-    cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
-    rt = RUNTIME_PROFILES[cfg.runtime]
-    w, par = cfg.workload, cfg.parallel
-    pre = prefill or simulate(prefill_spec(cfg), use_disk_cache=use_disk_cache)
-    dec = simulate(decode_spec(cfg), use_disk_cache=use_disk_cache)
-    n_chunks = pre.runtime.num_microbatches
-    ttft = pre.latency_s + n_chunks * (rt.step_overhead_s + rt.per_request_overhead_s)
-    st = dec.runtime.stage_times_s
-    m = dec.runtime.num_microbatches
-    overhead = rt.step_overhead_s + rt.per_request_overhead_s * cfg.batch_size / m  # per microbatch step
-    cycle = max(overhead + sum(st), m * max(st), m * overhead)
-    prefill_busy = n_chunks * max(pre.runtime.stage_times_s)
-    interference = cfg.batch_size * prefill_busy / w.output_length
-    tpot = cycle + interference
-    tps_replica = cfg.batch_size / tpot
-    assumptions = (
-        f"runtime {rt.name}: {rt.note}",
-        f"TTFT: one request alone, {n_chunks} chunk(s) of <= {w.chunk_tokens} tokens pipelined through {par.pp} stage(s)",
-        f"decode: {cfg.batch_size} requests/replica at context {w.input_length + w.output_length // 2}, "
-        f"{m} microbatch(es) in flight; cycle = max(step overhead + sum stage times, M * max stage time, "
-        f"M * step overhead) = {cycle * 1e3:.3f} ms",
-        f"prefill interference: B * prefill bottleneck-stage time / OSL = {interference * 1e3:.3f} ms per step",
-        f"memory: weights + KV(B*(ISL+OSL)) + activations + {cfg.reserved_bytes / 2**30:.1f} GiB reserved "
-        f"<= {cfg.mem_utilization:.2f} * HBM",
-    ) + pre.assumptions[:2]
-    return ServingResult(
-        config=cfg,
-        ttft_s=ttft,
-        tpot_s=tpot,
-        decode_cycle_s=cycle,
-        prefill_interference_s=interference,
-        step_overhead_s=overhead,
-        e2e_latency_s=ttft + (w.output_length - 1) * tpot,
-        tokens_per_s=tps_replica * par.dp,
-        tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
-        tokens_per_s_per_user=1.0 / tpot,
-        concurrency=cfg.batch_size * par.dp,
-        memory=memory_fit(cfg),
-        prefill=pre,
-        decode=dec,
-        assumptions=assumptions,
+def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
+    return StepCoster(
+        model=cfg.model,
+        device=cfg.device,
+        parallel=cfg.parallel,
+        partition=cfg.partition,
+        policy=cfg.policy,
+        expert_imbalance=cfg.expert_imbalance,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
+        use_disk_cache=use_disk_cache,
     )
 
 
-def with_batch(cfg: ServingConfig, b: int) -> ServingConfig:
-    return replace(cfg, batch_size=b)
+def estimate_serving(
+    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None, coster: StepCoster | None = None
+) -> ServingResult:
+    """TTFT, TPOT, throughput and memory of ``cfg`` in steady state (see module docstring)."""
+    cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
+    pol, w, par = cfg.policy, cfg.workload, cfg.parallel
+    coster = coster or coster_for(cfg, use_disk_cache)
+    isl, osl = w.input_length, w.output_length
+    budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
+
+    pre = prefill or simulate(prefill_spec(cfg), use_disk_cache=use_disk_cache)
+    ttft_idle = pre.latency_s + pre.runtime.num_microbatches * pol.step_cpu_s(1)
+
+    # served concurrency: the engine's sequence limit, then the token budget (decode-first steps share it)
+    m = max(1, min(cfg.microbatches, cfg.batch_size))
+    served, capped = cfg.batch_size, ""
+    if served > pol.max_num_seqs * m:
+        served, capped = pol.max_num_seqs * m, "max_num_seqs"
+    n_pf = 1
+    for _ in range(3):  # chunk size depends on D, D on the request's lifetime, lifetime on chunk count
+        b = served / m
+        life = osl - 1 + n_pf
+        d = b * (osl - 1) / life
+        if pol.decode_first and b * (osl - 1 + isl) / life > budget:  # prompts + decodes exceed the budget
+            served = max(1, int(budget * life / (osl - 1 + isl)) * m)
+            capped = "token budget"
+            b, d = served / m, served / m * (osl - 1) / life
+        room = budget - round(d) if pol.decode_first else budget
+        chunk = min(isl, max(1, room)) if pol.chunked_prefill else isl
+        n_pf = math.ceil(isl / chunk)
+    b = served / m
+    life = osl - 1 + n_pf
+    d_int = max(0, round(b * (osl - 1) / life))
+    chunk = math.ceil(isl / n_pf)
+    dec_ctx = isl + osl // 2
+    chunk_ctx = (n_pf - 1) * chunk // 2
+    in_flight = m
+
+    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0)
+    decode_cycle = coster.cycle_s(dec_batch, in_flight)
+    others = max(0.0, b - 1) * isl / life  # other requests' prompt tokens per step
+    if pol.decode_first:
+        k, f = divmod(others / chunk, 1.0)
+        k = int(k)
+        steps = [
+            (1 - f, mixed_batch(d_int, dec_ctx, k, chunk, chunk_ctx)),
+            (f, mixed_batch(d_int, dec_ctx, k + 1, chunk, chunk_ctx)),
+        ]
+        tpot = sum(p * coster.cycle_s(bt, in_flight) for p, bt in steps if p > 0)
+        own = mixed_batch(max(0, min(d_int, round(b) - 1)), dec_ctx, 1, chunk, chunk_ctx)
+        ttft = n_pf * coster.cycle_s(own, in_flight)
+    else:
+        per_prompt = min(isl, budget)
+        size = min(max(others, per_prompt), budget)  # tokens of one prefill step
+        prompts = max(1, round(size / per_prompt))
+        pf = coster.cycle_s(mixed_batch(0, 0, prompts, per_prompt, chunk_ctx), in_flight)
+        tpot = decode_cycle + (others / (prompts * per_prompt)) * pf
+        ttft = n_pf * coster.cycle_s(mixed_batch(0, 0, 1, per_prompt, chunk_ctx), in_flight) + (n_pf - 1) * decode_cycle
+    if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
+        ttft = ttft_idle
+    e2e = ttft + (osl - 1) * tpot
+    tps_replica = served * osl / e2e
+    mem = memory_fit(replace(cfg, batch_size=served))
+    b_mem = max_batch_for_memory(cfg)
+    dec_report = coster.report(dec_batch) if dec_batch else pre
+    cpu_step = pol.step_cpu_s(dec_batch.num_requests if dec_batch else 0)
+    assumptions = (
+        pol.describe(),
+        f"steady state at {served} requests/replica"
+        + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
+        + f", {m} microbatch(es) in flight: each step carries {b * (osl - 1) / life:.1f} decodes at context "
+        f"{dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
+        f"({'one mixed forward pass, decodes first' if pol.decode_first else 'separate prefill steps, prefill first'})",
+        f"TTFT: the prompt's {n_pf} chunk step(s) under load, no queueing (closed loop); "
+        f"idle-system TTFT {ttft_idle * 1e3:.2f} ms; tokens/s = B*OSL/(TTFT + (OSL-1)*TPOT) (Little's law)",
+        f"memory: weights + activations + {cfg.reserved_bytes / GIB:.1f} GiB reserve (assumption) + KV of B x "
+        f"{tokens_held(cfg)} tokens ({pol.kv_block_tokens}-token blocks); engine rule '{pol.mem_fraction_of}' "
+        f"x {pol.mem_fraction:.3g}; memory allows {b_mem} requests/replica",
+        kernels_note(cfg, pre),
+    ) + pre.assumptions[:2]
+    return ServingResult(
+        config=replace(cfg, batch_size=served),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        decode_cycle_s=decode_cycle,
+        prefill_interference_s=tpot - decode_cycle,
+        step_overhead_s=cpu_step,
+        e2e_latency_s=e2e,
+        tokens_per_s=tps_replica * par.dp,
+        tokens_per_s_per_device=tps_replica * par.dp / par.world_size,
+        tokens_per_s_per_user=1.0 / tpot if tpot > 0 else 0.0,
+        concurrency=served * par.dp,
+        memory=mem,
+        prefill=pre,
+        decode=dec_report,
+        assumptions=assumptions,
+        ttft_idle_s=ttft_idle,
+        max_concurrency_memory=b_mem,
+        capped_by=capped,
+    )

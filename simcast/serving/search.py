@@ -1,25 +1,36 @@
-"""Throughput optimizer: best TP x PP x DP layout and batch for a workload.
+"""Throughput optimizer: best TP x PP x DP (x EP x MoE-DP) layout and batch for a workload.
 
-Enumerates ``tp_sizes x pp_sizes``, keeps ``num_devices % (tp·pp) == 0`` with
-``dp = num_devices // (tp·pp)``, rejects layouts the model cannot be split
+Enumerates ``tp_sizes x pp_sizes x ep_sizes x moe_dp_sizes`` with the RFC's rules
+(:func:`simcast.core.moe_layout.moe_layout_rule`): ``num_devices % (tp·pp) == 0``,
+``dp = num_devices // (tp·pp)``, ``num_devices % ep == 0``,
+``num_devices % (ep·moe_dp) == 0``, ``moe_tp = (num_devices/pp) // (ep·moe_dp)``
+(stage-local MoE groups; the RFC's global formula at pp = 1); rejects layouts the model cannot be split
 into (heads, kv heads, layers) or that do not fit in memory, and for each
-legal layout binary-searches the largest concurrency that fits and meets the
-TTFT/TPOT limits. Rows are ranked by output token/s per device.
+legal layout sweeps concurrency (powers of two up to what memory allows, or
+the listed batch sizes) and keeps every point: each layout's curve of
+token/s/device against token/s/user, and the Pareto frontier over all of them.
+Each layout is represented by its best point meeting the TTFT/TPOT limits;
+layouts are ranked by its output token/s per device.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.layout import group_path, path_between, rank_of
-from simcast.core.specs import ParallelSpec
+from simcast.core.layout import pp_hop_path, stage_tp_path
+from simcast.core.moe_layout import moe_layout_rule
+from simcast.core.moe_layout import parallel_label as _label
+from simcast.core.plan import SendRecvEdge
+from simcast.core.specs import GIB, ParallelSpec
 from simcast.serving.model import (
     ServingConfig,
     ServingResult,
+    coster_for,
     estimate_serving,
+    max_batch_for_memory,
     memory_fit,
     prefill_spec,
     resolve_partition,
@@ -56,34 +67,69 @@ class SearchSpace:
     tp_sizes: tuple[int, ...]
     pp_sizes: tuple[int, ...]
     num_devices: int
-    batch_sizes: tuple[int, ...] = ()  # empty: binary search 1..MAX_BATCH
+    batch_sizes: tuple[int, ...] = ()  # empty: powers of two up to the memory limit (<= MAX_BATCH)
     ttft_limit_s: float = float("inf")
     tpot_limit_s: float = float("inf")
+    ep_sizes: tuple[int, ...] = (1,)
+    moe_dp_sizes: tuple[int, ...] = (1,)
 
-    def layouts(self) -> list[tuple[int, int, int]]:
-        """(tp, pp, dp) with num_devices % (tp·pp) == 0."""
+    def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
+        """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
         return [
-            (tp, pp, self.num_devices // (tp * pp))
+            (tp, pp, ep, mdp, *moe_layout_rule(self.num_devices, tp, pp, ep, mdp))
             for tp in self.tp_sizes
             for pp in self.pp_sizes
-            if self.num_devices % (tp * pp) == 0
+            for ep in self.ep_sizes
+            for mdp in self.moe_dp_sizes
+        ]
+
+    def layouts(self) -> list[tuple[int, int, int]]:
+        """(tp, pp, dp) with num_devices % (tp·pp) == 0 (the dense view)."""
+        return sorted(
+            {(p.tp, p.pp, p.dp) for p in self.parallel_specs()},
+            key=lambda t: (self.tp_sizes.index(t[0]), self.pp_sizes.index(t[1])),
+        )
+
+    def parallel_specs(self) -> list[ParallelSpec]:
+        """The legal layouts (the RFC's filter rules), MoE sizes included."""
+        return [
+            ParallelSpec(
+                tp=tp,
+                pp=pp,
+                dp=self.num_devices // (tp * pp),
+                world_size=self.num_devices,
+                ep=ep,
+                moe_dp=mdp,
+                moe_tp=mtp,
+            )
+            for tp, pp, ep, mdp, mtp, _ in self.candidates()
+            if mtp
         ]
 
 
 def check_space(space: SearchSpace) -> None:
-    """Fail at parse time when no (tp, pp) divides the device count."""
+    """Fail at parse time when no candidate passes the RFC's divisibility rules."""
+    moe = len(space.ep_sizes) > 1 or len(space.moe_dp_sizes) > 1 or space.ep_sizes != (1,) or space.moe_dp_sizes != (1,)
+    what = f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}" + (
+        f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}" if moe else ""
+    )
     require(
-        bool(space.layouts()),
-        "--tp-sizes/--pp-sizes",
-        f"tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}",
-        f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0)",
+        bool(space.parallel_specs()),
+        "--tp-sizes/--pp-sizes" + ("/--ep-sizes/--moe-dp-sizes" if moe else ""),
+        what,
+        f"no combination divides --num-devices={space.num_devices} (need num_devices % (tp*pp) == 0"
+        + (", num_devices % ep == 0, (num_devices/pp) % (ep*moe_dp) == 0" if moe else "")
+        + ")",
     )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
+    """One layout: its best point under the limits and every concurrency point swept."""
+
     result: ServingResult
     links: str  # which links the layout's TP groups and PP hops use
+    points: tuple[ServingResult, ...] = ()  # every swept concurrency (the layout's curve)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,79 +138,89 @@ class Rejection:
     reason: str
 
 
-def parallel_label(tp: int, pp: int, dp: int) -> str:
-    return f"TP={tp} | PP={pp} | DP={dp}"
+def parallel_label(tp: int, pp: int, dp: int, par: ParallelSpec | None = None) -> str:
+    """``TP=.. | PP=.. | DP=..``; with ``par`` (an MoE model) also ``| EP=.. | MoE-TP=.. | MoE-DP=..``."""
+    return _label(par, True) if par is not None else f"TP={tp} | PP={pp} | DP={dp}"
+
+
+def model_label(cfg: ServingConfig) -> str:
+    par = cfg.parallel
+    return parallel_label(par.tp, par.pp, par.dp, par if cfg.model.moe is not None else None)
 
 
 def layout_links(cfg: ServingConfig) -> str:
     par, links = cfg.parallel, cfg.device.links
-    tp_names = (
-        {group_path(tuple(rank_of(0, s, i, par) for i in range(par.tp)), links, par.world_size) for s in range(par.pp)}
-        if par.tp > 1
-        else set()
-    )
-    pp_paths = [
-        path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, par.world_size) for s in range(par.pp - 1)
-    ]
+    tp_names = {stage_tp_path(s, par, links) for s in range(par.pp)} if par.tp > 1 else set()
+    pp_paths = [pp_hop_path(SendRecvEdge(src_stage=s, dst_stage=s + 1), par, links) for s in range(par.pp - 1)]
     tp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in tp_names})) or "-"
     pp_s = "/".join(sorted({("inter" if p.cross_node else "intra") for p in pp_paths})) or "-"
     return f"TP:{tp_s} PP:{pp_s}"
 
 
-def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
-    """Largest b in [lo, hi] with ok(b), assuming ok is monotone (True then False); lo-1 if none."""
-    if not ok(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def concurrency_grid(b_max: int, listed: Sequence[int] = ()) -> list[int]:
+    """Concurrency per replica to sweep: the listed values up to ``b_max``, else 1, 2, 3, 4, 6, 8, 12, ...
+    and ``b_max``."""
+    if listed:
+        return sorted({b for b in listed if b <= b_max})
+    p2 = powers_of_two(b_max)
+    return sorted(set(p2) | {3 * p // 2 for p in p2 if p >= 2 and 3 * p // 2 <= b_max} | {b_max})
+
+
+def meets(r: ServingResult, space: SearchSpace) -> bool:
+    return r.ttft_s <= space.ttft_limit_s and r.tpot_s <= space.tpot_limit_s
 
 
 def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> Candidate | Rejection:
-    par = base.parallel
-    label = parallel_label(par.tp, par.pp, par.dp)
+    """Sweep the layout's concurrency (memory-limited) and keep every point; the best one meeting the limits
+    (highest token/s/device) represents the layout."""
+    label = model_label(base)
     try:
         base = resolve_partition(base, use_disk_cache=use_disk_cache)  # "balanced": once per layout
         mem1 = memory_fit(base)
     except SimcastInputError as e:
         return Rejection(parallel=label, reason=f"illegal split: {e}")
-    if not mem1.fits:
+    b_mem = min(max_batch_for_memory(base), MAX_BATCH)
+    if not mem1.fits or b_mem < 1:
         return Rejection(
             parallel=label,
-            reason=f"does not fit: {max(mem1.stage_total_bytes) / 2**30:.1f} GiB per device "
-            f"at batch 1 > budget {mem1.budget_bytes / 2**30:.1f} GiB",
+            reason=f"does not fit: {max(mem1.stage_total_bytes) / GIB:.1f} GiB per device "
+            f"at batch 1 > budget {mem1.budget_bytes / GIB:.1f} GiB",
         )
-    cap = max(space.batch_sizes) if space.batch_sizes else MAX_BATCH
-    b_mem = _largest(1, cap, lambda b: memory_fit(replace(base, batch_size=b)).fits)
+    grid = concurrency_grid(b_mem, space.batch_sizes)
+    if not grid:
+        return Rejection(parallel=label, reason=f"no listed batch size <= {b_mem} (memory limit)")
     prefill = simulate(prefill_spec(base), use_disk_cache=use_disk_cache)
-    cache: dict[int, ServingResult] = {}
-
-    def result(b: int) -> ServingResult:
-        if b not in cache:
-            cache[b] = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill)
-        return cache[b]
-
-    r1 = result(1)
-    if r1.ttft_s > space.ttft_limit_s:
-        return Rejection(
-            parallel=label, reason=f"violates TTFT: {r1.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms"
-        )
-    if r1.tpot_s > space.tpot_limit_s:
+    coster = coster_for(base, use_disk_cache)
+    points: dict[int, ServingResult] = {}
+    for b in grid:
+        r = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=coster)
+        points.setdefault(r.config.batch_size, r)  # a capped request repeats a served concurrency
+    ok = [r for r in points.values() if meets(r, space)]
+    if not ok:
+        first = next(iter(points.values()))
+        if first.ttft_s > space.ttft_limit_s:
+            return Rejection(
+                parallel=label, reason=f"violates TTFT: {first.ttft_s * 1e3:.1f} ms > {space.ttft_limit_s * 1e3:.1f} ms"
+            )
         return Rejection(
             parallel=label,
-            reason=f"violates TPOT: {r1.tpot_s * 1e3:.2f} ms at batch 1 > {space.tpot_limit_s * 1e3:.2f} ms",
+            reason=f"violates TPOT: {first.tpot_s * 1e3:.2f} ms at batch "
+            f"{first.config.batch_size} > {space.tpot_limit_s * 1e3:.2f} ms",
         )
-    b_best = _largest(1, b_mem, lambda b: result(b).tpot_s <= space.tpot_limit_s)
-    if space.batch_sizes:
-        allowed = [b for b in space.batch_sizes if b <= b_best]
-        if not allowed:
-            return Rejection(parallel=label, reason=f"no listed batch size <= {b_best} (memory/TPOT limit)")
-        b_best = max(allowed, key=lambda b: result(b).tokens_per_s)
-    return Candidate(result=result(b_best), links=layout_links(base))
+    best = max(ok, key=lambda r: r.tokens_per_s_per_device)
+    return Candidate(result=best, links=layout_links(base), points=tuple(points.values()))
+
+
+def pareto_flags(xs: Sequence[float], ys: Sequence[float]) -> list[bool]:
+    """True where no other point is at least as good in both (x, y), larger is better, and better in one."""
+    order = sorted(range(len(xs)), key=lambda i: (-xs[i], -ys[i]))
+    flags = [False] * len(xs)
+    best_y = float("-inf")
+    for i in order:
+        if ys[i] > best_y:
+            flags[i] = True
+            best_y = ys[i]
+    return flags
 
 
 def search(
@@ -174,32 +230,40 @@ def search(
     check_space(space)
     rows: list[Candidate] = []
     rejected: list[Rejection] = []
-    layouts_ = space.layouts()
-    for tp in space.tp_sizes:
-        for pp in space.pp_sizes:
-            if space.num_devices % (tp * pp):
-                rejected.append(
-                    Rejection(
-                        parallel=f"TP={tp} | PP={pp}",
-                        reason=f"illegal split: {space.num_devices} devices not divisible by tp*pp={tp * pp}",
-                    )
-                )
+    moe = base.model.moe is not None
+    for tp, pp, ep, mdp, mtp, rule in space.candidates():
+        if not mtp:
+            first_rule = space.num_devices % (tp * pp) != 0  # independent of ep / moe_dp: listed once
+            label = f"TP={tp} | PP={pp}" + ("" if first_rule else f" | EP={ep} | MoE-DP={mdp}")
+            if not any(r.parallel == label for r in rejected):
+                rejected.append(Rejection(parallel=label, reason=f"illegal split: {rule}"))
+    layouts_ = space.parallel_specs()
     it = layouts_
     if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
         from tqdm import tqdm
 
         it = tqdm(layouts_, desc="layouts", unit="layout", file=sys.stderr)
-    for tp, pp, dp in it:
-        if pp > base.model.num_layers:
+    for par in it:
+        cfg = replace(base, parallel=par)
+        if not moe and (par.ep > 1 or par.moe_dp > 1):
             rejected.append(
                 Rejection(
-                    parallel=parallel_label(tp, pp, dp),
-                    reason=f"illegal split: pp={pp} > {base.model.num_layers} layers",
+                    parallel=model_label(cfg) + f" | EP={par.ep} | MoE-DP={par.moe_dp}",
+                    reason="illegal split: the model has no experts (ep and moe_dp must be 1)",
                 )
             )
             continue
-        cfg = replace(base, parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=space.num_devices))
+        if par.pp > base.model.num_layers:
+            rejected.append(
+                Rejection(
+                    parallel=model_label(cfg), reason=f"illegal split: pp={par.pp} > {base.model.num_layers} layers"
+                )
+            )
+            continue
         out = evaluate_layout(cfg, space, use_disk_cache)
-        (rows if isinstance(out, Candidate) else rejected).append(out)
+        if isinstance(out, Candidate):
+            rows.append(out)
+        else:
+            rejected.append(out)
     rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
     return rows, rejected

@@ -3,12 +3,13 @@
 ```yaml
 model: meta-llama/Llama-3.1-70B     # shipped id or config.json path
 device: h100_sxm                    # shipped profile or YAML path
-runtime: vllm                       # vllm | sglang | none  (per-step engine overhead)
+runtime: vllm                       # engine: vllm | sglang | trtllm | none (scheduler defaults, CPU overhead)
 workload:
   input_length: 2048                # ISL, tokens
   output_length: 512                # OSL, tokens
   batch_size: 32                    # concurrency per replica
-  max_batched_tokens: 8192          # prefill chunk budget (optional)
+  max_batched_tokens: 8192          # step token budget (optional, default: the engine's)
+  max_num_seqs: 256                 # running requests per step (optional, default: the engine's)
 parallel_config:
   world_size: 8                     # must equal tp_size * pp_size * dp_size
   tp_size: 4
@@ -17,55 +18,95 @@ parallel_config:
   partition: vllm                   # uniform | vllm | balanced | "20,20,20,20" (optional)
   microbatches: 2                   # decode microbatches in flight (optional, default pp_size)
   devices_per_node: 8               # optional, default from the device profile
+  ep_size: 1                        # MoE (optional): expert-parallel size
+  moe_dp_size: 1                    # MoE (optional): expert data-parallel size; moe_tp = world/(pp*ep*moe_dp)
+  enable_dp_attention: false        # MoE (optional): dp replicas are attention-DP groups (needs dp_size > 1)
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 ```
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from simcast.core.errors import require
+from simcast.core.errors import SimcastInputError, require
+from simcast.core.plan import partition_layers
 from simcast.core.specs import ParallelSpec
-from simcast.inputs.loaders import _check, load_device, load_model, read_yaml
+from simcast.inputs.files import load_yaml
+from simcast.inputs.limits import (
+    MAX_BATCHED_TOKENS,
+    MAX_DEVICES,
+    MAX_DEVICES_PER_NODE,
+    MAX_LIMIT_MS,
+    MAX_MICROBATCHES,
+    MAX_REQUESTS,
+    MAX_STAGE_MICROBATCHES,
+    MAX_TOKENS,
+)
+from simcast.inputs.loaders import load_device, load_model
+from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.model import ServingConfig, Workload
 
+_DEVICES = Int(1, MAX_DEVICES)
+_MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)
 SCHEMA: dict[str, Any] = {
-    "model": str,
-    "device": str,
-    "runtime?": str,
-    "workload": {"input_length": int, "output_length": int, "batch_size?": int, "max_batched_tokens?": int},
-    "parallel_config": {
-        "world_size?": int,
-        "tp_size?": int,
-        "pp_size?": int,
-        "dp_size?": int,
-        "partition?": str,
-        "microbatches?": int,
-        "devices_per_node?": int,
+    "model": Str(),
+    "device": Str(),
+    "runtime?": Str(64),
+    "workload": {
+        "input_length": Int(1, MAX_TOKENS),
+        "output_length": Int(1, MAX_TOKENS),
+        "batch_size?": Int(1, MAX_REQUESTS),
+        "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS),
+        "max_num_seqs?": Int(0, MAX_REQUESTS),
     },
-    "limits?": {"ttft_ms?": float, "tpot_ms?": float},
+    "parallel_config": {
+        "world_size?": _DEVICES,
+        "tp_size?": _DEVICES,
+        "pp_size?": _DEVICES,
+        "dp_size?": _DEVICES,
+        "partition?": Str(),
+        "microbatches?": Int(0, MAX_MICROBATCHES),
+        "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE),
+        "ep_size?": _DEVICES,
+        "moe_dp_size?": _DEVICES,
+        "enable_dp_attention?": bool,
+    },
+    "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
 }
+"""Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
+T = TypeVar("T")
 DEFAULTS: dict[str, Any] = {
     "runtime": "vllm",
     "batch_size": 1,
     "max_batched_tokens": 0,
+    "max_num_seqs": 0,
     "tp_size": 1,
     "pp_size": 1,
     "dp_size": 1,
     "partition": "vllm",
     "microbatches": 0,
     "devices_per_node": None,
+    "ep_size": 1,
+    "moe_dp_size": 1,
+    "enable_dp_attention": False,
     "ttft_ms": None,
     "tpot_ms": None,
 }
 
 
 def read_service_yaml(path: str) -> dict[str, Any]:
-    p = Path(path)
-    require(p.is_file(), "service YAML", path, "file not found")
-    return _check(read_yaml(p, "service YAML"), SCHEMA, "")
+    """The checked service YAML at ``path`` (unknown keys, types, ranges: one line naming the key)."""
+    return check(load_yaml(Path(path), "service YAML"), SCHEMA, "")
+
+
+_SECTION = {
+    k.rstrip("?"): sec
+    for sec in ("workload", "parallel_config", "limits")
+    for k in SCHEMA[sec if sec != "limits" else "limits?"]
+}
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -76,26 +117,58 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_serving_config(
-    yaml_values: dict[str, Any], overrides: dict[str, Any]
+    yaml_values: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str] | None = None
 ) -> tuple[ServingConfig, dict[str, Any]]:
-    """Merge defaults < YAML < CLI overrides (None = not given) and build the config."""
+    """Merge defaults < YAML < CLI overrides (None = not given) and build the config.
+
+    An error names where the value came from: the YAML key (``parallel_config.pp_size``) or, for an
+    override, its flag from ``flags`` (key -> flag name, e.g. ``{"pp_size": "--pp"}``).
+    """
     v = dict(DEFAULTS)
     v.update(flatten(yaml_values))
-    v.update({k: x for k, x in overrides.items() if x is not None})
+    given = {k: x for k, x in overrides.items() if x is not None}
+    v.update(given)
+
+    def name(key: str) -> str:
+        if key in given:
+            return (flags or {}).get(key, key)
+        return f"{_SECTION[key]}.{key}" if key in _SECTION else key
+
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
     world = v.get("world_size") or tp * pp * dp
     require(
         world == tp * pp * dp,
-        "parallel_config.world_size",
+        name("world_size"),
         world,
         f"must equal tp_size*pp_size*dp_size = {tp}*{pp}*{dp} = {tp * pp * dp}",
     )
-    model = load_model(v["model"])
-    require(pp <= model.num_layers, "parallel_config.pp_size", pp, f"must be <= the model's {model.num_layers} layers")
+    require(world <= MAX_DEVICES, name("world_size"), world, f"must be <= {MAX_DEVICES} (tp_size*pp_size*dp_size)")
+    model = _named(lambda: load_model(v["model"]), name("model"))
+    require(pp <= model.num_layers, name("pp_size"), pp, f"must be <= the model's {model.num_layers} layers")
+    m = v["microbatches"] or pp
+    require(
+        pp * m <= MAX_STAGE_MICROBATCHES,
+        name("microbatches"),
+        m,
+        f"must be <= {MAX_STAGE_MICROBATCHES // pp} with pp_size {pp} (at most {MAX_STAGE_MICROBATCHES} "
+        "stage x microbatch pairs)",
+    )
+    if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
+        _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
+    device = _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device"))
+    ep, mdp = v["ep_size"], v["moe_dp_size"]
+    require(
+        model.moe is not None or (ep == 1 and mdp == 1),
+        name("ep_size"),
+        f"{ep}/{mdp}",
+        f"{model.name} has no experts: ep_size and moe_dp_size must be 1",
+    )
     cfg = ServingConfig(
         model=model,
-        device=load_device(v["device"], v["devices_per_node"]),
-        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=world),
+        device=device,
+        parallel=ParallelSpec(
+            tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
+        ),
         workload=Workload(
             input_length=v["input_length"], output_length=v["output_length"], max_batched_tokens=v["max_batched_tokens"]
         ),
@@ -103,5 +176,16 @@ def build_serving_config(
         partition=v["partition"],
         decode_microbatches=v["microbatches"],
         runtime=v["runtime"],
+        max_num_seqs=v["max_num_seqs"],
     )
     return cfg, v
+
+
+def _named(fn: Callable[[], T], field: str) -> T:
+    """``fn()``, with an error about the value itself (reported under a CLI flag) renamed to ``field``."""
+    try:
+        return fn()
+    except SimcastInputError as e:
+        if e.field in ("--model", "--device", "--partition", "pp_size"):
+            raise SimcastInputError(field, e.value, e.allowed) from None
+        raise

@@ -1,4 +1,9 @@
-"""The ``balanced`` partition: layer counts that minimise the slowest stage.
+"""Partition policies that need stage costs, resolved to explicit layer counts.
+
+:func:`resolve_partition` is the one entry point (CLI, serving and search call it);
+:func:`simcast.sim.simulate.simulate` only ever sees resolved counts.
+
+The ``balanced`` policy: layer counts that minimise the slowest stage.
 
 vLLM's even split ignores that stage 0 also runs the embedding and the last
 stage the final norm, lm_head and sampler, and that middle stages both
@@ -65,3 +70,16 @@ def resolve_partition(spec: SimSpec, *, use_disk_cache: bool = True) -> SimSpec:
         return spec
     counts = balanced_counts(spec, use_disk_cache=use_disk_cache)
     return replace(spec, partition=",".join(map(str, counts)))
+
+
+def simulate_partitioned(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
+    """:func:`resolve_partition`, then :func:`simulate`; a resolved policy is named in the assumptions."""
+    resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
+    r = simulate(resolved, use_disk_cache=use_disk_cache)
+    if resolved is spec:
+        return r
+    return replace(
+        r,
+        assumptions=r.assumptions
+        + (f"partition {spec.partition}: layer counts {resolved.partition} minimise the slowest stage for this batch",),
+    )

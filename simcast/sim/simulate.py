@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from simcast.core.layout import Path, group_path, path_between, rank_of
-from simcast.core.memory import (
-    ShardedDims,
-    sharded_dims,
-    stage_activation_bytes,
-    stage_kv_cache_bytes,
-    stage_weight_bytes,
-)
+from simcast.core.layout import Path, pp_hop_path, stage_tp_path
+from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
+from simcast.core.moe_layout import stage_moe_path
+from simcast.core.moe_memory import kv_dtype_bytes, moe_shard, weight_format_note
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.schedule import (
     PipelineRuntimeEstimate,
@@ -20,12 +16,15 @@ from simcast.core.schedule import (
     estimate_pipeline_runtime,
     format_breakdowns,
 )
-from simcast.core.specs import Batch, ModelSpec, SimSpec
+from simcast.core.shards import ShardedDims, sharded_dims
+from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
 from simcast.cost import engine_cost
-from simcast.cost.comm import p2p_s
+from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
+from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
+from simcast.trace.cache import get_trace
+from simcast.trace.ir import StageTrace
 from simcast.trace.key import StageKey
-from simcast.trace.tracer import StageTrace, get_trace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +37,7 @@ class StageReport:
     num_layers: int
     compute_s: float  # traced ops incl. TP collectives
     tp_comm_s: float  # the TP-collective part of compute_s
-    comm_s: float  # PP send + recv
+    comm_s: float  # PP recv: the incoming hop (+ the TP all-gather of a sharded send); sends are not charged
     stage_s: float
     weight_bytes: int
     kv_cache_bytes: int
@@ -69,7 +68,29 @@ class Report:
 
     @property
     def breakdown_line(self) -> str:
-        return format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
+        line = format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
+        if self.spec.model.moe is None:
+            return line
+        share = self.moe_share
+        return line + f" | MoE GEMM {100 * share['grouped_gemm']:.2f} | MoE A2A {100 * share['dispatch_combine']:.2f}"
+
+    @property
+    def moe_share(self) -> dict[str, float]:
+        """Shares of the summed op time (all stages, mean microbatch): grouped expert GEMMs and
+        dispatch/combine (all-to-all or all-gather/reduce-scatter)."""
+        tot = sum(self.op_bound_s.values()) or 1.0
+
+        def part(names: tuple[str, ...]) -> float:
+            return (
+                sum(o.time_s * o.count for st in self.stages for mb in st.microbatch_ops for o in mb if o.op in names)
+                / max(1, len(self.microbatches))
+                / tot
+            )
+
+        return {
+            "grouped_gemm": part(("simcast::moe_experts",)),
+            "dispatch_combine": part(("simcast::moe_dispatch", "simcast::moe_combine")),
+        }
 
     @property
     def max_stage_weight_bytes(self) -> int:
@@ -85,45 +106,127 @@ class Report:
 
 
 def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
-    """Split one step's batch into (at most) ``m`` microbatches.
+    """Split one step's batch into (at most) ``m`` microbatches, group by group.
 
-    With at least ``m`` requests, requests are dealt into ``m`` contiguous groups
-    whose sizes differ by at most one. With fewer requests (one long prefill),
-    each request's new tokens are chunked into ``m`` pieces (chunked prefill:
-    chunk k sees the earlier chunks as context). Fewer microbatches result when
-    the tokens cannot be split further (decode of fewer than ``m`` requests).
+    With at least ``m`` requests, the requests (groups expanded in order) are
+    dealt into ``m`` contiguous runs whose sizes differ by at most one; each run
+    is a slice of a few groups, so the work is O(groups + m), never O(requests).
+    With fewer requests (one long prefill), each request's new tokens are
+    chunked into ``m`` pieces (chunked prefill: chunk k sees the earlier chunks
+    as context). Fewer microbatches result when the tokens cannot be split
+    further (decode of fewer than ``m`` requests).
     """
     r = batch.num_requests
     if m <= 1:
         return (batch,)
-    if r >= m or all(q == 1 for q in batch.query_lens):
+    if r >= m or batch.is_decode:
         m = min(m, r)
         base, extra = divmod(r, m)
-        out, i = [], 0
+        out: list[Batch] = []
+        groups = list(batch.groups)
+        g, left = 0, groups[0][2]  # current group and requests left in it
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            out.append(Batch(query_lens=batch.query_lens[i : i + n], context_lens=batch.context_lens[i : i + n]))
-            i += n
+            need = base + (1 if k < extra else 0)
+            qs, cs, ns = [], [], []
+            while need:
+                take = min(need, left)
+                qs.append(groups[g][0])
+                cs.append(groups[g][1])
+                ns.append(take)
+                need -= take
+                left -= take
+                if left == 0 and g + 1 < len(groups):
+                    g += 1
+                    left = groups[g][2]
+            out.append(Batch(query_lens=tuple(qs), context_lens=tuple(cs), counts=tuple(ns)))
         return tuple(out)
-    chunks: list[tuple[list[int], list[int]]] = [([], []) for _ in range(m)]
-    for q, c in zip(batch.query_lens, batch.context_lens):
+    chunks: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in range(m)]
+    for q, c, n in batch.groups:
         base, extra = divmod(q, m)
         done = 0
         for k in range(m):
-            n = base + (1 if k < extra else 0)
-            if n:
-                chunks[k][0].append(n)
+            size = base + (1 if k < extra else 0)
+            if size:
+                chunks[k][0].append(size)
                 chunks[k][1].append(c + done)
-                done += n
-    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c)) for q, c in chunks if q)
+                chunks[k][2].append(n)
+                done += size
+    return tuple(Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) for q, c, n in chunks if q)
 
 
-def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_layers: int) -> StageKey:
+def layer_kind(model: ModelSpec, layer: int) -> str:
+    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer."""
+    return ("moe" if model.is_moe_layer(layer) else "dense") + ("+sliding" if model.is_sliding(layer) else "")
+
+
+def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Traced layer kinds of a stage and how many of its layers each one stands for.
+
+    Stage 0 traces the model's first layer on its own (it starts the residual stream);
+    then one representative layer per kind, in order of first appearance.
+    """
+    kinds = [layer_kind(model, i) for i in range(start, start + num_layers)]
+    head, rest = (kinds[:1], kinds[1:]) if first and num_layers >= 2 else ([], kinds)
+    uniq = list(dict.fromkeys(rest))
+    return tuple(head + uniq), tuple([1] * len(head) + [rest.count(k) for k in uniq])
+
+
+def moe_comm_mode(par: ParallelSpec) -> str:
+    """How a rank's MoE output reaches its tokens: inside the TP group an all-reduce (vLLM's EP / MoE-TP
+    without DP); across dp replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
+    if par.dp > 1:
+        return "all_to_all" if par.ep > 1 else "all_gather"
+    return "all_reduce" if par.tp > 1 else ""
+
+
+def stage_key(
+    model: ModelSpec,
+    sd: ShardedDims,
+    first: bool,
+    last: bool,
+    num_layers: int,
+    par: ParallelSpec | None = None,
+    start_layer: int = 0,
+) -> StageKey:
+    kinds, _ = stage_layers(model, start_layer, num_layers, first)
+    extra: dict = {}
+    if any(k.startswith("moe") for k in kinds):
+        p = par or ParallelSpec(tp=sd.tp)
+        ms, m = moe_shard(model, p), model.moe
+        assert m is not None
+        extra.update(
+            num_experts=m.num_experts,
+            experts_local=ms.experts_local,
+            top_k=m.top_k,
+            expert_intermediate=ms.expert_intermediate,
+            shared_intermediate=ms.shared_intermediate,
+            ep=p.ep,
+            moe_dp=p.moe_dp,
+            dp=p.dp,
+            moe_comm=moe_comm_mode(p),
+            router_bias=m.router_bias,
+        )
+    if model.quant is not None:
+        q = model.quant
+        extra.update(
+            expert_format=q.expert_format, dense_format="" if q.dense_format == model.dtype else q.dense_format
+        )
+    q_heads, kv_heads, head_dim = sd.q_heads, sd.kv_heads, model.head_dim
+    if model.mla is not None:
+        a = model.mla
+        kv_heads, head_dim = 1, a.cache_width  # the cache input is the latent (S, 1, kv_lora + rope)
+        extra.update(
+            q_lora_rank=a.q_lora_rank,
+            kv_lora_rank=a.kv_lora_rank,
+            qk_nope_head_dim=a.qk_nope_head_dim,
+            qk_rope_head_dim=a.qk_rope_head_dim,
+            v_head_dim=a.v_head_dim,
+        )
     return StageKey(
         hidden_size=model.hidden_size,
-        q_heads=sd.q_heads,
-        kv_heads=sd.kv_heads,
-        head_dim=model.head_dim,
+        q_heads=q_heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
         intermediate=sd.intermediate,
         vocab_shard=sd.vocab_shard,
         tp=sd.tp,
@@ -134,19 +237,21 @@ def stage_key(model: ModelSpec, sd: ShardedDims, first: bool, last: bool, num_la
         dtype=model.dtype,
         has_embedding=first,
         has_head=last,
-        traced_layers=2 if first and num_layers >= 2 else 1,
+        traced_layers=len(kinds),
+        layer_kinds=kinds,
+        sliding_window=model.sliding_window,
+        o_proj_bias=model.o_proj_bias,
+        **extra,
     )
 
 
-def replay_counts(trace: StageTrace, num_layers: int) -> dict[str, int]:
-    """How many times each traced scope runs: edges once, the representative layer for the rest."""
-    if trace.key.traced_layers == 2:
-        return {"pre": 1, "post": 1, "layer0": 1, "layer1": num_layers - 1}
-    return {"pre": 1, "post": 1, "layer0": num_layers}
+def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
+    """How many times each traced scope runs: edges once, each traced layer for the layers it stands for."""
+    return {"pre": 1, "post": 1, **{f"layer{i}": c for i, c in enumerate(layer_counts)}}
 
 
-def cost_stage(trace: StageTrace, num_layers: int, ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
-    counts = replay_counts(trace, num_layers)
+def cost_stage(trace: StageTrace, layer_counts: Sequence[int], ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
+    counts = replay_counts(layer_counts)
     return tuple(op_cost(rec, ctx, dtype, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0)
 
 
@@ -161,72 +266,79 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     Per stage: build the stage-local module's key, get its trace (compiled once,
     then cached), cost every op per microbatch with the roofline model, add PP
     send/recv at the stage boundaries, and combine with the fill-drain scheduler.
+    ``spec.partition`` must be resolved (uniform, vllm or explicit counts): cost-driven
+    policies such as ``balanced`` are resolved first by :func:`simcast.sim.partition.resolve_partition`.
     """
-    if spec.partition == "balanced":
-        from simcast.sim.partition import resolve_partition
-
-        resolved = resolve_partition(spec, use_disk_cache=use_disk_cache)
-        r = simulate(resolved, use_disk_cache=use_disk_cache)
-        return replace(
-            r,
-            assumptions=r.assumptions
-            + (f"partition balanced: layer counts {resolved.partition} minimise the slowest stage for this batch",),
-        )
     model, dev, par = spec.model, spec.device, spec.parallel
+    dev.matmul_peak(model.dtype), dev.vector_peak(model.dtype)  # a missing peak fails before any tracing
     sd = sharded_dims(model, par.tp)
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
-    links, world = dev.links, par.world_size
-    n_tensors = 2 if spec.send_residual else 1
+    links = dev.links
+    n_tensors = n_tensors_of(spec)
     shards = par.tp if spec.tp_sharded_send else 1
 
     compiled = 0
     stage_ops: list[list[tuple[OpCost, ...]]] = []  # [stage][microbatch]
     tp_paths: list[Path] = []
     memo: dict[tuple, tuple[OpCost, ...]] = {}
-    for info, mods in zip(plan.stage_infos, plan.stage_module_specs):
-        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers)
+    for info, _mods in zip(plan.stage_infos, plan.stage_module_specs):
+        key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers, par, info.start_layer)
+        _, layer_counts = stage_layers(model, info.start_layer, info.num_layers, info.is_first_stage)
         tr = get_trace(key, use_disk_cache=use_disk_cache)
         compiled += tr.compiled
-        tp_ranks = tuple(rank_of(0, info.stage_id, i, par) for i in range(par.tp))
-        tp_path = group_path(tp_ranks, links, world)
+        tp_path = stage_tp_path(info.stage_id, par, links)
         tp_paths.append(tp_path)
+        moe_path = stage_moe_path(info.stage_id, par, links) if model.moe is not None else None
         row = []
         for mb in micro:  # identical microbatches on identical stages are costed once
-            k = (key, info.num_layers, mb, tp_path)
+            k = (key, layer_counts, mb, tp_path, moe_path)
             if k not in memo:
                 memo[k] = cost_stage(
                     tr,
-                    info.num_layers,
+                    layer_counts,
                     CostContext(
                         batch=mb,
                         device=dev,
                         tp_path=tp_path,
                         collective_algorithm=spec.collective_algorithm,
                         engine=spec.engine,
+                        moe_path=moe_path,
+                        expert_imbalance=spec.expert_imbalance,
                     ),
                     model.dtype,
                 )
             row.append(memo[k])
         stage_ops.append(row)
 
-    hops = [path_between(rank_of(0, s, 0, par), rank_of(0, s + 1, 0, par), links, world) for s in range(par.pp - 1)]
+    hops = [pp_hop_path(e, par, links) for e in plan.send_recv_edges]
     events: list[PipelineSendRecvEvent] = []
     compute = [[0.0] * par.pp for _ in micro]
     comm = [[0.0] * par.pp for _ in micro]
     for m, mb in enumerate(micro):
         for s in range(par.pp):
             compute[m][s] = sum(o.time_s * o.count for o in stage_ops[s][m])
-        for s, hop in enumerate(hops):
+        for edge, hop in zip(plan.send_recv_edges, hops):
             nbytes = pp_message_bytes(mb.num_tokens, model, n_tensors, shards)
             t = p2p_s(nbytes, hop)
+            dst = edge.dst_stage
+            gather = 0.0
+            if shards > 1:  # vLLM: each received tensor is all-gathered over the receiver's TP group before use
+                gather = n_tensors * all_gather_s(pp_message_bytes(mb.num_tokens, model, 1, 1), par.tp, tp_paths[dst])
             events.append(
                 PipelineSendRecvEvent(
-                    src_stage=s, dst_stage=s + 1, message_bytes=nbytes, latency_s=t, link=hop.name, microbatch=m
+                    src_stage=edge.src_stage,
+                    dst_stage=dst,
+                    message_bytes=nbytes,
+                    latency_s=t,
+                    link=hop.name,
+                    microbatch=m,
+                    all_gather_s=gather,
                 )
             )
-            comm[m][s] += t  # outgoing
-            comm[m][s + 1] += t  # incoming
+            # The receiver pays: like vLLM's irecv it waits for the data before computing. The sender's isend
+            # returns at once (its wait sits at the start of its next step, long done), so the send is free.
+            comm[m][dst] += t + gather
     runtime = estimate_pipeline_runtime(compute, comm, events)
 
     stages, op_bound = [], {"Mem": 0.0, "Comm": 0.0, "Cube": 0.0, "Vec": 0.0}
@@ -245,8 +357,10 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                 tp_comm_s=tp_comm,
                 comm_s=runtime.stage_comm_times_s[s],
                 stage_s=runtime.stage_times_s[s],
-                weight_bytes=stage_weight_bytes(model, sd, info, mods),
-                kv_cache_bytes=stage_kv_cache_bytes(model, sd, info, spec.batch),
+                weight_bytes=stage_weight_bytes(model, sd, info, mods, par),
+                kv_cache_bytes=stage_kv_cache_bytes(
+                    model, sd, info, spec.batch, kv_dtype_bytes(model, spec.kv_cache_dtype)
+                ),
                 activation_bytes=max(stage_activation_bytes(model, sd, mods, mb) for mb in micro),
                 tp_link=tp_paths[s].name if par.tp > 1 else "-",
                 ops=stage_ops[s][0],
@@ -264,6 +378,11 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         assumptions=assumptions(spec, micro, hops, tp_paths),
         traces_compiled=compiled,
     )
+
+
+def n_tensors_of(spec: SimSpec) -> int:
+    """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
+    return 2 if spec.send_residual else 1
 
 
 def assumptions(
@@ -286,16 +405,41 @@ def assumptions(
         f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
         "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
         f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
-        "latency: fill-drain, blocking send/recv inside the stage time (RFC); bubble = latency - sum(stage times)",
+        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
+        "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
+    m = spec.model
     if spec.engine is not None:
-        out.append(engine_cost.describe(dev, spec.engine, spec.model.dtype))
+        dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
+        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=m.moe is not None))
+    if m.moe is not None:
+        out.append(
+            f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
+            f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
+            f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}; "
+            f"{moe_comm_mode(par) or 'no'} MoE communication"
+        )
+    if m.mla is not None:
+        out.append(
+            f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
+            "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)"
+        )
+    if m.layer_types:
+        out.append(
+            f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
+            "attention sinks cost one logit per head (not counted)"
+        )
+    if weight_format_note(m):
+        out.append(weight_format_note(m))
+    if spec.kv_cache_dtype != "auto":
+        out.append(f"KV cache dtype {spec.kv_cache_dtype}")
     if spec.model.dtype == "fp8":
-        fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
+        fp8_fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
         out.append(
             "fp8: weights, activations and KV cache all 1 byte"
-            + ("; GEMMs from the engine's fitted fp8 kernels" if fitted else " and GEMMs at the fp8 peak")
+            + ("; GEMMs from the engine's fitted fp8 kernels" if fp8_fitted else " and GEMMs at the fp8 peak")
             + " (approximation: real fp8 serving keeps some activations in bf16)"
+            + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak")
         )
     if len(micro) < spec.num_microbatches:
         out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
@@ -304,6 +448,12 @@ def assumptions(
         shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
         links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
         out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
+        if spec.tp_sharded_send and par.tp > 1:
+            out.append(
+                f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
+                f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
+                "(vLLM's irecv post-processing); charged to the receiver"
+            )
     if par.tp > 1:
         fitted = all(p.collectives for p in tp_paths)
         how = (

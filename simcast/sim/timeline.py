@@ -1,30 +1,40 @@
 """Event-level pipeline timeline: stages and inter-stage links as resources.
 
 Microbatches flow through the stages in order (FIFO on every resource, no
-overtaking), as vLLM and SGLang run a forward step under PP. Two send/recv
-models:
+overtaking), as vLLM and SGLang run a forward step under PP. Three send/recv
+models (``send_recv=``):
 
-* ``blocking=True`` (the RFC): a stage is busy for
-  ``stage_time = compute + (incoming + outgoing)`` one-way times, receiving
-  first and sending last; the next stage starts the microbatch only when the
-  sender has finished sending. The makespan equals
-  :func:`simcast.core.schedule.flow_shop_latency` bit for bit, hence
-  :func:`~simcast.core.schedule.fill_drain_latency` for identical microbatches.
-  Each hop is counted on both sides, one after the other (conservative).
-* ``blocking=False`` (vLLM and SGLang post ``isend``/``irecv``): a stage is
-  busy only while computing; after compute the hidden states cross the link
-  (one transfer per hop and microbatch, FIFO on the link) while the sender
-  moves on; the receiver starts when the transfer has arrived. Never slower
-  than blocking.
+* ``"receiver"`` (default; what :func:`simcast.sim.simulate.simulate` charges):
+  the receiving stage waits for the data, the sender does not. vLLM posts
+  ``isend`` after a stage's forward and returns (the handle is waited at the
+  start of its next step, by then long done) while the next stage waits on
+  its ``irecv`` before computing; NCCL send/recv is a rendezvous, so the
+  transfer starts once the sender has finished and the receiver is free. The
+  receiving stage is held for ``incoming + compute``; the makespan equals
+  :func:`simcast.core.schedule.flow_shop_latency` of those stage times bit for
+  bit (hence :func:`~simcast.core.schedule.fill_drain_latency` for identical
+  microbatches). Each hop is counted once, on the receiver.
+* ``"blocking"`` (the RFC): a stage is busy for
+  ``compute + (incoming + outgoing)``, receiving first and sending last; the
+  next stage starts the microbatch only when the sender has finished
+  sending. Each hop is counted on both sides, one after the other
+  (conservative); the makespan is the flow-shop latency of those times.
+* ``"overlap"``: a stage is busy only while computing; after compute the
+  hidden states cross the link (one transfer per hop and microbatch, FIFO on
+  the link) while the sender moves on, and the transfer may run while the
+  receiver still computes an earlier microbatch (irecv posted ahead); the
+  receiver starts when the data has arrived. A lower bound:
+  ``overlap <= receiver <= blocking``.
 
 ``max_in_flight`` caps the microbatches inside the pipeline: stage 0 starts
 microbatch ``m`` only after microbatch ``m - max_in_flight`` has left the last
 stage (``None``: no cap).
 
 The scheduler is a pure function of per-microbatch, per-stage compute times
-``compute_s[m][s]`` and per-hop one-way send times ``send_s[m][h]`` (hop ``h``
-is stage ``h`` → ``h + 1``); all times in seconds. ``report_timeline`` adapts
-a :class:`~simcast.sim.simulate.Report`.
+``compute_s[m][s]`` and per-hop one-way times ``send_s[m][h]`` (hop ``h``
+is stage ``h`` → ``h + 1``, including the receiver's TP all-gather of a
+TP-sharded send); all times in seconds. ``report_timeline`` adapts a
+:class:`~simcast.sim.simulate.Report`.
 """
 
 from __future__ import annotations
@@ -37,7 +47,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.compute import OpCost
     from simcast.sim.simulate import Report
 
-KINDS = ("compute", "send", "recv")
+SEND_RECV_MODES = ("receiver", "blocking", "overlap")
+SEND_RECV_LABELS = {
+    "receiver": "receiver waits for each hop (vLLM, SGLang irecv)",
+    "blocking": "blocking send + recv on both sides (RFC)",
+    "overlap": "overlapped isend/irecv (transfer hidden under earlier work)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,8 +61,11 @@ class TimelineEvent:
 
     ``stage`` is the stage whose lane shows the event (the sender for ``send``,
     the receiver for ``recv``); ``peer`` is the other stage of a transfer.
-    ``resource`` is what the event holds exclusively: ``"stage<s>"`` or, for
-    an overlapped transfer, ``"link<h>-><h+1>"``.
+    ``resource`` is what the event holds exclusively: ``"stage<s>"`` or
+    ``"link<h>-><h+1>"``. A transfer appears twice, once per side: with
+    ``receiver`` the recv holds the receiving stage and the send the link;
+    with ``blocking`` both hold their stage; with ``overlap`` both are the
+    same link interval.
     """
 
     kind: str  # compute | send | recv
@@ -70,7 +88,7 @@ class Timeline:
     events: tuple[TimelineEvent, ...]
     num_stages: int
     num_microbatches: int
-    blocking: bool
+    send_recv: str  # one of SEND_RECV_MODES
     max_in_flight: int | None
 
     @property
@@ -79,7 +97,7 @@ class Timeline:
         return max((e.end_s for e in self.events), default=0.0)
 
     def stage_busy_s(self, stage: int) -> float:
-        """Seconds ``stage`` is held: compute plus, when blocking, its send/recv."""
+        """Seconds ``stage`` is held: compute plus the send/recv its mode charges to the stage."""
         return sum(e.duration_s for e in self.events if e.resource == f"stage{stage}")
 
     @property
@@ -93,8 +111,10 @@ class Timeline:
 
 
 def _check_inputs(
-    compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], max_in_flight: int | None
+    compute_s: Sequence[Sequence[float]], send_s: Sequence[Sequence[float]], max_in_flight: int | None, send_recv: str
 ) -> tuple[int, int]:
+    if send_recv not in SEND_RECV_MODES:
+        raise ValueError(f"send_recv must be one of {', '.join(SEND_RECV_MODES)}, got {send_recv!r}")
     m = len(compute_s)
     if m < 1:
         raise ValueError("need at least one microbatch")
@@ -114,7 +134,7 @@ def schedule_pipeline(
     compute_s: Sequence[Sequence[float]],
     send_s: Sequence[Sequence[float]],
     *,
-    blocking: bool = True,
+    send_recv: str = "receiver",
     max_in_flight: int | None = None,
 ) -> Timeline:
     """Schedule ``M`` microbatches through ``P`` stages; returns every event.
@@ -122,47 +142,26 @@ def schedule_pipeline(
     ``compute_s[m][s]``: stage ``s`` compute time of microbatch ``m`` (s),
     TP collectives included. ``send_s[m][h]``: one-way time of microbatch
     ``m``'s hidden states over hop ``h`` (s); ``P - 1`` hops per row.
+    ``send_recv``: ``"receiver"``, ``"blocking"`` or ``"overlap"`` (module docstring).
     Zero-length send/recv events are omitted; compute events are always kept.
     """
-    m_count, p = _check_inputs(compute_s, send_s, max_in_flight)
+    m_count, p = _check_inputs(compute_s, send_s, max_in_flight, send_recv)
     events: list[TimelineEvent] = []
     stage_free = [0.0] * p
     link_free = [0.0] * max(p - 1, 0)
     left_pipeline: list[float] = []  # per microbatch: end on the last stage
     for m in range(m_count):
-        ready = 0.0  # blocking: previous stage done (send included); overlap: data arrived
+        ready = 0.0  # stage s-1 is done with microbatch m (blocking: its send too; overlap: the data has arrived)
         if max_in_flight is not None and m >= max_in_flight:
             ready = left_pipeline[m - max_in_flight]
         for s in range(p):
             c = compute_s[m][s]
             start = max(stage_free[s], ready)
-            if blocking:
-                inc = send_s[m][s - 1] if s > 0 else 0.0
-                out = send_s[m][s] if s < p - 1 else 0.0
-                # same float expression as simulate/schedule: compute + (incoming + outgoing)
-                end = start + (c + ((0.0 + inc) + out))
-                res = f"stage{s}"
-                c_start, c_end = start + inc, max(start + inc, end - out)
-                if inc > 0:
-                    events.append(
-                        TimelineEvent(
-                            kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
-                        )
-                    )
-                events.append(
-                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res)
-                )
-                if out > 0:
-                    events.append(
-                        TimelineEvent(
-                            kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1
-                        )
-                    )
-                stage_free[s] = ready = end
-            else:
+            res = f"stage{s}"
+            if send_recv == "overlap":
                 end = start + c
                 events.append(
-                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end, resource=f"stage{s}")
+                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end, resource=res)
                 )
                 stage_free[s] = ready = end
                 if s < p - 1:
@@ -183,9 +182,43 @@ def schedule_pipeline(
                             )
                         )
                     ready = t1
+                continue
+            inc = send_s[m][s - 1] if s > 0 else 0.0
+            out = send_s[m][s] if s < p - 1 and send_recv == "blocking" else 0.0
+            # same float expression as simulate/schedule: compute + (incoming [+ outgoing])
+            end = start + (c + ((0.0 + inc) + out))
+            c_start, c_end = start + inc, max(start + inc, end - out)
+            if inc > 0:
+                if send_recv == "receiver":  # the sender's side of the transfer: the link, not the sender, is held
+                    events.append(
+                        TimelineEvent(
+                            kind="send",
+                            stage=s - 1,
+                            microbatch=m,
+                            start_s=start,
+                            end_s=c_start,
+                            resource=f"link{s - 1}->{s}",
+                            peer=s,
+                        )
+                    )
+                events.append(
+                    TimelineEvent(
+                        kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
+                    )
+                )
+            events.append(
+                TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res)
+            )
+            if out > 0:
+                events.append(
+                    TimelineEvent(
+                        kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1
+                    )
+                )
+            stage_free[s] = ready = end
         left_pipeline.append(stage_free[p - 1])
     return Timeline(
-        events=tuple(events), num_stages=p, num_microbatches=m_count, blocking=blocking, max_in_flight=max_in_flight
+        events=tuple(events), num_stages=p, num_microbatches=m_count, send_recv=send_recv, max_in_flight=max_in_flight
     )
 
 
@@ -203,6 +236,8 @@ def report_timeline_inputs(
 ) -> tuple[list[list[float]], list[list[float]]]:
     """``(compute_s[m][s], send_s[m][h])`` of a report, in seconds.
 
+    A hop's time is what the receiver waits for: the transfer plus, for a
+    TP-sharded send, its TP all-gather (``PipelineSendRecvEvent.recv_s``).
     ``ops`` (from :func:`microbatch_ops`) is computed when not given.
     """
     ops = microbatch_ops(report) if ops is None else ops
@@ -210,17 +245,17 @@ def report_timeline_inputs(
     compute = [[sum(o.time_s * o.count for o in ops[s][m]) for s in range(p)] for m in range(m_count)]
     send = [[0.0] * (p - 1) for _ in range(m_count)]
     for ev in report.runtime.send_recv_events:
-        send[ev.microbatch][ev.src_stage] = ev.latency_s
+        send[ev.microbatch][ev.src_stage] = ev.recv_s
     return compute, send
 
 
 def report_timeline(
     report: Report,
     *,
-    blocking: bool = True,
+    send_recv: str = "receiver",
     max_in_flight: int | None = None,
     ops: Sequence[Sequence[Sequence[OpCost]]] | None = None,
 ) -> Timeline:
     """The event-level timeline of a report's forward step (see :func:`schedule_pipeline`)."""
     compute, send = report_timeline_inputs(report, ops)
-    return schedule_pipeline(compute, send, blocking=blocking, max_in_flight=max_in_flight)
+    return schedule_pipeline(compute, send, send_recv=send_recv, max_in_flight=max_in_flight)

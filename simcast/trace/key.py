@@ -10,7 +10,12 @@ class StageKey:
     """Everything the traced graph of a stage-local module depends on.
 
     Layer *counts* are not part of it: the representative layer is replayed.
-    Shapes are per TP rank.
+    Shapes are per TP rank. ``layer_kinds`` names each traced layer's structure
+    (``dense`` / ``moe``, ``+sliding``); the MoE fields are per rank
+    (``experts_local = E / ep``, ``expert_intermediate = I / moe_tp``,
+    ``shared_intermediate = n_shared · I_s / tp``). MLA sets ``kv_lora_rank`` and the
+    cache shape ``(S, kv_heads=1, head_dim=kv_lora + rope)``. ``*_format``: weight
+    formats of quantised GEMMs ("" = model dtype).
     """
 
     hidden_size: int
@@ -27,4 +32,24 @@ class StageKey:
     dtype: str
     has_embedding: bool
     has_head: bool
-    traced_layers: int  # 1, or 2 on stage 0 (model's first layer + a representative one)
+    traced_layers: int  # 1, or 2 on stage 0 (model's first layer + a representative one); one per kind
+    layer_kinds: tuple[str, ...] = ()
+    num_experts: int = 0
+    experts_local: int = 0
+    top_k: int = 0
+    expert_intermediate: int = 0
+    shared_intermediate: int = 0
+    ep: int = 1
+    moe_dp: int = 1
+    dp: int = 1
+    moe_comm: str = ""  # "all_reduce" (MoE group = TP group), "all_to_all" (EP across replicas), "all_gather"
+    router_bias: bool = False
+    expert_format: str = ""
+    dense_format: str = ""
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    o_proj_bias: bool = False

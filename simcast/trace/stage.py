@@ -12,40 +12,63 @@ a stage boundary. Importing this module imports torch.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
 
-from simcast.trace import ops
+from simcast.trace import moe, ops
 from simcast.trace.key import StageKey
 
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}
 
 
 class DecoderLayer(nn.Module):
-    """One Llama/Qwen decoder layer as vLLM runs it on one TP rank."""
+    """One decoder layer as vLLM runs it on one TP rank: GQA or MLA attention, dense or MoE MLP."""
 
-    def __init__(self, k: StageKey, starts_residual: bool) -> None:
+    def __init__(self, k: StageKey, starts_residual: bool, kind: str = "dense") -> None:
         super().__init__()
         dt, d = _TORCH_DTYPE[k.dtype], k.head_dim
         self.k, self.starts_residual = k, starts_residual
+        self.sliding = "+sliding" in kind
         self.q_size, self.kv_size = k.q_heads * d, k.kv_heads * d
-        mk = dict(device="meta", dtype=dt)
+        mk: dict[str, Any] = {"device": "meta", "dtype": dt}
+        fmt = k.dense_format
         self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
-        self.qkv_proj = nn.Linear(k.hidden_size, self.q_size + 2 * self.kv_size, bias=k.attention_bias, **mk)
-        self.o_proj = nn.Linear(self.q_size, k.hidden_size, bias=False, **mk)
+        self.mla = moe.MLAAttention(k, **mk) if k.kv_lora_rank else None
+        if self.mla is None:
+            self.qkv_proj = moe.Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, fmt, **mk)
+            self.o_proj = moe.Linear(self.q_size, k.hidden_size, k.o_proj_bias, fmt, **mk)
         self.q_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.k_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.post_attention_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
-        self.gate_up_proj = nn.Linear(k.hidden_size, 2 * k.intermediate, bias=False, **mk)
-        self.down_proj = nn.Linear(k.intermediate, k.hidden_size, bias=False, **mk)
+        self.moe = moe.MoEBlock(k, **mk) if kind.startswith("moe") else None
+        if self.moe is None:
+            self.gate_up_proj = moe.Linear(k.hidden_size, 2 * k.intermediate, False, fmt, **mk)
+            self.down_proj = moe.Linear(k.intermediate, k.hidden_size, False, fmt, **mk)
 
     def forward(self, positions, hidden, residual, k_cache, v_cache, query_lens, context_lens):
-        k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
+        k, eps = self.k, self.k.rms_norm_eps
         if self.starts_residual:
             residual, hidden = hidden, ops.rms_norm(hidden, self.input_layernorm, eps)
         else:
             hidden, residual = ops.fused_add_rms_norm(hidden, residual, self.input_layernorm, eps)
+        if self.mla is not None:
+            out = self.mla(positions, hidden, k_cache, query_lens, context_lens)
+        else:
+            out = self._gqa(positions, hidden, k_cache, v_cache, query_lens, context_lens)
+        if k.tp > 1:
+            out = ops.all_reduce(out, k.tp)
+        hidden, residual = ops.fused_add_rms_norm(out, residual, self.post_attention_layernorm, eps)
+        if self.moe is not None:
+            return self.moe(hidden), residual
+        out = self.down_proj(ops.silu_and_mul(self.gate_up_proj(hidden)))
+        if k.tp > 1:
+            out = ops.all_reduce(out, k.tp)
+        return out, residual
+
+    def _gqa(self, positions, hidden, k_cache, v_cache, query_lens, context_lens):
+        k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
         q, kk, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         if self.q_norm is not None:  # Qwen3: per-head RMSNorm on q and k
             t = q.shape[0]
@@ -53,15 +76,13 @@ class DecoderLayer(nn.Module):
             kk = ops.rms_norm(kk.view(t, k.kv_heads, d), self.k_norm, eps).view(t, self.kv_size)
         q, kk = ops.rope(positions, q, kk, d, k.rope_theta)
         ops.kv_cache_write(kk, v, k_cache, v_cache)
-        attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))
-        out = self.o_proj(attn)
-        if k.tp > 1:
-            out = ops.all_reduce(out, k.tp)
-        hidden, residual = ops.fused_add_rms_norm(out, residual, self.post_attention_layernorm, eps)
-        out = self.down_proj(ops.silu_and_mul(self.gate_up_proj(hidden)))
-        if k.tp > 1:
-            out = ops.all_reduce(out, k.tp)
-        return out, residual
+        if self.sliding:
+            attn = moe.attention_sliding(
+                q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.sliding_window
+            )
+        else:
+            attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))
+        return self.o_proj(attn)
 
 
 class StageModule(nn.Module):
@@ -69,11 +90,12 @@ class StageModule(nn.Module):
 
     def __init__(self, k: StageKey) -> None:
         super().__init__()
-        mk = dict(device="meta", dtype=_TORCH_DTYPE[k.dtype])
+        mk: dict[str, Any] = {"device": "meta", "dtype": _TORCH_DTYPE[k.dtype]}
         self.k = k
         self.embed_tokens = nn.Parameter(torch.empty(k.vocab_shard, k.hidden_size, **mk)) if k.has_embedding else None
+        kinds = k.layer_kinds or ("dense",) * k.traced_layers
         self.layers = nn.ModuleList(
-            DecoderLayer(k, starts_residual=k.has_embedding and i == 0) for i in range(k.traced_layers)
+            DecoderLayer(k, starts_residual=k.has_embedding and i == 0, kind=kinds[i]) for i in range(k.traced_layers)
         )
         self.norm = nn.Parameter(torch.empty(k.hidden_size, **mk)) if k.has_head else None
         self.lm_head = nn.Linear(k.hidden_size, k.vocab_shard, bias=False, **mk) if k.has_head else None
@@ -107,7 +129,7 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
     """Meta inputs of a stage module, and which (input position, dim) is which symbol."""
     T, R, S = EXAMPLE_DIMS["T"], EXAMPLE_DIMS["R"], EXAMPLE_DIMS["S"]
     dt = _TORCH_DTYPE[k.dtype]
-    meta = dict(device="meta")
+    meta: dict[str, Any] = {"device": "meta"}
     if k.has_embedding:
         x, residual = torch.empty(T, dtype=torch.int64, **meta), None
     else:
@@ -124,7 +146,7 @@ def example_inputs(k: StageKey) -> tuple[list, dict[str, tuple[int, str]]]:
         torch.empty(R, dtype=torch.int64, **meta),
     ]
     roles = ["T", "T", "T", "S", "S", "R", "R", "R"]
-    for t, role in zip(inputs, roles):
+    for t in inputs:
         if t is not None:
             torch._dynamo.mark_dynamic(t, 0)
     return inputs, {f"{i}": (0, r) for i, r in enumerate(roles)}

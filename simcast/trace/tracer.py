@@ -3,29 +3,16 @@
 A recording backend receives dynamo's graph of one stage-local module (never a
 full model split afterwards) with symbolic token dims ``T`` (new tokens), ``R``
 (requests) and ``S`` (KV-cache slots), and keeps every op with its symbolic
-shapes. One compile serves every batch and length; concrete shapes come by
-substitution. Traces are cached per :class:`~simcast.trace.stage.StageKey` in memory
-and on disk (JSON, keyed by simcast and torch versions), so a warm process or a
-repeated run imports no compiler. Pure views (getitem/view/split) cost nothing
-and are not kept.
+shapes (:mod:`simcast.trace.ir`). One compile serves every batch and length;
+concrete shapes come by substitution. Pure views (getitem/view/split) cost
+nothing and are not kept. Caching lives in :mod:`simcast.trace.cache`.
 """
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import hashlib
-import json
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
-from typing import Any
-
+from simcast.trace.ir import OpRecord, StageTrace, TensorArg, shape_fn
 from simcast.trace.key import StageKey
 
-TRACE_FORMAT = 2
 _VIEW_OPS = {"getitem", "view", "split", "reshape", "size", "contiguous"}
 _INPUT_ROLES = {
     "x": "T",
@@ -39,131 +26,8 @@ _INPUT_ROLES = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
-class TensorArg:
-    """A tensor argument: symbolic shape (strings in T, R, S), dtype, stride-0 dims."""
-
-    shape: tuple[str, ...]
-    dtype: str
-    broadcast_dims: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpRecord:
-    """One graph node of a stage trace. ``scope``: 'pre', 'layer<i>' or 'post'."""
-
-    op: str
-    args: tuple[Any, ...]  # TensorArg | scalar | None
-    outputs: tuple[TensorArg, ...]
-    scope: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageTrace:
-    key: StageKey
-    ops: tuple[OpRecord, ...]
-    compiled: bool  # True when it came from torch.compile in this process
-
-
-def versions() -> str:
-    from simcast import __version__
-
-    try:
-        tv = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        tv = "none"
-    return f"simcast{__version__}-torch{tv}-fmt{TRACE_FORMAT}"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("SIMCAST_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simcast"
-    )
-    return Path(base) / "traces" / versions()
-
-
-def _key_hash(key: StageKey) -> str:
-    blob = json.dumps(dataclasses.asdict(key), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-# ---------------------------------------------------------------- (de)serialise
-def _to_json(tr: StageTrace) -> dict:
-    def arg(a):
-        return {"t": dataclasses.asdict(a)} if isinstance(a, TensorArg) else {"v": a}
-
-    return {
-        "key": dataclasses.asdict(tr.key),
-        "ops": [
-            {
-                "op": o.op,
-                "scope": o.scope,
-                "args": [arg(a) for a in o.args],
-                "outputs": [dataclasses.asdict(t) for t in o.outputs],
-            }
-            for o in tr.ops
-        ],
-    }
-
-
-def _tensor(d: dict) -> TensorArg:
-    return TensorArg(shape=tuple(d["shape"]), dtype=d["dtype"], broadcast_dims=tuple(d["broadcast_dims"]))
-
-
-def _from_json(d: dict) -> StageTrace:
-    ops = tuple(
-        OpRecord(
-            op=o["op"],
-            scope=o["scope"],
-            args=tuple(_tensor(a["t"]) if "t" in a else a["v"] for a in o["args"]),
-            outputs=tuple(_tensor(t) for t in o["outputs"]),
-        )
-        for o in d["ops"]
-    )
-    for o in ops:
-        for a in o.args + o.outputs:
-            if isinstance(a, TensorArg):
-                for e in a.shape:
-                    shape_fn(e)  # validates: a tampered cache entry fails here and is rebuilt
-    return StageTrace(key=StageKey(**d["key"]), ops=ops, compiled=False)
-
-
-# ------------------------------------------------------------- shape evaluation
-_ALLOWED = (
-    ast.Expression,
-    ast.BinOp,
-    ast.UnaryOp,
-    ast.Name,
-    ast.Constant,
-    ast.Load,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.FloorDiv,
-    ast.USub,
-    ast.Pow,
-)
-_SHAPE_FN_CACHE: dict[str, Callable[[int, int, int], int]] = {}
-
-
-def shape_fn(expr: str) -> Callable[[int, int, int], int]:
-    """Compile a symbolic dim like ``"2*T"`` into ``f(T, R, S) -> int`` (whitelisted AST)."""
-    fn = _SHAPE_FN_CACHE.get(expr)
-    if fn is None:
-        tree = ast.parse(expr, mode="eval")
-        for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Name) and node.id not in "TRS"):
-                raise ValueError(f"unsupported symbolic dim {expr!r}")
-        if expr.isdigit():
-            fn = (lambda v: lambda T, R, S: v)(int(expr))
-        else:  # the AST was whitelisted above: arithmetic on T, R, S and integer constants only
-            fn = eval(f"lambda T, R, S: {expr}", {"__builtins__": {}})
-        _SHAPE_FN_CACHE[expr] = fn
-    return fn
-
-
-# --------------------------------------------------------------------- tracing
-def _compile_trace(key: StageKey) -> StageTrace:
+def compile_trace(key: StageKey) -> StageTrace:
+    """Compile the stage-local module of ``key`` once and record its ops (imports torch)."""
     import torch
     import torch._dynamo
 
@@ -253,39 +117,3 @@ def _scope(stack: dict) -> str | None:
             if i + 1 < len(parts) and parts[i + 1].isdigit():
                 return f"layer{parts[i + 1]}"
     return None
-
-
-# ---------------------------------------------------------------------- cache
-_MEMORY: dict[StageKey, StageTrace] = {}
-
-
-def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
-    """The trace of the stage module for ``key``: memory, then disk, then compile."""
-    hit = _MEMORY.get(key)
-    if hit is not None:
-        return hit
-    path = cache_dir() / f"{_key_hash(key)}.json"
-    tr = None
-    if use_disk_cache and path.is_file():
-        try:
-            tr = _from_json(json.loads(path.read_text()))
-            if tr.key != key:
-                tr = None
-        except (ValueError, KeyError, TypeError, SyntaxError):
-            tr = None  # corrupt or stale entry: rebuild
-    if tr is None:
-        tr = _compile_trace(key)
-        if use_disk_cache:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(_to_json(tr)))
-                tmp.replace(path)  # atomic: nothing half-written is left
-            except OSError:
-                pass
-    _MEMORY[key] = tr
-    return tr
-
-
-def clear_memory_cache() -> None:
-    _MEMORY.clear()

@@ -1,0 +1,39 @@
+"""Wall time of `simcast bench-serve` for Llama-3.1-8B on one H100 (vLLM engine defaults, ISL 1024 / OSL 128,
+request rate inf): 1,000 prompts (warm trace cache) and 100,000 prompts. Targets: under 10 s and 3 min.
+
+Run: .venv/bin/python benchmarks/bench_serve_speed.py [--skip-large]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+BASE = [
+    sys.executable,
+    "-m",
+    "simcast",
+    "bench-serve",
+    "--model",
+    "meta-llama/Llama-3.1-8B",
+    "--device",
+    "h100_sxm",
+    "--random-input-len",
+    "1024",
+    "--random-output-len",
+    "128",
+]
+
+
+def timed(n: int) -> float:
+    t = time.perf_counter()
+    subprocess.run(BASE + ["--num-prompts", str(n)], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    timed(10)  # warm the trace cache
+    print(f"bench-serve 1,000 prompts (warm): {timed(1000):.2f} s (target < 10 s)")
+    if "--skip-large" not in sys.argv:
+        print(f"bench-serve 100,000 prompts: {timed(100_000):.1f} s (target < 180 s)")

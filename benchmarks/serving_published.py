@@ -1,0 +1,116 @@
+"""Check the serving model against NVIDIA's published TensorRT-LLM FP8 figures (development set).
+
+Reads ``../shared/calibration/serving/published_fp8.csv`` (path as the first argument, or
+``$SIMCAST_SERVING_CSV``); nothing is fitted to these rows. Prints each row's prediction and
+the median / max absolute error per kind of row. Rows of models simcast cannot build (MoE)
+are listed as skipped.
+
+- TTFT rows: one request on an idle system (``ttft_idle_s``), OSL 1.
+- static-batch rows: the whole batch prefilled in one step, then OSL-1 decode steps at the
+  mean context (TRT-LLM 0.9 ``gptSessionBenchmark``), output tokens/s per GPU.
+- max-load rows: engine ``trtllm`` defaults, concurrency = what memory, ``max_batch_size`` and
+  the token budget allow (the engine picks its own batch), output tokens/s of the deployment.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from simcast.core.specs import ParallelSpec
+from simcast.inputs.loaders import load_device, load_model
+from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory
+from simcast.serving.step import mixed_batch
+
+MODELS = {
+    "Llama-2-7B": "meta-llama/Llama-2-7b-hf",
+    "Llama-2-70B": "meta-llama/Llama-2-70b-hf",
+    "Llama-3.1-8B": "meta-llama/Llama-3.1-8B",
+    "Llama-3.1-70B": "meta-llama/Llama-3.1-70B",
+    "Llama-3.1-405B": "meta-llama/Llama-3.1-405B",
+}
+DEFAULT_CSV = Path("/work/shared/calibration/serving/published_fp8.csv")
+
+
+def device_of(hw: str) -> str:
+    return "h200_sxm" if hw.upper().startswith("H200") else "h100_sxm"
+
+
+def predict(row: dict) -> tuple[str, float] | None:
+    name = MODELS.get(row["model"])
+    if name is None:
+        return None
+    model = replace(load_model(name), dtype="fp8")
+    dev = load_device(device_of(row["hardware"]))
+    tp, isl, osl = int(row["tp"]), int(row["isl"]), int(row["osl"])
+    par = ParallelSpec(tp=tp, pp=int(row["pp"]), dp=int(row["dp"]))
+    metric = row["metric"]
+    if metric.startswith("TTFT"):
+        cfg = ServingConfig(
+            model=model,
+            device=dev,
+            parallel=par,
+            workload=Workload(input_length=isl, output_length=1),
+            batch_size=1,
+            runtime="trtllm",
+        )
+        return "ttft", estimate_serving(cfg).ttft_idle_s * 1e3
+    if "per GPU" in metric:
+        b = int(row["batch"])
+        cfg = ServingConfig(
+            model=model,
+            device=dev,
+            parallel=par,
+            workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=b * isl),
+            batch_size=b,
+            runtime="trtllm",
+        )
+        c = coster_for(cfg)
+        t = c.cycle_s(mixed_batch(0, 0, b, isl, 0), 1) + (osl - 1) * c.cycle_s(
+            mixed_batch(b, isl + osl // 2, 0, 0, 0), 1
+        )
+        return "static", b * osl / t / par.world_size
+    cfg = ServingConfig(
+        model=model,
+        device=dev,
+        parallel=par,
+        workload=Workload(input_length=isl, output_length=osl),
+        batch_size=1,
+        runtime="trtllm",
+    )
+    b = max(1, min(max_batch_for_memory(cfg), cfg.policy.max_num_seqs))
+    return "max load", estimate_serving(replace(cfg, batch_size=b)).tokens_per_s
+
+
+def main() -> int:
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SIMCAST_SERVING_CSV", DEFAULT_CSV))
+    if not path.is_file():
+        print(f"no published serving data at {path}; nothing to check")
+        return 0
+    errs: dict[str, list[float]] = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            got = predict(row)
+            label = (
+                f"{row['hardware']:<20} {row['model']:<15} tp{row['tp']} b{row['batch']:<8.8} {row['isl']}/{row['osl']}"
+            )
+            if got is None:
+                print(f"skip  {label}  (model not supported)")
+                continue
+            kind, pred = got
+            meas = float(row["value"])
+            err = (pred - meas) / meas
+            errs.setdefault(kind, []).append(abs(err))
+            print(f"{kind:<8} {label}  measured {meas:>9.1f}  simcast {pred:>9.1f}  {err * 100:+6.1f}%")
+    print()
+    for kind, e in errs.items():
+        print(f"{kind:<8} rows {len(e):>2}: median |err| {statistics.median(e) * 100:5.1f}%  max {max(e) * 100:5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,238 @@
+"""CLI wiring for ``simcast bench-serve``: a simulated ``vllm bench serve`` run (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+
+from simcast.cli.args import DEVICES, REQUESTS, TOKENS, float_in, int_in
+from simcast.cli.outputs import add_output_args, check_output_path, output_path, write_atomic, write_bench_plot
+from simcast.cli.serving import add_engine_args
+from simcast.core.errors import bounded_repr, require
+from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS, MAX_TOKENS
+
+_MAX_RATE = 1e9  # requests/s
+
+
+def _rate(v: str) -> float:
+    """A request rate in requests/s: a finite number in [1e-6, 1e9], or inf (every request at t = 0)."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not (math.isinf(x) and x > 0) and not 1e-6 <= x <= _MAX_RATE:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number in [1e-06, 1e+09] or inf")
+    return x
+
+
+def _save_result(path: str) -> str:
+    """``--save-result``: the JSON file and its ``.requests.csv`` sibling must both be writable."""
+    output_path("--save-result")(path)
+    output_path("--save-result")(str(Path(path).with_suffix(".requests.csv")))
+    return path
+
+
+def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="shipped model id or config.json path")
+    p.add_argument("--device", required=True, help="shipped device profile or YAML path")
+    p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size")
+    p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size")
+    p.add_argument("--dp", type=DEVICES, default=1, help="replicas behind the router")
+    p.add_argument("--router", default="round_robin", choices=("round_robin", "least_loaded"), help="DP router")
+    p.add_argument("--request-rate", type=_rate, default=math.inf, help="requests/s, or inf (all at t=0) [inf]")
+    p.add_argument(
+        "--burstiness",
+        type=float_in(1e-3, 1e3, "gamma shape"),
+        default=1.0,
+        help="gamma shape of inter-arrival gaps (1: Poisson)",
+    )
+    p.add_argument(
+        "--num-prompts",
+        type=int_in(1, MAX_BENCH_PROMPTS, "requests simulated"),
+        default=1000,
+        help=f"requests [1000, <= {MAX_BENCH_PROMPTS}]",
+    )
+    p.add_argument("--random-input-len", type=TOKENS, default=1024, help="prompt tokens [1024]")
+    p.add_argument("--random-output-len", type=TOKENS, default=128, help="output tokens [128]")
+    p.add_argument(
+        "--random-range-ratio",
+        type=_range_ratio,
+        default=0.0,
+        help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
+    )
+    p.add_argument("--dataset", default=None, help="trace .jsonl/.csv with arrival_s,input_len,output_len")
+    p.add_argument("--max-concurrency", type=REQUESTS, default=None, help="client-side limit on requests in flight")
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
+    p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts")
+    add_engine_args(p, default="vllm")
+    p.add_argument(
+        "--save-result",
+        default=None,
+        type=_save_result,
+        help="write the vllm-bench-serve JSON here (+ a per-request CSV)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_output_args(p, trace=False)
+
+
+def _range_ratio(v: str) -> float:
+    x = float_in(-1.0, 1.0)(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1)")
+    return x
+
+
+_TRACE_BOUNDS = {
+    "arrival_s": (0.0, 1e9, False),
+    "input_len": (1, MAX_TOKENS, True),
+    "output_len": (1, MAX_TOKENS, True),
+}
+"""Columns of a ``--dataset`` trace: (lowest, highest, whole number); arrival within 31 years."""
+
+
+def read_trace(path: str):
+    """Requests of a ``.jsonl`` (one object per line) or ``.csv`` trace, through the checked loaders."""
+    import pandas as pd
+
+    from simcast.inputs.files import MAX_CSV_BYTES, load_csv, loads_json, numeric_column, read_text
+    from simcast.serving.requests import RequestSpec
+
+    p = Path(path)
+    if p.suffix == ".jsonl":
+        lines = [(i, s) for i, s in enumerate(read_text(p, "--dataset", MAX_CSV_BYTES).splitlines(), 1) if s.strip()]
+        require(bool(lines), "--dataset", path, "holds no requests")
+        require(len(lines) <= MAX_BENCH_PROMPTS, "--dataset", path, f"holds more than {MAX_BENCH_PROMPTS} requests")
+        recs = []
+        for i, s in lines:
+            r = loads_json(s, f"--dataset line {i}")
+            require(isinstance(r, dict), f"--dataset line {i}", r, "must be a JSON object")
+            recs.append({k: "" if r.get(k) is None else str(r[k]) for k in _TRACE_BOUNDS})
+        df = pd.DataFrame(recs, columns=list(_TRACE_BOUNDS))
+        line_of = [i for i, _ in lines]
+    else:
+        df = load_csv(p, "--dataset")
+        require(len(df) <= MAX_BENCH_PROMPTS, "--dataset", path, f"holds more than {MAX_BENCH_PROMPTS} requests")
+        line_of = None
+    field = f"--dataset {p.name}"
+    cols = {
+        c: numeric_column(df, c, field, required=True, lo=lo, hi=hi, integer=whole, lines=line_of)
+        for c, (lo, hi, whole) in _TRACE_BOUNDS.items()
+    }
+    return [
+        RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o))
+        for a, i, o in zip(cols["arrival_s"], cols["input_len"], cols["output_len"])
+    ]
+
+
+def cmd_bench_serve(a: argparse.Namespace) -> int:
+    from simcast.core.specs import ParallelSpec
+    from simcast.inputs.loaders import load_device, load_model
+    from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
+    from simcast.serving.model import (
+        ServingConfig,
+        Workload,
+        coster_for,
+        max_batch_for_memory,
+        resolve_partition,
+        tokens_held,
+    )
+    from simcast.serving.requests import make_requests, simulate_requests
+
+    reqs = (
+        read_trace(a.dataset)
+        if a.dataset
+        else make_requests(
+            num_prompts=a.num_prompts,
+            rate=a.request_rate,
+            input_len=a.random_input_len,
+            output_len=a.random_output_len,
+            range_ratio=a.random_range_ratio,
+            burstiness=a.burstiness,
+            seed=a.seed,
+        )
+    )
+    total = sum(r.input_len + r.output_len for r in reqs)
+    require(
+        total <= MAX_BENCH_TOKENS,
+        "--dataset" if a.dataset else "--num-prompts",
+        total,
+        f"tokens in all requests; at most {MAX_BENCH_TOKENS:.0e} are simulated (one engine step per output "
+        "token at concurrency 1)",
+    )
+    model, dev = load_model(a.model), load_device(a.device)
+    cfg = ServingConfig(
+        model=model,
+        device=dev,
+        parallel=ParallelSpec(tp=a.tp, pp=a.pp, dp=a.dp),
+        workload=Workload(
+            input_length=a.random_input_len,
+            output_length=a.random_output_len,
+            max_batched_tokens=a.max_batched_tokens or 0,
+        ),
+        batch_size=1,
+        partition=a.partition,
+        runtime=a.runtime,
+        max_num_seqs=a.max_num_seqs or 0,
+    )
+    cfg = resolve_partition(cfg, use_disk_cache=not a.no_cache)
+    kv_tokens = max_batch_for_memory(cfg) * tokens_held(cfg)  # KV capacity of one replica, tokens
+    res = simulate_requests(
+        reqs,
+        coster_for(cfg, not a.no_cache),
+        kv_tokens_per_replica=kv_tokens,
+        dp=a.dp,
+        router=a.router,
+        max_concurrency=a.max_concurrency or 0,
+    )
+    d = bench_metrics(
+        res,
+        request_rate=a.request_rate,
+        burstiness=a.burstiness,
+        max_concurrency=a.max_concurrency,
+        num_prompts=len(reqs),
+    )
+    d.update(
+        model_id=model.name,
+        engine=cfg.runtime,
+        tp=a.tp,
+        pp=a.pp,
+        dp=a.dp,
+        assumptions=[
+            cfg.policy.describe(),
+            "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
+            "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
+            f"KV capacity per replica {kv_tokens} tokens in {cfg.policy.kv_block_tokens}-token blocks",
+        ],
+    )
+    header = (
+        f"simcast bench-serve: {model.name} on {cfg.parallel.world_size} x {dev.name} "
+        f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
+        f"{res.distinct_batches} distinct step shapes simulated"
+    )
+    print(format_bench(d, header))
+    if a.plot:
+        rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"
+        write_bench_plot(
+            res,
+            a.plot,
+            f"{model.name} on {cfg.parallel.world_size} x {dev.name} "
+            f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {len(reqs)} prompts, "
+            f"rate {rate} req/s" + (f", trace {Path(a.dataset).name}" if a.dataset else ""),
+        )
+    if a.save_result:
+        rows = request_rows(res)
+        csv_path = str(Path(a.save_result).with_suffix(".requests.csv"))
+        check_output_path(csv_path, "--save-result")  # both before either is written
+
+        def write_rows(tmp: Path) -> None:
+            with tmp.open("w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+
+        write_atomic(a.save_result, "--save-result", lambda tmp: tmp.write_text(json.dumps(d, indent=2)))
+        write_atomic(csv_path, "--save-result", write_rows)
+    return 0

@@ -1,0 +1,88 @@
+"""MoE rank groups and the RFC's filter rules for EP x MoE-TP x MoE-DP layouts.
+
+The RFC (§2.2.3) keeps a candidate ``(tp, pp, ep, moe_dp)`` when
+``devices % (tp·pp) == 0`` (then ``dp = devices / (tp·pp)``), ``devices % ep == 0``
+and ``devices % (ep·moe_dp) == 0`` (then ``moe_tp = devices / (ep·moe_dp)``), with
+the MoE groups global. With ``pp > 1`` simcast makes them stage-local (the RFC's
+§4.3 next step): the ``devices / pp`` ranks of one stage (every replica's copy of
+it) split that stage's experts, so the last two rules apply to ``devices / pp`` —
+identical to the RFC's at ``pp = 1``.
+
+Groups inside a stage: its ranks in global order (``[-1, dp, pp, tp]`` layout, so
+replica-major, TP-minor) reshape to ``[moe_dp, ep, moe_tp]``: MoE-TP groups are
+contiguous (NVLink-near, like TP), EP groups stride by ``moe_tp``, MoE-DP groups by
+``ep·moe_tp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcast.core.layout import ParallelGroup, Path, group_path, rank_coords, rank_of
+from simcast.core.specs import LinkTable, ParallelSpec
+
+
+def moe_layout_rule(devices: int, tp: int, pp: int, ep: int, moe_dp: int) -> tuple[int, str]:
+    """``(moe_tp, "")`` for a legal candidate, else ``(0, the rule that removes it)``."""
+    if devices % (tp * pp):
+        return 0, f"{devices} devices not divisible by tp*pp={tp * pp}"
+    if devices % ep:
+        return 0, f"{devices} devices not divisible by ep={ep} (devices % ep == 0)"
+    if devices % (ep * moe_dp):
+        return 0, f"{devices} devices not divisible by ep*moe_dp={ep * moe_dp} (devices % (ep*moe_dp) == 0)"
+    stage = devices // pp
+    if stage % (ep * moe_dp):
+        return 0, (
+            f"stage-local MoE groups: the {stage} ranks of a stage (devices/pp) are not divisible by "
+            f"ep*moe_dp={ep * moe_dp}"
+        )
+    return stage // (ep * moe_dp), ""
+
+
+def stage_ranks(stage: int, par: ParallelSpec) -> tuple[int, ...]:
+    """The ``tp·dp`` ranks that run ``stage`` (all replicas), in global order."""
+    return tuple(rank_of(d, stage, t, par) for d in range(par.dp) for t in range(par.tp))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoEGroups:
+    ep_group: ParallelGroup
+    moe_tp_group: ParallelGroup
+    moe_dp_group: ParallelGroup
+
+
+def moe_groups(rank: int, par: ParallelSpec) -> MoEGroups:
+    """The stage-local EP, MoE-TP and MoE-DP groups of a global rank."""
+    if not 0 <= rank < par.world_size:
+        raise ValueError(f"rank {rank} outside world of {par.world_size}")
+    ranks = stage_ranks(rank_coords(rank, par)[1], par)
+    j = ranks.index(rank)
+    t, e, d = j % par.moe_tp, (j // par.moe_tp) % par.ep, j // (par.moe_tp * par.ep)
+
+    def at(dd: int, ee: int, tt: int) -> int:
+        return ranks[(dd * par.ep + ee) * par.moe_tp + tt]
+
+    return MoEGroups(
+        ep_group=ParallelGroup(rank=rank, world_size=par.ep, rank_group=tuple(at(d, i, t) for i in range(par.ep))),
+        moe_tp_group=ParallelGroup(
+            rank=rank, world_size=par.moe_tp, rank_group=tuple(at(d, e, i) for i in range(par.moe_tp))
+        ),
+        moe_dp_group=ParallelGroup(
+            rank=rank, world_size=par.moe_dp, rank_group=tuple(at(i, e, t) for i in range(par.moe_dp))
+        ),
+    )
+
+
+def stage_moe_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:
+    """The path the MoE collectives of ``stage`` see: the bottleneck hop of the EP x MoE-TP
+    ranks around the stage's first rank (all-to-all dispatch/combine, MoE-TP reduction)."""
+    first = stage_ranks(stage, par)[0]
+    g = moe_groups(first, par)
+    ranks = tuple(sorted({r for e in g.ep_group.rank_group for r in moe_groups(e, par).moe_tp_group.rank_group}))
+    return group_path(ranks, links, par.world_size)
+
+
+def parallel_label(par: ParallelSpec, moe: bool) -> str:
+    """``TP=.. | PP=.. | DP=..``, with ``| EP=.. | MoE-TP=.. | MoE-DP=..`` for MoE models."""
+    s = f"TP={par.tp} | PP={par.pp} | DP={par.dp}"
+    return s + f" | EP={par.ep} | MoE-TP={par.moe_tp} | MoE-DP={par.moe_dp}" if moe else s

@@ -1,0 +1,131 @@
+"""Upper bounds on every size a user can give (flags, YAML keys, CSV cells, config.json fields).
+
+Each bound is far above anything physical, and low enough that no input can make
+simcast run for minutes or run out of memory. One table, used by the CLI flags,
+the service YAML and config.json schemas and the measured-CSV reader; the README
+lists them. Everything here is a pure constant (no I/O).
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------- workload and layout
+MAX_REQUESTS = 10**6
+"""Requests in one step / concurrency per replica. A request holds >= 1 KV block (16 tokens) on every
+layer: 10**6 of them need terabytes of KV cache for the smallest shipped model; engines schedule
+hundreds to a few thousand (vLLM's ``max_num_seqs`` default is 256-1024)."""
+MAX_TOKENS = 10**7
+"""Tokens per request: prompt (ISL), output (OSL), KV context, ``--q-len``/``--kv-len``. The longest
+advertised context windows are 10M tokens (Llama 4 Scout)."""
+MAX_BATCHED_TOKENS = 10**9
+"""Prefill token budget per step (``max_batched_tokens``): MAX_REQUESTS x 1000 tokens."""
+MAX_MICROBATCHES = 4096
+"""Microbatches a step is split into (PP engines keep ``pp`` in flight; 4096 is far beyond any pipeline)."""
+MAX_STAGE_MICROBATCHES = 2**16
+"""pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
+~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
+MAX_DEVICES = 65536
+"""GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
+but no single model instance spans more than this)."""
+MAX_DEVICES_PER_NODE = 1024
+"""Devices per node (NVL72 racks have 72; a scale-up domain of 1024 is beyond any shipped system)."""
+
+MAX_BENCH_PROMPTS = 10**5
+"""Requests of one ``simcast bench-serve`` run (100x ``vllm bench serve``'s default of 1000)."""
+MAX_BENCH_TOKENS = 5 * 10**7
+"""Prompt + output tokens of all requests of one ``bench-serve`` run (1000 prompts of 8k + 1k tokens are
+9e6). The request-level simulator takes one engine step per output token at concurrency 1 (~5e4 steps/s
+measured on one core), so the worst case at this bound is ~15 minutes; typical runs take seconds."""
+
+# ---------------------------------------------------------------- kernels (``simcast kernel``, measured CSVs)
+MAX_GEMM_DIM = 2**31 - 1
+"""GEMM M, N, K: cuBLAS takes them as 32-bit ints."""
+MAX_HEADS = 2**16
+"""Attention heads (query or KV) per GPU."""
+MAX_HEAD_DIM = 2**16
+"""Head dimension."""
+MAX_MESSAGE_BYTES = 2.0**50
+"""Collective / p2p message bytes per rank (1 PiB: far above any device's memory)."""
+
+# ---------------------------------------------------------------- model config.json
+MAX_HIDDEN = 2**20
+"""hidden_size, intermediate_size, head_dim of a model (Llama-3.1-405B: 16384, 53248, 128)."""
+MAX_VOCAB = 2**24
+"""vocab_size (the largest shipped vocabularies are ~256k)."""
+MAX_EXPERTS = 2**16
+"""Routed (or shared) experts of a MoE layer, and top-k (DeepSeek-V3 has 256, Qwen3-235B 128)."""
+MAX_LAYERS = 2**14
+"""num_hidden_layers (Llama-3.1-405B has 126)."""
+
+# ---------------------------------------------------------------- device profile
+MAX_FLOPS = 1e18
+"""Peak FLOP/s of one device (B200 dense FP8 is 4.5e15)."""
+MAX_HBM_BYTES = 2**50
+"""HBM capacity, bytes (1 PiB; MI300X has 192 GB)."""
+MAX_BW_BYTES_PER_S = 1e15
+"""HBM or link bandwidth, bytes/s (HBM3e is ~8e12)."""
+MAX_LATENCY_S = 1.0
+"""A link's or a kernel's fixed latency, seconds."""
+MAX_HALF_POINT = float(MAX_GEMM_DIM)
+"""GEMM efficiency half points in N and K (elements); the M half point in ridge units is bounded by 1e6.
+Also the engine kernel fits' half points and split sizes (elements, tokens or CTAs)."""
+MAX_FIT_EXPONENT = 64.0
+"""Exponents and smooth-maximum powers of an engine kernel fit (``wave_exp``, ``parallel_exp``,
+``smooth_p``); fitted values are 0-4, and ``x^64`` of a fraction is already below 1e-19 of it."""
+MAX_FIT_BOOST = 1000.0
+"""Multipliers of an engine kernel fit (``l2_boost``, ``group_share``); fitted values are 0-10."""
+MAX_SM_COUNT = 2**16
+"""SMs and tile sizes of an engine kernel fit (``sm_count``, ``tile*``); B200 has 148 SMs."""
+
+# ---------------------------------------------------------------- service YAML
+MAX_CSV_ROWS = 10**6
+"""Rows of a measured CSV: validate predicts ~2e4 rows/s and calibrate fits 1e5 GEMM rows in ~5 s (measured),
+so a run at the bound takes under a minute; the Vidur files hold a few thousand rows each."""
+MAX_LIMIT_MS = 1e9
+"""TTFT / TPOT limits, milliseconds (11.6 days)."""
+MAX_NAME_CHARS = 4096
+"""A model id, device name, path or partition string (PATH_MAX on Linux)."""
+MAX_TEXT_CHARS = 65536
+"""A free-text field (a profile's description)."""
+
+TABLE: tuple[tuple[str, float, str], ...] = (
+    (
+        "requests per step, concurrency, batch sizes (`--batch`, `--batch-sizes`, `--max-num-seqs`, "
+        "`--max-concurrency`, `workload.batch_size`)",
+        MAX_REQUESTS,
+        "10^6",
+    ),
+    (
+        "tokens per request (`--input-length`, `--output-length`, `--context-length`, `--q-len`, `--kv-len`, "
+        "`--random-*-len`, `workload.*_length`)",
+        MAX_TOKENS,
+        "10^7",
+    ),
+    ("tokens per step (`--max-num-batched-tokens`, `workload.max_batched_tokens`)", MAX_BATCHED_TOKENS, "10^9"),
+    ("microbatches (`--microbatches`, `parallel_config.microbatches`)", MAX_MICROBATCHES, "4096"),
+    ("pipeline stages x microbatches", MAX_STAGE_MICROBATCHES, "2^16"),
+    (
+        "devices, and each of tp, pp, dp (`--num-devices`, `--tp`, `--pp`, `--dp`, `--gpus`, `--nodes`, "
+        "`--tp-sizes`, `--pp-sizes`, `parallel_config.*`)",
+        MAX_DEVICES,
+        "65536",
+    ),
+    ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),
+    ("requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows)", MAX_BENCH_PROMPTS, "10^5"),
+    ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),
+    ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),
+    ("heads, KV heads, head dim per GPU (`--heads`, `--kv-heads`, `--head-dim`)", MAX_HEADS, "2^16"),
+    ("message bytes (`--bytes`, CSV `bytes`)", MAX_MESSAGE_BYTES, "2^50"),
+    ("rows of a measured CSV", MAX_CSV_ROWS, "10^6"),
+    ("TTFT / TPOT limits, ms (`--ttft-limit`, `--tpot-limit`, `limits.*`)", MAX_LIMIT_MS, "10^9"),
+    ("config.json `hidden_size`, `intermediate_size`, `head_dim`", MAX_HIDDEN, "2^20"),
+    ("config.json `vocab_size`", MAX_VOCAB, "2^24"),
+    ("config.json `num_hidden_layers`", MAX_LAYERS, "2^14"),
+    ("profile FLOP/s per dtype", MAX_FLOPS, "10^18"),
+    ("profile bandwidths, bytes/s", MAX_BW_BYTES_PER_S, "10^15"),
+    ("profile `hbm_bytes`", MAX_HBM_BYTES, "2^50"),
+    ("profile latencies and launch overheads, s", MAX_LATENCY_S, "1"),
+    ("profile `engines:` exponents and powers (`wave_exp`, `parallel_exp`, `smooth_p`)", MAX_FIT_EXPONENT, "64"),
+    ("profile `engines:` multipliers (`l2_boost`, `group_share`)", MAX_FIT_BOOST, "1000"),
+    ("profile `engines:` SM counts and tile sizes (`sm_count`, `tile*`)", MAX_SM_COUNT, "2^16"),
+)
+"""(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""

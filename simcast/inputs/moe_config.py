@@ -1,0 +1,174 @@
+"""Strict reading of the MoE, MLA, attention-pattern and quantisation keys of a HF ``config.json``.
+
+:func:`architecture_fields` returns the extra :class:`~simcast.core.specs.ModelSpec`
+keyword arguments of one architecture family; every problem is one
+:class:`~simcast.core.errors.SimcastInputError` line naming the key.
+Key names follow the hub configs of Mixtral (``MixtralForCausalLM``), Qwen3-MoE
+(``Qwen3MoeForCausalLM``), DeepSeek-V3 (``DeepseekV3ForCausalLM``) and gpt-oss
+(``GptOssForCausalLM``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from simcast.core.errors import require
+from simcast.core.moe import MLASpec, MoESpec, QuantSpec
+from simcast.inputs.limits import MAX_EXPERTS, MAX_HIDDEN, MAX_TOKENS
+
+MOE_ARCHITECTURES = {
+    "MixtralForCausalLM": "mixtral",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GptOssForCausalLM": "gpt_oss",
+}
+
+
+def _int(cfg: dict, key: str, default: Any = None, minimum: int = 1, maximum: int = MAX_HIDDEN) -> int:
+    """``cfg[key]`` as an integer in ``[minimum, maximum]`` (sizes default to the model-dimension bound)."""
+    v = cfg.get(key, default)
+    require(
+        isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum,
+        f"config.json:{key}",
+        v,
+        f"must be an integer in [{minimum}, {maximum}]",
+    )
+    return v
+
+
+def quant_spec(cfg: dict, model_dtype: str) -> QuantSpec | None:
+    """``quantization_config`` -> weight formats; ``None`` when absent (weights in the model dtype)."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        return None
+    require(isinstance(q, dict), "config.json:quantization_config", q, "must be an object")
+    method = q.get("quant_method")
+    if method == "fp8":
+        require(q.get("fmt", "e4m3") == "e4m3", "config.json:quantization_config.fmt", q.get("fmt"), "allowed: e4m3")
+        block = q.get("weight_block_size")
+        require(
+            isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block),
+            "config.json:quantization_config.weight_block_size",
+            block,
+            "must be two positive integers",
+        )
+        # DeepSeek-V3 / Qwen3-FP8: every linear except lm_head and the router is fp8 (modules_to_not_convert)
+        return QuantSpec(method="fp8", expert_format="fp8_block", dense_format="fp8_block", block=(block[0], block[1]))
+    if method == "mxfp4":
+        skip = q.get("modules_to_not_convert", [])
+        require(
+            isinstance(skip, list), "config.json:quantization_config.modules_to_not_convert", skip, "must be a list"
+        )
+        # gpt-oss: only the expert weights are MXFP4; attention, router, embeddings and lm_head stay bf16
+        dense = model_dtype if any("self_attn" in m for m in skip) else "mxfp4"
+        return QuantSpec(method="mxfp4", expert_format="mxfp4", dense_format=dense)
+    require(False, "config.json:quantization_config.quant_method", method, "supported: fp8 (block-scaled), mxfp4")
+    return None
+
+
+def _mixtral(cfg: dict) -> dict:
+    return {
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "intermediate_size"),
+        )
+    }
+
+
+def _qwen3_moe(cfg: dict) -> dict:
+    require(
+        cfg.get("decoder_sparse_step", 1) == 1,
+        "config.json:decoder_sparse_step",
+        cfg.get("decoder_sparse_step"),
+        "only 1 (every layer sparse) is supported",
+    )
+    require(
+        not cfg.get("mlp_only_layers"),
+        "config.json:mlp_only_layers",
+        cfg.get("mlp_only_layers"),
+        "only [] (no dense layers) is supported",
+    )
+    return {
+        "qk_norm": True,
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "moe_intermediate_size"),
+        ),
+    }
+
+
+def _deepseek_v3(cfg: dict) -> dict:
+    require(
+        cfg.get("moe_layer_freq", 1) == 1,
+        "config.json:moe_layer_freq",
+        cfg.get("moe_layer_freq"),
+        "only 1 is supported",
+    )
+    shared = _int(cfg, "n_shared_experts", 0, minimum=0, maximum=MAX_EXPERTS)
+    moe = MoESpec(
+        num_experts=_int(cfg, "n_routed_experts", maximum=MAX_EXPERTS),
+        top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+        expert_intermediate=_int(cfg, "moe_intermediate_size"),
+        num_shared_experts=shared,
+        shared_intermediate=_int(cfg, "moe_intermediate_size") if shared else 0,
+        first_k_dense=_int(cfg, "first_k_dense_replace", 0, minimum=0),
+        router_bias=cfg.get("topk_method") == "noaux_tc",
+    )  # e_score_correction_bias
+    q_lora = cfg.get("q_lora_rank")
+    mla = MLASpec(
+        q_lora_rank=0 if q_lora is None else _int(cfg, "q_lora_rank"),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim"),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim"),
+        v_head_dim=_int(cfg, "v_head_dim"),
+    )
+    return {
+        "moe": moe,
+        "mla": mla,
+        "head_dim": mla.v_head_dim,
+        "num_mtp_layers": _int(cfg, "num_nextn_predict_layers", 0, minimum=0),
+    }
+
+
+def _gpt_oss(cfg: dict) -> dict:
+    types = cfg.get("layer_types") or []
+    require(
+        isinstance(types, list) and all(isinstance(t, str) for t in types),
+        "config.json:layer_types",
+        types,
+        "must be a list of strings",
+    )
+    k = cfg.get("num_experts_per_tok", cfg.get("experts_per_token"))
+    return {
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+            top_k=_int({"num_experts_per_tok": k}, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "intermediate_size"),
+            expert_bias=True,
+            router_bias=True,
+        ),
+        "layer_types": tuple(types),
+        "sliding_window": _int(cfg, "sliding_window", 0, minimum=0, maximum=MAX_TOKENS),
+        "attention_sinks": True,
+        "o_proj_bias": bool(cfg.get("attention_bias", True)),
+    }
+
+
+_FAMILIES: dict[str, Callable[[dict], dict]] = {
+    "mixtral": _mixtral,
+    "qwen3_moe": _qwen3_moe,
+    "deepseek_v3": _deepseek_v3,
+    "gpt_oss": _gpt_oss,
+}
+
+
+def architecture_fields(cfg: dict, family: str, model_dtype: str) -> dict:
+    """Extra ModelSpec keyword arguments of ``family`` (empty for the dense families)."""
+    out = _FAMILIES[family](cfg) if family in _FAMILIES else {}
+    q = quant_spec(cfg, model_dtype)
+    if q is not None:
+        out["quant"] = q
+    return out

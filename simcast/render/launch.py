@@ -1,0 +1,105 @@
+"""Launch commands for a chosen layout (``simcast optimize --emit vllm|sglang``; pure text, no I/O).
+
+For each ranked layout, the engine's server command with the layout and the
+limits simcast assumed, and the ``vllm bench serve`` line that replays the
+workload at the layout's concurrency, so the prediction can be checked on real
+hardware. Flag names, from the engines' own argument parsers (project notes
+``engine_defaults.md``):
+
+* vLLM ``vllm/engine/arg_utils.py`` ``EngineArgs.add_cli_args`` @99d7eb5:
+  ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size``,
+  ``--enable-expert-parallel`` (boolean: experts spread over the TP × DP ranks),
+  ``--max-num-seqs``, ``--max-num-batched-tokens``, ``--gpu-memory-utilization``
+  (fraction of total GPU memory).
+* SGLang ``docs/advanced_features/server_arguments.md`` @b36e8e1: ``--tp-size``,
+  ``--pp-size``, ``--dp-size``, ``--ep-size``, ``--max-running-requests``,
+  ``--chunked-prefill-size``, ``--mem-fraction-static`` (weights + KV pool over
+  total memory); default port 30000 (``python/sglang/srt/server_args.py`` ``ServerArgs.port``).
+* ``vllm bench serve`` (``vllm/benchmarks/serve.py`` @def9ce8): ``--dataset-name random``,
+  ``--random-input-len``, ``--random-output-len``, ``--num-prompts``, ``--max-concurrency``;
+  the random dataset forces ``ignore_eos`` so every request generates its full output.
+
+``--max-num-seqs`` / ``--max-running-requests`` is the layout's concurrency per
+replica (the point simcast picked); the bench line's ``--max-concurrency`` is that
+times DP, and ``--num-prompts`` is ``max(1000, 10 × concurrency)`` so ramp-up and
+drain are a small part of the run (vLLM's own default is 1000).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from simcast.serving.model import ServingConfig
+
+EMIT_CHOICES = ("vllm", "sglang")
+SGLANG_PORT = 30000  # SGLang's default server port (ServerArgs.port)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchLines:
+    server: str
+    bench: str
+    notes: tuple[str, ...] = ()
+
+
+def num_prompts_for(concurrency: int) -> int:
+    """Prompts for the bench line: enough that ramp-up and drain are a small share of the run."""
+    return max(1000, 10 * concurrency)
+
+
+def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLines:
+    """Server and bench commands for ``cfg`` (its layout and per-replica batch) on ``engine``.
+
+    The limits come from ``engine``'s policy on the device with the user's overrides; if the
+    search ran with another engine, a note says so (its step model was the other engine's).
+    """
+    same = engine == cfg.runtime
+    pol = replace(cfg, runtime=engine, engine_profile=cfg.engine_profile if same else None).policy
+    par, model = cfg.parallel, cfg.model.name
+    b = max(1, concurrency // par.dp)  # per replica: the served point (the engine's limits may cap the batch)
+    notes: list[str] = []
+    if not same:
+        notes.append(f"layout ranked with engine {cfg.runtime}'s step model; limits below are {engine}'s defaults")
+    moe = cfg.model.moe is not None and par.ep > 1
+    if engine == "vllm":
+        server = (
+            f"vllm serve {model} --tensor-parallel-size {par.tp} --pipeline-parallel-size {par.pp} "
+            f"--data-parallel-size {par.dp} --max-num-seqs {b} --max-num-batched-tokens "
+            f"{pol.max_num_batched_tokens} --gpu-memory-utilization "
+            f"{pol.mem_fraction if pol.mem_fraction_of == 'total' else 0.9:g}"
+        )
+        if moe:
+            server += " --enable-expert-parallel"
+            if par.ep != par.tp * par.dp:
+                notes.append(
+                    f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
+                    f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
+                )
+        port = ""
+    else:
+        frac = pol.mem_fraction if pol.mem_fraction_of == "static" else None
+        server = (
+            f"python -m sglang.launch_server --model-path {model} --tp-size {par.tp} --pp-size {par.pp} "
+            f"--dp-size {par.dp} --max-running-requests {b} --chunked-prefill-size "
+            f"{pol.max_num_batched_tokens}" + (f" --mem-fraction-static {frac:g}" if frac is not None else "")
+        )
+        if moe:
+            server += f" --ep-size {par.ep}"
+        port = f" --port {SGLANG_PORT}"
+    w = cfg.workload
+    bench = (
+        f"vllm bench serve --model {model}{port} --dataset-name random --random-input-len {w.input_length} "
+        f"--random-output-len {w.output_length} --num-prompts {num_prompts_for(concurrency)} "
+        f"--max-concurrency {concurrency}"
+    )
+    return LaunchLines(server=server, bench=bench, notes=tuple(notes))
+
+
+def format_launch(entries: list[tuple[str, LaunchLines]], engine: str) -> str:
+    """The ``--emit`` block: per ranked layout (label, lines), the server and the bench command."""
+    out = [f"launch commands (--emit {engine}; check each prediction with the bench line):"]
+    for i, (label, ll) in enumerate(entries):
+        out.append(f"{i + 1:>2} {label}")
+        out += [f"   # {n}" for n in ll.notes]
+        out += [f"   {ll.server}", f"   {ll.bench}"]
+    return "\n".join(out)

@@ -1,0 +1,353 @@
+"""Request-level serving simulator (the pure core of ``simcast bench-serve``; no I/O).
+
+Arrivals as ``vllm bench serve`` makes them (gamma inter-arrival gaps with mean
+``1/rate`` and shape ``burstiness``; rate ``inf`` sends all at t = 0; or a
+trace), a router over DP replicas (round-robin or least-loaded), and per replica
+the engine's scheduler: waiting and running queues, admission while
+``max_num_seqs`` and the step's token budget allow and free KV blocks (of the
+engine's block size) hold the new tokens, chunked prefill, and preemption by
+recompute (the most recently admitted running request frees its blocks and goes
+back to the head of the queue, as vLLM V1 does) when a decode needs a block and
+none is free. Decode-first engines put running requests first in each step;
+prefill-first engines (SGLang) run a prefill step whenever a prompt can be
+admitted.
+
+Step cost approximation (stated in every result): a step's decodes are one
+group at their mean context (decode attention is linear in context, so FLOPs
+and KV bytes are exact up to rounding of the context to ``CTX_ROUND`` tokens),
+prompt chunks are grouped by (chunk, context) rounded likewise; with PP the
+step's requests are split into ``pp`` equal microbatches in flight and the step
+costs one microbatch cycle (:mod:`simcast.serving.step`). Each distinct
+rounded batch is simulated once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simcast.core.errors import require
+from simcast.core.specs import Batch
+from simcast.serving.step import StepCoster
+
+CTX_ROUND = 64  # tokens: context rounding of the step-cost cache key
+CHUNK_ROUND = 16  # tokens: prompt-chunk rounding of the step-cost cache key
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestSpec:
+    arrival_s: float
+    input_len: int
+    output_len: int
+
+
+def make_requests(
+    *,
+    num_prompts: int,
+    rate: float,
+    input_len: int,
+    output_len: int,
+    range_ratio: float = 0.0,
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> list[RequestSpec]:
+    """vLLM's random dataset and arrival process: lengths uniform on
+    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
+    rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0."""
+    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
+    require(0 <= range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
+    require(burstiness > 0, "--burstiness", burstiness, "must be > 0")
+    require(rate > 0, "--request-rate", rate, "must be > 0 or inf")
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(
+        max(1, math.floor(input_len * (1 - range_ratio))),
+        math.ceil(input_len * (1 + range_ratio)) + 1,
+        size=num_prompts,
+    )
+    outs = rng.integers(
+        max(1, math.floor(output_len * (1 - range_ratio))),
+        math.ceil(output_len * (1 + range_ratio)) + 1,
+        size=num_prompts,
+    )
+    if math.isinf(rate):
+        arr = np.zeros(num_prompts)
+    else:
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=num_prompts)
+        arr = np.cumsum(gaps)
+        arr = arr * (num_prompts / rate) / arr[-1]
+        arr = np.concatenate(([0.0], arr[:-1]))  # first request at t = 0
+    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
+
+
+@dataclass(eq=False)
+class _Req:
+    idx: int
+    spec: RequestSpec
+    computed: int = 0  # tokens whose KV is in the cache
+    generated: int = 0
+    blocks: int = 0
+    prefilling: bool = True  # False once the prompt (or, after preemption, prompt + output so far) is computed
+    first_token_s: float = -1.0
+    preemptions: int = 0
+    sent_s: float = 0.0  # when the client sent it (arrival, or later under --max-concurrency)
+
+    @property
+    def prefill_left(self) -> int:
+        """Tokens still to prefill: the prompt, or after a preemption the prompt and the tokens generated so far."""
+        return self.spec.input_len + self.generated - self.computed if self.prefilling else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestResult:
+    arrival_s: float  # when the client sent it (TTFT and E2E count from here, as vllm bench serve does)
+    input_len: int
+    output_len: int
+    ttft_s: float
+    e2e_s: float
+    preemptions: int
+    replica: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    time_s: float
+    replica: int
+    running: int
+    waiting: int
+    kv_used_blocks: int
+    kv_total_blocks: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    requests: tuple[RequestResult, ...]
+    itl_s: np.ndarray  # step gaps seen by decoding requests (values)
+    itl_weight: np.ndarray  # how many requests saw each gap
+    samples: tuple[Sample, ...]
+    duration_s: float
+    steps: int
+    distinct_batches: int
+
+
+@dataclass
+class _Replica:
+    rid: int
+    kv_blocks: int
+    waiting: deque = field(default_factory=deque)
+    running: list = field(default_factory=list)
+    clock: float = 0.0
+    used_blocks: int = 0
+
+
+def _blocks(tokens: int, block: int) -> int:
+    return -(-tokens // block)
+
+
+def _round(x: float, to: int) -> int:
+    return max(0, int(round(x / to)) * to)
+
+
+def _form(
+    rep: _Replica, pol, blk: int, budget: int, max_seqs: int, *, prefill_first: bool
+) -> tuple[list[_Req], list[tuple[_Req, int]]]:
+    """Pick one step's work: running requests first (decodes, unless ``prefill_first``; partial
+    prefills), then waiting prompts while the sequence limit, the token budget and free KV blocks allow.
+    A decode that needs a block when none is free preempts the most recently admitted request."""
+    decodes: list[_Req] = []
+    chunks: list[tuple[_Req, int]] = []
+    left = budget
+    for q in list(rep.running):
+        if q not in rep.running:
+            continue
+        if not q.prefilling:
+            if prefill_first:
+                continue
+            need = _blocks(q.computed + 1, blk) - q.blocks
+            while need > rep.kv_blocks - rep.used_blocks and rep.running:
+                victim = rep.running.pop()  # most recently admitted: recompute later (vLLM V1)
+                rep.used_blocks -= victim.blocks
+                victim.blocks = victim.computed = 0
+                victim.prefilling = True
+                victim.preemptions += 1
+                rep.waiting.appendleft(victim)
+                if victim in decodes:
+                    decodes.remove(victim)
+                    left += 1
+                chunks = [(x, n) for x, n in chunks if x is not victim]
+                if victim is q:
+                    break
+            if q not in rep.running:
+                continue
+            q.blocks += need
+            rep.used_blocks += need
+            decodes.append(q)
+            left -= 1
+        elif left > 0:  # a partial prefill continues
+            n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
+            grow = _blocks(q.computed + n, blk) - q.blocks
+            if n <= left and grow <= rep.kv_blocks - rep.used_blocks:
+                q.blocks += grow  # reserve now so later admissions in this step see it
+                rep.used_blocks += grow
+                chunks.append((q, n))
+                left -= n
+    while rep.waiting and left > 0 and len(rep.running) < max_seqs:
+        q = rep.waiting[0]
+        n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
+        if n > left or _blocks(q.computed + n, blk) - q.blocks > rep.kv_blocks - rep.used_blocks:
+            break
+        rep.waiting.popleft()
+        rep.running.append(q)
+        grow = _blocks(q.computed + n, blk) - q.blocks
+        q.blocks += grow
+        rep.used_blocks += grow
+        chunks.append((q, n))
+        left -= n
+    return decodes, chunks
+
+
+def simulate_requests(
+    reqs: list[RequestSpec],
+    coster: StepCoster,
+    *,
+    kv_tokens_per_replica: int,
+    dp: int = 1,
+    router: str = "round_robin",
+    max_concurrency: int = 0,
+    sample_every: int = 1,
+) -> BenchResult:
+    """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
+
+    ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
+    ``--max-concurrency``: a request is sent when it has arrived and a slot is free.
+    """
+    require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
+    pol = coster.policy
+    blk = pol.kv_block_tokens
+    m = coster.parallel.pp
+    reps = [_Replica(rid=i, kv_blocks=kv_tokens_per_replica // blk) for i in range(dp)]
+    for r in reqs:
+        need = _blocks(r.input_len + r.output_len, blk)
+        require(
+            need <= reps[0].kv_blocks,
+            "request length",
+            r.input_len + r.output_len,
+            f"needs {need} KV blocks; a replica holds {reps[0].kv_blocks}",
+        )
+    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival_s)
+    pending = deque(_Req(idx=i, spec=reqs[i]) for i in order)
+    out: list[RequestResult | None] = [None] * len(reqs)
+    itl_v: list[float] = []
+    itl_w: list[int] = []
+    samples: list[Sample] = []
+    in_flight = 0
+    rr = 0
+    steps = 0
+    budget = pol.max_num_batched_tokens
+
+    def route(now: float) -> None:
+        nonlocal rr, in_flight
+        while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
+            q = pending.popleft()
+            q.sent_s = max(now, q.spec.arrival_s)
+            if router == "round_robin":
+                rep = reps[rr % dp]
+                rr += 1
+            else:
+                rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
+            if not rep.running and not rep.waiting:
+                rep.clock = max(rep.clock, q.spec.arrival_s)
+            rep.waiting.append(q)
+            in_flight += 1
+
+    while True:
+        live = [r for r in reps if r.running or r.waiting]
+        if not live:
+            if not pending:
+                break
+            nxt = pending[0].spec.arrival_s
+            for rp in reps:
+                rp.clock = max(rp.clock, nxt)
+            route(nxt)
+            continue
+        rep = min(live, key=lambda r: r.clock)
+        route(rep.clock)
+        # ---- form the step (prefill-first engines, SGLang: a prefill-only step whenever a prompt can start)
+        decodes, chunks = _form(
+            rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=not pol.decode_first and bool(rep.waiting)
+        )
+        if not pol.decode_first and not chunks:
+            decodes, chunks = _form(rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False)
+        if not decodes and not chunks:  # nothing fits: cannot happen with the length check; avoid a spin
+            rep.clock = float("inf") if not pending else max(rep.clock, pending[0].spec.arrival_s)
+            continue
+        # ---- cost it
+        per = max(1, m)
+        q_l: list[int] = []
+        c_l: list[int] = []
+        n_l: list[int] = []
+        if decodes:
+            ctx = sum(q.computed for q in decodes) / len(decodes)
+            q_l.append(1)
+            c_l.append(max(1, _round(ctx, CTX_ROUND)))
+            n_l.append(max(1, -(-len(decodes) // per)))
+        for q, n in chunks:
+            q_l.append(max(1, _round(n, CHUNK_ROUND) or n))
+            c_l.append(_round(q.computed, CTX_ROUND))
+            n_l.append(1)
+        batch = Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l))
+        dt = coster.cycle_s(batch, min(per, len(decodes) + len(chunks)))
+        steps += 1
+        rep.clock += dt
+        now = rep.clock
+        # ---- apply it
+        if decodes:
+            itl_v.append(dt)
+            itl_w.append(len(decodes))
+        for q in decodes:
+            q.generated += 1
+            q.computed += 1
+        for q, n in chunks:
+            q.computed += n  # its blocks were reserved when the step was formed
+            if q.prefill_left == 0:  # prompt done: the step samples the next token
+                q.prefilling = False
+                q.generated += 1
+                if q.first_token_s < 0:
+                    q.first_token_s = now
+        for q in [q for q in rep.running if q.generated >= q.spec.output_len and not q.prefilling]:
+            rep.running.remove(q)
+            rep.used_blocks -= q.blocks
+            in_flight -= 1
+            out[q.idx] = RequestResult(
+                arrival_s=q.sent_s,
+                input_len=q.spec.input_len,
+                output_len=q.generated,
+                ttft_s=q.first_token_s - q.sent_s,
+                e2e_s=now - q.sent_s,
+                preemptions=q.preemptions,
+                replica=rep.rid,
+            )
+        if steps % sample_every == 0:
+            samples.append(
+                Sample(
+                    time_s=now,
+                    replica=rep.rid,
+                    running=len(rep.running),
+                    waiting=len(rep.waiting),
+                    kv_used_blocks=rep.used_blocks,
+                    kv_total_blocks=rep.kv_blocks,
+                )
+            )
+    res = tuple(r for r in out if r is not None)
+    duration = max((r.arrival_s + r.e2e_s for r in res), default=0.0)
+    return BenchResult(
+        requests=res,
+        itl_s=np.asarray(itl_v),
+        itl_weight=np.asarray(itl_w, dtype=np.int64),
+        samples=tuple(samples),
+        duration_s=duration,
+        steps=steps,
+        distinct_batches=len(coster._memo),
+    )

@@ -1,0 +1,502 @@
+"""Property: random but schema-shaped inputs give a result or one SimcastInputError -- never another
+exception, never a hang (issue 8, item 5).
+
+Configs, device profiles, service YAMLs, measured CSVs, trace-cache entries and CLI values are drawn
+by hypothesis from the real files with keys and values replaced by random JSON/YAML values (NaN,
+infinities, huge and negative numbers, bools, strings, nested lists), raw bytes spliced in, and
+flags given random strings. Runs are derandomized (the same examples every run) and each example
+has a deadline plus a hard alarm.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import time_limit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simcast.cli.main import main
+from simcast.core.errors import SimcastInputError
+from simcast.inputs.files import load_csv, load_json, load_yaml
+
+HERE = Path(__file__).parent
+DEV = str(HERE / "data" / "golden_device.yaml")
+CONFIGS = {
+    name: json.loads((HERE.parent / "models" / name / "config.json").read_text())
+    for name in (
+        "Qwen/Qwen3-0.6B",
+        "meta-llama/Llama-3.2-1B",
+        "mistralai/Mistral-7B-v0.3",
+        "Qwen/Qwen3-30B-A3B",
+        "deepseek-ai/DeepSeek-V3",
+        "openai/gpt-oss-20b",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "Qwen/Qwen3-235B-A22B-FP8",
+    )
+}
+QWEN = CONFIGS["Qwen/Qwen3-0.6B"]
+PROFILE = yaml.safe_load((HERE / "data" / "golden_device.yaml").read_text())
+SERVICE = {
+    "model": "Qwen/Qwen3-0.6B",
+    "device": DEV,
+    "runtime": "vllm",
+    "workload": {"input_length": 512, "output_length": 64, "batch_size": 4, "max_batched_tokens": 2048},
+    "parallel_config": {
+        "world_size": 2,
+        "tp_size": 2,
+        "pp_size": 1,
+        "dp_size": 1,
+        "partition": "vllm",
+        "microbatches": 1,
+        "devices_per_node": 8,
+    },
+    "limits": {"ttft_ms": 1000.0, "tpot_ms": 50.0},
+}
+
+# SIMCAST_FUZZ_EXAMPLES=2000 runs a longer, randomized hunt (CONTRIBUTING.md); by default the same
+# 60 examples per test run every time.
+N = int(os.environ.get("SIMCAST_FUZZ_EXAMPLES", "0")) or 60
+FAST = settings(
+    max_examples=N,
+    deadline=timedelta(seconds=5),
+    derandomize="SIMCAST_FUZZ_EXAMPLES" not in os.environ,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def result_or_input_error(fn, *args, **kw):
+    """``fn(...)`` or None when it raised SimcastInputError; anything else propagates (fails the test)."""
+    with time_limit():
+        try:
+            return fn(*args, **kw)
+        except SimcastInputError as e:
+            msg = str(e)
+            assert "\n" not in msg and len(msg) < 1500, msg[:300]
+            return None
+
+
+# ------------------------------------------------------------------ value strategies
+numbers = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(-3, 70000),
+    st.sampled_from([0, 1, 2, 8, 128]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e-300, 1e300, -0.0, 0.5]),
+)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    numbers,
+    st.text(max_size=12),
+    st.sampled_from(["silu", "gelu", "bf16", "fp8", "1e400", "nan", "inf", "989.4e12", "²"]),
+)
+values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3), max_leaves=6
+)
+
+
+def _leaf_paths(d, prefix=()):
+    out = []
+    for k, v in d.items():
+        out.append(prefix + (k,))
+        if isinstance(v, dict):
+            out += _leaf_paths(v, prefix + (k,))
+    return out
+
+
+@st.composite
+def mutated(draw, base: dict, extra_keys: tuple[str, ...] = ()):
+    """``base`` with some keys (nested too) replaced by random values, deleted, or added."""
+    d = copy.deepcopy(base)
+    paths = _leaf_paths(d) + [(k,) for k in extra_keys]
+    for path in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=4)):
+        node = d
+        for k in path[:-1]:
+            if not isinstance(node.get(k), dict):
+                break
+            node = node[k]
+        else:
+            old = node.get(path[-1])
+            how = draw(st.sampled_from(["random", "near", "near", "delete"]))
+            if how == "delete" and path[-1] in node:
+                del node[path[-1]]
+            elif how == "near" and isinstance(old, (int, float)) and not isinstance(old, bool):
+                node[path[-1]] = type(old)(old * draw(st.sampled_from([0.9, 1.1, 0.5, 2, 10, 1e-3, 1e3, -1, 0])))
+            else:
+                node[path[-1]] = draw(values)
+    return d
+
+
+def spliced(draw, text: str) -> bytes:
+    """``text`` with a random byte string inserted at a random place (encoding and syntax damage)."""
+    data = text.encode()
+    at = draw(st.integers(0, len(data)))
+    junk = draw(
+        st.one_of(
+            st.binary(max_size=12),
+            st.sampled_from(
+                [
+                    b"\xff\xfe",
+                    b"&a ",
+                    b"*a",
+                    b"[[[[",
+                    b"{",
+                    b"!!python/object:os.system",
+                    b"\x00",
+                    b"NaN",
+                    b"1e999",
+                    b"- ",
+                    b": ",
+                    b"\n  ",
+                ]
+            ),
+        )
+    )
+    return data[:at] + junk + data[at:]
+
+
+# ------------------------------------------------------------------ model configs
+CONFIG_KEYS = (
+    "head_dim",
+    "mlp_bias",
+    "hidden_act",
+    "num_experts",
+    "num_local_experts",
+    "sliding_window",
+    "use_sliding_window",
+    "quantization_config",
+    "torch_dtype",
+    "architectures",
+    "model_type",
+    "tie_word_embeddings",
+    "attention_bias",
+    "layer_types",
+    "first_k_dense_replace",
+    "kv_lora_rank",
+)
+
+
+@FAST
+@given(
+    cfg=st.sampled_from(sorted(CONFIGS)).flatmap(lambda n: mutated(CONFIGS[n], CONFIG_KEYS)),
+    raw=st.booleans(),
+    data=st.data(),
+)
+def test_config_json(tmp_path_factory, cfg, raw, data):
+    d = tmp_path_factory.mktemp("cfg")
+    text = json.dumps(cfg, allow_nan=True)
+    (d / "config.json").write_bytes(spliced(data.draw, text) if raw else text.encode())
+    m = result_or_input_error(__import__("simcast.inputs.loaders", fromlist=["load_model"]).load_model, str(d))
+    if m is not None:
+        assert m.hidden_size >= 1 and m.head_dim >= 1 and m.num_layers >= 1
+
+
+# ------------------------------------------------------------------ device profiles
+@FAST
+@given(prof=mutated(PROFILE, ("calibration",)), raw=st.booleans(), data=st.data())
+def test_device_profile(tmp_path_factory, prof, raw, data):
+    from simcast.cost import kernels
+    from simcast.inputs.loaders import load_device
+
+    p = tmp_path_factory.mktemp("dev") / "dev.yaml"
+    text = yaml.safe_dump(prof, allow_unicode=True)
+    p.write_bytes(spliced(data.draw, text) if raw else text.encode())
+    dev = result_or_input_error(load_device, str(p))
+    if dev is not None:  # a profile that loads predicts a finite time
+        pred = result_or_input_error(kernels.gemm, dev, 64, 64, 64, "bf16")
+        assert pred is None or 0 < pred.time_s < float("inf")
+
+
+# ------------------------------------------------------------------ service YAML
+OVERRIDE = st.one_of(st.none(), st.integers(-2, 70000), st.integers(-(2**70), 2**70))
+
+
+@FAST
+@given(svc=mutated(SERVICE), raw=st.booleans(), data=st.data(), tp=OVERRIDE, batch=OVERRIDE)
+def test_service_yaml(tmp_path_factory, svc, raw, data, tp, batch):
+    from simcast.cli.serving import SERVE_CONFIG_FLAGS
+    from simcast.serving.service_yaml import build_serving_config, read_service_yaml
+
+    p = tmp_path_factory.mktemp("svc") / "svc.yaml"
+    text = yaml.safe_dump(svc, allow_unicode=True)
+    p.write_bytes(spliced(data.draw, text) if raw else text.encode())
+    values = result_or_input_error(read_service_yaml, str(p))
+    if values is not None:  # CLI overrides are range-checked by argparse; here only in-range ones arrive
+        ok = lambda v: v if v is not None and 1 <= v <= 65536 else None  # noqa: E731
+        result_or_input_error(
+            build_serving_config, values, {"tp_size": ok(tp), "batch_size": ok(batch)}, SERVE_CONFIG_FLAGS
+        )
+
+
+# ------------------------------------------------------------------ measured CSVs
+COLUMNS = (
+    "kind",
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "q_len",
+    "kv_len",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "bytes",
+    "gpus",
+    "nodes",
+    "time_s",
+)
+BAD_CELLS = st.sampled_from(
+    ["", "abc", "inf", "-inf", "nan", "-1", "0", "1e400", "3.5", "99999999999999999999", '"a,b"', "²", "1e12"]
+)
+GOOD_CELLS = {
+    "kind": st.sampled_from(
+        [
+            "gemm",
+            "p2p",
+            "allreduce",
+            "allgather",
+            "attention_decode",
+            "attention_prefill",
+            "rms_norm",
+            "add",
+            "silu_and_mul",
+            "rope",
+            "layer",
+            "x",
+        ]
+    ),
+    "device": st.sampled_from(["", "golden_device", "h100_sxm", "nope"]),
+    "dtype": st.sampled_from(["", "bf16", "fp16", "fp8", "int3"]),
+    "time_s": st.floats(1e-7, 1.0).map(repr),
+    "bytes": st.floats(1.0, 1e9).map(repr),
+    "nodes": st.sampled_from(["1", "2"]),
+    "gpus": st.sampled_from(["2", "4", "8"]),
+}
+
+
+@st.composite
+def csv_text(draw):
+    """A generic-schema CSV: mostly plausible cells, some bad ones."""
+    cols = draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=8, unique=True))
+    if draw(st.integers(0, 4)):
+        cols = list(dict.fromkeys(["kind", "time_s", *cols]))
+    cell = {c: GOOD_CELLS.get(c, st.integers(1, 4096).map(str)) for c in cols}
+    rows = [
+        [draw(BAD_CELLS) if draw(st.integers(0, 9)) == 0 else draw(cell[c]) for c in cols]
+        for _ in range(draw(st.integers(0, 5)))
+    ]
+    return "\n".join([",".join(cols)] + [",".join(r) for r in rows]) + "\n"
+
+
+@FAST
+@given(text=csv_text(), raw=st.booleans(), data=st.data())
+def test_measured_csv_validate(tmp_path_factory, text, raw, data):
+    from simcast.calib.validate import error_table, predict_frame, read_measured
+
+    p = tmp_path_factory.mktemp("csv") / "m.csv"
+    p.write_bytes(spliced(data.draw, text) if raw else text.encode())
+    df = result_or_input_error(read_measured, str(p))
+    if df is not None:
+        pred = result_or_input_error(predict_frame, df, DEV)
+        if pred is not None:
+            error_table(pred, ("kind",))
+
+
+@settings(FAST, max_examples=max(N // 2, 30))
+@given(text=csv_text())
+def test_measured_csv_calibrate(tmp_path_factory, text, capsys):
+    d = tmp_path_factory.mktemp("cal")
+    (d / "m.csv").write_text(text)
+    rc, err = run_cli(["calibrate", str(d / "m.csv"), "--device", DEV, "--out", str(d / "o.yaml")], capsys)
+    assert (d / "o.yaml").exists() == (rc == 0)
+
+
+# ------------------------------------------------------------------ the loaders on raw bytes
+@FAST
+@given(data=st.binary(max_size=200), kind=st.sampled_from(["yaml", "json", "csv"]))
+def test_loaders_on_raw_bytes(tmp_path_factory, data, kind):
+    p = tmp_path_factory.mktemp("raw") / f"f.{kind}"
+    p.write_bytes(data)
+    result_or_input_error({"yaml": load_yaml, "json": load_json, "csv": load_csv}[kind], p, "input")
+
+
+# ------------------------------------------------------------------ trace-cache entries
+def test_trace_cache_entries(qwen06b, tmp_path, monkeypatch):
+    from simcast.core.shards import sharded_dims
+    from simcast.sim.simulate import stage_key
+    from simcast.trace import cache
+
+    monkeypatch.setenv("SIMCAST_CACHE_DIR", str(tmp_path))
+    key = stage_key(qwen06b, sharded_dims(qwen06b, 2), True, True, 2)
+    cache.clear_memory_cache()
+    fresh = cache.get_trace(key)
+    (path,) = list(cache.cache_dir().glob("*.json"))
+    entry = json.loads(path.read_text())
+
+    @FAST
+    @given(mutant=mutated(entry), raw=st.booleans(), data=st.data())
+    def check(mutant, raw, data):
+        text = json.dumps(mutant, allow_nan=True)
+        path.write_bytes(spliced(data.draw, text) if raw else text.encode())
+        with time_limit():
+            got = cache._read_entry(path, key)  # never raises
+        assert got is None or got.ops == fresh.ops
+
+    check()
+    cache.clear_memory_cache()
+
+
+# ------------------------------------------------------------------ CLI values
+def run_cli(argv, capsys):
+    with time_limit():
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    err = capsys.readouterr().err
+    assert rc in (0, 2), err
+    if rc == 2:
+        assert err.startswith("simcast: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return rc, err
+
+
+FLAG_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "0",
+            "1",
+            "2",
+            "3",
+            "64",
+            "-1",
+            "1e3",
+            "nan",
+            "inf",
+            "²",
+            "٣",
+            "",
+            " 7",
+            "1_000",
+            "99999999999999999999999",
+            "0x10",
+            "bf16",
+            "decode",
+        ]
+    ),
+    st.integers(-10, 10**13).map(str),
+    st.text(max_size=6),
+)
+KERNEL_FLAGS = {
+    "gemm": ["--m", "--n", "--k", "--dtype"],
+    "attention": ["--phase", "--batch", "--q-len", "--kv-len", "--heads", "--kv-heads", "--head-dim", "--dtype"],
+    "allreduce": ["--bytes", "--gpus", "--nodes"],
+    "allgather": ["--bytes", "--gpus", "--nodes"],
+    "p2p": ["--bytes"],
+}
+KERNEL_DEFAULTS = {
+    "--m": "64",
+    "--n": "64",
+    "--k": "64",
+    "--phase": "decode",
+    "--kv-len": "128",
+    "--heads": "8",
+    "--kv-heads": "8",
+    "--bytes": "1e6",
+    "--gpus": "8",
+}
+
+
+@st.composite
+def kernel_argv(draw):
+    name = draw(st.sampled_from(sorted(KERNEL_FLAGS)))
+    flags = {f: KERNEL_DEFAULTS[f] for f in KERNEL_FLAGS[name] if f in KERNEL_DEFAULTS}
+    for f in draw(st.lists(st.sampled_from(KERNEL_FLAGS[name]), min_size=1, max_size=3)):
+        flags[f] = draw(FLAG_VALUES)
+    return ["kernel", name, "--device", DEV] + [x for kv in flags.items() for x in kv]
+
+
+@FAST
+@given(argv=kernel_argv())
+def test_cli_kernel_values(argv, capsys):
+    run_cli(argv, capsys)
+
+
+SIM_VALUES = {
+    "--tp": st.sampled_from(["1", "2", "3", "0", "10000000", "x"]),
+    "--pp": st.sampled_from(["1", "2", "3", "29", "0", "²"]),
+    "--batch": FLAG_VALUES,
+    "--input-length": FLAG_VALUES,
+    "--context-length": FLAG_VALUES,
+    "--microbatches": FLAG_VALUES,
+    "--num-devices": st.sampled_from(["1", "2", "4", "6", "0", "70000"]),
+    "--phase": st.sampled_from(["prefill", "decode", "x"]),
+    "--partition": st.sampled_from(["vllm", "uniform", "14,14", "0,28", "x", "1,2,3", "9" * 30 + ",1"]),
+    "--devices-per-node": st.sampled_from(["1", "8", "0", "2000"]),
+}
+
+
+@settings(FAST, max_examples=max(N // 2, 30), deadline=timedelta(seconds=20))
+@given(
+    flags=st.dictionaries(st.sampled_from(sorted(SIM_VALUES)), st.just(None), min_size=1, max_size=4), data=st.data()
+)
+def test_cli_simulate_values(flags, data, capsys):
+    argv = ["simulate", "--model", "Qwen/Qwen3-0.6B", "--device", DEV, "--input-length", "64"]
+    for f in flags:
+        argv += [f, data.draw(SIM_VALUES[f])]
+    run_cli(argv, capsys)
+
+
+@FAST
+@given(
+    sizes=st.lists(FLAG_VALUES, max_size=4),
+    which=st.sampled_from(["--tp-sizes", "--pp-sizes", "--batch-sizes"]),
+    n=st.sampled_from(["1", "8", "0", "70000", "x"]),
+)
+def test_cli_optimize_list_values(sizes, which, n, capsys, monkeypatch):
+    """Parsing and checking of the optimizer's lists (the search itself is replaced: it is not under test)."""
+    import simcast.serving.search as search
+
+    monkeypatch.setattr(search, "search", lambda *a, **k: ([], []))
+    run_cli(
+        [
+            "optimize",
+            "--device",
+            DEV,
+            "--num-devices",
+            n,
+            "--input-length",
+            "64",
+            "--output-length",
+            "8",
+            which,
+            *sizes,
+            "Qwen/Qwen3-0.6B",
+        ],
+        capsys,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 64 + "]" * 64,  # at the depth bound: accepted
+        '{"a": ' * 64 + "1" + "}" * 64,
+    ],
+)
+def test_json_depth_bound_is_exact(tmp_path, text):
+    p = tmp_path / "x.json"
+    p.write_text(text)
+    assert load_json(p, "x") is not None
+    p.write_text("[" + text + "]")
+    with pytest.raises(SimcastInputError, match="nests 65 levels"):
+        load_json(p, "x")

@@ -48,6 +48,18 @@ def test_closed_loop_matches_steady_state_within_5pct(cfg, b):
     assert tps == pytest.approx(st.tokens_per_s, rel=0.05)
 
 
+def test_max_concurrency_sends_when_a_slot_frees(cfg):
+    """Fixed lengths, rate inf, --max-concurrency 4: requests go in waves of 4; wave k is sent when
+    wave k-1 finishes (all replicas idle at once), so every TTFT is the first wave's (no client-side
+    wait counted, as vllm bench serve times from the send) and wave k is sent at k x one wave's E2E."""
+    reqs = make_requests(num_prompts=12, rate=math.inf, input_len=512, output_len=16)
+    r, _ = run(cfg, reqs, max_concurrency=4)
+    first = r.requests[0]
+    assert all(x.ttft_s == pytest.approx(first.ttft_s) for x in r.requests)
+    sent = sorted(x.arrival_s for x in r.requests)
+    assert sent == pytest.approx([k * first.e2e_s for k in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2)])
+
+
 def test_invariants_under_overload_with_preemption(cfg):
     reqs = make_requests(num_prompts=300, rate=math.inf, input_len=1024, output_len=128, range_ratio=0.5, seed=2)
     kv = 40 * tokens_held(cfg)  # a small cache: forces preemption by recompute

@@ -258,7 +258,7 @@ def simulate_requests(
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
             if not rep.running and not rep.waiting:
-                rep.clock = max(rep.clock, q.spec.arrival_s)
+                rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
             in_flight += 1
 
@@ -267,7 +267,9 @@ def simulate_requests(
         if not live:
             if not pending:
                 break
-            nxt = pending[0].spec.arrival_s
+            # all replicas idle: the next request goes out at its arrival, or, when the client's
+            # --max-concurrency held it back, when the last request in flight finished (the latest clock)
+            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)

@@ -131,6 +131,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
+    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import (
         ServingConfig,
         Workload,
@@ -163,6 +164,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         "token at concurrency 1)",
     )
     model, dev = load_model(a.model), load_device(a.device)
+    profile = profile_for(a.engine_profile, a.runtime, dev, tp=a.tp, pp=a.pp) if a.engine_profile else None
     cfg = ServingConfig(
         model=model,
         device=dev,
@@ -176,6 +178,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         partition=a.partition,
         runtime=a.runtime,
         max_num_seqs=a.max_num_seqs or 0,
+        engine_profile=profile,
     )
     cfg = resolve_partition(cfg, use_disk_cache=not a.no_cache)
     kv_tokens = max_batch_for_memory(cfg) * tokens_held(cfg)  # KV capacity of one replica, tokens

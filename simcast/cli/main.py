@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from simcast.cli import bench_serve as cli_bench_serve
+from simcast.cli import calibrate_serving as cli_calibrate_serving
 from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
 from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS
@@ -191,6 +192,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
         cli_bench_serve.add_bench_serve_args,
         cli_bench_serve.cmd_bench_serve,
         "simulate a vllm bench serve run request by request (arrivals, scheduler, KV blocks)",
+    ),
+    "calibrate-serving": (
+        cli_calibrate_serving.add_calibrate_serving_args,
+        cli_calibrate_serving.cmd_calibrate_serving,
+        "fit an engine's CPU time per step and per request to measured vllm bench serve runs; write an engine profile",
     ),
     "kernel": (
         cli_kernel.add_kernel_args,

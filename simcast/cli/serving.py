@@ -46,6 +46,12 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
         default=None,
         help="running requests per step [default: the engine's own; <= 10^6]",
     )
+    p.add_argument(
+        "--engine-profile",
+        default=None,
+        help="engine profile YAML (simcast calibrate-serving --out): its CPU overheads and limits replace the "
+        "engine's defaults",
+    )
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -139,6 +145,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search, points_dataframe
+    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig, Workload
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
@@ -169,6 +176,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
+        engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
     )
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
     pts = points_dataframe(rows, lambda r: meets(r, space))
@@ -248,6 +256,7 @@ SERVE_CONFIG_FLAGS = {
     "runtime": "--engine",
     "max_batched_tokens": "--max-num-batched-tokens",
     "max_num_seqs": "--max-num-seqs",
+    "engine_profile": "--engine-profile",
 }
 """The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
@@ -270,6 +279,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "runtime": a.runtime,
         "max_batched_tokens": a.max_batched_tokens,
         "max_num_seqs": a.max_num_seqs,
+        "engine_profile": a.engine_profile,
     }
     cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)

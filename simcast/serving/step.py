@@ -29,9 +29,7 @@ def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int,
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
 
 
-def microbatch_period_s(
-    stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool
-) -> float:
+def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool) -> float:
     """Mean time for each of ``len(stage_times_s)`` different microbatches in flight to make one step.
 
     Assumption: the microbatches are scheduled independently (vLLM's virtual engines, SGLang's PP

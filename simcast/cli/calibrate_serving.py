@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from simcast.cli.args import DEVICES, float_in
+from simcast.cli.args import DEVICES, add_precision_args, float_in
 from simcast.cli.outputs import output_path, write_atomic
 from simcast.cli.serving import add_engine_args
 
@@ -27,6 +27,7 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size of the measured server")
     p.add_argument("--dp", type=DEVICES, default=1, help="data-parallel replicas of the measured server")
     add_engine_args(p, default="vllm")
+    add_precision_args(p)
     p.add_argument(
         "--out",
         required=True,
@@ -67,7 +68,7 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.serving.overhead_fit import RunModel, fit_overheads
 
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
-    model, device = load_model(a.model), load_device(a.device)
+    model, device = load_model(a.model, quantization=a.quantization), load_device(a.device)
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
     start_profile = profile_for(a.engine_profile, a.runtime, device, tp=a.tp, pp=a.pp) if a.engine_profile else None
     base = ServingConfig(
@@ -79,6 +80,7 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
         runtime=a.runtime,
         max_num_seqs=a.max_num_seqs or 0,
         engine_profile=start_profile,
+        kv_cache_dtype=a.kv_cache_dtype,
     )
     runs = [r for f in files for r in f.runs]
     fit = fit_overheads(

@@ -13,6 +13,7 @@ from simcast.cli.args import (
     LIMIT_MS,
     REQUESTS,
     TOKENS,
+    add_precision_args,
     parse_int,
     positive_int,
 )
@@ -86,12 +87,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]",
     )
-    p.add_argument(
-        "--kv-cache-dtype",
-        choices=("auto", "bf16", "fp8"),
-        default="auto",
-        help="KV cache element type [default auto: the model dtype]",
-    )
+    add_precision_args(p)
     p.add_argument(
         "--batch-sizes",
         nargs="+",
@@ -162,7 +158,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
     )
     check_space(space)
-    model, device = load_model(a.model), load_device(a.device, a.devices_per_node)
+    model = load_model(a.model, quantization=a.quantization)
+    device = load_device(a.device, a.devices_per_node)
     base = ServingConfig(
         model=model,
         device=device,

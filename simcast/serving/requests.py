@@ -16,9 +16,10 @@ Step cost approximation (stated in every result): a step's decodes are one
 group at their mean context (decode attention is linear in context, so FLOPs
 and KV bytes are exact up to rounding of the context to ``CTX_ROUND`` tokens),
 prompt chunks are grouped by (chunk, context) rounded likewise; with PP the
-step's requests are split into ``pp`` equal microbatches in flight and the step
-costs one microbatch cycle (:mod:`simcast.serving.step`). Each distinct
-rounded batch is simulated once.
+step's requests are split into ``pp`` microbatches in flight (decodes evenly,
+each prompt chunk whole to the least-loaded microbatch) and the step costs the
+period in which each microbatch advances once (``StepCoster.period_s``). Each
+distinct rounded batch is simulated once.
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ def simulate_requests(
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
             if not rep.running and not rep.waiting:
-                rep.clock = max(rep.clock, q.spec.arrival_s)
+                rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
             in_flight += 1
 
@@ -267,7 +268,9 @@ def simulate_requests(
         if not live:
             if not pending:
                 break
-            nxt = pending[0].spec.arrival_s
+            # all replicas idle: the next request goes out at its arrival, or, when the client's
+            # --max-concurrency held it back, when the last request in flight finished (the latest clock)
+            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)
@@ -283,22 +286,29 @@ def simulate_requests(
         if not decodes and not chunks:  # nothing fits: cannot happen with the length check; avoid a spin
             rep.clock = float("inf") if not pending else max(rep.clock, pending[0].spec.arrival_s)
             continue
-        # ---- cost it
-        per = max(1, m)
-        q_l: list[int] = []
-        c_l: list[int] = []
-        n_l: list[int] = []
-        if decodes:
-            ctx = sum(q.computed for q in decodes) / len(decodes)
-            q_l.append(1)
-            c_l.append(max(1, _round(ctx, CTX_ROUND)))
-            n_l.append(max(1, -(-len(decodes) // per)))
-        for q, n in chunks:
-            q_l.append(max(1, _round(n, CHUNK_ROUND) or n))
-            c_l.append(_round(q.computed, CTX_ROUND))
-            n_l.append(1)
-        batch = Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l))
-        dt = coster.cycle_s(batch, min(per, len(decodes) + len(chunks)))
+        # ---- cost it: the step's requests split into `per` microbatches in flight (decodes evenly,
+        # each prompt chunk whole, to the microbatch with the fewest tokens so far)
+        per = max(1, min(m, len(decodes) + len(chunks)))
+        dec_ctx = max(1, _round(sum(q.computed for q in decodes) / len(decodes), CTX_ROUND)) if decodes else 0
+        dec_n = [len(decodes) // per + (1 if i < len(decodes) % per else 0) for i in range(per)]
+        load = list(dec_n)
+        mb_chunks: list[list[tuple[int, int]]] = [[] for _ in range(per)]
+        for q, n in sorted(chunks, key=lambda c: -c[1]):
+            i = min(range(per), key=lambda j: (load[j], j))
+            mb_chunks[i].append((max(1, _round(n, CHUNK_ROUND) or n), _round(q.computed, CTX_ROUND)))
+            load[i] += n
+        batches = []
+        for i in range(per):
+            q_l = [1] if dec_n[i] else []
+            c_l = [dec_ctx] if dec_n[i] else []
+            n_l = [dec_n[i]] if dec_n[i] else []
+            for ql, cl in sorted(mb_chunks[i]):
+                q_l.append(ql)
+                c_l.append(cl)
+                n_l.append(1)
+            if q_l:
+                batches.append(Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l)))
+        dt = coster.period_s(batches)
         steps += 1
         rep.clock += dt
         now = rep.clock

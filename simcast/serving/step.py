@@ -29,6 +29,22 @@ def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int,
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
 
 
+def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool) -> float:
+    """Mean time for each of ``len(stage_times_s)`` different microbatches in flight to make one step.
+
+    Assumption: the microbatches are scheduled independently (vLLM's virtual engines, SGLang's PP
+    micro-batches each run their own step loop), and which one holds a prompt chunk changes from
+    step to step. Over many steps every stage processes all of them (``max_s Σ_mb t``), the CPU
+    prepares each in turn (``Σ cpu``), and a microbatch cannot come back faster than its own round
+    trip (``cpu + Σ stage``, ``max(cpu, Σ stage)`` overlapped), which binds on average: the mean
+    trip. Equal microbatches reduce this to :func:`step_cycle_s`.
+    """
+    trips = [max(c, sum(t)) if overlap_cpu else c + sum(t) for t, c in zip(stage_times_s, cpu_s)]
+    per_stage = [sum(col) for col in zip(*stage_times_s)]
+    mean_trip = sum(trips) / len(trips) if trips else 0.0
+    return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))
+
+
 def mixed_batch(decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int) -> Batch | None:
     """``decodes`` requests at ``decode_context`` plus ``prompts`` chunks of ``chunk_tokens`` after
     ``chunk_context`` cached tokens; None for an empty step."""
@@ -87,6 +103,16 @@ class StepCoster:
         if batch is None:
             return (0.0,) * self.parallel.pp
         return self.report(batch).runtime.stage_times_s
+
+    def period_s(self, batches: list[Batch]) -> float:
+        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`)."""
+        if len(set(batches)) <= 1:
+            return self.cycle_s(batches[0] if batches else None, len(batches))
+        return microbatch_period_s(
+            [self.stage_times_s(b) for b in batches],
+            [self.policy.step_cpu_s(b.num_requests) for b in batches],
+            self.policy.overlap_cpu,
+        )
 
     def cycle_s(self, batch: Batch | None, in_flight: int) -> float:
         """One microbatch's step cycle (s) with ``in_flight`` microbatches like it."""

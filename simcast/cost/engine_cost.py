@@ -98,9 +98,9 @@ def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | 
         parts[0] = f"gemm ({gemm_dtype} weights) " + parts[0][len("gemm ") :]
     if moe:
         parts.append("MoE expert GEMMs and all-to-all: generic formulas (no engine fit)")
-    ek = dev.engines.get(engine)
-    src = ek.source if ek is not None else ""
-    return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + (f" [{src}]" if src else "")
+    used = sorted({u for k in KINDS for u in (pick(dev, engine, k, dtype)[1],) if u})
+    where = f" (tables: the profile's {', '.join(f'engines.{u}.source' for u in used)})" if used else ""
+    return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + where
 
 
 # ------------------------------------------------------------------ op times

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from simcast.calib.validate import markdown_table
@@ -43,8 +44,8 @@ def _cell(t: pd.DataFrame) -> str:
     return f"{r.median_abs_err_pct:.1f} / {r.p90_abs_err_pct:.1f}"
 
 
-def db_markdown() -> tuple[list[str], str]:
-    """(markdown lines for docs/accuracy.md, the README table) — empty when the extra is missing."""
+def db_markdown() -> tuple[list[str], dict[str, str]]:
+    """(markdown lines for docs/accuracy.md, {README marker: table}) — no tables when the extra is missing."""
     from simcast.calib import aic_db
 
     if not aic_db.available():
@@ -55,7 +56,7 @@ def db_markdown() -> tuple[list[str], str]:
                 "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').",
                 "",
             ],
-            "",
+            {},
         )
     from simcast.calib import db_accuracy as dba
     from simcast.inputs.loaders import load_device
@@ -153,7 +154,53 @@ def db_markdown() -> tuple[list[str], str]:
         "",
     ]
     md += [markdown_table(nccl_transfer_check()), ""]
-    return md, readme
+    moe_md, moe_readme = moe_markdown()
+    md += moe_md
+    return md, {"accuracy-db": readme, "accuracy-moe": moe_readme}
+
+
+MOE_DEVICES = [
+    ("b200_sxm", "b200"),
+    ("b300_sxm", "b300"),
+    ("gb200", "gb200"),
+    ("a100_sxm", "a100_sxm_80gb"),
+    ("l40s", "l40s"),
+]
+MOE_TARGET_PCT = 20.0
+
+
+def moe_markdown() -> tuple[list[str], str]:
+    """MoE kernels: held-out shapes per system and engine, and B200's fits on other systems."""
+    from simcast.calib import db_accuracy_moe as dam
+    from simcast.core.engines import ENGINES
+    from simcast.inputs.loaders import load_device
+
+    devs = [(s, load_device(p)) for s, p in MOE_DEVICES]
+    held = dam.held_out_table(devs, ENGINES)
+    b200 = dict(devs)["b200_sxm"]
+    tr = dam.transfer_table(b200, [(s, d) for s, d in devs if s in ("b300_sxm", "gb200")], ENGINES)
+    med = float(np.median(held["median_abs_err_pct"])) if len(held) else float("nan")
+    md = [
+        "### MoE kernels: routed experts and DeepEP all-to-all",
+        "",
+        "Fitted by `simcast calibrate --from-db` on the `moe_perf` tables (balanced routing, each engine's main "
+        "fused-MoE kernel per expert format) and the DeepEP dispatch/combine tables (vLLM and TensorRT-LLM "
+        "`moe_a2a_perf`, SGLang `wideep_deepep_{ll,normal}_perf`; normal = high-throughput mode at DeepEP's "
+        "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of systems other than "
+        "h100_sxm and h200_sxm, which are not read for MoE (their profiles cost MoE with the generic formulas, "
+        "labelled). Formulas: `simcast.cost.moe_kernels`. Target: held-out median <= "
+        f"{MOE_TARGET_PCT:.0f} % (median of the medians below: {med:.1f} %).",
+        "",
+        "Shapes held out (odd CRC32 half of each table; the profiles were fitted on the even half):",
+        "",
+        markdown_table(held),
+        "",
+        "Systems held out (B200's fits on the other system's own peaks and bandwidth, every row of its tables):",
+        "",
+        markdown_table(tr),
+        "",
+    ]
+    return md, markdown_table(held) + "\n\n" + markdown_table(tr)
 
 
 def nccl_transfer_check() -> pd.DataFrame:
@@ -192,11 +239,12 @@ def nccl_transfer_check() -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def update_readme(path: Path, table: str) -> None:
-    """Replace the README's table between the accuracy-db markers."""
+def update_readme(path: Path, tables: dict[str, str]) -> None:
+    """Replace the README's tables between the ``<!-- name:start -->`` / ``<!-- name:end -->`` markers."""
     text = path.read_text()
-    start, end = "<!-- accuracy-db:start -->", "<!-- accuracy-db:end -->"
-    if start not in text:
-        return
-    new = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{table}\n{end}", text, flags=re.DOTALL)
-    path.write_text(new)
+    for name, table in tables.items():
+        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        if start in text:
+            block = f"{start}\n{table}\n{end}"
+            text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _, b=block: b, text, flags=re.DOTALL)
+    path.write_text(text)

@@ -80,6 +80,14 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
                 "t = latency_s + 2(n-1)/n·bytes/bus_bw up to max_bytes (0: unbounded)"
             )
             out += [f"      - {flow(c)}  # {note.format(_err(errs, 'all_reduce'))}" for c in ek.all_reduce]
+        if ek.moe:
+            out.append(
+                "    moe:                            # simcast.cost.moe_kernels: routed experts per weight format"
+            )
+            out += [f"      - {flow(m)}  # {note.format(_err(errs, 'moe.' + m.dtype))}" for m in ek.moe]
+        if ek.all_to_all:
+            out.append("    all_to_all:                     # DeepEP dispatch/combine: latency_s + bytes/bw per mode")
+            out += [f"      - {flow(a)}  # {note.format(_err(errs, f'a2a.{a.mode}.{a.phase}'))}" for a in ek.all_to_all]
     return "\n".join(out) + "\n"
 
 

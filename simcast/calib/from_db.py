@@ -28,7 +28,6 @@ all-reduce tables (past their custom-kernel cutoff every engine calls NCCL).
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +35,8 @@ import pandas as pd
 
 from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
+from simcast.calib.db_split import errors, held_out, newest, version_key
+from simcast.calib.from_db_moe import fit_moe_engine
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
@@ -90,62 +91,6 @@ no other engine's table shows."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
 NCCL_DONOR = ("b200_sxm", "2.29.2")
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
-
-
-def held_out(df: pd.DataFrame) -> np.ndarray:
-    """True for the held-out half: a CRC32 of the row's shape columns is odd (every other shape)."""
-    cols = [
-        c
-        for c in (
-            "kind",
-            "dtype",
-            "m",
-            "n",
-            "k",
-            "batch",
-            "q_len",
-            "kv_len",
-            "heads",
-            "kv_heads",
-            "head_dim",
-            "bytes",
-            "gpus",
-        )
-        if c in df
-    ]
-
-    def text(v: object) -> str | None:  # integral numbers print as ints, so a mixed frame hashes like its parts
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            return None
-        if isinstance(v, (float, np.floating)) and float(v).is_integer():
-            return str(int(v))
-        return str(v)
-
-    keys = (
-        "|".join(t for t in (text(v) for v in row) if t is not None)
-        for row in df[cols].itertuples(index=False, name=None)
-    )
-    return np.array([zlib.crc32(k.encode()) % 2 == 1 for k in keys], dtype=bool)
-
-
-def _version_key(v: str) -> tuple:
-    try:
-        from packaging.version import Version
-
-        return (0, Version(v))
-    except Exception:  # noqa: BLE001 - any unparsable version sorts first
-        return (-1, v)
-
-
-def newest(system: str, kind: str, engine: str, table: str) -> str | None:
-    """The newest non-reserved version folder of ``system/kind/engine`` holding ``table``."""
-    root = aic_db.data_root()
-    vs = [
-        v
-        for v in aic_db.versions(system, kind, engine)
-        if (root / system / kind / engine / v / f"{table}.parquet").is_file()
-    ]
-    return max(vs, key=_version_key) if vs else None
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -243,11 +188,6 @@ def host_floor(engine: str, family: str) -> tuple[float, str] | None:
     )
 
 
-def _errors(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
-    e = np.abs(np.asarray(pred) / np.asarray(meas) - 1) * 100
-    return float(np.median(e)), float(np.percentile(e, 90))
-
-
 def fit_engine(
     system: str, engine: str, dev: DeviceSpec, version: str | None = None
 ) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
@@ -276,7 +216,7 @@ def fit_engine(
         t = rows[h]
         p = gemm_time_s(g, dev.matmul_peak(PEAK_DTYPE[fam]), dev.hbm_bw_bytes_per_s, t["m"], t["n"], t["k"])
         if floor is None:  # with a transferred floor the proxy rows no longer measure what is predicted
-            errs[f"gemm.{fam}"] = _errors(p, t["time_s"])
+            errs[f"gemm.{fam}"] = errors(p, t["time_s"])
         gemms.append(g)
     for dt in ("bf16", "fp8"):
         for kind in ("attention_prefill", "attention_decode"):
@@ -300,17 +240,27 @@ def fit_engine(
                 fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count)
                 p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
                 dec.append(fd)
-            errs[f"{kind.split('_')[1]}.{dt}"] = _errors(p, a["t"])
+            errs[f"{kind.split('_')[1]}.{dt}"] = errors(p, a["t"])
     ar: tuple[CollectiveFit, ...] = ()
     if len(data.all_reduce):
         h = held_out(data.all_reduce)
         ar, _ = fk.fit_all_reduce(data.all_reduce[~h], names=("one_shot", "two_shot", "nccl"))
         t = data.all_reduce[h]
-        errs["all_reduce"] = _errors(fk.predict_all_reduce(ar, t), t["time_s"])
+        errs["all_reduce"] = errors(fk.predict_all_reduce(ar, t), t["time_s"])
+    moe, a2a, moe_errs, moe_tables = fit_moe_engine(system, engine, dev)  # none on the excluded systems
+    errs.update(moe_errs)
+    data = dataclasses.replace(data, tables=data.tables + moe_tables)
     src = f"aiconfigurator-core {aic_db.package_version()} {system}: " + "; ".join(data.tables + data.proxies)
     return (
         EngineKernels(
-            engine=engine, gemm=tuple(gemms), prefill=tuple(pre), decode=tuple(dec), all_reduce=ar, source=src
+            engine=engine,
+            gemm=tuple(gemms),
+            prefill=tuple(pre),
+            decode=tuple(dec),
+            all_reduce=ar,
+            moe=moe,
+            all_to_all=a2a,
+            source=src,
         ),
         errs,
         data,
@@ -344,7 +294,7 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
     names = ("nccl_small", "nccl_medium", "nccl_large")
     own = [v for v in aic_db.versions(system, "comm", "nccl")]
     rows = None
-    for v in sorted(own, key=_version_key, reverse=True):
+    for v in sorted(own, key=version_key, reverse=True):
         r = aic_db.nccl_rows(system, v, system, ("all_reduce",))
         if len(r):
             rows, ver = r, v
@@ -355,7 +305,7 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
         t = rows[h]
         return (
             fits,
-            {"nccl.all_reduce": _errors(fk.predict_all_reduce(fits, t), t["time_s"])},
+            {"nccl.all_reduce": errors(fk.predict_all_reduce(fits, t), t["time_s"])},
             f"aiconfigurator-core {aic_db.package_version()} {system}/comm/nccl/{ver}/nccl_perf all_reduce (fit half)",
         )
     donor, dver = NCCL_DONOR

@@ -356,9 +356,13 @@ def transfer_provenance(
 
 # ------------------------------------------------------------------ counts after another run rewrote lines
 def link_fitted_here(text: str, link: str) -> bool:
-    """Whether ``links.<link>`` holds collective fits an earlier run made on this device (``fit by ...``)."""
+    """Whether ``links.<link>`` holds collective fits an earlier run made on this device's own measured CSVs
+    (``fit by simcast calibrate on ...``; a ``--from-db`` fit of the same database may be refreshed)."""
     return any(
-        path.startswith(f"links.{link}.") and value.startswith("{") and comment.startswith(FIT_NOTE)
+        path.startswith(f"links.{link}.")
+        and value.startswith("{")
+        and comment.startswith(FIT_NOTE)
+        and not comment.startswith(f"{FIT_NOTE} --from-db")
         for path, value, comment in _walk(text)
     )
 

@@ -151,6 +151,59 @@ class DecodeAttentionFit:
         require(self.group_share >= 1, f"engines.decode[{self.dtype}].group_share", self.group_share, "must be >= 1")
 
 
+MOE_DTYPES = ("bf16", "fp8", "fp8_block", "mxfp4")
+"""Expert weight formats with a grouped-GEMM fit (mxfp4: w4a16, weights dequantised in the kernel)."""
+A2A_MODES = ("normal", "low_latency")
+"""DeepEP modes: normal (high throughput, prefill) and low latency (decode)."""
+A2A_PHASES = ("dispatch", "combine")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoeFit:
+    """One MoE layer's routed experts on one rank (gate_up grouped GEMM, activation, down grouped GEMM):
+    see :func:`simcast.cost.moe_kernels.moe_time_s`.
+
+    compute ``2·pairs·h·3·i / (peak · matmul · s(rows per active expert) s(i) s(h))``, memory ``(active
+    experts · 3·h·i · weight bytes + pairs · (2h + 3i) · 2) / (hbm_bw · memory)``, smooth maximum with
+    ``smooth_p``, plus ``launch_s`` (the routing, alignment and the two GEMM launches together).
+    """
+
+    dtype: str
+    matmul: float
+    half_rows: float
+    half_n: float
+    half_k: float
+    memory: float
+    smooth_p: float
+    launch_s: float
+
+    def __post_init__(self) -> None:
+        require(self.dtype in MOE_DTYPES, "engines.moe.dtype", self.dtype, f"allowed: {', '.join(MOE_DTYPES)}")
+        _check_fields(self, f"engines.moe[{self.dtype}]", ("matmul", "memory"))
+        require(self.smooth_p >= 1, f"engines.moe[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AllToAllFit:
+    """MoE dispatch or combine (DeepEP-style all-to-all) in one mode: ``latency_s + bytes / bw_bytes_per_s``
+    with ``bytes`` what one rank sends (:func:`simcast.cost.moe_kernels.a2a_bytes`); measured at
+    ``ep`` ranks in one node."""
+
+    mode: str
+    phase: str
+    latency_s: float
+    bw_bytes_per_s: float
+    ep: int
+
+    def __post_init__(self) -> None:
+        w = f"engines.all_to_all[{self.mode}.{self.phase}]"
+        require(self.mode in A2A_MODES, "engines.all_to_all.mode", self.mode, f"allowed: {', '.join(A2A_MODES)}")
+        require(self.phase in A2A_PHASES, "engines.all_to_all.phase", self.phase, f"allowed: {', '.join(A2A_PHASES)}")
+        require(self.latency_s >= 0, f"{w}.latency_s", self.latency_s, "must be >= 0")
+        require(self.bw_bytes_per_s > 0, f"{w}.bw_bytes_per_s", self.bw_bytes_per_s, "must be > 0")
+        require(self.ep >= 2, f"{w}.ep", self.ep, "must be >= 2")
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineKernels:
     """One engine's fitted kernels on one device; empty tuples mean "not fitted here"."""
@@ -160,6 +213,8 @@ class EngineKernels:
     prefill: tuple[PrefillAttentionFit, ...] = ()
     decode: tuple[DecodeAttentionFit, ...] = ()
     all_reduce: tuple = ()  # tuple[CollectiveFit, ...]: the engine's all-reduce as it issues it
+    moe: tuple[MoeFit, ...] = ()
+    all_to_all: tuple[AllToAllFit, ...] = ()
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -174,6 +229,13 @@ class EngineKernels:
 
     def decode_fit(self, dtype: str) -> DecodeAttentionFit | None:
         return next((a for a in self.decode if a.dtype == _attn_dtype(dtype, self.decode)), None)
+
+    def moe_fit(self, dtype: str) -> MoeFit | None:
+        want = "bf16" if dtype == "fp16" else dtype
+        return next((m for m in self.moe if m.dtype == want), None)
+
+    def a2a_fit(self, mode: str, phase: str) -> AllToAllFit | None:
+        return next((a for a in self.all_to_all if a.mode == mode and a.phase == phase), None)
 
 
 def _attn_dtype(dtype: str, fits: tuple) -> str:

@@ -26,6 +26,7 @@ from simcast.core.kernel_fits import GEMM_DTYPES
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
 from simcast.cost import comm, engine_cost
+from simcast.cost.moe_kernels import moe_family
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
@@ -65,6 +66,7 @@ class OpWork:
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
     attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
     dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
+    moe: tuple[float, float, int, int] | None = None  # routed experts: (pairs, active experts, i per rank, h)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,6 +304,9 @@ def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -
     family = gemm_family(rec, dtype) if work.mnk is not None else None
     if family is not None and work.mnk is not None:
         got = engine_cost.gemm_s(ctx.device, ctx.engine, family, *work.mnk)
+    elif work.moe is not None:
+        family = moe_family(str(rec.args[5]))
+        got = engine_cost.moe_s(ctx.device, ctx.engine, family, *work.moe) if family else None
     elif work.attn is not None:
         b = ctx.batch
         got = engine_cost.attention_s(

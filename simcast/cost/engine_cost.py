@@ -25,7 +25,7 @@ from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
 from simcast.core.specs import DeviceSpec
 from simcast.cost import attention as attn
-from simcast.cost import collectives
+from simcast.cost import collectives, moe_kernels
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_time_s, smooth_max
 
 FALLBACK: dict[str, tuple[str, ...]] = {
@@ -54,6 +54,10 @@ def _has(ek: EngineKernels, kind: str, dtype: str) -> Any:
         return ek.prefill_fit(dtype)
     if kind == "decode":
         return ek.decode_fit(dtype)
+    if kind == "moe":
+        return ek.moe_fit(dtype)
+    if kind in ("dispatch", "combine"):  # dtype carries the DeepEP mode here
+        return ek.a2a_fit(dtype, kind)
     return ek.all_reduce or None
 
 
@@ -78,16 +82,17 @@ def label(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") -
         return "NCCL's own collectives (link fits)"
     fit, used = pick(dev, engine, kind, dtype)
     if fit is None:
-        return f"generic roofline (no engine fit for {kind} {dtype} on {dev.name})"
+        generic = "link formula" if kind in ("dispatch", "combine") else "generic roofline"
+        return f"{generic} (no engine fit for {kind} {dtype} on {dev.name})"
     return f"{used} fit" + ("" if used == engine else f" (fallback: no {engine} fit on {dev.name})")
 
 
-def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: bool = False) -> str:
+def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: str = "") -> str:
     """One line for a report's assumptions: how each kernel kind is costed for ``engine``.
 
     ``gemm_dtype``: the dense GEMMs' family when it differs from ``dtype`` (fp8 / fp8_block / mxfp4
-    weights); ``moe``: the model has routed experts (their grouped GEMMs and all-to-all keep the
-    generic formulas of :mod:`simcast.cost.moe`).
+    weights); ``moe``: the routed experts' weight format of a MoE model ("" for a dense model): their
+    grouped GEMMs and the all-to-all (DeepEP normal / low-latency) are labelled too.
     """
     if engine is None:
         return ""
@@ -97,7 +102,8 @@ def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | 
     if gemm_dtype and gemm_dtype != dtype:
         parts[0] = f"gemm ({gemm_dtype} weights) " + parts[0][len("gemm ") :]
     if moe:
-        parts.append("MoE expert GEMMs and all-to-all: generic formulas (no engine fit)")
+        parts.append(f"moe experts ({moe}) {label(dev, engine, 'moe', moe)}")
+        parts += [f"all-to-all {m} {label(dev, engine, 'dispatch', m)}" for m in ("normal", "low_latency")]
     used = sorted({u for k in KINDS for u in (pick(dev, engine, k, dtype)[1],) if u})
     where = f" (tables: the profile's {', '.join(f'engines.{u}.source' for u in used)})" if used else ""
     return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + where
@@ -205,3 +211,22 @@ def all_reduce_s(
         return None
     t, regime = got
     return t, regime.algorithm or "fitted"
+
+
+def moe_s(
+    dev: DeviceSpec, engine: str | None, family: str, pairs: float, active: float, i: int, h: int
+) -> tuple[float, str] | None:
+    """(seconds, compute|memory) of one rank's routed experts with the engine's MoE fit; None without one."""
+    fit, _ = pick(dev, engine, "moe", family)
+    if fit is None:
+        return None
+    peak = dev.matmul_peak(moe_kernels.PEAK_DTYPE[fit.dtype])
+    t_c, t_m = moe_kernels.moe_parts(fit, peak, dev.hbm_bw_bytes_per_s, pairs, active, i, h)
+    t = float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s
+    return t, "compute" if float(t_c) >= float(t_m) else "memory"
+
+
+def a2a_s(dev: DeviceSpec, engine: str | None, mode: str, phase: str, sent_bytes: float) -> float | None:
+    """Seconds of one MoE dispatch or combine (DeepEP ``mode``) with the engine's fit; None without one."""
+    fit, _ = pick(dev, engine, phase, mode)
+    return None if fit is None else float(moe_kernels.a2a_time_s(fit, sent_bytes))

@@ -15,6 +15,9 @@ All-to-all (DeepEP-style dispatch and combine, the same bytes each way): each ra
 ``T/tp`` tokens once per *destination rank* holding one of their experts (expected
 ``ep·(1 − C(E − E/ep, k)/C(E, k))`` ranks per token), ``(ep−1)/ep`` of them remote:
 ``t = latency + bytes / (bw · eff)`` over the MoE group's bottleneck link.
+
+With ``--engine`` and a profile that has that engine's fits (:mod:`simcast.cost.moe_kernels`), the
+routed experts and the all-to-all inside a node are costed with them instead (fallbacks labelled).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import math
 
 from simcast.core.moe import WEIGHT_FORMAT_BYTES
 from simcast.core.specs import DTYPE_BYTES
-from simcast.cost import comm
+from simcast.cost import comm, engine_cost
 from simcast.cost.compute import FA_QUERY_TILE, CostContext, OpWork, _attention_sums, _io_bytes, formula, nbytes, numel
+from simcast.cost.moe_kernels import ranks_per_token
 from simcast.trace.ir import OpRecord, shape_fn
 
 MOE_BLOCK_M = 16
@@ -43,15 +47,6 @@ def busiest_rank_pairs(tokens: float, top_k: int, num_experts: int, ep: int, imb
 def active_experts(tokens: float, top_k: int, num_experts: int, ep: int) -> float:
     """Expected experts of one rank that receive at least one of ``tokens`` tokens."""
     return (num_experts / ep) * (1 - (1 - top_k / num_experts) ** tokens)
-
-
-def ranks_per_token(top_k: int, num_experts: int, ep: int) -> float:
-    """Expected distinct EP ranks among a token's ``top_k`` experts."""
-    if ep <= 1:
-        return 1.0
-    local = num_experts // ep
-    miss = math.comb(num_experts - local, top_k) / math.comb(num_experts, top_k)
-    return ep * (1 - miss)
 
 
 def _fmt_dtype(fmt: str, model_dtype: str) -> str:
@@ -79,7 +74,14 @@ def _moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
     # one grouped kernel over all active experts: each expert's rows padded to the kernel's M tile
     # (vLLM moe_align_block_size; 16 rows, the smallest block) -> the kernel's M for the shape curve
     rows = act * math.ceil(max(pairs / act, 1.0) / MOE_BLOCK_M) * MOE_BLOCK_M
-    return OpWork(flops=flops, bytes=bytes_, unit="cube", mnk=(int(rows), 2 * i_r, h), dtype=_fmt_dtype(fmt, x.dtype))
+    return OpWork(
+        flops=flops,
+        bytes=bytes_,
+        unit="cube",
+        mnk=(int(rows), 2 * i_r, h),
+        dtype=_fmt_dtype(fmt, x.dtype),
+        moe=(pairs, act, i_r, h),
+    )
 
 
 def _a2a(rec: OpRecord, ctx: CostContext) -> OpWork:
@@ -94,6 +96,13 @@ def _a2a(rec: OpRecord, ctx: CostContext) -> OpWork:
         size = dp * t * h * b
         return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, dp, path))
     sent = (t / tp) * ranks_per_token(top_k, num_e, ep) * (ep - 1) / ep * h * b
+    if ctx.engine is not None and not path.cross_node:
+        # the engine's fitted DeepEP kernels: low-latency mode for decode steps, normal mode otherwise
+        mode = "low_latency" if ctx.batch.is_decode else "normal"
+        phase = "dispatch" if rec.op.endswith("dispatch") else "combine"
+        got = engine_cost.a2a_s(ctx.device, ctx.engine, mode, phase, sent)
+        if got is not None:
+            return OpWork(flops=0.0, bytes=sent, unit="comm", comm_s=got)
     return OpWork(flops=0.0, bytes=sent, unit="comm", comm_s=comm.p2p_s(sent, path))
 
 

@@ -15,11 +15,16 @@ from typing import Any
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import (
+    A2A_MODES,
+    A2A_PHASES,
     ATTENTION_DTYPES,
     GEMM_DTYPES,
+    MOE_DTYPES,
+    AllToAllFit,
     DecodeAttentionFit,
     EngineKernels,
     GemmFit,
+    MoeFit,
     PrefillAttentionFit,
 )
 from simcast.core.moe import QuantSpec
@@ -341,6 +346,23 @@ _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "l2_boost?": _BOOST,
     "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
 }
+_MOE_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": Str(64),
+    "matmul": _FRACTION,
+    "half_rows": _HALF,
+    "half_n": _HALF,
+    "half_k": _HALF,
+    "memory": _FRACTION,
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+}
+_A2A_FIT_SCHEMA: dict[str, Any] = {
+    "mode": Str(64),
+    "phase": Str(64),
+    "latency_s": _SECONDS,
+    "bw_bytes_per_s": _BW,
+    "ep": Int(2, MAX_DEVICES),
+}
 _ENGINE_SCHEMA: dict[str, Any] = {
     "source": Str(MAX_TEXT_CHARS),
     "fit_abs_err_pct?": dict,  # provenance: held-out error per kernel kind
@@ -348,6 +370,8 @@ _ENGINE_SCHEMA: dict[str, Any] = {
     "prefill?": [_PREFILL_FIT_SCHEMA],
     "decode?": [_DECODE_FIT_SCHEMA],
     "all_reduce?": [_COLLECTIVE_SCHEMA],
+    "moe?": [_MOE_FIT_SCHEMA],
+    "all_to_all?": [_A2A_FIT_SCHEMA],
 }
 _PROFILE_SCHEMA: dict[str, Any] = {
     "name": Str(256),
@@ -423,9 +447,17 @@ def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
 def engine_kernels(engine: str, sec: dict) -> EngineKernels:
     """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
     w = f"engines.{engine}"
-    for kind, allowed in (("gemm", GEMM_DTYPES), ("prefill", ATTENTION_DTYPES), ("decode", ATTENTION_DTYPES)):
+    for kind, allowed in (
+        ("gemm", GEMM_DTYPES),
+        ("prefill", ATTENTION_DTYPES),
+        ("decode", ATTENTION_DTYPES),
+        ("moe", MOE_DTYPES),
+    ):
         for i, f in enumerate(sec.get(kind, ())):
             _one_of(f["dtype"], allowed, f"{w}.{kind}[{i}].dtype")
+    for i, a in enumerate(sec.get("all_to_all", ())):
+        _one_of(a["mode"], A2A_MODES, f"{w}.all_to_all[{i}].mode")
+        _one_of(a["phase"], A2A_PHASES, f"{w}.all_to_all[{i}].phase")
     for i, c in enumerate(sec.get("all_reduce", ())):
         _one_of(c["kind"], ("all_reduce",), f"{w}.all_reduce[{i}].kind")
     return EngineKernels(
@@ -435,4 +467,6 @@ def engine_kernels(engine: str, sec: dict) -> EngineKernels:
         prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
         decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
         all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())),
+        moe=tuple(MoeFit(**m) for m in sec.get("moe", ())),
+        all_to_all=tuple(AllToAllFit(**a) for a in sec.get("all_to_all", ())),
     )

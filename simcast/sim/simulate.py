@@ -413,7 +413,8 @@ def assumptions(
     m = spec.model
     if spec.engine is not None:
         dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
-        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=m.moe is not None))
+        experts = "" if m.moe is None else (m.quant.expert_format if m.quant is not None else m.dtype)
+        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=experts))
     if m.moe is not None:
         out.append(
             f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "

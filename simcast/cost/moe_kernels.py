@@ -1,0 +1,87 @@
+"""MoE kernel times with an engine's fitted parameters: the routed experts' grouped GEMMs and the
+all-to-all that moves tokens to them and back (:class:`~simcast.core.kernel_fits.MoeFit`,
+:class:`~simcast.core.kernel_fits.AllToAllFit`).
+
+Routed experts on one rank (one fused-MoE call: gate_up grouped GEMM, activation, down grouped GEMM),
+``pairs`` token-expert pairs over ``active`` experts with ``i`` intermediate columns per rank:
+
+* compute: ``2·pairs·h·3·i`` FLOPs at the weight format's peak times an efficiency that saturates in
+  the rows each active expert gets (``pairs / active``: a grouped GEMM pads every expert's rows to its
+  M tile, so a few tokens per expert waste most of it), in ``i`` and in ``h``;
+* memory: every active expert's weights read once (``3·h·i`` elements in the weight format) and the
+  activations moved (``pairs · (2h + 3i)`` 16-bit elements: x in, gate_up out, down in and out);
+* a smooth maximum of the two, then a fixed time for the layer's launches (routing metadata,
+  alignment, two GEMMs).
+
+All-to-all (DeepEP dispatch or combine) in one mode: ``latency + bytes / bw`` with ``bytes`` what one
+rank sends: each of its ``T`` tokens once per other rank holding one of its experts,
+``T · ranks_per_token · (ep-1)/ep · h`` elements of ``elem_bytes``.
+
+Array-friendly where the fits need it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from simcast.core.kernel_fits import AllToAllFit, MoeFit
+from simcast.core.moe import WEIGHT_FORMAT_BYTES
+from simcast.cost.gemm import smooth_max
+
+PEAK_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "mxfp4": "bf16"}
+"""Matmul peak of each expert weight format (mxfp4 on Hopper/Ampere runs w4a16: 16-bit tensor cores)."""
+ACT_BYTES = 2  # activations enter and leave the experts in 16 bits (fp8 kernels quantise x inside)
+
+
+def moe_family(fmt: str) -> str | None:
+    """The MoE fit family of an expert weight format (``fp16`` shares bf16's); None when none exists."""
+    fam = "bf16" if fmt in ("bf16", "fp16") else fmt
+    return fam if fam in PEAK_DTYPE else None
+
+
+def _sat(x, half: float):
+    return x / (x + half) if half > 0 else 1.0
+
+
+def moe_bytes(pairs, active, i, h, fmt: str):
+    """Bytes one rank's routed experts move: active experts' weights once, activations in 16 bits."""
+    wb = WEIGHT_FORMAT_BYTES["bf16" if fmt == "fp16" else fmt]
+    return active * 3.0 * h * i * wb + pairs * (2.0 * h + 3.0 * i) * ACT_BYTES
+
+
+def moe_parts(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, pairs, active, i, h):
+    """(compute_s, memory_s) of one rank's routed experts, before the smooth maximum and the launch time."""
+    pairs, active, i, h = (np.asarray(v, dtype=float) for v in (pairs, active, i, h))
+    rows = pairs / np.maximum(active, 1.0)
+    eff = fit.matmul * _sat(rows, fit.half_rows) * _sat(i, fit.half_n) * _sat(h, fit.half_k)
+    t_c = 2.0 * pairs * h * 3.0 * i / (peak_flops_per_s * eff)
+    t_m = moe_bytes(pairs, active, i, h, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
+    return t_c, t_m
+
+
+def moe_time_s(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, pairs, active, i, h):
+    """Seconds for one MoE layer's routed experts on one rank (array-friendly)."""
+    t_c, t_m = moe_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, pairs, active, i, h)
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
+
+
+def ranks_per_token(top_k: int, num_experts: int, ep: int) -> float:
+    """Expected distinct EP ranks among a token's ``top_k`` experts (experts split evenly over ``ep`` ranks)."""
+    if ep <= 1:
+        return 1.0
+    local = num_experts // ep
+    miss = math.comb(num_experts - local, top_k) / math.comb(num_experts, top_k)
+    return ep * (1 - miss)
+
+
+def a2a_bytes(tokens, top_k: int, num_experts: int, ep: int, hidden, elem_bytes: float = ACT_BYTES):
+    """Bytes one rank sends in a dispatch (or receives back in a combine): ``T·rpt·(ep-1)/ep·h·elem``."""
+    rpt = ranks_per_token(top_k, num_experts, ep)
+    return np.asarray(tokens, dtype=float) * rpt * (ep - 1) / ep * np.asarray(hidden, dtype=float) * elem_bytes
+
+
+def a2a_time_s(fit: AllToAllFit, nbytes):
+    """Seconds for one dispatch or combine moving ``nbytes`` per rank (array-friendly)."""
+    return fit.latency_s + np.asarray(nbytes, dtype=float) / fit.bw_bytes_per_s

@@ -203,7 +203,9 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         assumptions=[
             cfg.policy.describe(),
             "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
-            "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
+            "(chunk, context); PP: the step's decodes split evenly into pp microbatches in flight and its prompt "
+            "chunks dealt among them (largest first to the lightest); step time = the mean of the microbatches' "
+            "cycles (as the steady state's expected cycle)",
             f"KV capacity per replica {kv_tokens} tokens in {cfg.policy.kv_block_tokens}-token blocks",
         ],
     )

@@ -16,8 +16,9 @@ Step cost approximation (stated in every result): a step's decodes are one
 group at their mean context (decode attention is linear in context, so FLOPs
 and KV bytes are exact up to rounding of the context to ``CTX_ROUND`` tokens),
 prompt chunks are grouped by (chunk, context) rounded likewise; with PP the
-step's requests are split into ``pp`` equal microbatches in flight and the step
-costs one microbatch cycle (:mod:`simcast.serving.step`). Each distinct
+step's decodes are split into ``pp`` equal microbatches in flight and its prompt chunks dealt
+among them (largest first to the lightest), and the step costs one pipeline cycle of those
+microbatches (:meth:`simcast.serving.step.StepCoster.cycle_of_s`). Each distinct
 rounded batch is simulated once.
 """
 
@@ -210,6 +211,34 @@ def _form(
     return decodes, chunks
 
 
+def _microbatches(decodes: list[_Req], chunks: list[tuple[_Req, int]], per: int) -> list[Batch]:
+    """The step's work dealt into (at most) ``per`` microbatches in flight, as a PP engine runs it: the
+    decodes evenly (one group at their mean context each), the prompt chunks largest first to the
+    microbatch with the fewest tokens. Each chunk is costed in one microbatch only (costing one
+    representative microbatch that held every chunk counted the prefill ``per`` times)."""
+    ctx = max(1, _round(sum(q.computed for q in decodes) / len(decodes), CTX_ROUND)) if decodes else 0
+    base, extra = divmod(len(decodes), per)
+    dec = [base + (1 if k < extra else 0) for k in range(per)]
+    tokens = list(dec)
+    held: list[list[tuple[int, int, int]]] = [[] for _ in range(per)]
+    for i in sorted(range(len(chunks)), key=lambda i: -chunks[i][1]):  # stable: ties keep admission order
+        q, n = chunks[i]
+        k = min(range(per), key=lambda j: (tokens[j], j))
+        held[k].append((i, max(1, _round(n, CHUNK_ROUND) or n), _round(q.computed, CTX_ROUND)))
+        tokens[k] += n
+    out = []
+    for d, ch in zip(dec, held):
+        if not d and not ch:
+            continue
+        q_l, c_l, n_l = ([1], [ctx], [d]) if d else ([], [], [])
+        for _, qn, c in sorted(ch):  # admission order within a microbatch
+            q_l.append(qn)
+            c_l.append(c)
+            n_l.append(1)
+        out.append(Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l)))
+    return out
+
+
 def simulate_requests(
     reqs: list[RequestSpec],
     coster: StepCoster,
@@ -286,21 +315,8 @@ def simulate_requests(
             rep.clock = float("inf") if not pending else max(rep.clock, pending[0].spec.arrival_s)
             continue
         # ---- cost it
-        per = max(1, m)
-        q_l: list[int] = []
-        c_l: list[int] = []
-        n_l: list[int] = []
-        if decodes:
-            ctx = sum(q.computed for q in decodes) / len(decodes)
-            q_l.append(1)
-            c_l.append(max(1, _round(ctx, CTX_ROUND)))
-            n_l.append(max(1, -(-len(decodes) // per)))
-        for q, n in chunks:
-            q_l.append(max(1, _round(n, CHUNK_ROUND) or n))
-            c_l.append(_round(q.computed, CTX_ROUND))
-            n_l.append(1)
-        batch = Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l))
-        dt = coster.cycle_s(batch, min(per, len(decodes) + len(chunks)))
+        mbs = _microbatches(decodes, chunks, max(1, m))
+        dt = coster.cycle_of_s(mbs)
         steps += 1
         rep.clock += dt
         now = rep.clock

@@ -15,6 +15,7 @@ scheduler prepares it during the GPU work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
@@ -92,3 +93,18 @@ class StepCoster:
             return 0.0
         cpu = self.policy.step_cpu_s(batch.num_requests)
         return step_cycle_s(self.stage_times_s(batch), cpu, in_flight, self.policy.overlap_cpu)
+
+    def cycle_of_s(self, batches: Sequence[Batch]) -> float:
+        """One step (s) of ``batches`` in flight together, each once (the microbatches may differ).
+
+        Approximation (the request-level simulator advances every microbatch of a step together): the
+        mean over the microbatches of :meth:`cycle_s` with ``in_flight = len(batches)``, i.e. each
+        microbatch's cycle as if the pipeline were full of microbatches like it. This is what the
+        steady state assumes when it mixes steps with and without prompt chunks (the expected cycle),
+        so the two models agree; identical batches give exactly ``cycle_s(batch, len(batches))``.
+        A microbatch carrying a long chunk really delays only its own virtual engine; the max of the
+        cycles would charge that delay to every request of the step.
+        """
+        if not batches:
+            return 0.0
+        return sum(self.cycle_s(b, len(batches)) for b in batches) / len(batches)

@@ -90,6 +90,15 @@ def test_serial_and_pool_give_equal_results(base06b):
     assert search(base06b, sp, workers=1) == pool
 
 
+def _bad_input(x: int) -> int:
+    raise SimcastInputError("--x", x, "must be even")
+
+
+def test_a_workers_input_error_reaches_the_caller_unchanged():
+    with pytest.raises(SimcastInputError, match=r"^--x: got 3; must be even$"):
+        pmap(_bad_input, [3, 5], backend=Backend(kind="process", workers=2))
+
+
 class _FakeRay:
     """Ray's task API as simcast uses it (init, remote, wait, get), run in this process."""
 

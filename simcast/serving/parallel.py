@@ -153,10 +153,17 @@ def _pool_map(fn: Callable[[T], R], items: list[T], workers: int, bar: Any) -> l
     with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx) as ex:
         futs = {ex.submit(fn, x): i for i, x in enumerate(items)}
         out: list[Any] = [None] * len(items)
+        failed: dict[int, BaseException] = {}
         for f in as_completed(futs):
-            out[futs[f]] = f.result()
+            err = f.exception()
+            if err is None:
+                out[futs[f]] = f.result()
+            else:
+                failed[futs[f]] = err
             if bar is not None:
                 bar.update(1)
+    if failed:  # the first item's error, as the serial loop would raise it
+        raise failed[min(failed)]
     return out
 
 

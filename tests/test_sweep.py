@@ -250,6 +250,7 @@ def test_cli_refine_top_table_json_and_csv(capsys, tmp_path):
         (["--ttft-limit", "300", "--refine-top", "65"], "--refine-top"),
         (["--refine-prompts", "100"], "--refine-prompts: got 100; only with --refine-top"),
         (["--workers", "0"], "--workers"),
+        (["--ttft-limit", "300", "--refine-top", "1", "--refine-prompts", "100000"], "--refine-prompts: got 100000"),
         (["--workers", "2", "--ray", "auto"], "--workers: got 2; not used with --ray"),
     ],
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 from simcast.cli.args import int_in
 from simcast.core.errors import require
-from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_REFINE_TOP, MAX_WORKERS
+from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS, MAX_REFINE_TOP, MAX_WORKERS
 
 WORKERS = int_in(1, MAX_WORKERS, "worker processes")
 
@@ -61,6 +61,13 @@ def check_sweep_args(a: argparse.Namespace) -> None:
             "--refine-top",
             a.refine_top,
             "needs --ttft-limit (the p90 TTFT limit the refined request rate must meet)",
+        )
+        n = a.refine_prompts or 0
+        require(  # before the search, not after it (refine_task checks it again for the Python API)
+            n * (a.input_length + a.output_length) <= MAX_BENCH_TOKENS,
+            "--refine-prompts",
+            n,
+            f"x (ISL + OSL) tokens must be <= {MAX_BENCH_TOKENS:.0e} per run (bench-serve's bound)",
         )
     elif getattr(a, "refine_prompts", None) is not None:
         require(False, "--refine-prompts", a.refine_prompts, "only with --refine-top")

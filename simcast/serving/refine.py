@@ -179,6 +179,12 @@ def refine_task(
     (``steady_tokens_per_s / OSL``); ``num_prompts`` 0 picks :func:`default_prompts`."""
     w = config.workload
     n = num_prompts or default_prompts(steady_concurrency, w.input_length, w.output_length)
+    require(
+        n * (w.input_length + w.output_length) <= MAX_BENCH_TOKENS,
+        "--refine-prompts",
+        n,
+        f"x (ISL + OSL) tokens must be <= {MAX_BENCH_TOKENS:.0e} per run (bench-serve's bound)",
+    )
     return RefineTask(
         config=replace(config, batch_size=1),
         start_rate_per_s=max(steady_tokens_per_s / w.output_length, 1e-6),

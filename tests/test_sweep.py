@@ -5,6 +5,7 @@ import json
 import math
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,21 @@ def _bad_input(x: int) -> int:
 def test_a_workers_input_error_reaches_the_caller_unchanged():
     with pytest.raises(SimcastInputError, match=r"^--x: got 3; must be even$"):
         pmap(_bad_input, [3, 5], backend=Backend(kind="process", workers=2))
+
+
+def test_refinements_equal_on_every_backend(base06b):
+    tasks = [
+        refine_task(
+            estimate_serving(replace(base06b, parallel=ParallelSpec(tp=tp), batch_size=64)).config,
+            steady_tokens_per_s=4000.0 * tp,
+            ttft_limit_s=0.05,
+            num_prompts=100,
+        )
+        for tp in (1, 2)
+    ]
+    serial = pmap(refine_layout, tasks)
+    assert serial == pmap(refine_layout, tasks, backend=Backend(kind="process", workers=2))
+    assert all(r.best is not None and r.above is not None for r in serial)
 
 
 class _FakeRay:

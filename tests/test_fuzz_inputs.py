@@ -236,6 +236,68 @@ def test_service_yaml(tmp_path_factory, svc, raw, data, tp, batch):
         )
 
 
+# ------------------------------------------------------------------ engine profiles, bench-serve results
+ENGINE_PROFILE = {
+    "engine": "vllm",
+    "step_overhead_s": 0.003,
+    "per_request_overhead_s": 1e-05,
+    "overhead_source": "fitted: by the fuzz test",
+    "overlap_cpu": False,
+    "max_num_batched_tokens": 8192,
+    "max_num_seqs": 1024,
+    "chunked_prefill": True,
+    "decode_first": True,
+    "kv_block_tokens": 16,
+    "mem_fraction": 0.9,
+    "mem_fraction_of": "total",
+    "sources": ["vllm/engine/arg_utils.py"],
+    "provenance": {"fitted": ["step_overhead_s"], "files": [{"name": "a.json", "sha256": "0" * 64}]},
+}
+BENCH_RESULT = {
+    "model_id": "Qwen/Qwen3-0.6B",
+    "num_prompts": 8,
+    "request_rate": "inf",
+    "burstiness": 1.0,
+    "max_concurrency": 4,
+    "completed": 8,
+    "failed": 0,
+    "total_input_tokens": 4096,
+    "total_output_tokens": 256,
+    "output_throughput": 800.0,
+    "mean_ttft_ms": 10.0,
+    "mean_tpot_ms": 4.5,
+}
+
+
+@FAST
+@given(prof=mutated(ENGINE_PROFILE), raw=st.booleans(), data=st.data())
+def test_engine_profile(tmp_path_factory, prof, raw, data):
+    from simcast.inputs.loaders import load_device
+    from simcast.serving.engine_profile import read_engine_profile
+
+    p = tmp_path_factory.mktemp("eng") / "engine.yaml"
+    text = yaml.safe_dump(prof, allow_unicode=True)
+    p.write_bytes(spliced(data.draw, text) if raw else text.encode())
+    pol = result_or_input_error(read_engine_profile, str(p), load_device(DEV))
+    if pol is not None:  # a profile that loads gives a finite, non-negative CPU time
+        assert 0 <= pol.step_cpu_s(1000) < float("inf")
+
+
+@FAST
+@given(run=mutated(BENCH_RESULT), raw=st.booleans(), data=st.data())
+def test_bench_serve_result(tmp_path_factory, run, raw, data):
+    from simcast.inputs.bench_results import read_run_file
+
+    p = tmp_path_factory.mktemp("run") / "run.json"
+    text = json.dumps(run, allow_nan=True)
+    p.write_bytes(spliced(data.draw, text) if raw else text.encode())
+    f = result_or_input_error(read_run_file, str(p))
+    if f is not None:
+        (r,) = f.runs
+        assert r.input_len >= 1 and r.output_len >= 1 and r.num_requests >= 1
+        assert r.tpot_s is None or r.tpot_s > 0
+
+
 # ------------------------------------------------------------------ measured CSVs
 COLUMNS = (
     "kind",

@@ -89,3 +89,20 @@ HEAD_DIM = int_in(1, limits.MAX_HEAD_DIM)
 MESSAGE_BYTES = float_in(0.0, limits.MAX_MESSAGE_BYTES, "1 PiB")
 LIMIT_MS = float_in(0.0, limits.MAX_LIMIT_MS, "milliseconds")
 IMBALANCE = float_in(1.0, 1000.0, "busiest expert rank's load over the uniform-routing expectation")
+
+
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """``--quantization`` and ``--kv-cache-dtype``, shared by every command that builds a model."""
+    p.add_argument(
+        "--quantization",
+        choices=("none", "fp8"),
+        default="none",
+        help="fp8: W8A8 linear layers (fp8 weights, per-tensor scales, 16-bit activations; lm_head stays "
+        "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run [default none: the config's own]",
+    )
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", "bf16", "fp8"),
+        default="auto",
+        help="KV cache element type [default auto: the model dtype]",
+    )

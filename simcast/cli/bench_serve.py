@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from simcast.cli.args import DEVICES, REQUESTS, TOKENS, float_in, int_in
+from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_precision_args, float_in, int_in
 from simcast.cli.outputs import add_output_args, check_output_path, output_path, write_atomic, write_bench_plot
 from simcast.cli.serving import add_engine_args
 from simcast.core.errors import bounded_repr, require
@@ -68,6 +68,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
     p.add_argument("--partition", default="vllm", help="uniform | vllm | explicit layer counts")
     add_engine_args(p, default="vllm")
+    add_precision_args(p)
     p.add_argument(
         "--save-result",
         default=None,
@@ -131,6 +132,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
+    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import (
         ServingConfig,
         Workload,
@@ -162,7 +164,8 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         f"tokens in all requests; at most {MAX_BENCH_TOKENS:.0e} are simulated (one engine step per output "
         "token at concurrency 1)",
     )
-    model, dev = load_model(a.model), load_device(a.device)
+    model, dev = load_model(a.model, quantization=a.quantization), load_device(a.device)
+    profile = profile_for(a.engine_profile, a.runtime, dev, tp=a.tp, pp=a.pp) if a.engine_profile else None
     cfg = ServingConfig(
         model=model,
         device=dev,
@@ -176,6 +179,8 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         partition=a.partition,
         runtime=a.runtime,
         max_num_seqs=a.max_num_seqs or 0,
+        kv_cache_dtype=a.kv_cache_dtype,
+        engine_profile=profile,
     )
     cfg = resolve_partition(cfg, use_disk_cache=not a.no_cache)
     kv_tokens = max_batch_for_memory(cfg) * tokens_held(cfg)  # KV capacity of one replica, tokens
@@ -203,9 +208,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         assumptions=[
             cfg.policy.describe(),
             "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
-            "(chunk, context); PP: the step's decodes split evenly into pp microbatches in flight and its prompt "
-            "chunks dealt among them (largest first to the lightest); step time = the mean of the microbatches' "
-            "cycles (as the steady state's expected cycle)",
+            "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
             f"KV capacity per replica {kv_tokens} tokens in {cfg.policy.kv_block_tokens}-token blocks",
         ],
     )

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from simcast.cli import bench_serve as cli_bench_serve
+from simcast.cli import calibrate_serving as cli_calibrate_serving
 from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
-from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS
+from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS, add_precision_args
 from simcast.cli.outputs import add_output_args, write_outputs
 from simcast.core.errors import SimcastInputError, require
 from simcast.inputs.limits import MAX_DEVICES, MAX_STAGE_MICROBATCHES
@@ -55,12 +56,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]",
     )
-    p.add_argument(
-        "--kv-cache-dtype",
-        choices=("auto", "bf16", "fp8"),
-        default="auto",
-        help="KV cache element type [default auto: the model dtype]",
-    )
+    add_precision_args(p)
     p.add_argument(
         "--dp-attention",
         action="store_true",
@@ -95,7 +91,11 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
         help="override the profile's devices per node [<= 1024]",
     )
     p.add_argument(
-        "--dtype", choices=("bf16", "fp16", "fp8"), default=None, help="weights/activation dtype [default: config]"
+        "--dtype",
+        choices=("bf16", "fp16", "fp8"),
+        default=None,
+        help="element type of weights and activations [default: config]; fp8 here means every tensor in fp8 "
+        "(a bound; engines run --quantization fp8: W8A8 GEMMs with 16-bit activations)",
     )
     p.add_argument(
         "--tp-sharded-send",
@@ -113,7 +113,7 @@ def build_spec(a: argparse.Namespace):
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
     from simcast.inputs.loaders import load_device, load_model
 
-    model = load_model(a.model, dtype=a.dtype)
+    model = load_model(a.model, dtype=a.dtype, quantization=a.quantization)
     device = load_device(a.device, a.devices_per_node)
     world = a.num_devices or a.tp * a.pp
     require(
@@ -191,6 +191,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
         cli_bench_serve.add_bench_serve_args,
         cli_bench_serve.cmd_bench_serve,
         "simulate a vllm bench serve run request by request (arrivals, scheduler, KV blocks)",
+    ),
+    "calibrate-serving": (
+        cli_calibrate_serving.add_calibrate_serving_args,
+        cli_calibrate_serving.cmd_calibrate_serving,
+        "fit an engine's CPU time per step and per request to measured vllm bench serve runs; write an engine profile",
     ),
     "kernel": (
         cli_kernel.add_kernel_args,

@@ -13,6 +13,7 @@ from simcast.cli.args import (
     LIMIT_MS,
     REQUESTS,
     TOKENS,
+    add_precision_args,
     parse_int,
     positive_int,
 )
@@ -46,6 +47,12 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None) -> None:
         type=REQUESTS,
         default=None,
         help="running requests per step [default: the engine's own; <= 10^6]",
+    )
+    p.add_argument(
+        "--engine-profile",
+        default=None,
+        help="engine profile YAML (simcast calibrate-serving --out): its CPU overheads and limits replace the "
+        "engine's defaults",
     )
 
 
@@ -81,12 +88,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="MoE: busiest expert rank's load over the uniform-routing expectation [default 1]",
     )
-    p.add_argument(
-        "--kv-cache-dtype",
-        choices=("auto", "bf16", "fp8"),
-        default="auto",
-        help="KV cache element type [default auto: the model dtype]",
-    )
+    add_precision_args(p)
     p.add_argument(
         "--batch-sizes",
         nargs="+",
@@ -141,6 +143,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
+    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig, Workload
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
@@ -158,7 +161,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     )
     check_space(space)
     check_sweep_args(a)
-    model, device = load_model(a.model), load_device(a.device, a.devices_per_node)
+    model = load_model(a.model, quantization=a.quantization)
+    device = load_device(a.device, a.devices_per_node)
     base = ServingConfig(
         model=model,
         device=device,
@@ -172,6 +176,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
+        engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
     )
     rows, rejected = search(base, space, use_disk_cache=not a.no_cache, workers=a.workers, ray_address=a.ray)
     refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
@@ -262,6 +267,7 @@ SERVE_CONFIG_FLAGS = {
     "runtime": "--engine",
     "max_batched_tokens": "--max-num-batched-tokens",
     "max_num_seqs": "--max-num-seqs",
+    "engine_profile": "--engine-profile",
 }
 """The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
 
@@ -284,6 +290,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "runtime": a.runtime,
         "max_batched_tokens": a.max_batched_tokens,
         "max_num_seqs": a.max_num_seqs,
+        "engine_profile": a.engine_profile,
     }
     cfg, values = build_serving_config(read_service_yaml(a.service_yaml), overrides, SERVE_CONFIG_FLAGS)
     r = estimate_serving(cfg, use_disk_cache=not a.no_cache)

@@ -114,6 +114,7 @@ class QuantSpec:
     expert_format: str
     dense_format: str
     block: tuple[int, int] = (0, 0)
+    source: str = "quantization_config"  # where the formats came from (config.json, or --quantization)
 
     def __post_init__(self) -> None:
         for f in ("expert_format", "dense_format"):

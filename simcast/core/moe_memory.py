@@ -118,9 +118,12 @@ def weight_format_note(model: ModelSpec) -> str:
     if q is None:
         return ""
     return (
-        f"weights from quantization_config ({q.method}): experts {q.expert_format} "
-        f"({WEIGHT_FORMAT_BYTES[q.expert_format]:.4g} B/elem), other GEMMs {q.dense_format}; "
-        f"embedding, lm_head, norms, router in {model.dtype}"
+        f"weights from {q.source} ({q.method}): "
+        + (f"experts {q.expert_format} ({WEIGHT_FORMAT_BYTES[q.expert_format]:.4g} B/elem), " if model.moe else "")
+        + f"{'other' if model.moe else 'linear-layer'} GEMMs {q.dense_format} "
+        f"({WEIGHT_FORMAT_BYTES[q.dense_format]:.4g} B/elem); fp8 GEMMs run W8A8 "
+        f"at the fp8 matmul peak, activations quantised on entry; embedding, lm_head, norms, "
+        f"{'router, ' if model.moe else ''}activations in {model.dtype}"
     )
 
 

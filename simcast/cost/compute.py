@@ -40,6 +40,11 @@ class CostContext:
     collective_algorithm: str = "auto"
     moe_path: Path | None = None  # MoE dispatch/combine group (None: the TP path)
     expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
+    kv_bytes: float = 0.0  # bytes per KV-cache element (--kv-cache-dtype); 0: the traced cache tensor's dtype
+
+    def cache_bytes(self, cache: TensorArg) -> float:
+        """Bytes per element of the KV cache ``cache`` as stored (an fp8 cache halves a bf16 one)."""
+        return self.kv_bytes or DTYPE_BYTES[cache.dtype]
 
     @property
     def dims(self) -> tuple[int, int, int]:
@@ -118,7 +123,8 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     """Causal attention over each request's context + new tokens.
 
     FLOPs: ``4 · Hq · D · Σ_r (q_r·c_r + q_r(q_r+1)/2)`` (QK^T and PV).
-    Bytes: Q read and O written once; K and V read once per query tile of
+    Bytes: Q read and O written once (activation dtype); K and V read, in the cache's own
+    element type (``--kv-cache-dtype``), once per query tile of
     ``FA_QUERY_TILE`` rows (GQA group heads packed into the tile), the causal
     mask skipping blocks past the diagonal (mean visible length ``c + (q+1)/2``).
     """
@@ -127,11 +133,11 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     d = shape_fn(kc.shape[-1])(*dims)
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
-    b = DTYPE_BYTES[q.dtype]
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
     b_ = ctx.batch
     pairs, tile_tokens = _attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube")
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")
 
 
 VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop
@@ -179,8 +185,9 @@ formula("simcast::rope")(_elementwise(3.0))  # 2 mul + add per element, cos/sin 
 def _data_movement(rec: OpRecord, ctx: CostContext) -> OpWork:
     """Gathers and scatters: the rows touched are read and written once."""
     dims = ctx.dims
-    if rec.op == "simcast::kv_cache_write":  # reads k, v; writes the same bytes into the cache
-        moved = 2 * sum(nbytes(a, dims) for a in rec.args[:2])
+    if rec.op == "simcast::kv_cache_write":  # reads k, v; writes them into the cache in its own element type
+        read = sum(nbytes(a, dims) for a in rec.args[:2])
+        moved = read + read * ctx.cache_bytes(rec.args[2]) / DTYPE_BYTES[rec.args[0].dtype]
     elif rec.op == "simcast::vocab_embedding":  # ids + gathered rows + output
         moved = nbytes(rec.args[0], dims) + 2 * nbytes(rec.outputs[0], dims)
     else:  # index_select: rows selected + indices + output

@@ -120,7 +120,8 @@ def _quant_linear(rec: OpRecord, ctx: CostContext) -> OpWork:
 
 @formula("simcast::mla_cache_write")
 def _mla_write(rec: OpRecord, ctx: CostContext) -> OpWork:
-    moved = 2 * (nbytes(rec.args[0], ctx.dims) + nbytes(rec.args[1], ctx.dims))
+    read = nbytes(rec.args[0], ctx.dims) + nbytes(rec.args[1], ctx.dims)
+    moved = read + read * ctx.cache_bytes(rec.args[2]) / DTYPE_BYTES[rec.args[0].dtype]
     return OpWork(flops=0.0, bytes=moved, unit="vec")
 
 
@@ -138,7 +139,7 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     heads, nope, rope, v = (int(a) for a in rec.args[5:9])
     dims = ctx.dims
     lat = shape_fn(cache.shape[-1])(*dims) - rope
-    b = DTYPE_BYTES[q.dtype]
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(cache)
     flops = bytes_ = 0.0
     bt = ctx.batch
     pre = [(ql, cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql > 1]
@@ -150,7 +151,7 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
         kv_tokens = q_tok + sum(cl * n for cl, n in zip(cs, ns))
         flops += 2.0 * kv_tokens * lat * heads * (nope + v) + 2.0 * heads * (nope + rope + v) * pairs
         bytes_ += (
-            kv_tokens * (lat + rope) * b
+            kv_tokens * (lat + rope) * kvb
             + kv_tokens * heads * (nope + v + nope + rope) * b * 2
             + q_tok * heads * (nope + rope + v) * b
             + heads * (nope + v) * lat * b
@@ -160,7 +161,7 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
         ctxs = sum((cl + 1) * n for cl, n in dec)
         flops += 2.0 * r * heads * (nope * lat + lat * v) + 2.0 * heads * ctxs * ((lat + rope) + lat)
         tiles = math.ceil(heads / FA_QUERY_TILE)  # heads packed into the query tile (FlashMLA)
-        bytes_ += tiles * ctxs * (lat + rope) * b + r * heads * (nope + rope + v) * b + heads * (nope + v) * lat * b
+        bytes_ += tiles * ctxs * (lat + rope) * kvb + r * heads * (nope + rope + v) * b + heads * (nope + v) * lat * b
     return OpWork(flops=flops, bytes=bytes_, unit="cube")
 
 
@@ -172,7 +173,7 @@ def _attention_sliding(rec: OpRecord, ctx: CostContext) -> OpWork:
     d = shape_fn(kc.shape[-1])(*dims)
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
-    b = DTYPE_BYTES[q.dtype]
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
     pairs = tile_tokens = 0.0
     for ql, c0, n in zip(ctx.batch.query_lens, ctx.batch.context_lens, ctx.batch.counts):  # O(groups)
         cl = min(c0, window)
@@ -181,4 +182,4 @@ def _attention_sliding(rec: OpRecord, ctx: CostContext) -> OpWork:
         tiles = math.ceil(ql * (hq // max(hkv, 1)) / FA_QUERY_TILE)
         tile_tokens += n * (tiles * min(cl + vis, window + FA_QUERY_TILE) if ql > 1 else min(cl + 1, window))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * b, unit="cube")
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")

@@ -49,6 +49,12 @@ MAX_NODES = 1_000_000
 
 def read_text(path: str | Path, field: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The text of a regular file: at most ``max_bytes`` bytes of strict UTF-8 (a BOM is dropped)."""
+    return decode_utf8(read_bytes(path, field, max_bytes), field, str(path))
+
+
+def read_bytes(path: str | Path, field: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` bytes (for a checksum of exactly what was read;
+    decode them with :func:`decode_utf8`)."""
     p = Path(path)
     try:
         st = p.stat()
@@ -68,7 +74,7 @@ def read_text(path: str | Path, field: str, max_bytes: int = MAX_TEXT_BYTES) -> 
     except OSError as e:
         raise SimcastInputError(field, str(path), f"cannot be read ({e.strerror or e})") from None
     require(len(data) <= max_bytes, field, str(path), f"is over {max_bytes // MIB} MiB; refused")
-    return decode_utf8(data, field, str(path))
+    return data
 
 
 def decode_utf8(data: bytes, field: str, what: str) -> str:
@@ -209,9 +215,13 @@ def load_csv(path: str | Path, field: str, max_bytes: int = MAX_CSV_BYTES) -> pd
 
     Values stay strings: :func:`numeric_column` converts a column and names the first bad cell.
     """
+    return loads_csv(read_text(path, field, max_bytes), field, path)
+
+
+def loads_csv(text: str, field: str, path: str | Path) -> pd.DataFrame:
+    """:func:`load_csv` on text already read from ``path`` (named in errors)."""
     import pandas as pd
 
-    text = read_text(path, field, max_bytes)
     name = f"{field} {Path(path).name}"
     require(bool(text.strip()), name, str(path), "is empty; expected a header line and data rows")
     try:

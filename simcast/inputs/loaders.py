@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from simcast.core.errors import SimcastInputError, require
+from simcast.core.moe import QuantSpec
 from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.files import load_json, load_yaml
 from simcast.inputs.limits import (
@@ -71,8 +73,42 @@ def resolve_model_path(name_or_path: str) -> Path:
     )
 
 
-def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
-    """ModelSpec from a shipped name (``Qwen/Qwen3-32B``), a folder or a ``config.json`` path."""
+QUANTIZATIONS = ("none", "fp8")
+"""``--quantization`` choices (vLLM's flag of the same name): ``fp8`` = every linear layer but
+``lm_head`` (and a MoE router) runs W8A8 with per-tensor scales — fp8 weights, activations
+quantised to fp8 on the way into each GEMM, bf16/fp16 everywhere else — as vLLM ``--quantization
+fp8`` and NVIDIA ModelOpt FP8 checkpoints (TensorRT-LLM) run it."""
+
+
+def with_quantization(model: ModelSpec, quantization: str | None) -> ModelSpec:
+    """``model`` with ``--quantization`` applied (``None``/``none``: unchanged).
+
+    A checkpoint that is already quantised by its ``quantization_config`` keeps its own formats;
+    asking for another is an error rather than a silent override.
+    """
+    if quantization in (None, "none"):
+        return model
+    require(quantization in QUANTIZATIONS, "--quantization", quantization, f"allowed: {', '.join(QUANTIZATIONS)}")
+    require(
+        model.quant is None,
+        "--quantization",
+        quantization,
+        f"{model.name} is already quantized by its config ({model.quant.method if model.quant else ''}); drop the flag",
+    )
+    require(
+        model.dtype in ("bf16", "fp16"),
+        "--quantization",
+        quantization,
+        f"needs a bf16/fp16 model (activations stay 16-bit); got --dtype {model.dtype}",
+    )
+    return replace(
+        model, quant=QuantSpec(method="fp8", expert_format="fp8", dense_format="fp8", source="--quantization fp8")
+    )
+
+
+def load_model(name_or_path: str, dtype: str | None = None, quantization: str | None = None) -> ModelSpec:
+    """ModelSpec from a shipped name (``Qwen/Qwen3-32B``), a folder or a ``config.json`` path;
+    ``quantization`` as :func:`with_quantization`."""
     path = resolve_model_path(name_or_path)
     cfg = load_json(path, "config.json")
     require(isinstance(cfg, dict), "config.json", str(path), "must hold a JSON object")
@@ -82,7 +118,7 @@ def load_model(name_or_path: str, dtype: str | None = None) -> ModelSpec:
         if not Path(name_or_path).exists()
         else (own if isinstance(own, str) and own else str(name_or_path))
     )
-    return model_from_hf_config(cfg, name=name, dtype=dtype)
+    return with_quantization(model_from_hf_config(cfg, name=name, dtype=dtype), quantization)
 
 
 _BOUNDS: dict[str, Any] = {
@@ -130,7 +166,8 @@ _UNMODELLED: dict[str, tuple[Callable[[Any], bool], str]] = {
 _UNMODELLED_DENSE: dict[str, tuple[Callable[[Any], bool], str]] = {  # the MoE families read these themselves
     "quantization_config": (
         lambda v: False,
-        "quantized checkpoints are not modelled for a dense architecture; use the unquantized config and --dtype",
+        "quantized checkpoints are not read for a dense architecture; "
+        "use the unquantized config and --quantization fp8",
     ),
     **{
         k: ((lambda v: v == 0), "mixture-of-experts layers are not modelled for a dense architecture")

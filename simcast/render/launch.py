@@ -10,11 +10,12 @@ hardware. Flag names, from the engines' own argument parsers (project notes
   ``--tensor-parallel-size``, ``--pipeline-parallel-size``, ``--data-parallel-size``,
   ``--enable-expert-parallel`` (boolean: experts spread over the TP × DP ranks),
   ``--max-num-seqs``, ``--max-num-batched-tokens``, ``--gpu-memory-utilization``
-  (fraction of total GPU memory).
+  (fraction of total GPU memory), ``--quantization fp8``, ``--kv-cache-dtype fp8``.
 * SGLang ``docs/advanced_features/server_arguments.md`` @b36e8e1: ``--tp-size``,
   ``--pp-size``, ``--dp-size``, ``--ep-size``, ``--max-running-requests``,
   ``--chunked-prefill-size``, ``--mem-fraction-static`` (weights + KV pool over
-  total memory); default port 30000 (``python/sglang/srt/server_args.py`` ``ServerArgs.port``).
+  total memory), ``--quantization fp8``, ``--kv-cache-dtype fp8_e4m3``; default port 30000
+  (``python/sglang/srt/server_args.py`` ``ServerArgs.port``).
 * ``vllm bench serve`` (``vllm/benchmarks/serve.py`` @def9ce8): ``--dataset-name random``,
   ``--random-input-len``, ``--random-output-len``, ``--num-prompts``, ``--max-concurrency``;
   the random dataset forces ``ignore_eos`` so every request generates its full output.
@@ -86,6 +87,7 @@ def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLin
         if moe:
             server += f" --ep-size {par.ep}"
         port = f" --port {SGLANG_PORT}"
+    server += _precision_flags(cfg, engine)
     w = cfg.workload
     bench = (
         f"vllm bench serve --model {model}{port} --dataset-name random --random-input-len {w.input_length} "
@@ -93,6 +95,17 @@ def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLin
         f"--max-concurrency {concurrency}"
     )
     return LaunchLines(server=server, bench=bench, notes=tuple(notes))
+
+
+def _precision_flags(cfg: ServingConfig, engine: str) -> str:
+    """``--quantization fp8`` when simcast applied W8A8 fp8 (a checkpoint quantised by its own
+    config needs no flag) and the engine's spelling of an fp8 KV cache."""
+    q, out = cfg.model.quant, ""
+    if q is not None and q.method == "fp8" and q.dense_format == "fp8":
+        out += " --quantization fp8"
+    if cfg.kv_cache_dtype == "fp8":
+        out += " --kv-cache-dtype " + ("fp8" if engine == "vllm" else "fp8_e4m3")
+    return out
 
 
 def format_launch(entries: list[tuple[str, LaunchLines]], engine: str) -> str:

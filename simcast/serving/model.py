@@ -41,7 +41,7 @@ from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
-from simcast.core.moe_memory import kv_dtype_bytes
+from simcast.core.moe_memory import kv_dtype_bytes, weight_format_note
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import GIB, Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
@@ -332,6 +332,10 @@ def estimate_serving(
         f"{tokens_held(cfg)} tokens ({pol.kv_block_tokens}-token blocks); engine rule '{pol.mem_fraction_of}' "
         f"x {pol.mem_fraction:.3g}; memory allows {b_mem} requests/replica",
     ) + pre.assumptions[:2]
+    if weight_format_note(cfg.model):
+        assumptions += (weight_format_note(cfg.model),)
+    if cfg.kv_cache_dtype != "auto":
+        assumptions += (f"KV cache in {cfg.kv_cache_dtype} (--kv-cache-dtype)",)
     return ServingResult(
         config=replace(cfg, batch_size=served),
         ttft_s=ttft,

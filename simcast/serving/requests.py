@@ -16,10 +16,10 @@ Step cost approximation (stated in every result): a step's decodes are one
 group at their mean context (decode attention is linear in context, so FLOPs
 and KV bytes are exact up to rounding of the context to ``CTX_ROUND`` tokens),
 prompt chunks are grouped by (chunk, context) rounded likewise; with PP the
-step's decodes are split into ``pp`` equal microbatches in flight and its prompt chunks dealt
-among them (largest first to the lightest), and the step costs one pipeline cycle of those
-microbatches (:meth:`simcast.serving.step.StepCoster.cycle_of_s`). Each distinct
-rounded batch is simulated once.
+step's requests are split into ``pp`` microbatches in flight (decodes evenly,
+each prompt chunk whole to the least-loaded microbatch) and the step costs the
+period in which each microbatch advances once (``StepCoster.period_s``). Each
+distinct rounded batch is simulated once.
 """
 
 from __future__ import annotations
@@ -211,34 +211,6 @@ def _form(
     return decodes, chunks
 
 
-def _microbatches(decodes: list[_Req], chunks: list[tuple[_Req, int]], per: int) -> list[Batch]:
-    """The step's work dealt into (at most) ``per`` microbatches in flight, as a PP engine runs it: the
-    decodes evenly (one group at their mean context each), the prompt chunks largest first to the
-    microbatch with the fewest tokens. Each chunk is costed in one microbatch only (costing one
-    representative microbatch that held every chunk counted the prefill ``per`` times)."""
-    ctx = max(1, _round(sum(q.computed for q in decodes) / len(decodes), CTX_ROUND)) if decodes else 0
-    base, extra = divmod(len(decodes), per)
-    dec = [base + (1 if k < extra else 0) for k in range(per)]
-    tokens = list(dec)
-    held: list[list[tuple[int, int, int]]] = [[] for _ in range(per)]
-    for i in sorted(range(len(chunks)), key=lambda i: -chunks[i][1]):  # stable: ties keep admission order
-        q, n = chunks[i]
-        k = min(range(per), key=lambda j: (tokens[j], j))
-        held[k].append((i, max(1, _round(n, CHUNK_ROUND) or n), _round(q.computed, CTX_ROUND)))
-        tokens[k] += n
-    out = []
-    for d, ch in zip(dec, held):
-        if not d and not ch:
-            continue
-        q_l, c_l, n_l = ([1], [ctx], [d]) if d else ([], [], [])
-        for _, qn, c in sorted(ch):  # admission order within a microbatch
-            q_l.append(qn)
-            c_l.append(c)
-            n_l.append(1)
-        out.append(Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l)))
-    return out
-
-
 def simulate_requests(
     reqs: list[RequestSpec],
     coster: StepCoster,
@@ -289,7 +261,7 @@ def simulate_requests(
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
             if not rep.running and not rep.waiting:
-                rep.clock = max(rep.clock, q.spec.arrival_s)
+                rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
             in_flight += 1
 
@@ -298,7 +270,9 @@ def simulate_requests(
         if not live:
             if not pending:
                 break
-            nxt = pending[0].spec.arrival_s
+            # all replicas idle: the next request goes out at its arrival, or, when the client's
+            # --max-concurrency held it back, when the last request in flight finished (the latest clock)
+            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)
@@ -314,9 +288,29 @@ def simulate_requests(
         if not decodes and not chunks:  # nothing fits: cannot happen with the length check; avoid a spin
             rep.clock = float("inf") if not pending else max(rep.clock, pending[0].spec.arrival_s)
             continue
-        # ---- cost it
-        mbs = _microbatches(decodes, chunks, max(1, m))
-        dt = coster.cycle_of_s(mbs)
+        # ---- cost it: the step's requests split into `per` microbatches in flight (decodes evenly,
+        # each prompt chunk whole, to the microbatch with the fewest tokens so far)
+        per = max(1, min(m, len(decodes) + len(chunks)))
+        dec_ctx = max(1, _round(sum(q.computed for q in decodes) / len(decodes), CTX_ROUND)) if decodes else 0
+        dec_n = [len(decodes) // per + (1 if i < len(decodes) % per else 0) for i in range(per)]
+        load = list(dec_n)
+        mb_chunks: list[list[tuple[int, int]]] = [[] for _ in range(per)]
+        for q, n in sorted(chunks, key=lambda c: -c[1]):
+            i = min(range(per), key=lambda j: (load[j], j))
+            mb_chunks[i].append((max(1, _round(n, CHUNK_ROUND) or n), _round(q.computed, CTX_ROUND)))
+            load[i] += n
+        batches = []
+        for i in range(per):
+            q_l = [1] if dec_n[i] else []
+            c_l = [dec_ctx] if dec_n[i] else []
+            n_l = [dec_n[i]] if dec_n[i] else []
+            for ql, cl in sorted(mb_chunks[i]):
+                q_l.append(ql)
+                c_l.append(cl)
+                n_l.append(1)
+            if q_l:
+                batches.append(Batch(query_lens=tuple(q_l), context_lens=tuple(c_l), counts=tuple(n_l)))
+        dt = coster.period_s(batches)
         steps += 1
         rep.clock += dt
         now = rep.clock

@@ -4,6 +4,7 @@
 model: meta-llama/Llama-3.1-70B     # shipped id or config.json path
 device: h100_sxm                    # shipped profile or YAML path
 runtime: vllm                       # engine: vllm | sglang | trtllm | none (scheduler defaults, CPU overhead)
+engine_profile: engine.yaml         # optional: simcast calibrate-serving output; its engine when runtime is absent
 workload:
   input_length: 2048                # ISL, tokens
   output_length: 512                # OSL, tokens
@@ -47,6 +48,7 @@ from simcast.inputs.limits import (
 )
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
+from simcast.serving.engine_profile import profile_for
 from simcast.serving.model import ServingConfig, Workload
 
 _DEVICES = Int(1, MAX_DEVICES)
@@ -75,6 +77,7 @@ SCHEMA: dict[str, Any] = {
         "enable_dp_attention?": bool,
     },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
+    "engine_profile?": Str(),
 }
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
@@ -94,6 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "enable_dp_attention": False,
     "ttft_ms": None,
     "tpot_ms": None,
+    "engine_profile": None,
 }
 
 
@@ -128,6 +132,7 @@ def build_serving_config(
     v.update(flatten(yaml_values))
     given = {k: x for k, x in overrides.items() if x is not None}
     v.update(given)
+    runtime_given = "runtime" in given or "runtime" in yaml_values
 
     def name(key: str) -> str:
         if key in given:
@@ -163,6 +168,17 @@ def build_serving_config(
         f"{ep}/{mdp}",
         f"{model.name} has no experts: ep_size and moe_dp_size must be 1",
     )
+    profile = None
+    if v["engine_profile"]:
+        profile = profile_for(
+            v["engine_profile"],
+            v["runtime"] if runtime_given else None,
+            device,
+            tp=tp,
+            pp=pp,
+            field=name("runtime"),
+        )
+        v["runtime"] = profile.name
     cfg = ServingConfig(
         model=model,
         device=device,
@@ -177,6 +193,7 @@ def build_serving_config(
         decode_microbatches=v["microbatches"],
         runtime=v["runtime"],
         max_num_seqs=v["max_num_seqs"],
+        engine_profile=profile,
     )
     return cfg, v
 

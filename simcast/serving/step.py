@@ -15,7 +15,6 @@ scheduler prepares it during the GPU work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
@@ -28,6 +27,22 @@ def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int,
     gpu = sum(stage_times_s)
     trip = max(cpu_s, gpu) if overlap_cpu else cpu_s + gpu
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
+
+
+def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool) -> float:
+    """Mean time for each of ``len(stage_times_s)`` different microbatches in flight to make one step.
+
+    Assumption: the microbatches are scheduled independently (vLLM's virtual engines, SGLang's PP
+    micro-batches each run their own step loop), and which one holds a prompt chunk changes from
+    step to step. Over many steps every stage processes all of them (``max_s Σ_mb t``), the CPU
+    prepares each in turn (``Σ cpu``), and a microbatch cannot come back faster than its own round
+    trip (``cpu + Σ stage``, ``max(cpu, Σ stage)`` overlapped), which binds on average: the mean
+    trip. Equal microbatches reduce this to :func:`step_cycle_s`.
+    """
+    trips = [max(c, sum(t)) if overlap_cpu else c + sum(t) for t, c in zip(stage_times_s, cpu_s)]
+    per_stage = [sum(col) for col in zip(*stage_times_s)]
+    mean_trip = sum(trips) / len(trips) if trips else 0.0
+    return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))
 
 
 def mixed_batch(decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int) -> Batch | None:
@@ -87,24 +102,19 @@ class StepCoster:
             return (0.0,) * self.parallel.pp
         return self.report(batch).runtime.stage_times_s
 
+    def period_s(self, batches: list[Batch]) -> float:
+        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`)."""
+        if len(set(batches)) <= 1:
+            return self.cycle_s(batches[0] if batches else None, len(batches))
+        return microbatch_period_s(
+            [self.stage_times_s(b) for b in batches],
+            [self.policy.step_cpu_s(b.num_requests) for b in batches],
+            self.policy.overlap_cpu,
+        )
+
     def cycle_s(self, batch: Batch | None, in_flight: int) -> float:
         """One microbatch's step cycle (s) with ``in_flight`` microbatches like it."""
         if batch is None:
             return 0.0
         cpu = self.policy.step_cpu_s(batch.num_requests)
         return step_cycle_s(self.stage_times_s(batch), cpu, in_flight, self.policy.overlap_cpu)
-
-    def cycle_of_s(self, batches: Sequence[Batch]) -> float:
-        """One step (s) of ``batches`` in flight together, each once (the microbatches may differ).
-
-        Approximation (the request-level simulator advances every microbatch of a step together): the
-        mean over the microbatches of :meth:`cycle_s` with ``in_flight = len(batches)``, i.e. each
-        microbatch's cycle as if the pipeline were full of microbatches like it. This is what the
-        steady state assumes when it mixes steps with and without prompt chunks (the expected cycle),
-        so the two models agree; identical batches give exactly ``cycle_s(batch, len(batches))``.
-        A microbatch carrying a long chunk really delays only its own virtual engine; the max of the
-        cycles would charge that delay to every request of the step.
-        """
-        if not batches:
-            return 0.0
-        return sum(self.cycle_s(b, len(batches)) for b in batches) / len(batches)

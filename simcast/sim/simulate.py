@@ -291,6 +291,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     stage_ops: list[list[tuple[OpCost, ...]]] = []  # [stage][microbatch]
     tp_paths: list[Path] = []
     memo: dict[tuple, tuple[OpCost, ...]] = {}
+    kv_bytes = 0.0 if spec.kv_cache_dtype == "auto" else float(kv_dtype_bytes(model, spec.kv_cache_dtype))
     for info, _mods in zip(plan.stage_infos, plan.stage_module_specs):
         key = stage_key(model, sd, info.is_first_stage, info.is_last_stage, info.num_layers, par, info.start_layer)
         _, layer_counts = stage_layers(model, info.start_layer, info.num_layers, info.is_first_stage)
@@ -313,6 +314,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                         collective_algorithm=spec.collective_algorithm,
                         moe_path=moe_path,
                         expert_imbalance=spec.expert_imbalance,
+                        kv_bytes=kv_bytes,
                     ),
                     model.dtype,
                 )

@@ -1,0 +1,110 @@
+"""CLI wiring for ``simcast calibrate-serving``: fit an engine's CPU overheads to measured serving runs
+and write an engine profile (edge module: reads the run files, prints the residual table, writes YAML)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from simcast.cli.args import DEVICES, add_precision_args, float_in
+from simcast.cli.outputs import output_path, write_atomic
+from simcast.cli.serving import add_engine_args
+
+PROFILE_SUFFIXES = (".yaml", ".yml")
+
+
+def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULT",
+        help="vllm bench serve --save-result JSON files, or CSVs with concurrency,input_len,output_len and any "
+        "of ttft_ms,tpot_ms,output_throughput",
+    )
+    p.add_argument("--model", required=True, help="the model the runs were measured on (shipped id or config.json)")
+    p.add_argument("--device", required=True, help="the device they ran on (shipped profile or YAML path)")
+    p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size of the measured server")
+    p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size of the measured server")
+    p.add_argument("--dp", type=DEVICES, default=1, help="data-parallel replicas of the measured server")
+    add_engine_args(p, default="vllm")
+    add_precision_args(p)
+    p.add_argument(
+        "--out",
+        required=True,
+        type=output_path("--out", PROFILE_SUFFIXES),
+        help="engine profile YAML to write (.yaml or .yml)",
+    )
+    p.add_argument(
+        "--steady-state",
+        action="store_true",
+        help="fit closed-loop JSON runs (rate inf, --max-concurrency) with the steady-state estimate instead "
+        "of replaying their requests (faster; ignores ramp-up and drain)",
+    )
+    p.add_argument(
+        "--random-range-ratio",
+        type=_range_ratio,
+        default=0.0,
+        help="the runs' vllm bench serve --random-range-ratio (not saved in the JSON): replayed lengths are "
+        "uniform in L*(1-r)..L*(1+r) around the mean L [0]",
+    )
+    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+
+
+def _range_ratio(v: str) -> float:
+    x = float_in(-1.0, 1.0)(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {v!r}; must be in [0, 1)")
+    return x
+
+
+def cmd_calibrate_serving(a: argparse.Namespace) -> int:
+    from simcast.core.errors import require
+    from simcast.core.specs import ParallelSpec
+    from simcast.inputs.bench_results import read_run_file
+    from simcast.inputs.loaders import load_device, load_model
+    from simcast.render.overhead_tables import format_overhead_fit
+    from simcast.serving.engine_profile import calibrated_policy, profile_for, profile_text
+    from simcast.serving.model import ServingConfig, Workload
+    from simcast.serving.overhead_fit import RunModel, fit_overheads
+
+    files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
+    model, device = load_model(a.model, quantization=a.quantization), load_device(a.device)
+    require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
+    start_profile = profile_for(a.engine_profile, a.runtime, device, tp=a.tp, pp=a.pp) if a.engine_profile else None
+    base = ServingConfig(
+        model=model,
+        device=device,
+        parallel=ParallelSpec(tp=a.tp, pp=a.pp, dp=a.dp),
+        workload=Workload(input_length=1, output_length=1, max_batched_tokens=a.max_batched_tokens or 0),
+        batch_size=1,
+        runtime=a.runtime,
+        max_num_seqs=a.max_num_seqs or 0,
+        engine_profile=start_profile,
+        kv_cache_dtype=a.kv_cache_dtype,
+    )
+    runs = [r for f in files for r in f.runs]
+    fit = fit_overheads(
+        RunModel(base, replay=not a.steady_state, range_ratio=a.random_range_ratio, use_disk_cache=not a.no_cache),
+        runs,
+        start=base.policy,
+    )
+    setup = f"{model.name}, TP={a.tp} PP={a.pp} DP={a.dp}, {device.name}"
+    header = (
+        f"simcast calibrate-serving: {model.name} on {base.parallel.world_size} x {device.name} "
+        f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {a.runtime}, {len(runs)} run(s) from {len(files)} file(s); "
+        f"step CPU = step_overhead_s + per_request_overhead_s x requests in the step"
+    )
+    print(format_overhead_fit(fit, header))
+    require(
+        bool(fit.fitted),
+        "RESULT",
+        ", ".join(f.name for f in files)[:200],
+        "determine neither overhead (" + "; ".join(why for _, why in fit.not_fitted) + "); no profile written",
+    )
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    policy, prov = calibrated_policy(base.policy, fit, [(f.name, f.sha256) for f in files], setup, date)
+    text = profile_text(policy, prov)
+    out = write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
+    print(f"\nwrote {out}: use it with --engine-profile {out} (optimize, serve-config, bench-serve)")
+    print(f"  - {policy.describe()}")
+    return 0

@@ -258,6 +258,16 @@ def test_cli_refine_top_table_json_and_csv(capsys, tmp_path):
     assert list(top["refined_rate"]) == pytest.approx([r["refined_rate"] for r in ref])
 
 
+def test_auto_backend_estimate_skips_illegal_splits(capsys):
+    """The work estimate traces nothing and must not fail on a layout the search rejects (heads % tp)."""
+    args = ["optimize", "--device", DEV, "--num-devices", "64", "--input-length", "512", "--output-length", "64"]
+    rc, out, err = _run(
+        args + ["--tp-sizes", "3", "32", "64", "--pp-sizes", "1", "--show-rejected", "Qwen/Qwen3-0.6B"], capsys
+    )
+    assert rc == 0, err
+    assert "TP=32 | PP=1 | DP=2" in out and "must divide num_attention_heads=16" in out
+
+
 @pytest.mark.parametrize(
     "extra, needle",
     [

@@ -253,7 +253,10 @@ def layout_work(cfgs: Sequence[ServingConfig], use_disk_cache: bool = True) -> t
     keys = set()
     for c in cfgs:
         part = "vllm" if c.partition == "balanced" else c.partition
-        keys.update(stage_keys(c.model, c.parallel, part))
+        try:
+            keys.update(stage_keys(c.model, c.parallel, part))
+        except ValueError:  # an illegal split (SimcastInputError): its task rejects it; this is only an estimate
+            pass
     missing = sum(1 for k in keys if not (use_disk_cache and is_cached(k)))
     return WARM_LAYOUT_S + COMPILE_S * missing / len(cfgs), TORCH_IMPORT_S if missing else 0.0
 

@@ -1,16 +1,21 @@
-"""Regenerate docs/accuracy.md: held-out accuracy of the calibrated model on the Vidur data.
+"""Regenerate docs/accuracy.md (and the README's accuracy tables): held-out accuracy of the model.
 
 Usage: python scripts/accuracy.py [CALIBRATION_DIR] [OUT.md]
 (default ../shared/calibration relative to the repo, docs/accuracy.md). Every
 number is held-out: fit on one model and report the other, fit on H100 and
 report A100 with its own datasheet peaks, fit links on every other message size
-and report the rest.
+and report the rest. With the optional extra (pip install 'simcast[measured]'),
+the shipped profiles' engine kernels are also checked against the
+aiconfigurator-core database on the half of each table they were not fitted on,
+plus transfer checks (see scripts/accuracy_db.py).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/accuracy_db.py
 
 import pandas as pd
 
@@ -131,12 +136,18 @@ def main(argv: list[str]) -> int:
         "## Measured CSV schema (`simcast validate` / `simcast calibrate`)",
         "",
         "`kind,device,dtype,m,n,k,batch,q_len,kv_len,heads,kv_heads,head_dim,bytes,gpus,nodes,time_s` "
-        "(+ `model` for `layer` rows); empty cells where not relevant; `time_s` in seconds.",
+        "(+ `model` for `layer` rows; optional `engine`); empty cells where not relevant; `time_s` in seconds.",
         "",
-        "* `gemm`: m, n, k (x is M×K, weight N×K), dtype",
+        "* `engine` (optional): `vllm`, `sglang` or `trtllm` — predict with the profile's fitted kernels of that "
+        "engine (nearest engine's if it has none, labelled in `kernel_model`); `nccl` — NCCL's own collective "
+        "(the link's fits); empty — the generic roofline (or `simcast validate --engine E`)",
+        "* `gemm`: m, n, k (x is M×K, weight N×K), dtype `bf16`, `fp16`, `fp8` (per-tensor scales) or "
+        "`fp8_block` (128×128 block scales; needs an engine)",
         "* `attention_prefill` / `attention_decode`: batch (requests), q_len (new tokens per request; 1 for "
-        "decode), kv_len (keys per request incl. the new ones), heads, kv_heads, head_dim (per GPU)",
-        "* `allreduce` / `allgather`: bytes (per rank; all-gather: output per rank), gpus, nodes (default 1)",
+        "decode), kv_len (keys per request incl. the new ones), heads, kv_heads, head_dim (per GPU); dtype = "
+        "the KV-cache dtype (`bf16` or `fp8`)",
+        "* `allreduce` / `allgather`: bytes (per rank; all-gather: output per rank; a database row's "
+        "`message_size` is an element count: bytes = elements × element size), gpus, nodes (default 1)",
         "* `p2p`: bytes; nodes > 1 means the two GPUs are on different nodes",
         "* `layer`: one decoder layer's linear + elementwise kernels of `model` at `batch` tokens and TP `gpus`",
         "* simcast extras: `rms_norm`, `add`, `silu_and_mul` (m tokens, n width), `rope` (m, heads, kv_heads, "
@@ -147,9 +158,15 @@ def main(argv: list[str]) -> int:
         "",
     ]
     md += ["## Fitted parameters per shipped profile", "", fitted_parameters_line(), ""]
+    from accuracy_db import db_markdown, update_readme
+
+    db_md, readme_table = db_markdown()
+    md += db_md
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(md))
     print(f"wrote {out}")
+    if readme_table:
+        update_readme(ROOT / "README.md", readme_table)
     return 0
 
 

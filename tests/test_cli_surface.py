@@ -15,6 +15,7 @@ SURFACE = {
             "--devices-per-node",
             "--dp-attention",
             "--dtype",
+            "--engine",
             "--ep",
             "--expert-imbalance",
             "--input-length",
@@ -151,8 +152,11 @@ SURFACE = {
         ],
     ),
     "kernel": ([], []),
-    "calibrate": (["measured"], ["--device", "--out", "--transfer-from"]),
-    "validate": (["measured"], ["--device", "--json"]),
+    "calibrate": (
+        ["measured"],
+        ["--device", "--engine", "--from-db", "--out", "--system", "--transfer-from", "--version"],
+    ),
+    "validate": (["measured"], ["--device", "--engine", "--json"]),
 }
 
 

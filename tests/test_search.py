@@ -207,6 +207,7 @@ def test_pp1_row_identical_to_plain_simulation(base70b):
             parallel=ParallelSpec(tp=8),
             batch=Batch.decode(16, 2048 + 256),
             num_microbatches=1,
+            engine=base70b.kernel_engine,  # serving costs with its engine's kernels
         )
     )
     assert r.decode.latency_s == plain.latency_s

@@ -207,7 +207,11 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             )
             link = dataclasses.replace(link, latency_s=a, efficiency=min(b / link.bw_bytes_per_s, 1.0))
             errors[f"{name}.p2p"] = err
-        fits = {(f.kind, f.gpus): f for f in link.collectives}
+        # a group size refitted here replaces every regime the profile had for it (a piecewise curve
+        # from --from-db becomes this one α + bytes/β fit); other group sizes keep all their regimes
+        fits: dict[tuple[str, int], list[CollectiveFit]] = {}
+        for f in link.collectives:
+            fits.setdefault((f.kind, f.gpus), []).append(f)
         for (kind, gpus), grp in sel[sel["kind"].isin(("allreduce", "allgather"))].groupby(["kind", "gpus"]):
             n = int(gpus)
             ck = "all_reduce" if kind == "allreduce" else "all_gather"
@@ -215,9 +219,10 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
             a, b, err = _fit_alpha_beta(
                 grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor, 4 * link.bw_bytes_per_s
             )
-            fits[(ck, n)] = CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)
+            fits[(ck, n)] = [CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)]
             errors[f"{name}.{ck}.{n}"] = err
-        new[name] = dataclasses.replace(link, collectives=tuple(sorted(fits.values(), key=lambda f: (f.kind, f.gpus))))
+        ordered = tuple(f for key in sorted(fits) for f in fits[key])
+        new[name] = dataclasses.replace(link, collectives=ordered)
     links = dataclasses.replace(dev.links, intra_node=new["intra_node"], inter_node=new["inter_node"])
     return links, errors
 

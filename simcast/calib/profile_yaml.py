@@ -44,11 +44,18 @@ def _key_line(line: str) -> tuple[int, str, str, str] | None:
     return indent, key.strip(), value.strip(), line.split("#", 1)[1] if "#" in line else ""
 
 
+def collective_key(link_path: str, kind: object, gpus: object, algorithm: object = "") -> str:
+    """Path of one collective fit: ``links.<link>.<kind>.<gpus>``, plus ``.<algorithm>`` for a regime of a
+    piecewise curve (several fits of one kind and group size, e.g. ``nccl_small`` and ``nccl_large``)."""
+    return f"{link_path}.{kind}.{gpus}" + (f".{algorithm}" if algorithm else "")
+
+
 def _walk(text: str) -> Iterator[tuple[str, str, str]]:
     """``(path, value text, comment)`` of every key line and collective item of a profile.
 
     Paths are dotted (``efficiency.matmul``, ``links.intra_node.latency_s``);
-    a collective item is ``links.<link>.<kind>.<gpus>`` with its whole flow mapping as value.
+    a collective item is ``links.<link>.<kind>.<gpus>[.<algorithm>]`` (:func:`collective_key`) with its
+    whole flow mapping as value.
     """
     stack: list[tuple[int, str]] = []
     for line in text.splitlines():
@@ -64,8 +71,13 @@ def _walk(text: str) -> Iterator[tuple[str, str, str]]:
                 item = None
             if not isinstance(item, dict):
                 continue
-            link = next((p for _, p in reversed(stack) if p.count(".") == 1 and p.startswith("links.")), "links.?")
-            yield f"{link}.{item.get('kind')}.{item.get('gpus')}", stripped[2:], comment
+            link = next((p for _, p in reversed(stack) if p.count(".") == 1 and p.startswith("links.")), None)
+            if link is not None:  # items of other lists (the engines: fits) are not link collectives
+                yield (
+                    collective_key(link, item.get("kind"), item.get("gpus"), item.get("algorithm")),
+                    stripped[2:],
+                    comment,
+                )
             continue
         parsed = _key_line(line)
         if parsed is None:
@@ -93,8 +105,8 @@ def count_fitted(text: str) -> int:
 
 
 def parameters(paths: list[str] | set[str]) -> int:
-    """Numbers behind ``paths``: one per scalar, two (α, β) per collective ``links.<link>.<kind>.<gpus>``."""
-    return sum(2 if p.startswith("links.") and p.count(".") == 3 else 1 for p in paths)
+    """Numbers behind ``paths``: one per scalar, two (α, β) per collective ``links.<link>.<kind>.<gpus>[.<alg>]``."""
+    return sum(2 if p.startswith("links.") and p.count(".") >= 3 else 1 for p in paths)
 
 
 # ------------------------------------------------------------------ which values a run produced
@@ -109,7 +121,11 @@ def scalar_values(dev: DeviceSpec) -> dict[str, float | None]:
 
 
 def collective_paths(dev: DeviceSpec) -> list[str]:
-    return [f"links.{ln}.{f.kind}.{f.gpus}" for ln in LINKS for f in getattr(dev.links, ln).collectives]
+    return [
+        collective_key(f"links.{ln}", f.kind, f.gpus, f.algorithm)
+        for ln in LINKS
+        for f in getattr(dev.links, ln).collectives
+    ]
 
 
 def fitted_paths(errors: dict[str, float]) -> list[str]:
@@ -204,9 +220,12 @@ def _prior(comment: str, old: str) -> str:
 
 
 def _collective_line(f, note: str) -> str:
+    regime = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + (
+        f", algorithm: {f.algorithm}" if f.algorithm else ""
+    )
     return (
         f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-        f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}}}" + (f"  # {note}" if note else "")
+        f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{regime}}}" + (f"  # {note}" if note else "")
     )
 
 
@@ -244,11 +263,13 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     def _collectives(path: str, link: LinkSpec) -> None:
         if not link.collectives:
             return
+        piecewise = " up to max_bytes (0: unbounded)" if any(f.max_bytes for f in link.collectives) else ""
         out.append(
-            "    collectives:                   # t = latency_s + factor·bytes/bus_bw, per collective and group size"
+            f"    collectives:                   # t = latency_s + factor·bytes/bus_bw{piecewise}, "
+            "per collective and group size"
         )
         for f in link.collectives:
-            key = f"{path}.{f.kind}.{f.gpus}"
+            key = collective_key(path, f.kind, f.gpus, f.algorithm)
             if key not in notes and key in old_items:  # not produced by this run: the old line, label and all
                 value, comment = old_items[key]
                 out.append(f"      - {value}" + (f"  # {comment}" if comment else ""))
@@ -331,3 +352,52 @@ def transfer_provenance(
         f"carried_over_parameters: {carried}",
         f"carried_over_fitted_on_source: {fitted_on_src}",
     ]
+
+
+# ------------------------------------------------------------------ counts after another run rewrote lines
+def link_fitted_here(text: str, link: str) -> bool:
+    """Whether ``links.<link>`` holds collective fits an earlier run made on this device (``fit by ...``)."""
+    return any(
+        path.startswith(f"links.{link}.") and value.startswith("{") and comment.startswith(FIT_NOTE)
+        for path, value, comment in _walk(text)
+    )
+
+
+def carried_counts(text: str) -> tuple[int, int]:
+    """(values carried over from another profile, of those fitted there), from the lines' own notes."""
+    carried = fitted = 0
+    for _path, value, comment in _walk(text):
+        if comment.startswith(CARRIED_NOTE):
+            k = 2 if value.startswith("{") else 1
+            carried += k
+            fitted += k if "where fit by simcast calibrate" in comment else 0
+    return carried, fitted
+
+
+def recount_calibration(text: str) -> str:
+    """``text`` with its ``calibration:`` counts recomputed from its lines (after a run that replaced some).
+
+    ``fitted_parameters`` is :func:`count_fitted`; a transferred profile's ``carried_over_parameters`` and
+    ``carried_over_fitted_on_source`` are recounted from the ``carried over from`` lines left.
+    """
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("calibration:")), None)
+    if start is None:
+        lines.append(_CALIBRATION_HEAD)
+        start = len(lines) - 1
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #"):
+        end += 1
+    carried, fitted_on_src = carried_counts(text)
+    counts = {"fitted_parameters": count_fitted(text)}
+    block = lines[start + 1 : end]
+    if any(ln.startswith("  carried_over_parameters:") for ln in block):
+        counts.update(carried_over_parameters=carried, carried_over_fitted_on_source=fitted_on_src)
+    for key, n in counts.items():
+        at = next((i for i, ln in enumerate(block) if ln.startswith(f"  {key}:")), None)
+        if at is None:
+            block.append(f"  {key}: {n}")
+        else:
+            block[at] = f"  {key}: {n}"
+    lines[start + 1 : end] = block
+    return "\n".join(lines) + "\n"

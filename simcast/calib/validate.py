@@ -2,12 +2,17 @@
 
 Input rows follow the generic schema (README): ``kind, device, dtype, m, n, k,
 batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus, nodes, time_s``
-(+ ``model`` for ``layer`` rows; optional ``op``, ``source``). Kinds:
+(+ ``model`` for ``layer`` rows; optional ``op``, ``source``, ``engine``). Kinds:
 ``gemm``, ``attention_prefill``, ``attention_decode``, ``allreduce``,
 ``allgather``, ``p2p``, ``layer`` and simcast's elementwise kinds
 ``rms_norm``/``add``/``silu_and_mul`` (m tokens, n width) and ``rope`` (m
 tokens, heads, kv_heads, head_dim per rank). A row that cannot be predicted
 gets ``predicted_s = None`` and a reason — never a guess.
+
+The optional ``engine`` column (``vllm``, ``sglang``, ``trtllm``) picks the
+profile's fitted kernels for that engine (GEMM, attention, its all-reduce as it
+issues it); ``nccl`` marks NCCL's own all-reduce; empty = the generic roofline.
+For attention rows ``dtype`` is the KV-cache dtype (bf16 or fp8).
 """
 
 from __future__ import annotations
@@ -69,13 +74,27 @@ def _dtype(row: dict) -> str:
     return "bf16" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v)
 
 
+def row_engine(row: dict, default: str | None = None) -> str | None:
+    """The row's ``engine`` column (empty -> ``default``), checked."""
+    from simcast.cost.engine_cost import check_engine
+
+    v = row.get("engine")
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+        return check_engine(default)
+    return check_engine(str(v), "engine")
+
+
 def predict_row(
-    row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None
+    row: dict, dev: DeviceSpec, model: Callable[[str], ModelSpec] | None = None, engine: str | None = None
 ) -> tuple[kernels.KernelPrediction, str]:
-    """Predict one generic row on ``dev``; raises :class:`SimcastInputError` when it cannot."""
+    """Predict one generic row on ``dev``; raises :class:`SimcastInputError` when it cannot.
+
+    ``engine`` is the default for rows without an ``engine`` column value.
+    """
     kind, dt = row.get("kind"), _dtype(row)
+    eng = row_engine(row, engine)
     if kind == "gemm":
-        return kernels.gemm(dev, _num(row, "m"), _num(row, "n"), _num(row, "k"), dt), ""
+        return kernels.gemm(dev, _num(row, "m"), _num(row, "n"), _num(row, "k"), dt, engine=eng), ""
     if kind in ("attention_prefill", "attention_decode"):
         return kernels.attention(
             dev,
@@ -87,10 +106,11 @@ def predict_row(
             _num(row, "kv_heads"),
             _num(row, "head_dim"),
             dt,
+            engine=eng,
         ), ""
     if kind in ("allreduce", "allgather"):
         nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
-        return kernels.collective(dev, kind, float(_num(row, "bytes")), _num(row, "gpus"), nodes), ""
+        return kernels.collective(dev, kind, float(_num(row, "bytes")), _num(row, "gpus"), nodes, engine=eng), ""
     if kind == "p2p":
         nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
         return kernels.p2p(dev, float(_num(row, "bytes")), cross_node=nodes > 1), ""
@@ -115,9 +135,15 @@ def predict_row(
 
 
 def predict_frame(
-    df: pd.DataFrame, device: str | DeviceSpec | None = None, load_device: Callable[[str], DeviceSpec] | None = None
+    df: pd.DataFrame,
+    device: str | DeviceSpec | None = None,
+    load_device: Callable[[str], DeviceSpec] | None = None,
+    engine: str | None = None,
 ) -> pd.DataFrame:
-    """``df`` plus ``predicted_s``, ``bound``, ``reason`` and ``abs_err_pct`` per row."""
+    """``df`` plus ``predicted_s``, ``bound``, ``kernel_model``, ``reason`` and ``abs_err_pct`` per row.
+
+    ``engine``: the default for rows without an ``engine`` value.
+    """
     from simcast.inputs.loaders import load_device as _load_device
     from simcast.inputs.loaders import load_model
 
@@ -148,19 +174,23 @@ def predict_frame(
     pred: list[float | None] = []
     bound: list[str] = []
     reason: list[str] = []
+    how: list[str] = []
     for row in df.to_dict("records"):
         try:
-            p, _ = predict_row(row, dev_for(row), model)
+            p, _ = predict_row(row, dev_for(row), model, engine)
             pred.append(p.time_s)
             bound.append(p.bound)
+            how.append(p.kernel_model)
             reason.append("")
         except SimcastInputError as e:
             pred.append(None)
             bound.append("")
+            how.append("")
             reason.append(str(e))
     out = df.copy()
     out["predicted_s"] = pred
     out["bound"] = bound
+    out["kernel_model"] = how
     out["reason"] = reason
     meas = pd.to_numeric(out["time_s"], errors="coerce") if "time_s" in out else np.nan
     out["abs_err_pct"] = (pd.to_numeric(out["predicted_s"], errors="coerce") / meas - 1.0).abs() * 100.0

@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 from simcast.cli.args import DEVICES, GEMM_DIM, HEAD_DIM, HEADS, MESSAGE_BYTES, REQUESTS, TOKENS
+from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
 from simcast.cli.outputs import output_path, write_atomic
+from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
 
 
@@ -26,10 +28,24 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
         s = sub.add_parser(name, help=help_, description=help_)
         s.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
         s.add_argument("--json", action="store_true", help="print the prediction as JSON")
+        if name != "p2p":
+            choices = ENGINES + ((NCCL,) if name == "allreduce" else ())
+            s.add_argument(
+                "--engine",
+                choices=choices,
+                default=None,
+                help="use the profile's fitted kernels of this engine (allreduce: its own all-reduce as it "
+                "issues it; nccl: NCCL's own) [default: generic roofline / NCCL link fits]",
+            )
         if name == "gemm":
             for d in ("m", "n", "k"):
                 s.add_argument(f"--{d}", type=GEMM_DIM, required=True, help=f"GEMM dimension {d.upper()} [<= 2^31-1]")
-            s.add_argument("--dtype", choices=("bf16", "fp16", "fp8", "fp32"), default="bf16", help="[default bf16]")
+            s.add_argument(
+                "--dtype",
+                choices=("bf16", "fp16", "fp8", "fp8_block", "fp32"),
+                default="bf16",
+                help="[default bf16]; fp8_block (128x128 block-scaled fp8) needs --engine",
+            )
         elif name == "attention":
             s.add_argument("--phase", choices=("prefill", "decode"), required=True)
             s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
@@ -61,20 +77,24 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 
     dev = load_device(a.device)
     if a.kernel == "gemm":
-        p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype)
+        p = kernels.gemm(dev, a.m, a.n, a.k, a.dtype, engine=a.engine)
     elif a.kernel == "attention":
-        p = kernels.attention(dev, a.phase, a.batch, a.q_len, a.kv_len, a.heads, a.kv_heads, a.head_dim, a.dtype)
+        p = kernels.attention(
+            dev, a.phase, a.batch, a.q_len, a.kv_len, a.heads, a.kv_heads, a.head_dim, a.dtype, engine=a.engine
+        )
     elif a.kernel == "p2p":
         p = kernels.p2p(dev, a.bytes, a.cross_node)
     else:
-        p = kernels.collective(dev, a.kernel, a.bytes, a.gpus, a.nodes)
+        p = kernels.collective(dev, a.kernel, a.bytes, a.gpus, a.nodes, engine=a.engine)
     if a.json:
         print(json.dumps({**dataclasses.asdict(p), "device": dev.name}))
     else:
         extra = f", {p.flops / 1e9:.3f} GFLOP" if p.flops else ""
         link = f" over {p.link}" if p.link else ""
+        how = f" [{p.kernel_model}]" if p.kernel_model else ""
         print(
-            f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, {p.bytes / 1e6:.3f} MB)"
+            f"{p.kernel} on {dev.name}{link}: {p.time_s * 1e6:.2f} us ({p.bound}-bound{extra}, "
+            f"{p.bytes / 1e6:.3f} MB){how}"
         )
     return 0
 
@@ -82,7 +102,11 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ calibrate
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
-    p.add_argument("--device", required=True, help="profile to start from (shipped name or YAML path)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="profile to start from (shipped name or YAML path); with --from-db default: the system's",
+    )
     p.add_argument(
         "--out", required=True, type=output_path("--out"), help="YAML file to write (may equal the input profile)"
     )
@@ -92,9 +116,13 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
         help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
         "--device's peaks and link bandwidths",
     )
+    add_from_db_args(p)
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
+    if a.from_db is not None:
+        return cmd_calibrate_from_db(a)
+    require(a.device is not None, "--device", None, "is required (the profile to start from)")
     import pandas as pd
 
     from simcast.calib import profile_yaml as py
@@ -155,6 +183,12 @@ def _profile_path(name_or_path: str) -> Path:
 def add_validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", help="measured CSV (generic schema, see README) or a Vidur profiling file")
     p.add_argument("--device", default=None, help="predict every row on this profile instead of its device column")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES + (NCCL,),
+        default=None,
+        help="engine for rows without an engine column value (the profile's fitted kernels of that engine)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object per row: its columns + predicted_s")
 
 
@@ -166,13 +200,13 @@ def cmd_validate(a: argparse.Namespace) -> int:
         from simcast.inputs.loaders import load_device
 
         load_device(a.device)  # a bad --device is one error line, not one reason per row
-    pred = predict_frame(df, a.device)
+    pred = predict_frame(df, a.device, engine=a.engine)
     if a.json:
         cols = [c for c in pred.columns if c != "abs_err_pct"]
         recs = pred[cols].astype(object).where(pred[cols].notna(), None).to_dict("records")
         print(json.dumps(recs))
         return 0
-    by_kind = error_table(pred, ("kind",))
+    by_kind = error_table(pred, ("kind", "engine") if "engine" in pred else ("kind",))
     print(markdown_table(by_kind))
     print()
     print(markdown_table(error_table(pred, ("kind", "gpus", "nodes", "band"))))

@@ -13,8 +13,10 @@ from simcast.cli import kernel as cli_kernel
 from simcast.cli import serving as cli_serving
 from simcast.cli.args import DEVICES, DEVICES_PER_NODE, IMBALANCE, MICROBATCHES, REQUESTS, TOKENS, add_precision_args
 from simcast.cli.outputs import add_output_args, write_outputs
+from simcast.core.engines import kernel_engine
 from simcast.core.errors import SimcastInputError, require
 from simcast.inputs.limits import MAX_DEVICES, MAX_STAGE_MICROBATCHES
+from simcast.serving.engines import ENGINE_CHOICES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,6 +100,13 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
         "(a bound; engines run --quantization fp8: W8A8 GEMMs with 16-bit activations)",
     )
     p.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default="none",
+        help="cost GEMMs, attention and TP all-reduce with the profile's fitted kernels of this serving "
+        "engine (nearest engine's fit if it has none, labelled) [default none: generic roofline]",
+    )
+    p.add_argument(
         "--tp-sharded-send",
         action="store_true",
         help="each TP rank sends 1/tp of the hidden states; the receiving stage all-gathers them over "
@@ -160,6 +169,7 @@ def build_spec(a: argparse.Namespace):
         partition=a.partition,
         send_residual=not a.no_residual_send,
         tp_sharded_send=a.tp_sharded_send,
+        engine=kernel_engine(a.engine),
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
     )

@@ -13,3 +13,12 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
 NCCL = "nccl"
 """Collectives issued by NCCL itself (not an engine's custom all-reduce)."""
+
+NO_ENGINE = "none"
+"""``--engine none``: no engine scheduler (serving) and the device's generic roofline kernels."""
+
+
+def kernel_engine(name: str | None) -> str | None:
+    """The engine whose fitted kernels cost the ops for an ``--engine`` value: None for ``none``/None
+    (the generic roofline), else the name itself (specs check it against :data:`ENGINES`)."""
+    return None if name in (None, NO_ENGINE) else name

@@ -6,9 +6,11 @@ Units are in the field names. Constructors validate and never touch files.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from simcast.core.engines import ENGINES
 from simcast.core.errors import require
+from simcast.core.kernel_fits import EngineKernels
 from simcast.core.moe import MLASpec, MoESpec, QuantSpec
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -110,18 +112,27 @@ class CollectiveFit:
     ``latency_s`` (α) is the fixed cost of one call (launch, handshake, sync),
     ``bus_bw_bytes_per_s`` (β) the achieved NCCL bus bandwidth; ``factor`` is
     ``2(n-1)/n`` for all-reduce and ``(n-1)/n`` for all-gather (nccl-tests' busbw).
+
+    Optional piecewise regimes: several fits of one kind and group size with
+    ``max_bytes`` form a piecewise-linear curve (each applies up to its
+    ``max_bytes``; 0 = no upper bound), e.g. an engine's one-shot kernel, its
+    two-shot kernel, then NCCL, or NCCL's own protocol switches; ``algorithm``
+    names the regime (``one_shot``, ``two_shot``, ``nccl``...).
     """
 
     kind: str
     gpus: int
     latency_s: float
     bus_bw_bytes_per_s: float
+    max_bytes: float = 0.0
+    algorithm: str = ""
 
     def __post_init__(self) -> None:
         require(self.kind in COLLECTIVE_KINDS, "collectives.kind", self.kind, f"allowed: {', '.join(COLLECTIVE_KINDS)}")
         require(self.gpus >= 2, "collectives.gpus", self.gpus, "must be >= 2")
         require(self.latency_s >= 0, "collectives.latency_s", self.latency_s, "must be >= 0")
         require(self.bus_bw_bytes_per_s > 0, "collectives.bus_bw_bytes_per_s", self.bus_bw_bytes_per_s, "must be > 0")
+        require(self.max_bytes >= 0, "collectives.max_bytes", self.max_bytes, "must be >= 0 (0: no upper bound)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,6 +239,8 @@ class DeviceSpec:
     hbm_bw_bytes_per_s: float
     efficiency: Efficiency
     links: LinkTable
+    engines: Mapping[str, EngineKernels] = field(default_factory=dict)
+    """Per-engine fitted kernels (optional, see :mod:`simcast.core.kernel_fits`)."""
 
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
@@ -403,10 +416,14 @@ class SimSpec:
     send_residual: bool = True
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
+    engine: str | None = None  # vllm | sglang | trtllm: cost GEMM/attention/all-reduce with the profile's engine fits
     expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
     kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
 
     def __post_init__(self) -> None:
+        require(
+            self.engine is None or self.engine in ENGINES, "--engine", self.engine, f"allowed: {', '.join(ENGINES)}"
+        )
         require(
             self.expert_imbalance >= 1.0,
             "--expert-imbalance",

@@ -15,15 +15,19 @@ import math
 
 from simcast.core.layout import Path
 from simcast.core.specs import CollectiveFit
+from simcast.cost.collectives import regime_for, regimes
 
 
-def collective_fit(path: Path, kind: str, n: int) -> CollectiveFit | None:
-    """The fit for ``kind`` at the group size nearest ``n`` (log scale); all-gather falls back to all-reduce's."""
+def collective_fit(path: Path, kind: str, n: int, message_bytes: float = 0.0) -> CollectiveFit | None:
+    """The fit for ``kind`` at the group size nearest ``n`` (log scale); all-gather falls back to all-reduce's.
+
+    With piecewise fits (``max_bytes``), the regime covering ``message_bytes``.
+    """
     fits = path.collectives
     for k in (kind, "all_reduce"):
-        cands = [f for f in fits if f.kind == k]
-        if cands:
-            return min(cands, key=lambda f: (abs(math.log(f.gpus / n)), -f.gpus))
+        regs = regimes(fits, k, n)
+        if regs:
+            return regime_for(regs, message_bytes)
     return None
 
 
@@ -53,7 +57,7 @@ def all_reduce_s(message_bytes: float, n: int, path: Path, algorithm: str = "aut
     A path with an all-reduce fit uses it (NCCL picks its own algorithm
     inside the measured time), whatever ``algorithm`` says.
     """
-    fit = collective_fit(path, "all_reduce", n)
+    fit = collective_fit(path, "all_reduce", n, message_bytes)
     if fit is not None and n > 1 and message_bytes > 0:
         return fitted_collective_s(message_bytes, n, fit, "all_reduce")
     if algorithm == "ring":
@@ -67,7 +71,7 @@ def all_gather_s(output_bytes: float, n: int, path: Path) -> float:
     """Ring all-gather producing ``output_bytes`` per rank: ``n-1`` steps of ``bytes/n``."""
     if n <= 1 or output_bytes <= 0:
         return 0.0
-    fit = collective_fit(path, "all_gather", n)
+    fit = collective_fit(path, "all_gather", n, output_bytes)
     if fit is not None:
         return fitted_collective_s(output_bytes, n, fit, "all_gather")
     return (n - 1) * path.latency_s + (n - 1) / n * output_bytes / path.effective_bw_bytes_per_s

@@ -22,9 +22,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from simcast.core.kernel_fits import GEMM_DTYPES
 from simcast.core.layout import Path
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
-from simcast.cost import comm
+from simcast.cost import comm, engine_cost
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
@@ -38,6 +39,8 @@ class CostContext:
     device: DeviceSpec
     tp_path: Path
     collective_algorithm: str = "auto"
+    engine: str | None = None  # vllm | sglang | trtllm: the profile's fitted kernels for that engine
+    attention_phase: str = "auto"  # "prefill": cost 1-token prompts with the prefill fit (kernel benchmarks)
     moe_path: Path | None = None  # MoE dispatch/combine group (None: the TP path)
     expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
     kv_bytes: float = 0.0  # bytes per KV-cache element (--kv-cache-dtype); 0: the traced cache tensor's dtype
@@ -60,6 +63,7 @@ class OpWork:
     unit: str  # "cube" | "vec" | "comm"
     comm_s: float = 0.0
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
+    attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
     dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
 
 
@@ -137,7 +141,9 @@ def _attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     b_ = ctx.batch
     pairs, tile_tokens = _attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")
+    return OpWork(
+        flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube", attn=(hq, hkv, d)
+    )
 
 
 VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop
@@ -205,11 +211,13 @@ def _sample(rec: OpRecord, ctx: CostContext) -> OpWork:
 @formula("simcast::all_reduce")
 def _all_reduce(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.args[0], ctx.dims)
+    n = int(rec.args[1])
+    eng = engine_cost.all_reduce_s(ctx.device, ctx.engine, n, size, ctx.tp_path.cross_node)
     return OpWork(
         flops=0.0,
         bytes=size,
         unit="comm",
-        comm_s=comm.all_reduce_s(size, int(rec.args[1]), ctx.tp_path, ctx.collective_algorithm),
+        comm_s=eng[0] if eng else comm.all_reduce_s(size, n, ctx.tp_path, ctx.collective_algorithm),
     )
 
 
@@ -270,6 +278,47 @@ def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
     return max(t_c, t_m) + launch_s(dev, work.unit), bound
 
 
+_ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem", "latency": "Mem"}  # a per-wave floor counts as non-compute
+
+
+def gemm_family(rec: OpRecord, compute_dtype: str) -> str | None:
+    """The engine GEMM fit family of a dense GEMM op, or None (no fitted family: generic roofline).
+
+    ``linear`` runs in its compute dtype; ``quant_linear`` in its weight format when the engines
+    have a fitted family for it (``fp8``, ``fp8_block``); mxfp4 weights (w4a16 on Hopper) have none.
+    Grouped MoE expert GEMMs are not dense GEMMs and keep their own formula.
+    """
+    if rec.op == "linear":
+        return compute_dtype
+    if rec.op == "simcast::quant_linear":
+        fmt = str(rec.args[2])
+        return fmt if fmt in GEMM_DTYPES else None
+    return None
+
+
+def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -> tuple[float, str]:
+    """(time_s, bound) with the engine's fitted GEMM / attention kernels, else the generic roofline."""
+    got = None
+    family = gemm_family(rec, dtype) if work.mnk is not None else None
+    if family is not None and work.mnk is not None:
+        got = engine_cost.gemm_s(ctx.device, ctx.engine, family, *work.mnk)
+    elif work.attn is not None:
+        b = ctx.batch
+        got = engine_cost.attention_s(
+            ctx.device,
+            ctx.engine,
+            "fp8" if ctx.kv_bytes == 1 else dtype,  # the fit of the KV dtype the kernel reads
+            b.query_lens,
+            b.context_lens,
+            *work.attn,
+            phase=ctx.attention_phase,
+            counts=b.counts,
+        )
+    if got is None:
+        return roofline(work, ctx.device, dtype)
+    return got[0], _ENGINE_BOUNDS[got[1]]
+
+
 def launch_s(dev: DeviceSpec, unit: str) -> float:
     """Fixed per-kernel time: GEMM/attention kernels, or the vector kernels' own when fitted."""
     e = dev.efficiency
@@ -285,7 +334,10 @@ def op_cost(rec: OpRecord, ctx: CostContext, dtype: str, count: int) -> OpCost:
         work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
     else:
         work = fn(rec, ctx)
-    t, bound = roofline(work, ctx.device, work.dtype or dtype)
+    if ctx.engine is not None:
+        t, bound = engine_roofline(rec, work, ctx, work.dtype or dtype)
+    else:
+        t, bound = roofline(work, ctx.device, work.dtype or dtype)
     return OpCost(
         op=rec.op if fn else f"{rec.op} (unregistered: memory-bound estimate)",
         scope=rec.scope,

@@ -12,13 +12,14 @@ Bounds: ``compute`` and ``memory`` (roofline side), ``latency`` and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
-from simcast.cost import comm
+from simcast.cost import comm, engine_cost
 from simcast.cost.compute import CostContext, op_cost
 from simcast.trace.ir import OpRecord, TensorArg
 
@@ -37,16 +38,39 @@ class KernelPrediction:
     flops: float = 0.0
     bytes: float = 0.0
     link: str = ""
+    kernel_model: str = ""  # which kernel parameters produced it (engine fit, fallback, generic roofline)
 
 
 def _t(*dims: int) -> tuple[str, ...]:
     return tuple(str(int(d)) for d in dims)
 
 
-def _cost(kernel: str, rec: OpRecord, dev: DeviceSpec, dtype: str, batch: Batch | None = None) -> KernelPrediction:
-    ctx = CostContext(batch=batch or Batch.prefill(1, 1), device=dev, tp_path=_NO_PATH)
+def _cost(
+    kernel: str,
+    rec: OpRecord,
+    dev: DeviceSpec,
+    dtype: str,
+    batch: Batch | None = None,
+    engine: str | None = None,
+    kind: str = "",
+    phase: str = "auto",
+) -> KernelPrediction:
+    ctx = CostContext(
+        batch=batch or Batch.prefill(1, 1),
+        device=dev,
+        tp_path=_NO_PATH,
+        engine=engine_cost.check_engine(engine),
+        attention_phase=phase,
+    )
     c = op_cost(rec, ctx, dtype, 1)
-    return KernelPrediction(kernel=kernel, time_s=c.time_s, bound=_BOUNDS[c.bound], flops=c.flops, bytes=c.bytes)
+    return KernelPrediction(
+        kernel=kernel,
+        time_s=c.time_s,
+        bound=_BOUNDS[c.bound],
+        flops=c.flops,
+        bytes=c.bytes,
+        kernel_model=engine_cost.label(dev, engine, kind, dtype) if kind else "",
+    )
 
 
 def _positive(**dims: int) -> None:
@@ -54,16 +78,31 @@ def _positive(**dims: int) -> None:
         require(isinstance(v, int) and v >= 1, f"--{k.replace('_', '-')}", v, "must be an integer >= 1")
 
 
-def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16") -> KernelPrediction:
-    """``(M×K) @ (K×N)`` as the tracer records a linear layer: x (M, K), weight (N, K)."""
+def gemm(dev: DeviceSpec, m: int, n: int, k: int, dtype: str = "bf16", engine: str | None = None) -> KernelPrediction:
+    """``(M×K) @ (K×N)`` as the tracer records a linear layer: x (M, K), weight (N, K).
+
+    ``dtype`` ``fp8_block`` (fp8 with 128x128 block scales) needs an engine fit of that family.
+    """
     _positive(m=m, n=n, k=k)
+    if dtype == "fp8_block":
+        got = engine_cost.gemm_s(dev, engine_cost.check_engine(engine), dtype, m, n, k)
+        require(got is not None, "dtype", dtype, f"fp8_block GEMMs need an engine fit (--engine) on {dev.name}")
+        assert got is not None
+        return KernelPrediction(
+            kernel="gemm",
+            time_s=got[0],
+            bound=got[1],
+            flops=2.0 * m * n * k,
+            bytes=float(m * k + n * k + 2 * m * n),
+            kernel_model=engine_cost.label(dev, engine, "gemm", dtype),
+        )
     rec = OpRecord(
         op="linear",
         scope="kernel",
         args=(TensorArg(shape=_t(m, k), dtype=dtype), TensorArg(shape=_t(n, k), dtype=dtype), None),
         outputs=(TensorArg(shape=_t(m, n), dtype=dtype),),
     )
-    return _cost("gemm", rec, dev, dtype)
+    return _cost("gemm", rec, dev, dtype, engine=engine, kind="gemm")
 
 
 def attention(
@@ -76,6 +115,7 @@ def attention(
     kv_heads: int,
     head_dim: int,
     dtype: str = "bf16",
+    engine: str | None = None,
 ) -> KernelPrediction:
     """Paged/flash attention for ``batch`` requests of ``q_len`` new tokens each.
 
@@ -93,7 +133,7 @@ def attention(
     rec = OpRecord(
         op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim**-0.5), outputs=(q,)
     )
-    return _cost(f"attention_{phase}", rec, dev, dtype, b)
+    return _cost(f"attention_{phase}", rec, dev, dtype, b, engine=engine, kind=phase, phase=phase)
 
 
 def elementwise(
@@ -144,18 +184,32 @@ def collective_path(dev: DeviceSpec, gpus: int, nodes: int = 1) -> Path:
     return group_path(tuple(range(gpus)), links, gpus)
 
 
-def collective(dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int = 1) -> KernelPrediction:
-    """All-reduce (``nbytes`` per rank) or all-gather (``nbytes`` output per rank) over ``gpus`` ranks."""
+def collective(
+    dev: DeviceSpec, kind: str, nbytes: float, gpus: int, nodes: int = 1, engine: str | None = None
+) -> KernelPrediction:
+    """All-reduce (``nbytes`` per rank) or all-gather (``nbytes`` output per rank) over ``gpus`` ranks.
+
+    With ``engine`` (vllm, sglang, trtllm) an all-reduce inside one node is the engine's own
+    (custom one-/two-shot kernels, NCCL past its cutoff); ``nccl`` or None: NCCL's own (link fits).
+    """
     require(kind in ("allreduce", "allgather"), "collective", kind, "allowed: allreduce, allgather")
     require(nbytes > 0, "--bytes", nbytes, "must be > 0")
+    engine_cost.check_engine(engine)
     path = collective_path(dev, gpus, nodes)
+    eng = engine_cost.all_reduce_s(dev, engine, gpus, nbytes, path.cross_node) if kind == "allreduce" else None
+    if eng is not None:
+        one_byte = engine_cost.all_reduce_s(dev, engine, gpus, 1.0, path.cross_node)
+        p = _message(kind, eng[0], one_byte[0] if one_byte else 0.0, nbytes, path)
+        return dataclasses.replace(p, kernel_model=f"{engine_cost.label(dev, engine, 'all_reduce')}, {eng[1]}")
     if kind == "allreduce":
         t = comm.all_reduce_s(nbytes, gpus, path)
         t0 = comm.all_reduce_s(1.0, gpus, path)
     else:
         t = comm.all_gather_s(nbytes, gpus, path)
         t0 = comm.all_gather_s(1.0, gpus, path)
-    return _message(kind, t, t0, nbytes, path)
+    fit = comm.collective_fit(path, "all_reduce" if kind == "allreduce" else "all_gather", gpus, nbytes)
+    how = ("NCCL link fit" + (f", {fit.algorithm}" if fit.algorithm else "")) if fit else "ring/tree formula"
+    return dataclasses.replace(_message(kind, t, t0, nbytes, path), kernel_model=how)
 
 
 def p2p(dev: DeviceSpec, nbytes: float, cross_node: bool = False) -> KernelPrediction:

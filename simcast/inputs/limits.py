@@ -72,7 +72,15 @@ MAX_BW_BYTES_PER_S = 1e15
 MAX_LATENCY_S = 1.0
 """A link's or a kernel's fixed latency, seconds."""
 MAX_HALF_POINT = float(MAX_GEMM_DIM)
-"""GEMM efficiency half points in N and K (elements); the M half point in ridge units is bounded by 1e6."""
+"""GEMM efficiency half points in N and K (elements); the M half point in ridge units is bounded by 1e6.
+Also the engine kernel fits' half points and split sizes (elements, tokens or CTAs)."""
+MAX_FIT_EXPONENT = 64.0
+"""Exponents and smooth-maximum powers of an engine kernel fit (``wave_exp``, ``parallel_exp``,
+``smooth_p``); fitted values are 0-4, and ``x^64`` of a fraction is already below 1e-19 of it."""
+MAX_FIT_BOOST = 1000.0
+"""Multipliers of an engine kernel fit (``l2_boost``, ``group_share``); fitted values are 0-10."""
+MAX_SM_COUNT = 2**16
+"""SMs and tile sizes of an engine kernel fit (``sm_count``, ``tile*``); B200 has 148 SMs."""
 
 # ---------------------------------------------------------------- service YAML
 MAX_CSV_ROWS = 10**6
@@ -128,5 +136,8 @@ TABLE: tuple[tuple[str, float, str], ...] = (
     ("profile bandwidths, bytes/s", MAX_BW_BYTES_PER_S, "10^15"),
     ("profile `hbm_bytes`", MAX_HBM_BYTES, "2^50"),
     ("profile latencies and launch overheads, s", MAX_LATENCY_S, "1"),
+    ("profile `engines:` exponents and powers (`wave_exp`, `parallel_exp`, `smooth_p`)", MAX_FIT_EXPONENT, "64"),
+    ("profile `engines:` multipliers (`l2_boost`, `group_share`)", MAX_FIT_BOOST, "1000"),
+    ("profile `engines:` SM counts and tile sizes (`sm_count`, `tile*`)", MAX_SM_COUNT, "2^16"),
 )
 """(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""

@@ -12,20 +12,33 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
+from simcast.core.kernel_fits import (
+    ATTENTION_DTYPES,
+    GEMM_DTYPES,
+    DecodeAttentionFit,
+    EngineKernels,
+    GemmFit,
+    PrefillAttentionFit,
+)
 from simcast.core.moe import QuantSpec
-from simcast.core.specs import DTYPE_BYTES, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.files import load_json, load_yaml
 from simcast.inputs.limits import (
     MAX_BW_BYTES_PER_S,
     MAX_DEVICES,
     MAX_DEVICES_PER_NODE,
+    MAX_FIT_BOOST,
+    MAX_FIT_EXPONENT,
     MAX_HALF_POINT,
     MAX_HBM_BYTES,
     MAX_HEADS,
     MAX_HIDDEN,
     MAX_LATENCY_S,
     MAX_LAYERS,
+    MAX_MESSAGE_BYTES,
+    MAX_SM_COUNT,
     MAX_TEXT_CHARS,
     MAX_VOCAB,
 )
@@ -265,6 +278,8 @@ _COLLECTIVE_SCHEMA: dict[str, Any] = {
     "gpus": Int(2, MAX_DEVICES),
     "latency_s": _SECONDS,
     "bus_bw_bytes_per_s": _BW,
+    "max_bytes?": Num(0.0, MAX_MESSAGE_BYTES),  # piecewise regimes: upper message size (0: unbounded)
+    "algorithm?": Str(64),  # regime name (nccl_small, one_shot, two_shot, nccl...)
 }
 _LINK_SCHEMA: dict[str, Any] = {
     "name": Str(256),
@@ -273,6 +288,66 @@ _LINK_SCHEMA: dict[str, Any] = {
     "efficiency": _FRACTION,
     "collectives?": [_COLLECTIVE_SCHEMA],
     "mesh_links?": Int(0, MAX_DEVICES_PER_NODE),
+}
+# Per-engine fitted kernels (simcast.core.kernel_fits): efficiencies are fractions, half points and split
+# sizes are element/token/CTA counts, exponents and powers bounded by MAX_FIT_EXPONENT.
+_HALF = Num(0.0, MAX_HALF_POINT)
+_EXP = Num(0.0, MAX_FIT_EXPONENT)
+_POWER = Num(1.0, MAX_FIT_EXPONENT)
+_BOOST = Num(0.0, MAX_FIT_BOOST)
+_SMS = Int(1, MAX_SM_COUNT)
+_GEMM_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": Str(64),
+    "matmul": _FRACTION,
+    "half_m": _HALF,
+    "half_n": _HALF,
+    "half_k": _HALF,
+    "wave_exp": _EXP,
+    "memory": _FRACTION,
+    "split_k_elems": Num(1.0, MAX_HALF_POINT),
+    "parallel_exp": _EXP,
+    "l2_boost": _BOOST,
+    "l2_half_bytes": Num(0.0, MAX_HBM_BYTES),
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "sm_count": _SMS,
+    "tile_m?": _SMS,
+    "tile_n?": _SMS,
+}
+_PREFILL_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": Str(64),
+    "matmul": _FRACTION,
+    "half_q_len": _HALF,
+    "half_units": _HALF,
+    "half_head_dim": _HALF,
+    "memory": _FRACTION,
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "tile?": _SMS,
+}
+_DECODE_FIT_SCHEMA: dict[str, Any] = {
+    "dtype": Str(64),
+    "memory": _FRACTION,
+    "half_units": _HALF,
+    "split_tokens": Num(1.0, MAX_HALF_POINT),
+    "half_kv_len": _HALF,
+    "matmul": _FRACTION,
+    "wave_s": _SECONDS,
+    "smooth_p": _POWER,
+    "launch_s": _SECONDS,
+    "sm_count": _SMS,
+    "max_group?": Int(0, MAX_HEADS),
+    "group_share?": Num(1.0, MAX_FIT_BOOST),
+    "l2_boost?": _BOOST,
+    "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
+}
+_ENGINE_SCHEMA: dict[str, Any] = {
+    "source": Str(MAX_TEXT_CHARS),
+    "fit_abs_err_pct?": dict,  # provenance: held-out error per kernel kind
+    "gemm?": [_GEMM_FIT_SCHEMA],
+    "prefill?": [_PREFILL_FIT_SCHEMA],
+    "decode?": [_DECODE_FIT_SCHEMA],
+    "all_reduce?": [_COLLECTIVE_SCHEMA],
 }
 _PROFILE_SCHEMA: dict[str, Any] = {
     "name": Str(256),
@@ -292,6 +367,7 @@ _PROFILE_SCHEMA: dict[str, Any] = {
     },
     "links": {"devices_per_node": Int(1, MAX_DEVICES_PER_NODE), "intra_node": _LINK_SCHEMA, "inter_node": _LINK_SCHEMA},
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
+    "engines?": {f"{e}?": _ENGINE_SCHEMA for e in ENGINES},  # per-engine fitted kernels (simcast.core.kernel_fits)
 }
 _check = check  # the schema checker's former name here (kept for callers)
 
@@ -335,4 +411,28 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
         hbm_bw_bytes_per_s=d["memory"]["hbm_bw_bytes_per_s"],
         efficiency=Efficiency(**d["efficiency"]),
         links=links,
+        engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()},
+    )
+
+
+def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
+    require(value in allowed, where, value, f"allowed: {', '.join(allowed)}")
+    return value
+
+
+def engine_kernels(engine: str, sec: dict) -> EngineKernels:
+    """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
+    w = f"engines.{engine}"
+    for kind, allowed in (("gemm", GEMM_DTYPES), ("prefill", ATTENTION_DTYPES), ("decode", ATTENTION_DTYPES)):
+        for i, f in enumerate(sec.get(kind, ())):
+            _one_of(f["dtype"], allowed, f"{w}.{kind}[{i}].dtype")
+    for i, c in enumerate(sec.get("all_reduce", ())):
+        _one_of(c["kind"], ("all_reduce",), f"{w}.all_reduce[{i}].kind")
+    return EngineKernels(
+        engine=engine,
+        source=sec["source"],
+        gemm=tuple(GemmFit(**g) for g in sec.get("gemm", ())),
+        prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
+        decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
+        all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())),
     )

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simcast.core.engines import ENGINES
+from simcast.core.engines import ENGINES, NO_ENGINE
 from simcast.core.errors import require
 from simcast.core.specs import GIB, DeviceSpec
 
-ENGINE_CHOICES: tuple[str, ...] = ENGINES + ("none",)
-"""``none``: vLLM's scheduling limits with no CPU time (kernels only; the old ``--runtime none``)."""
+ENGINE_CHOICES: tuple[str, ...] = ENGINES + (NO_ENGINE,)
+"""``none``: vLLM's scheduling limits with no CPU time and the generic roofline kernels (the old ``--runtime none``)."""
 
 MEMORY_OF = ("total", "static", "free")
 """What ``mem_fraction`` is a fraction of: ``total`` HBM for weights + activations + KV (vLLM

@@ -39,6 +39,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
 from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
 from simcast.core.moe_memory import kv_dtype_bytes, weight_format_note
@@ -89,6 +90,11 @@ class ServingConfig:
     @property
     def engine(self) -> str:
         return self.runtime
+
+    @property
+    def kernel_engine(self) -> str | None:
+        """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
+        return kernel_engine(self.runtime)
 
     @property
     def microbatches(self) -> int:
@@ -218,6 +224,7 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
         partition=cfg.partition,
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
     )
 
 
@@ -236,8 +243,18 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
         partition=cfg.partition,
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
     )
     return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
+
+
+def kernels_note(cfg: ServingConfig, report: Report) -> str:
+    """Which kernels cost the steps: the engine's fitted ones (its line from the simulate assumptions,
+    fallbacks labelled) or, for ``--engine none``, the device's generic roofline."""
+    if cfg.kernel_engine is None:
+        return f"kernels: {cfg.device.name}'s generic roofline (--engine none: no engine kernel fits)"
+    head = f"engine {cfg.kernel_engine} kernels on "
+    return next((a for a in report.assumptions if a.startswith(head)), f"kernels: {head}(no line)")
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
@@ -249,6 +266,7 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
         policy=cfg.policy,
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
+        engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
     )
 
@@ -331,6 +349,7 @@ def estimate_serving(
         f"memory: weights + activations + {cfg.reserved_bytes / GIB:.1f} GiB reserve (assumption) + KV of B x "
         f"{tokens_held(cfg)} tokens ({pol.kv_block_tokens}-token blocks); engine rule '{pol.mem_fraction_of}' "
         f"x {pol.mem_fraction:.3g}; memory allows {b_mem} requests/replica",
+        kernels_note(cfg, pre),
     ) + pre.assumptions[:2]
     if weight_format_note(cfg.model):
         assumptions += (weight_format_note(cfg.model),)

@@ -77,6 +77,7 @@ class StepCoster:
     policy: EnginePolicy
     expert_imbalance: float = 1.0  # MoE: busiest expert rank's load / the uniform-routing expectation
     kv_cache_dtype: str = "auto"
+    engine: str | None = None  # whose fitted kernels cost the ops (None: the generic roofline)
     use_disk_cache: bool = True
     _memo: dict[Batch, Report] = field(default_factory=dict, repr=False)
 
@@ -92,6 +93,7 @@ class StepCoster:
                     partition=self.partition,
                     expert_imbalance=self.expert_imbalance,
                     kv_cache_dtype=self.kv_cache_dtype,
+                    engine=self.engine,
                 ),
                 use_disk_cache=self.use_disk_cache,
             )

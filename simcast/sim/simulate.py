@@ -18,6 +18,7 @@ from simcast.core.schedule import (
 )
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
+from simcast.cost import engine_cost
 from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
 from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
@@ -312,6 +313,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
                         device=dev,
                         tp_path=tp_path,
                         collective_algorithm=spec.collective_algorithm,
+                        engine=spec.engine,
                         moe_path=moe_path,
                         expert_imbalance=spec.expert_imbalance,
                         kv_bytes=kv_bytes,
@@ -419,6 +421,9 @@ def assumptions(
         "the sender's isend does not block it); bubble = latency - sum(stage times)",
     ]
     m = spec.model
+    if spec.engine is not None:
+        dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
+        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=m.moe is not None))
     if m.moe is not None:
         out.append(
             f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
@@ -441,9 +446,11 @@ def assumptions(
     if spec.kv_cache_dtype != "auto":
         out.append(f"KV cache dtype {spec.kv_cache_dtype}")
     if spec.model.dtype == "fp8":
+        fp8_fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
         out.append(
-            "fp8: weights, activations and KV cache all 1 byte and GEMMs at the fp8 peak "
-            "(approximation: real fp8 serving keeps some activations in bf16)"
+            "fp8: weights, activations and KV cache all 1 byte"
+            + ("; GEMMs from the engine's fitted fp8 kernels" if fp8_fitted else " and GEMMs at the fp8 peak")
+            + " (approximation: real fp8 serving keeps some activations in bf16)"
             + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak")
         )
     if len(micro) < spec.num_microbatches:
@@ -466,5 +473,9 @@ def assumptions(
             if fitted
             else f"{spec.collective_algorithm} ring/tree formula"
         )
+        if fitted and any(f.max_bytes for p in tp_paths for f in p.collectives):
+            how = "calibrated piecewise alpha + bytes/beta fits per message-size regime (nearest group size)"
+        if spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None:
+            how += f"; inside a node the {spec.engine} all-reduce as the engine issues it (one-shot/two-shot/NCCL)"
         out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
     return tuple(out)

@@ -1,0 +1,316 @@
+"""Fit an engine's kernel parameters (GEMM, attention, all-reduce) to measured rows.
+
+Rows follow the generic measured schema (:mod:`simcast.calib.validate`). Each
+kind is fitted by Levenberg–Marquardt on ``log(predicted / measured)``
+(:func:`simcast.calib.fit.least_squares`, robust IRLS towards L1 so a few outliers
+do not pull the fit), through the same formulas the simulator uses
+(:mod:`simcast.cost.gemm`, :mod:`simcast.cost.attention`,
+:mod:`simcast.cost.collectives`). All parameters are physical and shared by
+every shape of a family: no per-shape lookup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simcast.calib.fit import least_squares
+from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
+from simcast.core.specs import CollectiveFit, DeviceSpec
+from simcast.cost import attention as attn
+from simcast.cost.collectives import factor, piecewise_array_s
+from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+
+# name: (initial value, low, high); sm_count and tiles are device facts, not fitted
+_GEMM = {
+    "matmul": (0.8, 0.2, 1.0),
+    "half_m": (100.0, 0.0, 1e5),
+    "half_n": (100.0, 0.0, 1e5),
+    "half_k": (100.0, 0.0, 1e5),
+    "wave_exp": (0.3, 0.0, 1.0),
+    "memory": (0.8, 0.2, 1.0),
+    "split_k_elems": (512.0, 16.0, 1e5),
+    "parallel_exp": (0.5, 0.0, 2.0),
+    "l2_boost": (1.0, 0.0, 10.0),
+    "l2_half_bytes": (2e7, 1e5, 1e9),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (4e-6, 0.0, 3e-4),
+}
+_PREFILL = {
+    "matmul": (0.6, 0.05, 1.0),
+    "half_q_len": (100.0, 0.0, 1e5),
+    "half_units": (50.0, 0.0, 1e5),
+    "half_head_dim": (30.0, 0.0, 1e4),
+    "memory": (0.8, 0.05, 1.0),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (8e-6, 0.0, 3e-4),
+}
+_DECODE = {
+    "memory": (0.8, 0.05, 1.0),
+    "half_units": (100.0, 0.0, 1e6),
+    "split_tokens": (512.0, 16.0, 1e6),
+    "half_kv_len": (100.0, 0.0, 1e6),
+    "matmul": (0.3, 0.01, 1.0),
+    "wave_s": (2e-6, 0.0, 1e-4),
+    "smooth_p": (4.0, 1.0, 20.0),
+    "launch_s": (8e-6, 0.0, 3e-4),
+}
+
+
+def _fit(
+    spec: dict[str, tuple[float, float, float]],
+    predict: Callable[[dict[str, float]], np.ndarray],
+    time_s: np.ndarray,
+    starts: list[dict[str, float]] | None = None,
+) -> tuple[dict[str, float], float]:
+    """Robust LM fit of ``spec``'s parameters; the best of a few starts. Returns (params, median abs % error)."""
+    names = list(spec)
+    lo = np.array([spec[n][1] for n in names])
+    hi = np.array([spec[n][2] for n in names])
+    logt = np.log(time_s)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        pred = predict(dict(zip(names, x)))
+        return np.log(np.maximum(pred, 1e-12)) - logt
+
+    best, best_cost = None, np.inf
+    candidates: list[dict[str, float]] = [{}, *(starts or [])]
+    for s in candidates:
+        x0 = np.array([s.get(n, spec[n][0]) for n in names])
+        x = least_squares(resid, x0, lo, hi, robust=True, iters=80)
+        c = float(np.sum(np.abs(resid(x))))
+        if c < best_cost:
+            best, best_cost = x, c
+    assert best is not None
+    err = float(np.median(np.abs(np.exp(resid(best)) - 1)) * 100)
+    return dict(zip(names, (float(v) for v in best))), err
+
+
+# ------------------------------------------------------------------ GEMM
+def fit_gemm(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> tuple[GemmFit, float]:
+    """A :class:`GemmFit` for ``dtype`` on ``gemm`` rows of that dtype; (fit, median abs % error)."""
+    g = rows[(rows["kind"] == "gemm") & (rows["dtype"] == dtype)]
+    if not len(g):
+        raise ValueError(f"no gemm rows of dtype {dtype}")
+    m, n, k = (g[c].to_numpy(float) for c in ("m", "n", "k"))
+    t = g["time_s"].to_numpy(float)
+    peak, bw = dev.matmul_peak(PEAK_DTYPE[dtype]), dev.hbm_bw_bytes_per_s
+
+    def make(p: dict[str, float]) -> GemmFit:
+        return GemmFit(dtype=dtype, sm_count=sm_count, **p)  # type: ignore[arg-type]  # p: the float fields
+
+    params, err = _fit(
+        _GEMM,
+        lambda p: gemm_time_s(make(p), peak, bw, m, n, k),
+        t,
+        starts=[
+            {"smooth_p": 10.0, "wave_exp": 0.3, "launch_s": float(np.min(t)) * 0.8},
+            {"half_m": 30.0, "l2_boost": 0.1, "parallel_exp": 0.0},
+        ],
+    )
+    return make(params), err
+
+
+# ------------------------------------------------------------------ attention
+def _attn_arrays(rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    q = rows["q_len"].to_numpy(float)
+    kv = rows["kv_len"].to_numpy(float)
+    return {
+        "b": rows["batch"].to_numpy(float),
+        "q": q,
+        "c": kv - q,
+        "kv": kv,
+        "h": rows["heads"].to_numpy(float),
+        "hkv": rows["kv_heads"].to_numpy(float),
+        "d": rows["head_dim"].to_numpy(float),
+        "t": rows["time_s"].to_numpy(float),
+    }
+
+
+def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128) -> tuple[PrefillAttentionFit, float]:
+    """A :class:`PrefillAttentionFit` on ``attention_prefill`` rows of KV dtype ``dtype``."""
+    r = rows[(rows["kind"] == "attention_prefill") & (rows["dtype"] == dtype)]
+    if not len(r):
+        raise ValueError(f"no attention_prefill rows of dtype {dtype}")
+    a = _attn_arrays(r)
+    peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
+    fl = attn.prefill_flops(a["b"], a["q"], a["c"], a["h"], a["d"], tile, a["hkv"])
+
+    def make(p: dict[str, float]) -> PrefillAttentionFit:
+        return PrefillAttentionFit(dtype=dtype, tile=tile, **p)
+
+    params, err = _fit(
+        _PREFILL,
+        lambda p: attn.prefill_time_s(
+            make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"], flops_tiled=fl
+        ),
+        a["t"],
+        starts=[{"smooth_p": 10.0, "launch_s": float(np.min(a["t"])) * 0.8}],
+    )
+    return make(params), err
+
+
+def fit_decode(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> tuple[DecodeAttentionFit, float]:
+    """A :class:`DecodeAttentionFit` on ``attention_decode`` rows of KV dtype ``dtype``."""
+    r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
+    if not len(r):
+        raise ValueError(f"no attention_decode rows of dtype {dtype}")
+    a = _attn_arrays(r)
+    peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
+
+    best: tuple[DecodeAttentionFit, float, float] | None = None
+    groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
+    for max_group in [0] + [g for g in (8, 16, 32, 64) if g < max(groups)]:  # a kernel switch, chosen by error
+
+        def make(p: dict[str, float], mg: int = max_group) -> DecodeAttentionFit:
+            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, **p)
+
+        spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
+        if max_group:
+            spec["group_share"] = (4.0, 1.0, 128.0)
+        params, err = _fit(
+            spec,
+            lambda p: attn.decode_time_s(
+                make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]
+            ),
+            a["t"],
+            starts=[{"smooth_p": 1.5, "launch_s": float(np.min(a["t"])) * 0.6, "split_tokens": 256.0, "wave_s": 4e-6}],
+        )
+        fit = make(params)
+        cost = float(
+            np.mean(
+                np.abs(
+                    np.log(
+                        attn.decode_time_s(fit, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                        / a["t"]
+                    )
+                )
+            )
+        )
+        if best is None or cost < best[2] * 0.97:  # a switch must earn its keep (3 % lower mean abs log error)
+            best = (fit, err, cost)
+    assert best is not None
+    return best[0], best[1]
+
+
+# ------------------------------------------------------------------ all-reduce
+def _line(nbytes: np.ndarray, time_s: np.ndarray, fac: float) -> tuple[float, float]:
+    """Robust fit of ``t = α + fac · bytes / β`` on one segment: (α, β)."""
+    bmax = float(np.max(nbytes))
+    x0 = np.array([float(np.min(time_s)) * 0.8, max(fac * bmax / max(float(np.max(time_s)), 1e-9), 1e6)])
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return np.log((x[0] + fac * nbytes / x[1]) / time_s)
+
+    x = least_squares(resid, x0, np.array([0.0, 1e6]), np.array([1e-2, 1e14]), robust=True, iters=60)
+    return float(x[0]), float(x[1])
+
+
+MIN_SIZES = 3
+"""Measured message sizes per piecewise segment (fewer lets a single noisy point make a segment)."""
+
+
+def fit_piecewise(
+    nbytes: np.ndarray,
+    time_s: np.ndarray,
+    kind: str,
+    gpus: int,
+    max_segments: int = 3,
+    names: tuple[str, ...] = ("small", "medium", "large"),
+    penalty_pct: float = 2.0,
+) -> tuple[tuple[CollectiveFit, ...], float]:
+    """Piecewise ``α + factor·bytes/β`` over message sizes: the breakpoints (between measured sizes)
+    that minimise the summed abs log error, each extra segment paying ``penalty_pct`` per row.
+
+    Returns the regimes (``max_bytes`` of the last is 0 = unbounded) and their median abs % error.
+    """
+    order = np.argsort(nbytes)
+    b, t = np.asarray(nbytes, float)[order], np.asarray(time_s, float)[order]
+    sizes = np.unique(b)
+    fac = factor(kind, gpus)
+    best: tuple[float, tuple[CollectiveFit, ...], float] | None = None
+    for nseg in range(1, max_segments + 1):
+        for cuts in itertools.combinations(range(MIN_SIZES, len(sizes) - MIN_SIZES + 1), nseg - 1):
+            if any(c2 - c1 < MIN_SIZES for c1, c2 in zip(cuts, cuts[1:])):
+                continue
+            edges = [sizes[0] - 1] + [float(sizes[c - 1]) for c in cuts] + [np.inf]
+            fits, pred = [], np.empty_like(t)
+            for i, (lo_, hi_) in enumerate(zip(edges, edges[1:])):
+                sel = (b > lo_) & (b <= hi_)
+                a_, beta = _line(b[sel], t[sel], fac)
+                pred[sel] = a_ + fac * b[sel] / beta
+                label = (names[: nseg - 1] + names[-1:])[i]  # the last segment keeps the last name
+                fits.append(
+                    CollectiveFit(
+                        kind=kind,
+                        gpus=gpus,
+                        latency_s=float(a_),
+                        bus_bw_bytes_per_s=float(beta),
+                        max_bytes=0.0 if np.isinf(hi_) else float(hi_),
+                        algorithm=label,
+                    )
+                )
+            err = np.abs(np.log(pred / t))
+            score = float(np.sum(err)) + penalty_pct / 100 * len(t) * (nseg - 1)
+            if best is None or score < best[0]:
+                best = (score, tuple(fits), float(np.median(np.abs(pred / t - 1)) * 100))
+    assert best is not None
+    return best[1], best[2]
+
+
+def fit_all_reduce(
+    rows: pd.DataFrame, names: tuple[str, ...] = ("small", "medium", "large"), max_segments: int = 3
+) -> tuple[tuple[CollectiveFit, ...], dict[int, float]]:
+    """Piecewise all-reduce fits per group size on ``allreduce`` rows (one node)."""
+    r = rows[rows["kind"] == "allreduce"]
+    out: list[CollectiveFit] = []
+    errs: dict[int, float] = {}
+    for gpus, grp in r.groupby("gpus"):
+        fits, err = fit_piecewise(
+            grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), "all_reduce", int(gpus), max_segments, names
+        )
+        out += fits
+        errs[int(gpus)] = err
+    return tuple(out), errs
+
+
+def predict_all_reduce(fits: tuple[CollectiveFit, ...], rows: pd.DataFrame) -> np.ndarray:
+    """Vectorised piecewise prediction for ``allreduce`` rows (nearest group size's regimes)."""
+    from simcast.cost.collectives import regimes
+
+    out = np.full(len(rows), np.nan)
+    for gpus in rows["gpus"].unique():
+        sel = (rows["gpus"] == gpus).to_numpy()
+        regs = regimes(fits, "all_reduce", int(gpus))
+        if regs:
+            out[sel] = piecewise_array_s(regs, "all_reduce", int(gpus), rows.loc[sel, "bytes"].to_numpy(float))
+    return out
+
+
+def as_dict(fit: Any) -> dict[str, Any]:
+    return dataclasses.asdict(fit)
+
+
+def transfer_engines(src: DeviceSpec, dst: DeviceSpec, sm_count: int | None = None) -> DeviceSpec:
+    """Carry ``src``'s engine sections to ``dst``'s peaks: the fitted fractions, half points and fixed
+    times are kept (same kernels), the SM count becomes ``dst``'s (``sm_count``), and all-reduce bus
+    bandwidths scale with the ratio of the intra-node link bandwidths.
+    """
+    ratio = dst.links.intra_node.bw_bytes_per_s / src.links.intra_node.bw_bytes_per_s
+    out = {}
+    for name, ek in src.engines.items():
+        out[name] = dataclasses.replace(
+            ek,
+            gemm=tuple(dataclasses.replace(g, sm_count=sm_count or g.sm_count) for g in ek.gemm),
+            decode=tuple(dataclasses.replace(d, sm_count=sm_count or d.sm_count) for d in ek.decode),
+            all_reduce=tuple(
+                dataclasses.replace(c, bus_bw_bytes_per_s=c.bus_bw_bytes_per_s * ratio) for c in ek.all_reduce
+            ),
+            source=f"transferred from {src.name}: {ek.source}",
+        )
+    return dataclasses.replace(dst, engines=out)

@@ -1,0 +1,379 @@
+"""``simcast calibrate --from-db aiconfigurator``: fit engine kernels and NCCL fits from the database.
+
+For one system and engine: select the tables (:mod:`simcast.calib.aic_db`, which
+refuses the reserved ones), convert them to the generic measured schema, split
+them into a fitting half and a held-out half by a hash of the shape (every
+other shape; the split is stated in provenance and docs), fit on the first
+half and report the error on the second, per kernel kind.
+
+Where the database has no table of the engine's own on that system (vLLM GEMM
+and attention on H100/H200 exist only in the reserved tables), a *proxy* table
+of the same kernel family stands in and is named in provenance:
+
+* bf16 GEMM: TensorRT-LLM's (both run ``torch.nn.functional.linear`` = cuBLAS;
+  on B200/B300/GB200/A100 vLLM's and TensorRT-LLM's bf16 GEMM tables agree to a
+  median 1-5 %); fp8 and fp8-block GEMM: SGLang's (CUTLASS per-tensor fp8 kernels
+  adapted from vLLM's; DeepGEMM block-scaled);
+* attention: SGLang's FlashAttention-3 rows (vLLM's default attention backend on
+  Hopper is FlashAttention-3 as well).
+
+NCCL's own all-reduce is fitted on the system's NCCL table. For h100_sxm and
+h200_sxm every non-reserved NCCL table lacks all-reduce or holds rows tagged with
+the reserved NCCL version; their NCCL fit is *transferred*: B200's NCCL 2.29.2
+piecewise fit, bus bandwidths scaled by the ratio of this system's to B200's
+large-message (>= 64 MiB) all-reduce bandwidth as measured in the engines' own
+all-reduce tables (past their custom-kernel cutoff every engine calls NCCL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simcast.calib import aic_db
+from simcast.calib import fit_kernels as fk
+from simcast.core.engines import ENGINES
+from simcast.core.errors import SimcastInputError, require
+from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
+from simcast.core.specs import CollectiveFit, DeviceSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemInfo:
+    """An aiconfigurator system, the simcast profile it calibrates and its SM count (cited)."""
+
+    profile: str
+    sm_count: int
+    sm_source: str
+
+
+SYSTEMS: dict[str, SystemInfo] = {
+    "h100_sxm": SystemInfo(
+        profile="h100_sxm", sm_count=132, sm_source="H100 SXM5: 132 SMs (NVIDIA H100 whitepaper, 2022)"
+    ),
+    "h200_sxm": SystemInfo(
+        profile="h200_sxm",
+        sm_count=132,
+        sm_source="H200: GH100 with 132 SMs, as H100 SXM5 (NVIDIA H200 datasheet / H100 whitepaper)",
+    ),
+    "b200_sxm": SystemInfo(
+        profile="b200",
+        sm_count=148,
+        sm_source="B200: 148 SMs (CUDA device properties, e.g. DeepGEMM/CUTLASS Blackwell notes)",
+    ),
+    "b300_sxm": SystemInfo(
+        profile="b300",
+        sm_count=160,
+        sm_source="B300 (Blackwell Ultra): 160 SMs (NVIDIA 'Inside Blackwell Ultra' developer blog, Hot Chips 2025)",
+    ),
+    "gb200": SystemInfo(
+        profile="gb200", sm_count=148, sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"
+    ),
+    "a100_sxm": SystemInfo(
+        profile="a100_sxm_80gb", sm_count=108, sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"
+    ),
+    "l40s": SystemInfo(
+        profile="l40s", sm_count=142, sm_source="L40S: 142 SMs (18,176 CUDA cores / 128 per SM, NVIDIA L40S datasheet)"
+    ),
+}
+
+PROXY_GEMM = {"bf16": "trtllm", "fp16": "trtllm", "fp8": "sglang", "fp8_block": "sglang"}
+HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
+"""Launch floors taken from the engine's own tables on other x86 HGX systems when a proxy stands in:
+vLLM's collector runs fp8-block GEMMs without CUDA graphs (ai-dynamo/aiconfigurator
+collector/vllm/collect_gemm.py), so its small shapes cost the host's launch path (~0.2 ms), which
+no other engine's table shows."""
+PROXY_ATTENTION = ("sglang", ("fa3",))
+NCCL_DONOR = ("b200_sxm", "2.29.2")
+GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
+
+
+def held_out(df: pd.DataFrame) -> np.ndarray:
+    """True for the held-out half: a CRC32 of the row's shape columns is odd (every other shape)."""
+    cols = [
+        c
+        for c in (
+            "kind",
+            "dtype",
+            "m",
+            "n",
+            "k",
+            "batch",
+            "q_len",
+            "kv_len",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "bytes",
+            "gpus",
+        )
+        if c in df
+    ]
+
+    def text(v: object) -> str | None:  # integral numbers print as ints, so a mixed frame hashes like its parts
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return str(int(v))
+        return str(v)
+
+    keys = (
+        "|".join(t for t in (text(v) for v in row) if t is not None)
+        for row in df[cols].itertuples(index=False, name=None)
+    )
+    return np.array([zlib.crc32(k.encode()) % 2 == 1 for k in keys], dtype=bool)
+
+
+def _version_key(v: str) -> tuple:
+    try:
+        from packaging.version import Version
+
+        return (0, Version(v))
+    except Exception:  # noqa: BLE001 - any unparsable version sorts first
+        return (-1, v)
+
+
+def newest(system: str, kind: str, engine: str, table: str) -> str | None:
+    """The newest non-reserved version folder of ``system/kind/engine`` holding ``table``."""
+    root = aic_db.data_root()
+    vs = [
+        v
+        for v in aic_db.versions(system, kind, engine)
+        if (root / system / kind / engine / v / f"{table}.parquet").is_file()
+    ]
+    return max(vs, key=_version_key) if vs else None
+
+
+def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
+    """Keep each kind's and dtype's main kernel (the one with most rows: the engine's default on that GPU)."""
+    out = []
+    for _, g in rows.groupby(["kind", "dtype"]):
+        top = g["op"].value_counts().idxmax()
+        out.append(g[g["op"] == top])
+    return pd.concat(out, ignore_index=True) if out else rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineData:
+    """The rows an engine section is fitted on, and where they came from."""
+
+    gemm: pd.DataFrame
+    attention: pd.DataFrame
+    all_reduce: pd.DataFrame
+    tables: tuple[str, ...]
+    proxies: tuple[str, ...]
+
+
+def engine_data(system: str, engine: str, version: str | None = None) -> EngineData:
+    """Rows for one engine on one system (own tables, else the proxies above)."""
+    info = SYSTEMS[system]
+    tables: list[str] = []
+    proxies: list[str] = []
+    gemm = []
+    own = version or newest(system, "gemm", engine, "gemm_perf")
+    if own:
+        gemm.append(aic_db.gemm_rows(system, engine, own, info.profile))
+        tables.append(f"{system}/gemm/{engine}/{own}/gemm_perf")
+    have = set(gemm[0]["dtype"]) if gemm else set()
+    for fam in GEMM_FAMILIES:
+        if fam in have:
+            continue
+        donor = PROXY_GEMM[fam]
+        dv = newest(system, "gemm", donor, "gemm_perf")
+        if donor == engine or dv is None:
+            continue
+        rows = aic_db.gemm_rows(system, donor, dv, info.profile)
+        rows = rows[rows["dtype"] == fam]
+        if len(rows):
+            gemm.append(rows.assign(engine=engine))
+            proxies.append(f"gemm {fam}: {system}/gemm/{donor}/{dv} (proxy, same kernel family)")
+    att_v = version or newest(system, "attention", engine, "context_attention_perf")
+    if att_v:
+        att = _main_kernel(aic_db.attention_rows(system, engine, att_v, info.profile))
+        tables.append(f"{system}/attention/{engine}/{att_v}/{{context,generation}}_attention_perf")
+    else:
+        donor, ops = PROXY_ATTENTION
+        dv = newest(system, "attention", donor, "context_attention_perf")
+        att = pd.DataFrame()
+        if dv and donor != engine:
+            att = aic_db.attention_rows(system, donor, dv, info.profile)
+            att = att[att["op"].isin(ops)].assign(engine=engine)
+            proxies.append(
+                f"attention: {system}/attention/{donor}/{dv} {'/'.join(ops)} rows (proxy: FlashAttention-3, "
+                f"vLLM's default on Hopper)"
+            )
+    ar_v = newest(system, "comm", engine, "custom_allreduce_perf")
+    ar = pd.DataFrame()
+    if ar_v:
+        ar = aic_db.custom_allreduce_rows(system, engine, ar_v, info.profile)
+        tables.append(f"{system}/comm/{engine}/{ar_v}/custom_allreduce_perf (CUDA-graph rows)")
+    return EngineData(
+        gemm=pd.concat(gemm, ignore_index=True) if gemm else pd.DataFrame(),
+        attention=att,
+        all_reduce=ar,
+        tables=tuple(tables),
+        proxies=tuple(proxies),
+    )
+
+
+def host_floor(engine: str, family: str) -> tuple[float, str] | None:
+    """(seconds, provenance) of an engine's host-bound GEMM floor measured on donor systems, if any."""
+    donors = HOST_FLOOR_DONORS.get((engine, family))
+    if not donors:
+        return None
+    lat, used = [], []
+    for system in donors:
+        v = newest(system, "gemm", engine, "gemm_perf")
+        if v is None:
+            continue
+        r = aic_db.gemm_rows(system, engine, v, system)
+        r = r[(r["dtype"] == family) & (r["m"] <= 16) & (r["n"] <= 1024) & (r["k"] <= 1024)]
+        lat += list(r["time_s"])
+        used.append(f"{system}/gemm/{engine}/{v}")
+    if not lat:
+        return None
+    t = float(np.median(lat))
+    return t, (
+        f"gemm {family} launch_s {t * 1e6:.0f} us: median of {engine}'s own {family} GEMMs with M <= 16, "
+        f"N, K <= 1024 on {', '.join(used)} (host-bound: run without CUDA graphs)"
+    )
+
+
+def _errors(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
+    e = np.abs(np.asarray(pred) / np.asarray(meas) - 1) * 100
+    return float(np.median(e)), float(np.percentile(e, 90))
+
+
+def fit_engine(
+    system: str, engine: str, dev: DeviceSpec, version: str | None = None
+) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
+    """Fit one engine section on the fitting half; (kernels, {kind: (median, p90) held-out % error}, data)."""
+    require(system in SYSTEMS, "--system", system, f"allowed: {', '.join(SYSTEMS)}")
+    require(engine in ENGINES, "--engine", engine, f"allowed: {', '.join(ENGINES)}")
+    info = SYSTEMS[system]
+    data = engine_data(system, engine, version)
+    errs: dict[str, tuple[float, float]] = {}
+    gemms: list[GemmFit] = []
+    pre: list[PrefillAttentionFit] = []
+    dec: list[DecodeAttentionFit] = []
+    from simcast.cost import attention as attn
+    from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+
+    for fam in GEMM_FAMILIES:
+        rows = data.gemm[data.gemm["dtype"] == fam] if len(data.gemm) else data.gemm
+        if len(rows) < 50:
+            continue
+        h = held_out(rows)
+        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count)
+        floor = host_floor(engine, fam) if any(p.startswith(f"gemm {fam}:") for p in data.proxies) else None
+        if floor is not None:
+            g = dataclasses.replace(g, launch_s=floor[0])
+            data = dataclasses.replace(data, proxies=data.proxies + (floor[1],))
+        t = rows[h]
+        p = gemm_time_s(g, dev.matmul_peak(PEAK_DTYPE[fam]), dev.hbm_bw_bytes_per_s, t["m"], t["n"], t["k"])
+        if floor is None:  # with a transferred floor the proxy rows no longer measure what is predicted
+            errs[f"gemm.{fam}"] = _errors(p, t["time_s"])
+        gemms.append(g)
+    for dt in ("bf16", "fp8"):
+        for kind in ("attention_prefill", "attention_decode"):
+            rows = (
+                data.attention[(data.attention["kind"] == kind) & (data.attention["dtype"] == dt)]
+                if len(data.attention)
+                else data.attention
+            )
+            if len(rows) < 50:
+                continue
+            h = held_out(rows)
+            a = fk._attn_arrays(rows[h])
+            peak = dev.matmul_peak("fp8" if dt == "fp8" else "bf16")
+            if kind == "attention_prefill":
+                fp, _ = fk.fit_prefill(rows[~h], dev, dt)
+                p = attn.prefill_time_s(
+                    fp, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
+                )
+                pre.append(fp)
+            else:
+                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count)
+                p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                dec.append(fd)
+            errs[f"{kind.split('_')[1]}.{dt}"] = _errors(p, a["t"])
+    ar: tuple[CollectiveFit, ...] = ()
+    if len(data.all_reduce):
+        h = held_out(data.all_reduce)
+        ar, _ = fk.fit_all_reduce(data.all_reduce[~h], names=("one_shot", "two_shot", "nccl"))
+        t = data.all_reduce[h]
+        errs["all_reduce"] = _errors(fk.predict_all_reduce(ar, t), t["time_s"])
+    src = f"aiconfigurator-core {aic_db.package_version()} {system}: " + "; ".join(data.tables + data.proxies)
+    return (
+        EngineKernels(
+            engine=engine, gemm=tuple(gemms), prefill=tuple(pre), decode=tuple(dec), all_reduce=ar, source=src
+        ),
+        errs,
+        data,
+    )
+
+
+# ------------------------------------------------------------------ NCCL
+def _large_message_bw(rows: pd.DataFrame, min_bytes: float = 64 * 2**20) -> dict[int, float]:
+    """All-reduce bus bandwidth of the largest messages per group size: slope of t over bytes."""
+    out = {}
+    for g, grp in rows[rows["bytes"] >= min_bytes].groupby("gpus"):
+        if grp["bytes"].nunique() < 2:
+            continue
+        slope = np.polyfit(grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), 1)[0]
+        out[int(g)] = fk.factor("all_reduce", int(g)) / slope
+    return out
+
+
+def _engine_tables_bw(system: str) -> tuple[dict[int, float], list[str]]:
+    rows, used = [], []
+    for e in ENGINES:
+        v = newest(system, "comm", e, "custom_allreduce_perf")
+        if v:
+            rows.append(aic_db.custom_allreduce_rows(system, e, v, system))
+            used.append(f"{system}/comm/{e}/{v}/custom_allreduce_perf")
+    return (_large_message_bw(pd.concat(rows)) if rows else {}), used
+
+
+def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[float, float]], str]:
+    """NCCL's own all-reduce on ``system``: piecewise fits, held-out errors, provenance note."""
+    names = ("nccl_small", "nccl_medium", "nccl_large")
+    own = [v for v in aic_db.versions(system, "comm", "nccl")]
+    rows = None
+    for v in sorted(own, key=_version_key, reverse=True):
+        r = aic_db.nccl_rows(system, v, system, ("all_reduce",))
+        if len(r):
+            rows, ver = r, v
+            break
+    if rows is not None:
+        h = held_out(rows)
+        fits, _ = fk.fit_all_reduce(rows[~h], names=names)
+        t = rows[h]
+        return (
+            fits,
+            {"nccl.all_reduce": _errors(fk.predict_all_reduce(fits, t), t["time_s"])},
+            f"aiconfigurator-core {aic_db.package_version()} {system}/comm/nccl/{ver}/nccl_perf all_reduce (fit half)",
+        )
+    donor, dver = NCCL_DONOR
+    drows = aic_db.nccl_rows(donor, dver, donor, ("all_reduce",))
+    dfits, _ = fk.fit_all_reduce(drows, names=names)
+    dbw, _ = _engine_tables_bw(donor)
+    tbw, used = _engine_tables_bw(system)
+    if not tbw:
+        raise SimcastInputError("--system", system, "has neither an NCCL all-reduce table nor engine all-reduce tables")
+    fits = tuple(
+        dataclasses.replace(f, bus_bw_bytes_per_s=float(f.bus_bw_bytes_per_s * tbw[f.gpus] / dbw[f.gpus]))
+        for f in dfits
+        if f.gpus in tbw and f.gpus in dbw
+    )
+    ratios = ", ".join(f"{g} GPUs x{tbw[g] / dbw[g]:.2f}" for g in sorted(tbw) if g in dbw)
+    note = (
+        f"transferred: {donor}/comm/nccl/{dver} all_reduce piecewise fit, bus bandwidths scaled by {system}'s / "
+        f"{donor}'s >=64 MiB all-reduce bandwidth in the engines' tables ({ratios}; {', '.join(used)}); "
+        f"no non-reserved NCCL all-reduce table of {system} is used"
+    )
+    return fits, {}, note

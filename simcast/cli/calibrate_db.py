@@ -1,0 +1,136 @@
+"""``simcast calibrate --from-db aiconfigurator --system S --engine E [--version V] --out X.yaml`` (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+from pathlib import Path
+
+from simcast.cli.outputs import write_atomic
+from simcast.core.engines import ENGINES
+from simcast.core.errors import require
+
+DATABASES = ("aiconfigurator",)
+
+
+def add_from_db_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from-db",
+        default=None,
+        metavar="DB",
+        help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
+        "extra: pip install 'simcast[measured]')",
+    )
+    p.add_argument("--system", default=None, help="--from-db: the database's system (e.g. h100_sxm, b200_sxm)")
+    p.add_argument(
+        "--engine", default=None, help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
+    )
+    p.add_argument("--version", default=None, help="--from-db: engine version folder [default: newest non-reserved]")
+
+
+def parse_engines(value: str | None) -> tuple[str, ...]:
+    require(value is not None, "--engine", value, f"--from-db needs --engine ({', '.join(ENGINES)} or all)")
+    assert value is not None
+    names = ENGINES if value == "all" else tuple(v.strip() for v in value.split(",") if v.strip())
+    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
+    for n in names:
+        require(n in ENGINES, "--engine", n, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
+    return names
+
+
+def _existing_sections(text: str) -> dict[str, list[str]]:
+    """Lines of each engine section already in the profile (kept when not refitted)."""
+    lines = text.splitlines()
+    out: dict[str, list[str]] = {}
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("engines:"))
+    except StopIteration:
+        return out
+    cur = None
+    for ln in lines[start + 1 :]:
+        if ln and ln[0] not in " #":
+            break
+        if ln.startswith("  ") and not ln.startswith("   ") and ln.strip().endswith(":"):
+            cur = ln.strip()[:-1]
+            out[cur] = [ln]
+        elif cur is not None:
+            out[cur].append(ln)
+    return out
+
+
+def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
+    return {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}
+
+
+def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
+    from simcast.calib import aic_db
+    from simcast.calib import profile_yaml as py
+    from simcast.calib.engines_yaml import (
+        render_engines,
+        replace_engines_block,
+        replace_link_collectives,
+        set_calibration_entry,
+    )
+    from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.inputs.files import loads_yaml, read_text
+    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, profiles_dir
+    from simcast.inputs.schema import check
+
+    require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
+    require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
+    require(not a.transfer_from, "--transfer-from", a.transfer_from, "cannot be combined with --from-db")
+    require(a.system in SYSTEMS, "--system", a.system, f"allowed: {', '.join(SYSTEMS)}")
+    engines = parse_engines(a.engine)
+    aic_db.data_root()  # one line telling how to install the extra when it is missing
+    device = a.device or SYSTEMS[a.system].profile
+    base = load_device(device)
+    src = Path(device) if Path(device).is_file() else profiles_dir() / f"{device}.yaml"
+    text = read_text(src, "--device")
+    old = _existing_sections(text)
+    previous = (loads_yaml(text, "--device") or {}).get("calibration") or {}
+    fitted: dict[str, tuple] = {}
+    summary: dict[str, dict] = {}
+    for e in engines:
+        ek, errs, data = fit_engine(a.system, e, base, a.version)
+        fitted[e] = (ek, errs)
+        summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies), "held_out_abs_err_pct": _pct(errs)}
+        print(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
+    how = f"simcast calibrate --from-db aiconfigurator --system {a.system}"
+    new_sections = _existing_sections(render_engines(fitted, how))
+    merged = [render_engines(fitted, how).splitlines()[0]]
+    for e in ENGINES:
+        merged += new_sections.get(e) or old.get(e, [])
+    text = replace_engines_block(text, "\n".join(merged))
+    # NCCL's own all-reduce: written only when fitted on this system's own table, and never over link fits an
+    # earlier run made on this device's own measurements (a transfer or another table does not replace them)
+    fits, nerr, note = nccl_fits(a.system)
+    nccl: dict = {"source": note, "held_out_abs_err_pct": _pct(nerr)}
+    if not nerr:
+        nccl["written"] = "no: no NCCL table of this system is usable; the link keeps its collectives"
+    elif py.link_fitted_here(text, "intra_node"):
+        nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
+    else:
+        med, p90 = nerr["nccl.all_reduce"]
+        fit_note = f"{py.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
+        text = replace_link_collectives(text, "intra_node", fits, {"": fit_note})
+        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
+        nccl["fitted_parameters"] = 2 * len(fits)
+    kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
+    text = set_calibration_entry(
+        text,
+        "from_db",
+        {
+            "package": f"aiconfigurator-core {aic_db.package_version()}",
+            "system": a.system,
+            "date": _dt.date.today().isoformat(),
+            "split": "fit on shapes whose CRC32 is even, errors on the odd half",
+            "fitted_parameters": nccl.get("fitted_parameters", 0),
+            "engines": {e: summary.get(e) or kept[e] for e in ENGINES if e in summary or e in kept},
+            "nccl": nccl,
+        },
+    )
+    text = py.recount_calibration(text)
+    device_from_dict(check(loads_yaml(text, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
+    print(f"wrote {a.out} (engines {', '.join(engines)} on {a.system}; NCCL link fits written: {nccl['written']})")
+    return 0

@@ -1,0 +1,180 @@
+"""Per-engine kernel parameters of a device profile (the profile's ``engines:`` section).
+
+Serving engines ship different kernels for the same operation (cuBLAS or CUTLASS
+GEMMs, FlashAttention-3, FlashInfer or TensorRT-LLM attention, each engine's own
+custom all-reduce), and measured tables show the same shapes running measurably
+apart. A profile therefore holds, beside the device's generic efficiencies,
+one :class:`EngineKernels` per engine with fitted parameters for GEMMs (per
+dtype family), prefill and decode attention (per KV dtype) and the engine's
+all-reduce (per group size). The formulas that read them live in
+:mod:`simcast.cost.gemm`, :mod:`simcast.cost.attention` and
+:mod:`simcast.cost.collectives`; every parameter is dimensionless or carries its
+unit in its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from simcast.core.engines import ENGINES
+from simcast.core.errors import require
+
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
+"""GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
+ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
+"""KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
+
+
+def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
+    for f in fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            require(v >= 0, f"{where}.{f.name}", v, "must be >= 0")
+    for name in fractions:
+        v = getattr(obj, name)
+        require(0 < v <= 1, f"{where}.{name}", v, "must be in (0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GemmFit:
+    """One GEMM family's fitted parameters (``t`` in seconds, see :func:`simcast.cost.gemm.gemm_time_s`).
+
+    compute ``2MNK / (peak · matmul · s(M) s(N) s(K) · wave^wave_exp)`` with ``s(d) = d / (d + half_d)``
+    and ``wave`` the useful fraction of the last wave of ``tile_m × tile_n`` output tiles over
+    ``sm_count`` SMs; memory ``bytes / (hbm_bw · memory · par^parallel_exp · (1 + l2_boost · L/(L + bytes)))``
+    with ``par = min(1, tiles · max(1, K / split_k_elems) / sm_count)`` (too few CTAs cannot saturate HBM) and
+    ``L = l2_half_bytes`` (operands that stay in L2 between calls move faster); the two combine as a
+    smooth maximum ``(tc^p + tm^p)^(1/p)`` with ``p = smooth_p``; plus ``launch_s``.
+    """
+
+    dtype: str
+    matmul: float
+    half_m: float
+    half_n: float
+    half_k: float
+    wave_exp: float
+    memory: float
+    split_k_elems: float
+    parallel_exp: float
+    l2_boost: float
+    l2_half_bytes: float
+    smooth_p: float
+    launch_s: float
+    sm_count: int
+    tile_m: int = 128
+    tile_n: int = 128
+
+    def __post_init__(self) -> None:
+        require(self.dtype in GEMM_DTYPES, "engines.gemm.dtype", self.dtype, f"allowed: {', '.join(GEMM_DTYPES)}")
+        _check_fields(self, f"engines.gemm[{self.dtype}]", ("matmul", "memory"))
+        require(self.smooth_p >= 1, f"engines.gemm[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
+        for f in ("sm_count", "tile_m", "tile_n", "split_k_elems"):
+            require(getattr(self, f) >= 1, f"engines.gemm[{self.dtype}].{f}", getattr(self, f), "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefillAttentionFit:
+    """Prefill (causal) attention: see :func:`simcast.cost.attention.prefill_time_s`.
+
+    compute ``flops_tiled / (peak · matmul · s(q_len) s(units) s(head_dim))`` where
+    ``flops_tiled`` counts every ``tile × tile`` block the causal kernel visits (GQA query
+    heads packed into the query tile) and ``units = batch · kv_heads · query tiles`` is the
+    number of CTAs; memory ``bytes / (hbm_bw · memory)``; smooth maximum with ``smooth_p``;
+    plus ``launch_s``.
+    """
+
+    dtype: str
+    matmul: float
+    half_q_len: float
+    half_units: float
+    half_head_dim: float
+    memory: float
+    smooth_p: float
+    launch_s: float
+    tile: int = 128
+
+    def __post_init__(self) -> None:
+        require(
+            self.dtype in ATTENTION_DTYPES,
+            "engines.prefill.dtype",
+            self.dtype,
+            f"allowed: {', '.join(ATTENTION_DTYPES)}",
+        )
+        _check_fields(self, f"engines.prefill[{self.dtype}]", ("matmul", "memory"))
+        require(self.smooth_p >= 1, f"engines.prefill[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
+        require(self.tile >= 1, f"engines.prefill[{self.dtype}].tile", self.tile, "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeAttentionFit:
+    """Decode attention (one new token per request): see :func:`simcast.cost.attention.decode_time_s`.
+
+    memory ``kv_bytes / (hbm_bw · memory · s(units) · s(kv_len))`` with ``units = batch · kv_heads ·
+    max(1, kv_len / split_tokens)`` (split-KV: long contexts are cut into chunks that run in
+    parallel); compute ``4 · batch · heads · head_dim · kv_len / (peak · matmul)``; a per-wave
+    floor ``ceil(batch · kv_heads / sm_count) · wave_s`` (one CTA per request and KV head, each
+    with a minimum time however little it reads); smooth maximum of the three; plus ``launch_s``.
+    ``max_group`` (0 = no limit): GQA groups larger than this fall back to a kernel that reads the
+    keys and values ``group / group_share`` times (TensorRT-LLM's XQA kernels take groups up to a
+    size; past it the generic kernel works per query head, partly served from L2).
+    ``l2_boost``, ``l2_half_bytes``: the bandwidth rises by ``1 + l2_boost · L/(L + bytes)`` when the
+    keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
+    L2 next to slow memory, e.g. L40S).
+    """
+
+    dtype: str
+    memory: float
+    half_units: float
+    split_tokens: float
+    half_kv_len: float
+    matmul: float
+    wave_s: float
+    smooth_p: float
+    launch_s: float
+    sm_count: int
+    max_group: int = 0
+    group_share: float = 1.0
+    l2_boost: float = 0.0
+    l2_half_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        require(
+            self.dtype in ATTENTION_DTYPES,
+            "engines.decode.dtype",
+            self.dtype,
+            f"allowed: {', '.join(ATTENTION_DTYPES)}",
+        )
+        _check_fields(self, f"engines.decode[{self.dtype}]", ("matmul", "memory"))
+        require(self.smooth_p >= 1, f"engines.decode[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
+        require(self.split_tokens >= 1, f"engines.decode[{self.dtype}].split_tokens", self.split_tokens, "must be >= 1")
+        require(self.sm_count >= 1, f"engines.decode[{self.dtype}].sm_count", self.sm_count, "must be >= 1")
+        require(self.group_share >= 1, f"engines.decode[{self.dtype}].group_share", self.group_share, "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineKernels:
+    """One engine's fitted kernels on one device; empty tuples mean "not fitted here"."""
+
+    engine: str
+    gemm: tuple[GemmFit, ...] = ()
+    prefill: tuple[PrefillAttentionFit, ...] = ()
+    decode: tuple[DecodeAttentionFit, ...] = ()
+    all_reduce: tuple = ()  # tuple[CollectiveFit, ...]: the engine's all-reduce as it issues it
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        require(self.engine in ENGINES, "engines", self.engine, f"allowed: {', '.join(ENGINES)}")
+
+    def gemm_fit(self, dtype: str) -> GemmFit | None:
+        want = "bf16" if dtype == "fp16" and not any(g.dtype == "fp16" for g in self.gemm) else dtype
+        return next((g for g in self.gemm if g.dtype == want), None)
+
+    def prefill_fit(self, dtype: str) -> PrefillAttentionFit | None:
+        return next((a for a in self.prefill if a.dtype == _attn_dtype(dtype, self.prefill)), None)
+
+    def decode_fit(self, dtype: str) -> DecodeAttentionFit | None:
+        return next((a for a in self.decode if a.dtype == _attn_dtype(dtype, self.decode)), None)
+
+
+def _attn_dtype(dtype: str, fits: tuple) -> str:
+    return "bf16" if dtype == "fp16" and not any(a.dtype == "fp16" for a in fits) else dtype

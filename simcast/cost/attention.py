@@ -1,0 +1,205 @@
+"""Attention kernel time with an engine's fitted parameters.
+
+Prefill (causal, FlashAttention-style tiling): the kernel walks query tiles of
+``tile`` rows; query tile ``i`` of a request with ``c`` cached tokens visits the
+key tiles up to its last row, ``ceil((c + min((i+1)·tile, q)) / tile)`` of them,
+and computes each visited ``tile × tile`` block in full (the causal mask only
+zeroes the diagonal block's upper half). FLOPs are ``4 · heads · head_dim``
+(QK^T and PV, 2 FLOPs per multiply-add) per visited query-key pair. Exact causal
+pairs are ``q·c + q(q+1)/2``; the tiled count is larger by the diagonal blocks
+and the padding of the last tile, which dominates short sequences.
+
+GQA: for short queries FlashAttention-3 packs the ``group = heads / kv_heads``
+query heads of one KV head into the query tile, so the padding of the last tile
+is over ``q · group`` rows; FLOPs are then counted per KV head.
+
+Decode (one new token per request): the kernel streams the request's keys and
+values, ``2 · kv_len · kv_heads · head_dim`` elements, once; the query heads of a
+GQA group share that read. Its efficiency depends on how many independent
+units of work there are: ``batch · kv_heads`` (split-KV kernels cut each long
+context into chunks of ``split_tokens`` that run in parallel and are merged),
+and one CTA per (request, KV head) has a minimum time, so a large batch of
+short contexts costs whole waves of CTAs over the SMs.
+
+Both have a fixed launch time (the floor short kernels never go below).
+Array-friendly where the fit needs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
+from simcast.cost.gemm import smooth_max
+
+KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def causal_pairs(q_len, cached):
+    """Exact query-key pairs of causal attention: ``q·c + q(q+1)/2`` (array-friendly)."""
+    q, c = np.asarray(q_len, dtype=float), np.asarray(cached, dtype=float)
+    return q * c + q * (q + 1) / 2
+
+
+def _packed_sum(count, group):
+    """``Σ_{i=1..count} ceil(i / group)`` in closed form (array-friendly)."""
+    a = np.floor(count / group)
+    r = count - a * group
+    return group * a * (a + 1) / 2 + r * (a + 1)
+
+
+def tiled_causal_blocks(q_len, cached, tile: int, group=1):
+    """``tile × tile`` blocks a tiled causal kernel computes per KV head (array-friendly).
+
+    Query rows are the request's ``q_len`` positions times ``group`` query heads of one KV head
+    (GQA packing, as FlashAttention-3 does for short queries; ``group = 1`` is one head at a time,
+    then count per query head). With ``n = ceil(q·group / tile)`` query tiles, tile ``i``
+    (0-based) ends at position ``(i+1)·tile/group`` and visits ``ceil((c + end) / tile)`` key
+    tiles; the full tiles sum to ``(n-1)·ceil(c/tile) + Σ_{i<n} ceil(i/group)`` (exact when the
+    cached length is a multiple of the tile) and the last one ends at ``q``.
+    """
+    q, c, g = (np.asarray(v, dtype=float) for v in (q_len, cached, group))
+    n = np.ceil(q * g / tile)
+    return (n - 1) * np.ceil(c / tile) + _packed_sum(n - 1, g) + np.ceil((c + q) / tile)
+
+
+def tiled_causal_pairs(q_len, cached, tile: int):
+    """Query-key pairs one query head's tiled causal kernel computes: blocks × ``tile²``.
+
+    For ``c = 0`` and ``q`` a multiple of the tile, ``n(n+1)/2`` blocks (``n = q / tile``).
+    """
+    return tiled_causal_blocks(q_len, cached, tile, 1) * tile * tile
+
+
+def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None, kv_heads=None):
+    """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given.
+
+    Tiled with ``kv_heads``: GQA-packed tiles, ``4 · batch · kv_heads · head_dim · blocks · tile²``.
+    """
+    b, h, d = (np.asarray(v, float) for v in (batch, heads, head_dim))
+    if tile is None:
+        return 4.0 * b * h * d * causal_pairs(q_len, cached)
+    if kv_heads is None:
+        return 4.0 * b * h * d * tiled_causal_pairs(q_len, cached, tile)
+    hkv = np.asarray(kv_heads, float)
+    return 4.0 * b * hkv * d * tiled_causal_blocks(q_len, cached, tile, h / hkv) * tile * tile
+
+
+def prefill_units(batch, q_len, heads, kv_heads, tile: int):
+    """CTAs of a GQA-packed prefill: ``batch · kv_heads · ceil(q_len · group / tile)``."""
+    b, q, h, hkv = (np.asarray(v, float) for v in (batch, q_len, heads, kv_heads))
+    return b * hkv * np.ceil(q * (h / hkv) / tile)
+
+
+def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
+    """Q read and O written once (2 bytes), K and V read once per query tile group (KV dtype)."""
+    q, c = np.asarray(q_len, float), np.asarray(cached, float)
+    b, h, hkv, d = (np.asarray(v, float) for v in (batch, heads, kv_heads, head_dim))
+    return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * KV_BYTES[dtype])
+
+
+def saturation(x, half: float):
+    """``x / (x + half)``; 1 when ``half`` is 0 (array-friendly)."""
+    return x / (x + half) if half > 0 else 1.0
+
+
+def prefill_parts(
+    fit: PrefillAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    q_len,
+    cached,
+    heads,
+    kv_heads,
+    head_dim,
+    flops_tiled=None,
+):
+    """(compute_s, memory_s) of a prefill attention call."""
+    q, d = (np.asarray(v, float) for v in (q_len, head_dim))
+    fl = (
+        prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None else flops_tiled
+    )
+    units = prefill_units(batch, q_len, heads, kv_heads, fit.tile)
+    eff = (
+        fit.matmul
+        * saturation(q, fit.half_q_len)
+        * saturation(units, fit.half_units)
+        * saturation(d, fit.half_head_dim)
+    )
+    t_c = fl / (peak_flops_per_s * eff)
+    t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
+    return t_c, t_m
+
+
+def prefill_time_s(
+    fit: PrefillAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    q_len,
+    cached,
+    heads,
+    kv_heads,
+    head_dim,
+    flops_tiled=None,
+):
+    """Seconds for one prefill attention call over ``batch`` requests of ``q_len`` new tokens each."""
+    t_c, t_m = prefill_parts(
+        fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, q_len, cached, heads, kv_heads, head_dim, flops_tiled
+    )
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
+
+
+def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0, group_share: float = 1.0):
+    """K and V of every request read once (KV dtype) + q read and o written (2 bytes).
+
+    With ``max_group`` > 0 and a GQA group larger than it, K and V are read
+    ``max(1, group / group_share)`` times.
+    """
+    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
+    reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
+    return b * (2 * s * hkv * d * KV_BYTES[dtype] * reads + 2 * h * d * 2)
+
+
+def l2_factor(fit: DecodeAttentionFit, nbytes):
+    """``1 + l2_boost · L / (L + bytes)``: small working sets served from L2 (1 when off)."""
+    if fit.l2_boost <= 0 or fit.l2_half_bytes <= 0:
+        return 1.0
+    return 1.0 + fit.l2_boost * fit.l2_half_bytes / (fit.l2_half_bytes + np.asarray(nbytes, dtype=float))
+
+
+def decode_parts(
+    fit: DecodeAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_len,
+    heads,
+    kv_heads,
+    head_dim,
+):
+    """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
+    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
+    units = b * hkv * np.maximum(1.0, s / fit.split_tokens)
+    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share)
+    eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
+    t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
+    t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
+    t_w = np.ceil(b * hkv / fit.sm_count) * fit.wave_s
+    return t_c, t_m, t_w
+
+
+def decode_time_s(
+    fit: DecodeAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_len,
+    heads,
+    kv_heads,
+    head_dim,
+):
+    """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
+    t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
+    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s

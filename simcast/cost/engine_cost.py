@@ -1,0 +1,207 @@
+"""Which engine's fitted kernels cost an op, and the op's time with them.
+
+``--engine vllm|sglang|trtllm`` picks the profile's ``engines.<engine>`` section.
+Kernel kinds are resolved one by one (GEMM per dtype family, prefill and decode
+attention per KV dtype, all-reduce): the requested engine's fit if the profile
+has one, else the nearest engine's, labelled as a fallback, else the device's
+generic roofline (also labelled). Nearest: vLLM and SGLang share kernel families
+(torch/cuBLAS GEMMs, FlashAttention/FlashInfer attention, SGLang's custom
+all-reduce is adapted from vLLM's), TensorRT-LLM ships its own kernels; so
+vllm <-> sglang first, then trtllm.
+
+This module only reads plain values (no import of :mod:`simcast.cost.compute`,
+which calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from simcast.core.engines import ENGINES, NCCL
+from simcast.core.errors import require
+from simcast.core.kernel_fits import EngineKernels
+from simcast.core.specs import DeviceSpec
+from simcast.cost import attention as attn
+from simcast.cost import collectives
+from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_time_s, smooth_max
+
+FALLBACK: dict[str, tuple[str, ...]] = {
+    "vllm": ("sglang", "trtllm"),
+    "sglang": ("vllm", "trtllm"),
+    "trtllm": ("vllm", "sglang"),
+}
+KINDS = ("gemm", "prefill", "decode", "all_reduce")
+
+
+def check_engine(engine: str | None, field: str = "--engine") -> str | None:
+    """None (generic kernels), an engine name, or ``nccl`` (NCCL's own collectives); else a one-line error."""
+    require(
+        engine is None or engine in ENGINES or engine == NCCL,
+        field,
+        engine,
+        f"allowed: {', '.join(ENGINES)} (or {NCCL} for NCCL's own all-reduce rows)",
+    )
+    return engine
+
+
+def _has(ek: EngineKernels, kind: str, dtype: str) -> Any:
+    if kind == "gemm":
+        return ek.gemm_fit(dtype)
+    if kind == "prefill":
+        return ek.prefill_fit(dtype)
+    if kind == "decode":
+        return ek.decode_fit(dtype)
+    return ek.all_reduce or None
+
+
+def pick(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") -> tuple[Any, str]:
+    """(fit, engine it came from) for one kernel kind; (None, "") when no engine section has one."""
+    if engine is None or engine == NCCL:
+        return None, ""
+    for e in (engine,) + FALLBACK.get(engine, ()):
+        ek = dev.engines.get(e)
+        if ek is not None:
+            fit = _has(ek, kind, dtype)
+            if fit is not None:
+                return fit, e
+    return None, ""
+
+
+def label(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") -> str:
+    """How one kernel kind is costed for ``engine`` on ``dev`` (for outputs and assumptions)."""
+    if engine is None:
+        return "generic roofline (no --engine)"
+    if engine == NCCL:
+        return "NCCL's own collectives (link fits)"
+    fit, used = pick(dev, engine, kind, dtype)
+    if fit is None:
+        return f"generic roofline (no engine fit for {kind} {dtype} on {dev.name})"
+    return f"{used} fit" + ("" if used == engine else f" (fallback: no {engine} fit on {dev.name})")
+
+
+def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: bool = False) -> str:
+    """One line for a report's assumptions: how each kernel kind is costed for ``engine``.
+
+    ``gemm_dtype``: the dense GEMMs' family when it differs from ``dtype`` (fp8 / fp8_block / mxfp4
+    weights); ``moe``: the model has routed experts (their grouped GEMMs and all-to-all keep the
+    generic formulas of :mod:`simcast.cost.moe`).
+    """
+    if engine is None:
+        return ""
+    if not dev.engines:
+        return f"engine {engine} kernels on {dev.name}: generic roofline (the profile has no engines: section)"
+    parts = [f"{k} {label(dev, engine, k, (gemm_dtype or dtype) if k == 'gemm' else dtype)}" for k in KINDS]
+    if gemm_dtype and gemm_dtype != dtype:
+        parts[0] = f"gemm ({gemm_dtype} weights) " + parts[0][len("gemm ") :]
+    if moe:
+        parts.append("MoE expert GEMMs and all-to-all: generic formulas (no engine fit)")
+    used = sorted({u for k in KINDS for u in (pick(dev, engine, k, dtype)[1],) if u})
+    where = f" (tables: the profile's {', '.join(f'engines.{u}.source' for u in used)})" if used else ""
+    return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + where
+
+
+# ------------------------------------------------------------------ op times
+def gemm_s(dev: DeviceSpec, engine: str | None, dtype: str, m: int, n: int, k: int) -> tuple[float, str] | None:
+    """(seconds, compute|memory) of a GEMM with the engine's fit; None without one."""
+    fit, _ = pick(dev, engine, "gemm", dtype)
+    if fit is None:
+        return None
+    peak = dev.matmul_peak(PEAK_DTYPE[fit.dtype])
+    t = float(gemm_time_s(fit, peak, dev.hbm_bw_bytes_per_s, m, n, k))
+    return t, gemm_bound(fit, peak, dev.hbm_bw_bytes_per_s, m, n, k)
+
+
+def attention_s(
+    dev: DeviceSpec,
+    engine: str | None,
+    dtype: str,
+    query_lens: Sequence[int],
+    context_lens: Sequence[int],
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    phase: str = "auto",
+    counts: Sequence[int] = (),
+) -> tuple[float, str] | None:
+    """(seconds, bound) of one attention launch over a batch of requests; None without a fit.
+
+    Request group ``i`` is ``counts[i]`` identical requests (default one each). Decode requests
+    (one new token) use the decode fit with the batch's total KV read and split-KV units; prefill
+    requests the prefill fit with their tiled causal FLOPs summed and the mean query length for
+    the efficiency. A mixed batch (chunked prefill beside decodes, one varlen launch in
+    vLLM/SGLang) costs both parts and one launch. ``phase="prefill"`` costs every request with
+    the prefill fit (a 1-token prompt is a prefill).
+    """
+    q = np.asarray(query_lens, dtype=float)
+    c = np.asarray(context_lens, dtype=float)
+    n = np.asarray(counts, dtype=float) if len(counts) else np.ones_like(q)
+    dec, pre = (q == 1, q > 1) if phase != "prefill" else (q < 0, q >= 1)
+    peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
+    parts: list[tuple[float, float, str]] = []  # (time without launch, launch, bound)
+    if dec.any():
+        fit, _ = pick(dev, engine, "decode", dtype)
+        if fit is None:
+            return None
+        kv, w = c[dec] + 1, n[dec]
+        # the batch's totals: for equal requests this is attention.decode_parts exactly
+        units = float(np.sum(w * kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
+        mean_kv = float(np.sum(w * kv) / np.sum(w))
+        nbytes = float(
+            np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
+        )
+        eff_m = (
+            fit.memory
+            * attn.saturation(units, fit.half_units)
+            * attn.saturation(mean_kv, fit.half_kv_len)
+            * float(attn.l2_factor(fit, nbytes))
+        )
+        t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
+        t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
+        t_w = float(np.ceil(np.sum(w) * kv_heads / fit.sm_count)) * fit.wave_s
+        parts.append(
+            (
+                float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
+                fit.launch_s,
+                "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency"),
+            )
+        )
+    if pre.any():
+        fit, _ = pick(dev, engine, "prefill", dtype)
+        if fit is None:
+            return None
+        qp, cp, w = q[pre], c[pre], n[pre]
+        fl = float(np.sum(w * attn.prefill_flops(1, qp, cp, heads, head_dim, fit.tile, kv_heads)))
+        nb = float(np.sum(w * attn.prefill_bytes(1, qp, cp, heads, kv_heads, head_dim, fit.dtype)))
+        b = float(np.sum(w))
+        mean_q = float(np.sum(w * qp) / b)
+        t_c, _ = attn.prefill_parts(
+            fit, peak, dev.hbm_bw_bytes_per_s, b, mean_q, 0.0, heads, kv_heads, head_dim, flops_tiled=fl
+        )
+        t_m = nb / (dev.hbm_bw_bytes_per_s * fit.memory)
+        parts.append((float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s, "compute" if t_c >= t_m else "memory"))
+    body = sum(p[0] for p in parts)
+    bound = max(parts, key=lambda p: p[0])[2]
+    return body + max(p[1] for p in parts), bound
+
+
+def all_reduce_s(
+    dev: DeviceSpec, engine: str | None, n: int, message_bytes: float, cross_node: bool
+) -> tuple[float, str] | None:
+    """The engine's all-reduce as it issues it (one-shot / two-shot / NCCL regimes); None without a fit.
+
+    Engine custom all-reduce kernels work through NVLink peer memory inside one node, so a
+    group that spans nodes (or ``engine`` nccl / None) is left to NCCL's own link fits.
+    """
+    if cross_node or n <= 1 or message_bytes <= 0:
+        return None
+    fits, _ = pick(dev, engine, "all_reduce")
+    if not fits:
+        return None
+    got = collectives.piecewise_s(fits, "all_reduce", n, message_bytes)
+    if got is None:
+        return None
+    t, regime = got
+    return t, regime.algorithm or "fitted"

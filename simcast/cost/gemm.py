@@ -1,0 +1,74 @@
+"""GEMM time with an engine's fitted kernel parameters (:class:`~simcast.core.kernel_fits.GemmFit`).
+
+``(M×K) @ (K×N)`` in one dtype family. Assumptions, each a term of the formula:
+
+* compute: ``2MNK`` FLOPs at the dtype's dense peak times an efficiency that
+  saturates in M, N and K (``d / (d + half_d)``: small dimensions waste tensor-core
+  tiles and pipeline stages), times the useful share of the last *wave*: the
+  output is cut into ``tile_m × tile_n`` tiles, one per SM at a time, so 133
+  tiles on 132 SMs take two waves (a 129-row GEMM costs about like a 256-row one
+  on a 128-row tile grid).
+* memory: operands read and the output written once (``A·M·K + B·N·K + 2·M·N``
+  bytes, A = B = element bytes; fp8 outputs are bf16), at an HBM fraction that
+  drops when too few CTAs run (``tiles · max(1, K / split_k_elems)`` against the
+  SM count: split-K spreads a skinny GEMM over more SMs) and rises when the
+  operands are small enough to stay in L2 between calls.
+* the two overlap imperfectly: a smooth maximum ``(tc^p + tm^p)^(1/p)``;
+  then a fixed launch time.
+
+Array-friendly: the fit evaluates it on numpy arrays of shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simcast.core.kernel_fits import GemmFit
+
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1}
+PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8"}
+"""The matmul peak a family runs at (block-scaled fp8 on the fp8 tensor cores)."""
+
+
+def gemm_bytes(m, n, k, dtype: str):
+    """Bytes a GEMM addresses: inputs once in the family's element size, a 2-byte output once."""
+    eb = ELEMENT_BYTES[dtype]
+    return eb * (m * k + n * k) + 2 * m * n
+
+
+def smooth_max(*terms, p: float):
+    """``(Σ t^p)^(1/p)``, computed relative to the largest term (no overflow for large ``p``)."""
+    big = np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])
+    safe = np.where(big > 0, big, 1.0)
+    return big * sum((np.asarray(t, dtype=float) / safe) ** p for t in terms) ** (1.0 / p)
+
+
+def _sat(x, half: float):
+    return x / (x + half) if half > 0 else 1.0
+
+
+def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
+    """(compute_s, memory_s) of the GEMM, before the smooth maximum and the launch time."""
+    m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
+    tiles = np.ceil(m / fit.tile_m) * np.ceil(n / fit.tile_n)
+    waves = np.ceil(tiles / fit.sm_count)
+    wave_eff = tiles / (waves * fit.sm_count)
+    eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff**fit.wave_exp
+    t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
+    nbytes = gemm_bytes(m, n, k, fit.dtype)
+    par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)
+    l2 = 1.0 + fit.l2_boost * (fit.l2_half_bytes / (fit.l2_half_bytes + nbytes) if fit.l2_half_bytes > 0 else 0.0)
+    t_m = nbytes / (hbm_bw_bytes_per_s * fit.memory * par**fit.parallel_exp * l2)
+    return t_c, t_m
+
+
+def gemm_time_s(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
+    """Seconds for one GEMM call (array-friendly)."""
+    t_c, t_m = gemm_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, m, n, k)
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
+
+
+def gemm_bound(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m: int, n: int, k: int) -> str:
+    """``compute`` or ``memory``: the larger of the two terms."""
+    t_c, t_m = gemm_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, m, n, k)
+    return "compute" if float(t_c) >= float(t_m) else "memory"

@@ -40,6 +40,9 @@ ARGS = [
 ]
 
 
+REFINE = ["--ttft-limit", "2000", "--refine-top", "3"]
+
+
 def timed(cmd: list[str], env: dict | None = None) -> float:
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,6 +116,7 @@ def main() -> None:
         env = dict(os.environ, SIMCAST_CACHE_DIR=cache)
         cold = timed([simcast] + ARGS, env)
         warm = [timed([simcast] + ARGS, env) for _ in range(3)]
+        refine = timed([simcast] + ARGS + REFINE, env)
         os.environ["SIMCAST_CACHE_DIR"] = cache
         import contextlib
         import io
@@ -129,6 +133,7 @@ def main() -> None:
     print(f"  first run, empty trace cache : {cold:6.2f} s  (import torch + torch.compile of stage modules)")
     print(f"  repeated run (disk cache)    : {min(warm):6.2f} s  (best of 3; no torch import)")
     print(f"  in-process (memory cache)    : {inproc:6.2f} s  (torch imported in-process: {torch_imported})")
+    print(f"  + {' '.join(REFINE)} : {refine:6.2f} s  (request-level bisection, disk cache)")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             aic = aiconfigurator_s(tmp)

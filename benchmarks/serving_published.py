@@ -94,12 +94,26 @@ def predict(row: dict) -> tuple[str, float] | None:
     return "max load", estimate_serving(replace(cfg, batch_size=b)).tokens_per_s
 
 
+UNITS = {"ttft": "ms", "static": "tok/s/GPU", "max load": "tok/s"}
+
+
 def main() -> int:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SIMCAST_SERVING_CSV", DEFAULT_CSV))
+    """Print every row; with ``--markdown PATH`` also write the table (every row) for the docs."""
+    args = sys.argv[1:]
+    md_path = None
+    if "--markdown" in args:
+        i = args.index("--markdown")
+        md_path = Path(args[i + 1])
+        del args[i : i + 2]
+    path = Path(args[0] if args else os.environ.get("SIMCAST_SERVING_CSV", DEFAULT_CSV))
     if not path.is_file():
         print(f"no published serving data at {path}; nothing to check")
         return 0
     errs: dict[str, list[float]] = {}
+    md = [
+        "| kind | GPU | model | TP | batch | ISL/OSL | measured | simcast | error |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     with path.open() as f:
         for row in csv.DictReader(f):
             got = predict(row)
@@ -114,9 +128,18 @@ def main() -> int:
             err = (pred - meas) / meas
             errs.setdefault(kind, []).append(abs(err))
             print(f"{kind:<8} {label}  measured {meas:>9.1f}  simcast {pred:>9.1f}  {err * 100:+6.1f}%")
+            md.append(
+                f"| {kind} ({UNITS[kind]}) | {row['hardware']} | {row['model']} | {row['tp']} | {row['batch']} | "
+                f"{row['isl']}/{row['osl']} | {meas:,.1f} | {pred:,.1f} | {err * 100:+.1f}% |"
+            )
     print()
+    summary = ["", "| kind | rows | median abs error | max abs error |", "| --- | --- | --- | --- |"]
     for kind, e in errs.items():
         print(f"{kind:<8} rows {len(e):>2}: median |err| {statistics.median(e) * 100:5.1f}%  max {max(e) * 100:5.1f}%")
+        summary.append(f"| {kind} | {len(e)} | {statistics.median(e) * 100:.1f}% | {max(e) * 100:.1f}% |")
+    if md_path is not None:
+        md_path.write_text("\n".join(md + summary) + "\n")
+        print(f"wrote {md_path}")
     return 0
 
 

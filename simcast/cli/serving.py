@@ -18,6 +18,7 @@ from simcast.cli.args import (
     positive_int,
 )
 from simcast.cli.outputs import add_output_args, output_path, write_atomic, write_pareto_plot
+from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_DEVICES, MAX_REQUESTS
 from simcast.serving.engines import ENGINE_CHOICES
@@ -114,6 +115,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_sweep_args(p)
     add_output_args(p, trace=False)
 
 
@@ -140,7 +142,7 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
-    from simcast.render.search_tables import format_search, points_dataframe
+    from simcast.render.search_tables import format_search
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig, Workload
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
@@ -158,6 +160,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
     )
     check_space(space)
+    check_sweep_args(a)
     model = load_model(a.model, quantization=a.quantization)
     device = load_device(a.device, a.devices_per_node)
     base = ServingConfig(
@@ -175,8 +178,13 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
     )
-    rows, rejected = search(base, space, use_disk_cache=not a.no_cache)
-    pts = points_dataframe(rows, lambda r: meets(r, space))
+    rows, rejected = search(base, space, use_disk_cache=not a.no_cache, workers=a.workers, ray_address=a.ray)
+    refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
+    if a.csv or a.json or a.plot:  # pandas only for these (its import is a third of a warm run)
+        from simcast.render.refine_tables import csv_columns
+        from simcast.render.search_tables import points_dataframe
+
+        pts = points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
     if a.csv:
         write_atomic(a.csv, "--csv", lambda tmp: pts.to_csv(tmp, index=False))
     if a.plot:
@@ -199,6 +207,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
             "rows": pts.to_dict(orient="records"),
             "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
         }
+        if a.refine_top:
+            out["refined"] = refined
         if a.emit:
             out["launch"] = [
                 {"parallel": lab, "server": ll.server, "bench": ll.bench, "notes": list(ll.notes)} for lab, ll in launch
@@ -219,6 +229,10 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     )
     assumptions = rows[0].result.assumptions if rows else ()
     print(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
+    if refined:
+        from simcast.render.refine_tables import format_refined
+
+        print("\n" + format_refined(refined, refs))
     if a.emit:
         from simcast.render.launch import format_launch
 

@@ -107,6 +107,11 @@ class SimcastInputError(ValueError):
         self.allowed = allowed
         super().__init__(f"{one_line(field, 200)}: got {bounded_repr(value)}; {one_line(allowed)}")
 
+    def __reduce__(self) -> tuple:
+        """Pickle by the constructor's arguments: an error raised in a pool or Ray worker reaches the CLI
+        as the same one-line error (the default reduce passes only the message and fails to rebuild)."""
+        return (type(self), (self.field, self.value, self.allowed))
+
 
 def require(cond: bool, field: str, value: Any, allowed: str) -> None:
     """Raise :class:`SimcastInputError` unless ``cond`` holds."""

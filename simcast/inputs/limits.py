@@ -35,6 +35,12 @@ MAX_BENCH_TOKENS = 5 * 10**7
 """Prompt + output tokens of all requests of one ``bench-serve`` run (1000 prompts of 8k + 1k tokens are
 9e6). The request-level simulator takes one engine step per output token at concurrency 1 (~5e4 steps/s
 measured on one core), so the worst case at this bound is ~15 minutes; typical runs take seconds."""
+MAX_REFINE_TOP = 64
+"""Layouts ``optimize --refine-top`` re-checks: each is 6-20 request-level runs (seconds each); a search
+ranks tens of layouts."""
+MAX_WORKERS = 1024
+"""Local worker processes of a sweep (``--workers``): each is an interpreter with simcast loaded (~100 MB);
+machines have at most a few hundred cores."""
 
 # ---------------------------------------------------------------- kernels (``simcast kernel``, measured CSVs)
 MAX_GEMM_DIM = 2**31 - 1
@@ -110,8 +116,14 @@ TABLE: tuple[tuple[str, float, str], ...] = (
         "65536",
     ),
     ("devices per node (`--devices-per-node`, `links.devices_per_node`)", MAX_DEVICES_PER_NODE, "1024"),
-    ("requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows)", MAX_BENCH_PROMPTS, "10^5"),
+    (
+        "requests of one `bench-serve` run (`--num-prompts`, `--dataset` rows, `--refine-prompts`)",
+        MAX_BENCH_PROMPTS,
+        "10^5",
+    ),
     ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),
+    ("layouts refined (`--refine-top`)", MAX_REFINE_TOP, "64"),
+    ("local worker processes (`--workers`)", MAX_WORKERS, "1024"),
     ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),
     ("heads, KV heads, head dim per GPU (`--heads`, `--kv-heads`, `--head-dim`)", MAX_HEADS, "2^16"),
     ("message bytes (`--bytes`, CSV `bytes`)", MAX_MESSAGE_BYTES, "2^50"),

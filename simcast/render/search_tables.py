@@ -1,13 +1,20 @@
-"""Tables, DataFrames, CSV/JSON rows for serving results and optimizer searches."""
+"""Tables, DataFrames, CSV/JSON rows for serving results and optimizer searches.
+
+The text table is built from plain row dicts; pandas is imported only for DataFrames (``--csv``,
+``--json``, ``--plot``, the Python API): importing it costs ~0.3 s, a third of a warm ``optimize``.
+"""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simcast.core.specs import GIB
 from simcast.render.tables import table
 from simcast.serving.model import ServingResult
 from simcast.serving.search import Candidate, Rejection, model_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = [
     "parallel",
@@ -73,17 +80,24 @@ def result_row(r: ServingResult, links: str = "") -> dict:
     }
 
 
-def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
+def best_rows(rows: list[Candidate]) -> list[dict]:
     """Each layout's best point, ranked (the text table's rows)."""
     out = []
     for c in rows:
         row = result_row(c.result, c.links)
         row.update(meets_limits=True, best=True, pareto=False)
         out.append(row)
-    return pd.DataFrame(out, columns=COLUMNS)
+    return out
 
 
-def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
+def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
+    """Each layout's best point, ranked (the text table's rows)."""
+    import pandas as pd
+
+    return pd.DataFrame(best_rows(rows), columns=COLUMNS)
+
+
+def point_rows(rows: list[Candidate], meets) -> list[dict]:
     """Every swept point of every layout (best points first, in rank order), with ``meets_limits``,
     ``best`` (the layout's chosen point) and ``pareto`` (on the frontier of the points meeting the limits)."""
     from simcast.serving.search import pareto_flags
@@ -97,7 +111,22 @@ def points_dataframe(rows: list[Candidate], meets) -> pd.DataFrame:
     ok = [i for i, r in enumerate(out) if r["meets_limits"]]
     for i, f in zip(ok, pareto_flags([out[i]["token/s/user"] for i in ok], [out[i]["token/s/device"] for i in ok])):
         out[i]["pareto"] = f
-    return pd.DataFrame(out, columns=COLUMNS)
+    return out
+
+
+def points_dataframe(rows: list[Candidate], meets, extra: dict[str, dict] | None = None) -> pd.DataFrame:
+    """:func:`point_rows` as a DataFrame; ``extra`` maps a layout's ``parallel`` label to columns added
+    to its best row (``--refine-top``'s figures; NaN on the other rows)."""
+    import pandas as pd
+
+    pts = point_rows(rows, meets)
+    cols = list(COLUMNS)
+    if extra:
+        cols += [k for k in next(iter(extra.values())) if k not in cols]
+        for r in pts:
+            if r["best"] and r["parallel"] in extra:
+                r.update(extra[r["parallel"]])
+    return pd.DataFrame(pts, columns=cols)
 
 
 def format_search(
@@ -111,7 +140,7 @@ def format_search(
 ) -> str:
     """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
     then blames the limits, else the layouts themselves)."""
-    df = to_dataframe(rows).head(top)
+    best = best_rows(rows)[:top]
     cells = [
         [
             str(i + 1),
@@ -127,7 +156,7 @@ def format_search(
             f"{r['max_stage_kv_gib']:.1f}",
             r["links"],
         ]
-        for i, r in df.iterrows()
+        for i, r in enumerate(best)
     ]
     out = [header, ""]
     if cells:
@@ -151,8 +180,8 @@ def format_search(
             )
         )
         out += ["", "breakdowns (% of op time | PP shares of step latency):"]
-        w = max(22, *(len(p) for p in df["parallel"]))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
-        for i, r in df.iterrows():
+        w = max(22, *(len(r["parallel"]) for r in best))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
+        for i, r in enumerate(best):
             out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
             out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     else:

@@ -160,8 +160,9 @@ def _form(
     decodes: list[_Req] = []
     chunks: list[tuple[_Req, int]] = []
     left = budget
+    gone: set[_Req] = set()  # preempted in this call (a set: `q in rep.running` made a step O(running^2))
     for q in list(rep.running):
-        if q not in rep.running:
+        if q in gone:
             continue
         if not q.prefilling:
             if prefill_first:
@@ -169,6 +170,7 @@ def _form(
             need = _blocks(q.computed + 1, blk) - q.blocks
             while need > rep.kv_blocks - rep.used_blocks and rep.running:
                 victim = rep.running.pop()  # most recently admitted: recompute later (vLLM V1)
+                gone.add(victim)
                 rep.used_blocks -= victim.blocks
                 victim.blocks = victim.computed = 0
                 victim.prefilling = True
@@ -180,7 +182,7 @@ def _form(
                 chunks = [(x, n) for x, n in chunks if x is not victim]
                 if victim is q:
                     break
-            if q not in rep.running:
+            if q in gone:
                 continue
             q.blocks += need
             rep.used_blocks += need

@@ -15,7 +15,6 @@ layouts are ranked by its output token/s per device.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -223,27 +222,74 @@ def pareto_flags(xs: Sequence[float], ys: Sequence[float]) -> list[bool]:
     return flags
 
 
+def _evaluate(task: tuple[ServingConfig, SearchSpace, bool]) -> Candidate | Rejection:
+    """One layout (a process-pool / Ray task: module level, picklable arguments)."""
+    cfg, space, use_disk_cache = task
+    return evaluate_layout(cfg, space, use_disk_cache)
+
+
+WARM_LAYOUT_S = 0.03
+"""Seconds to sweep one layout's concurrency with its traces cached: measured 0.28 s for the demo's
+10 Llama-3.1-70B layouts in-process (benchmarks/search_speed.py), 2-core development machine."""
+
+COMPILE_S = 0.29
+"""Seconds to compile one missing stage trace: the demo's empty-cache run (5.3-5.5 s) minus its warm run
+(0.65 s) minus the torch import (1.6 s), over its 11 stage keys; same machine."""
+
+TORCH_IMPORT_S = 1.6
+"""``python -c "import torch"`` (CPU wheel 2.13), same machine: each pool worker that compiles pays it."""
+
+
+def layout_work(cfgs: Sequence[ServingConfig], use_disk_cache: bool = True) -> tuple[float, float]:
+    """(estimated seconds per layout task, extra start-up seconds of a pool worker): the warm sweep plus
+    the layout's share of the stage traces not yet cached, and the torch import a worker pays when any
+    trace must be compiled (the parent pays it too when it runs them serially). The partition
+    ``balanced`` is estimated as ``vllm``: its keys are known only after a fit."""
+    from simcast.sim.simulate import stage_keys
+    from simcast.trace.cache import is_cached
+
+    if not cfgs:
+        return 0.0, 0.0
+    keys = set()
+    for c in cfgs:
+        part = "vllm" if c.partition == "balanced" else c.partition
+        try:
+            keys.update(stage_keys(c.model, c.parallel, part))
+        except ValueError:  # an illegal split (SimcastInputError): its task rejects it; this is only an estimate
+            pass
+    missing = sum(1 for k in keys if not (use_disk_cache and is_cached(k)))
+    return WARM_LAYOUT_S + COMPILE_S * missing / len(cfgs), TORCH_IMPORT_S if missing else 0.0
+
+
 def search(
-    base: ServingConfig, space: SearchSpace, *, use_disk_cache: bool = True, progress: bool | None = None
+    base: ServingConfig,
+    space: SearchSpace,
+    *,
+    use_disk_cache: bool = True,
+    progress: bool | None = None,
+    workers: int | None = 1,
+    ray_address: str | None = None,
 ) -> tuple[list[Candidate], list[Rejection]]:
-    """Evaluate every layout; returns (ranked candidates, rejections)."""
+    """Evaluate every layout; returns (ranked candidates, rejections).
+
+    The layouts are independent tasks (:func:`simcast.serving.parallel.pmap`): serial (``workers=1``,
+    the API's default), a local process pool of ``workers`` (None: chosen from the estimated work, the
+    CLI's default) or a Ray cluster (``ray_address``). The result is the same whichever runs them. A
+    script that asks for a pool needs the ``if __name__ == "__main__":`` guard (spawned workers import
+    the main module).
+    """
     check_space(space)
-    rows: list[Candidate] = []
-    rejected: list[Rejection] = []
+    rejected: list[Rejection | None] = []
     moe = base.model.moe is not None
     for tp, pp, ep, mdp, mtp, rule in space.candidates():
         if not mtp:
             first_rule = space.num_devices % (tp * pp) != 0  # independent of ep / moe_dp: listed once
             label = f"TP={tp} | PP={pp}" + ("" if first_rule else f" | EP={ep} | MoE-DP={mdp}")
-            if not any(r.parallel == label for r in rejected):
+            if not any(r is not None and r.parallel == label for r in rejected):
                 rejected.append(Rejection(parallel=label, reason=f"illegal split: {rule}"))
-    layouts_ = space.parallel_specs()
-    it = layouts_
-    if progress or (progress is None and len(layouts_) > 4 and sys.stderr.isatty()):
-        from tqdm import tqdm
-
-        it = tqdm(layouts_, desc="layouts", unit="layout", file=sys.stderr)
-    for par in it:
+    tasks: list[ServingConfig] = []
+    slots: list[int] = []  # where each task's rejection (if any) goes, to keep the serial order
+    for par in space.parallel_specs():
         cfg = replace(base, parallel=par)
         if not moe and (par.ep > 1 or par.moe_dp > 1):
             rejected.append(
@@ -260,10 +306,27 @@ def search(
                 )
             )
             continue
-        out = evaluate_layout(cfg, space, use_disk_cache)
+        tasks.append(cfg)
+        slots.append(len(rejected))
+        rejected.append(None)
+    from simcast.serving.parallel import POOL_STARTUP_S, choose_backend, pmap
+
+    task_s, torch_s = layout_work(tasks, use_disk_cache) if workers is None and not ray_address else (0.0, 0.0)
+    backend = choose_backend(
+        len(tasks), task_s=task_s, workers=workers, ray_address=ray_address, startup_s=POOL_STARTUP_S + torch_s
+    )
+    outs = pmap(
+        _evaluate,
+        [(c, space, use_disk_cache) for c in tasks],
+        backend=backend,
+        desc="layouts",
+        progress=progress if progress is not None else (None if len(tasks) > 4 else False),
+    )
+    rows: list[Candidate] = []
+    for slot, out in zip(slots, outs):
         if isinstance(out, Candidate):
             rows.append(out)
         else:
-            rejected.append(out)
+            rejected[slot] = out
     rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
-    return rows, rejected
+    return rows, [r for r in rejected if r is not None]

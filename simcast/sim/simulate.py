@@ -245,6 +245,16 @@ def stage_key(
     )
 
 
+def stage_keys(model: ModelSpec, par: ParallelSpec, partition: str) -> list[StageKey]:
+    """The trace key of each stage of a layout (``partition`` resolved: uniform, vllm or counts)."""
+    sd = sharded_dims(model, par.tp)
+    plan = build_pipeline_stage_plan(model.num_layers, par.pp, partition, model.tie_word_embeddings)
+    return [
+        stage_key(model, sd, i.is_first_stage, i.is_last_stage, i.num_layers, par, i.start_layer)
+        for i in plan.stage_infos
+    ]
+
+
 def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
     """How many times each traced scope runs: edges once, each traced layer for the layers it stands for."""
     return {"pre": 1, "post": 1, **{f"layer{i}": c for i, c in enumerate(layer_counts)}}

@@ -146,6 +146,11 @@ def _read_entry(path: Path, key: StageKey) -> StageTrace | None:
 _MEMORY: dict[StageKey, StageTrace] = {}
 
 
+def is_cached(key: StageKey) -> bool:
+    """Whether ``key``'s trace is in memory or has a disk entry (not verified: an estimate of the work ahead)."""
+    return key in _MEMORY or (cache_dir() / f"{_key_hash(key)}.json").is_file()
+
+
 def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
     """The trace of the stage module for ``key``: memory, then a verified disk entry, then compile."""
     hit = _MEMORY.get(key)

@@ -1,0 +1,104 @@
+"""CLI wiring shared by sweeps: ``--workers``, ``--ray`` and ``optimize --refine-top`` (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from simcast.cli.args import int_in
+from simcast.core.errors import require
+from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS, MAX_REFINE_TOP, MAX_WORKERS
+
+WORKERS = int_in(1, MAX_WORKERS, "worker processes")
+
+
+def add_sweep_args(p: argparse.ArgumentParser, refine: bool = True) -> None:
+    """``--workers`` / ``--ray`` (where the sweep's independent tasks run) and, with ``refine``,
+    ``--refine-top`` / ``--refine-prompts``."""
+    p.add_argument(
+        "--workers",
+        type=WORKERS,
+        default=None,
+        help="local worker processes for the sweep [default auto: a pool of up to one per CPU only when the "
+        "estimated work outweighs starting it; 1: serial; <= 1024]",
+    )
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the sweep's tasks on the Ray cluster at ADDRESS (e.g. auto, ray://head:10001); "
+        "needs pip install 'simcast[distributed]' and simcast on the cluster's nodes",
+    )
+    if refine:
+        p.add_argument(
+            "--refine-top",
+            type=int_in(1, MAX_REFINE_TOP, "layouts"),
+            default=None,
+            metavar="K",
+            help="re-check the top K layouts with the request-level simulator: the highest request rate whose "
+            "p90 TTFT meets --ttft-limit (and mean TPOT --tpot-limit), by bisection; needs --ttft-limit",
+        )
+        p.add_argument(
+            "--refine-prompts",
+            type=int_in(1, MAX_BENCH_PROMPTS, "requests per run"),
+            default=None,
+            help="prompts per request-level run of --refine-top [default: 4 x the layout's steady-state "
+            f"concurrency within 500..2000; <= {MAX_BENCH_PROMPTS}]",
+        )
+
+
+def check_sweep_args(a: argparse.Namespace) -> None:
+    """Flag combinations that cannot work, as one-line errors before any work starts."""
+    if a.ray:
+        from simcast.serving.parallel import import_ray
+
+        require(a.workers is None, "--workers", a.workers, "not used with --ray (the cluster sets the parallelism)")
+        import_ray(a.ray)  # missing extra: one line naming it
+    if getattr(a, "refine_top", None) is not None:
+        require(
+            bool(a.ttft_limit),
+            "--refine-top",
+            a.refine_top,
+            "needs --ttft-limit (the p90 TTFT limit the refined request rate must meet)",
+        )
+        n = a.refine_prompts or 0
+        require(  # before the search, not after it (refine_task checks it again for the Python API)
+            n * (a.input_length + a.output_length) <= MAX_BENCH_TOKENS,
+            "--refine-prompts",
+            n,
+            f"x (ISL + OSL) tokens must be <= {MAX_BENCH_TOKENS:.0e} per run (bench-serve's bound)",
+        )
+    elif getattr(a, "refine_prompts", None) is not None:
+        require(False, "--refine-prompts", a.refine_prompts, "only with --refine-top")
+
+
+def run_refine(a: argparse.Namespace, rows: list) -> tuple[list, list[dict[str, Any]]]:
+    """Refine the top ``--refine-top`` ranked layouts (one task each, on the sweep's backend).
+    Returns (refinements, table rows)."""
+    from simcast.render.refine_tables import refined_row
+    from simcast.serving.parallel import choose_backend, pmap
+    from simcast.serving.refine import refine_layout, refine_task
+
+    top = rows[: a.refine_top]
+    tasks = [
+        refine_task(
+            c.result.config,
+            steady_tokens_per_s=c.result.tokens_per_s,
+            ttft_limit_s=a.ttft_limit / 1e3,
+            tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else math.inf,
+            num_prompts=a.refine_prompts or 0,
+            steady_concurrency=c.result.concurrency,
+            use_disk_cache=not a.no_cache,
+        )
+        for c in top
+    ]
+    backend = choose_backend(len(tasks), task_s=REFINE_TASK_S, workers=a.workers, ray_address=a.ray)
+    refs = pmap(refine_layout, tasks, backend=backend, desc="refine")
+    return refs, [refined_row(c, r) for c, r in zip(top, refs)]
+
+
+REFINE_TASK_S = 2.0
+"""A refinement's seconds, at least: 6-9 request-level runs of 500-2000 prompts; measured 1.8 s for
+Llama-3.1-8B on one H100 (500 prompts) and 7.4 s for Llama-3.1-70B TP8 (2000 prompts) on the 2-core
+development machine. Far above the pool's start-up, so two or more layouts go to the pool."""

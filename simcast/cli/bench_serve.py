@@ -156,14 +156,6 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             seed=a.seed,
         )
     )
-    total = sum(r.input_len + r.output_len for r in reqs)
-    require(
-        total <= MAX_BENCH_TOKENS,
-        "--dataset" if a.dataset else "--num-prompts",
-        total,
-        f"tokens in all requests; at most {MAX_BENCH_TOKENS:.0e} are simulated (one engine step per output "
-        "token at concurrency 1)",
-    )
     model, dev = load_model(a.model, quantization=a.quantization), load_device(a.device)
     profile = profile_for(a.engine_profile, a.runtime, dev, tp=a.tp, pp=a.pp) if a.engine_profile else None
     cfg = ServingConfig(
@@ -181,6 +173,16 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile,
+    )
+    # worst-case engine steps (concurrency 1): one per output token plus one per prompt chunk
+    budget = cfg.policy.max_num_batched_tokens
+    work = sum(r.output_len + -(-r.input_len // budget) for r in reqs)
+    require(
+        work <= MAX_BENCH_TOKENS,
+        "--dataset" if a.dataset else "--num-prompts",
+        work,
+        f"engine steps at concurrency 1 (output tokens + prompt chunks of {budget}); at most "
+        f"{MAX_BENCH_TOKENS:.0e} are simulated",
     )
     cfg = resolve_partition(cfg, use_disk_cache=not a.no_cache)
     kv_tokens = max_batch_for_memory(cfg) * tokens_held(cfg)  # KV capacity of one replica, tokens

@@ -32,9 +32,10 @@ MAX_DEVICES_PER_NODE = 1024
 MAX_BENCH_PROMPTS = 10**5
 """Requests of one ``simcast bench-serve`` run (100x ``vllm bench serve``'s default of 1000)."""
 MAX_BENCH_TOKENS = 5 * 10**7
-"""Prompt + output tokens of all requests of one ``bench-serve`` run (1000 prompts of 8k + 1k tokens are
-9e6). The request-level simulator takes one engine step per output token at concurrency 1 (~5e4 steps/s
-measured on one core), so the worst case at this bound is ~15 minutes; typical runs take seconds."""
+"""Work of one ``bench-serve`` run: engine steps it could take at concurrency 1, i.e. output tokens
+plus prompt chunks (100k prompts of 1024 + 128 tokens are 1.3e7). The request-level simulator takes
+~5e4 steps/s on one core, so the worst case at this bound is ~15 minutes; typical runs take seconds.
+``--refine-top`` applies it to prompt + output tokens (more conservative)."""
 MAX_REFINE_TOP = 64
 """Layouts ``optimize --refine-top`` re-checks: each is 6-20 request-level runs (seconds each); a search
 ranks tens of layouts."""
@@ -121,7 +122,11 @@ TABLE: tuple[tuple[str, float, str], ...] = (
         MAX_BENCH_PROMPTS,
         "10^5",
     ),
-    ("prompt + output tokens of one `bench-serve` run", MAX_BENCH_TOKENS, "5 * 10^7"),
+    (
+        "engine steps of one `bench-serve` run at concurrency 1 (output tokens + prompt chunks)",
+        MAX_BENCH_TOKENS,
+        "5 * 10^7",
+    ),
     ("layouts refined (`--refine-top`)", MAX_REFINE_TOP, "64"),
     ("local worker processes (`--workers`)", MAX_WORKERS, "1024"),
     ("GEMM `--m`, `--n`, `--k` (cuBLAS takes 32-bit ints)", MAX_GEMM_DIM, "2^31 - 1"),

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simcast.calib.measured_schema import GENERIC_COLUMNS
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.specs import DeviceSpec, ModelSpec
 from simcast.cost import kernels
@@ -39,24 +40,6 @@ from simcast.inputs.limits import (
     MAX_TOKENS,
 )
 
-GENERIC_COLUMNS = (
-    "kind",
-    "device",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "batch",
-    "q_len",
-    "kv_len",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "bytes",
-    "gpus",
-    "nodes",
-    "time_s",
-)
 NETWORK_KINDS = ("allreduce", "allgather", "p2p")
 TOKEN_BANDS = (0, 32, 256, 1024, 4096, math.inf)
 BYTE_BANDS = (0, 64 * 2**10, 2**20, 16 * 2**20, 64 * 2**20, math.inf)

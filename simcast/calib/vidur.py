@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simcast.calib.measured_schema import GENERIC_COLUMNS
 from simcast.core.errors import require
 from simcast.core.shards import shard
 from simcast.inputs.files import load_csv, numeric_column
@@ -43,27 +44,7 @@ LAYER_OPS = (
     "mlp_down_proj",
     "add",
 )
-COLUMNS = (
-    "kind",
-    "device",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "batch",
-    "q_len",
-    "kv_len",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "bytes",
-    "gpus",
-    "nodes",
-    "time_s",
-    "model",
-    "op",
-    "source",
-)
+COLUMNS = GENERIC_COLUMNS + ("model", "op", "source")
 
 
 def is_vidur_file(path: str | Path) -> bool:

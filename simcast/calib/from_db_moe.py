@@ -210,7 +210,8 @@ def moe_engine_data(system: str, engine: str) -> tuple[pd.DataFrame, pd.DataFram
     av = newest(system, "comm", engine, A2A_TABLE[engine])
     if av:
         a2a = a2a_rows(system, engine, av)
-        tables.append(f"{system}/comm/{engine}/{av}/{A2A_TABLE[engine]} (16-bit payloads, one node)")
+        name = "wideep_deepep_{ll,normal}_perf" if engine == "sglang" else A2A_TABLE[engine]  # sglang reads both
+        tables.append(f"{system}/comm/{engine}/{av}/{name} (16-bit payloads, one node)")
     return moe, a2a, tuple(tables)
 
 

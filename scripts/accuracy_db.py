@@ -194,8 +194,9 @@ def moe_markdown() -> tuple[list[str], str]:
         "Fitted by `simcast calibrate --from-db` on the `moe_perf` tables (balanced routing, each engine's main "
         "fused-MoE kernel per expert format) and the DeepEP dispatch/combine tables (vLLM and TensorRT-LLM "
         "`moe_a2a_perf`, SGLang `wideep_deepep_{ll,normal}_perf`; normal = high-throughput mode at DeepEP's "
-        "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of every system, h100_sxm and h200_sxm "
-        "included (none of their MoE or DeepEP tables is among the reserved ones). Formulas: `simcast.cost.moe_kernels`. Target: held-out median <= "
+        "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of every system, "
+        "h100_sxm and h200_sxm included (none of their MoE or DeepEP tables is among the reserved ones). "
+        "Formulas: `simcast.cost.moe_kernels`. Target: held-out median <= "
         f"{MOE_TARGET_PCT:.0f} % (median of the medians below: {med:.1f} %).",
         "",
         "Shapes held out (odd CRC32 half of each table; the profiles were fitted on the even half):",

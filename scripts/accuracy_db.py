@@ -160,6 +160,8 @@ def db_markdown() -> tuple[list[str], dict[str, str]]:
 
 
 MOE_DEVICES = [
+    ("h100_sxm", "h100_sxm"),
+    ("h200_sxm", "h200_sxm"),
     ("b200_sxm", "b200"),
     ("b300_sxm", "b300"),
     ("gb200", "gb200"),
@@ -170,7 +172,7 @@ MOE_TARGET_PCT = 20.0
 
 
 def moe_markdown() -> tuple[list[str], str]:
-    """MoE kernels: held-out shapes per system and engine, and B200's fits on other systems."""
+    """MoE kernels: held-out shapes per system and engine, B200's fits on B300/GB200 and H100's on H200."""
     from simcast.calib import db_accuracy_moe as dam
     from simcast.core.engines import ENGINES
     from simcast.inputs.loaders import load_device
@@ -178,7 +180,13 @@ def moe_markdown() -> tuple[list[str], str]:
     devs = [(s, load_device(p)) for s, p in MOE_DEVICES]
     held = dam.held_out_table(devs, ENGINES)
     b200 = dict(devs)["b200_sxm"]
-    tr = dam.transfer_table(b200, [(s, d) for s, d in devs if s in ("b300_sxm", "gb200")], ENGINES)
+    tr = pd.concat(
+        [
+            dam.transfer_table(b200, [(s, d) for s, d in devs if s in ("b300_sxm", "gb200")], ENGINES),
+            dam.transfer_table(dict(devs)["h100_sxm"], [("h200_sxm", dict(devs)["h200_sxm"])], ENGINES),
+        ],
+        ignore_index=True,
+    )
     med = float(np.median(held["median_abs_err_pct"])) if len(held) else float("nan")
     md = [
         "### MoE kernels: routed experts and DeepEP all-to-all",
@@ -186,16 +194,17 @@ def moe_markdown() -> tuple[list[str], str]:
         "Fitted by `simcast calibrate --from-db` on the `moe_perf` tables (balanced routing, each engine's main "
         "fused-MoE kernel per expert format) and the DeepEP dispatch/combine tables (vLLM and TensorRT-LLM "
         "`moe_a2a_perf`, SGLang `wideep_deepep_{ll,normal}_perf`; normal = high-throughput mode at DeepEP's "
-        "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of systems other than "
-        "h100_sxm and h200_sxm, which are not read for MoE (their profiles cost MoE with the generic formulas, "
-        "labelled). Formulas: `simcast.cost.moe_kernels`. Target: held-out median <= "
+        "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of every system, "
+        "h100_sxm and h200_sxm included (none of their MoE or DeepEP tables is among the reserved ones). "
+        "Formulas: `simcast.cost.moe_kernels`. Target: held-out median <= "
         f"{MOE_TARGET_PCT:.0f} % (median of the medians below: {med:.1f} %).",
         "",
         "Shapes held out (odd CRC32 half of each table; the profiles were fitted on the even half):",
         "",
         markdown_table(held),
         "",
-        "Systems held out (B200's fits on the other system's own peaks and bandwidth, every row of its tables):",
+        "Systems held out (B200's fits on B300 and GB200, H100's on H200, each on the target's own peaks and "
+        "bandwidth, every row of its tables):",
         "",
         markdown_table(tr),
         "",

@@ -1,6 +1,7 @@
 """MoE kernels with engine fits: the formulas by hand, a fit that recovers known parameters, the
-simulator using them per engine (labelled, fallback to the generic formula), the excluded systems never
-read, and the shipped fits against the database's held-out rows (skips without the extra)."""
+simulator using them per engine (labelled, fallback to the generic formula), h100/h200 MoE tables
+read without touching the reserved folders, and the shipped fits against the database's held-out rows
+(skips without the extra)."""
 
 import dataclasses
 import math
@@ -60,13 +61,21 @@ def _with(dev, **engines):
     return dataclasses.replace(dev, engines={**dev.engines, **engines})
 
 
+def _no_moe(dev):
+    """``dev`` with every engine's MoE and all-to-all fits removed (the generic-formula case)."""
+    return dataclasses.replace(
+        dev, engines={e: dataclasses.replace(k, moe=(), all_to_all=()) for e, k in dev.engines.items()}
+    )
+
+
 def test_simulate_costs_experts_and_all_to_all_with_the_engine_fits(h100):
     model = load_model("Qwen/Qwen3-30B-A3B")
     a2a = (
         AllToAllFit(mode="low_latency", phase="dispatch", latency_s=2e-5, bw_bytes_per_s=1e11, ep=8),
         AllToAllFit(mode="low_latency", phase="combine", latency_s=3e-5, bw_bytes_per_s=1e11, ep=8),
     )
-    dev = _with(h100, vllm=dataclasses.replace(h100.engines["vllm"], moe=(FIT,), all_to_all=a2a))
+    bare = _no_moe(h100)
+    dev = _with(bare, vllm=dataclasses.replace(bare.engines["vllm"], moe=(FIT,), all_to_all=a2a))
     par = ParallelSpec(tp=1, dp=4, ep=4)
     spec = SimSpec(model=model, device=dev, parallel=par, batch=Batch.decode(32, 1024), engine="vllm")
     r = simulate(spec)
@@ -77,7 +86,7 @@ def test_simulate_costs_experts_and_all_to_all_with_the_engine_fits(h100):
     line = next(a for a in r.assumptions if a.startswith("engine vllm kernels"))
     assert "moe experts (bf16) vllm fit" in line and "all-to-all low_latency vllm fit" in line
     assert "all-to-all normal link formula (no engine fit" in line  # a prefill step would fall back
-    generic = simulate(dataclasses.replace(spec, device=h100))  # h100_sxm ships no MoE fits
+    generic = simulate(dataclasses.replace(spec, device=bare))  # no engine has a MoE fit
     g_ops = {o.op: o for o in generic.stages[0].ops}
     assert g_ops["simcast::moe_experts"].time_s != ops["simcast::moe_experts"].time_s
     g_line = next(a for a in generic.assumptions if a.startswith("engine vllm kernels"))
@@ -86,20 +95,35 @@ def test_simulate_costs_experts_and_all_to_all_with_the_engine_fits(h100):
 
 def test_experts_fallback_to_the_nearest_engine(h100):
     model = load_model("Qwen/Qwen3-30B-A3B")
-    dev = _with(h100, sglang=dataclasses.replace(h100.engines["sglang"], moe=(FIT,)))
+    bare = _no_moe(h100)
+    dev = _with(bare, sglang=dataclasses.replace(bare.engines["sglang"], moe=(FIT,)))
     spec = SimSpec(model=model, device=dev, parallel=ParallelSpec(), batch=Batch.decode(8, 512), engine="vllm")
     line = next(a for a in simulate(spec).assumptions if a.startswith("engine vllm kernels"))
     assert "moe experts (bf16) sglang fit (fallback: no vllm fit on h100_sxm)" in line
 
 
-def test_excluded_systems_are_never_read(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("read a table of an excluded system")
+@pytest.mark.parametrize("system", ["h100_sxm", "h200_sxm"])
+def test_h100_h200_moe_reads_only_unreserved_tables(system, monkeypatch):
+    """Their MoE and DeepEP tables are read; every read is outside the reserved folders, which still raise."""
+    pytest.importorskip("aiconfigurator_core")
+    pytest.importorskip("pyarrow")
+    from simcast.core.errors import SimcastInputError
 
-    monkeypatch.setattr(aic_db, "read_table", boom)
-    for system in fm.EXCLUDED:
-        moe, a2a, tables = fm.moe_engine_data(system, "vllm")
-        assert not len(moe) and not len(a2a) and tables == ()
+    real, reads = aic_db.read_table, []
+
+    def spy(system, kind, engine, version, table):
+        reads.append((system, kind, engine, version))
+        return real(system, kind, engine, version, table)
+
+    monkeypatch.setattr(aic_db, "read_table", spy)
+    for engine in ("vllm", "sglang", "trtllm"):
+        moe, a2a, tables = fm.moe_engine_data(system, engine)
+        assert len(moe) and len(a2a) and len(tables) == 2  # experts and all-to-all of every engine
+    assert {k for k in reads} and not {k for k in reads} & (aic_db.RESERVED | aic_db.SUSPECT)
+    assert {(k, e) for _, k, e, _ in reads} >= {("moe", "vllm"), ("comm", "vllm"), ("moe", "sglang")}
+    for key in sorted(k for k in aic_db.RESERVED | aic_db.SUSPECT if k[0] == system):
+        with pytest.raises(SimcastInputError, match="never reads it"):
+            real(*key, "gemm_perf")
 
 
 def test_profile_moe_fits_are_checked(tmp_path):
@@ -125,7 +149,11 @@ def test_profile_moe_fits_are_checked(tmp_path):
 
 
 # ------------------------------------------------------------------ with the extra installed
-@pytest.mark.parametrize("system,profile", [("b200_sxm", "b200"), ("b300_sxm", "b300"), ("gb200", "gb200")])
+@pytest.mark.parametrize(
+    "system,profile",
+    [("h100_sxm", "h100_sxm"), ("h200_sxm", "h200_sxm"), ("b200_sxm", "b200"), ("b300_sxm", "b300")]
+    + [("gb200", "gb200")],
+)
 def test_shipped_moe_fits_meet_the_held_out_median_target(system, profile):
     pytest.importorskip("aiconfigurator_core")
     pytest.importorskip("pyarrow")

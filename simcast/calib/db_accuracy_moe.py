@@ -2,8 +2,8 @@
 
 Shapes: each table's rows split by the fitting CRC32 (:func:`simcast.calib.db_split.held_out`); the
 profiles were fitted on the even half, errors are on the odd half. Systems: one system's fits (B200)
-on another system's own peaks and bandwidth against that system's tables, all rows. Only systems
-other than h100_sxm / h200_sxm are read (:data:`simcast.calib.from_db_moe.EXCLUDED`).
+on another system's own peaks and bandwidth against that system's tables, all rows. Reserved tables
+are never read (:func:`simcast.calib.aic_db.guard`); none of them is a MoE table.
 """
 
 from __future__ import annotations

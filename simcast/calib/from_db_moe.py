@@ -1,9 +1,10 @@
 """MoE kernels from the aiconfigurator-core database: routed-expert (fused MoE) and DeepEP all-to-all
 rows, and the fits of :mod:`simcast.cost.moe_kernels` on them.
 
-Only systems other than h100_sxm and h200_sxm are read for MoE (:data:`EXCLUDED`): the brief keeps
-those two systems' tables out of MoE fitting, so their profiles carry no MoE fits and cost MoE with
-the generic formulas (labelled). Table semantics, from the collectors
+Every system's MoE tables are read, h100_sxm and h200_sxm included: the reservation covers only
+their ``gemm/vllm/0.24.0``, ``attention/vllm/0.24.0`` and NCCL 2.29.2 folders, which
+:func:`simcast.calib.aic_db.guard` refuses on every read (MoE and DeepEP tables live under ``moe/``
+and ``comm/<engine>/``, never there). Table semantics, from the collectors
 (ai-dynamo/aiconfigurator ``collector/vllm/collect_moe.py``, ``collector/deep_collector``):
 
 * ``moe_perf``: one rank's ``fused_experts`` call on ``num_tokens`` tokens routed top-k over
@@ -28,8 +29,6 @@ from simcast.core.kernel_fits import AllToAllFit, MoeFit
 from simcast.core.specs import DeviceSpec
 from simcast.cost import moe_kernels as mk
 
-EXCLUDED = ("h100_sxm", "h200_sxm")
-"""Systems whose MoE tables are never read (the brief: fit MoE on systems other than the reserved ones)."""
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}
 A2A_MODES = {
     "deepep_ht": "normal",
@@ -198,9 +197,7 @@ def _versions_newest_first(system: str, kind: str, engine: str, table: str) -> l
 
 
 def moe_engine_data(system: str, engine: str) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
-    """(moe rows, all-to-all rows, tables) of one engine on ``system``; empty for :data:`EXCLUDED` systems."""
-    if system in EXCLUDED:
-        return pd.DataFrame(), pd.DataFrame(), ()
+    """(moe rows, all-to-all rows, tables) of one engine on ``system`` (every read passes the reserved-table guard)."""
     tables: list[str] = []
     moe = pd.DataFrame()
     for v in _versions_newest_first(system, "moe", engine, "moe_perf"):  # some hold power-law rows only
@@ -213,7 +210,8 @@ def moe_engine_data(system: str, engine: str) -> tuple[pd.DataFrame, pd.DataFram
     av = newest(system, "comm", engine, A2A_TABLE[engine])
     if av:
         a2a = a2a_rows(system, engine, av)
-        tables.append(f"{system}/comm/{engine}/{av}/{A2A_TABLE[engine]} (16-bit payloads, one node)")
+        name = "wideep_deepep_{ll,normal}_perf" if engine == "sglang" else A2A_TABLE[engine]  # sglang reads both
+        tables.append(f"{system}/comm/{engine}/{av}/{name} (16-bit payloads, one node)")
     return moe, a2a, tuple(tables)
 
 

@@ -22,6 +22,7 @@ from conftest import time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simcast.calib.measured_schema import GENERIC_COLUMNS
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.inputs.files import load_csv, load_json, load_yaml
@@ -299,24 +300,7 @@ def test_bench_serve_result(tmp_path_factory, run, raw, data):
 
 
 # ------------------------------------------------------------------ measured CSVs
-COLUMNS = (
-    "kind",
-    "device",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "batch",
-    "q_len",
-    "kv_len",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "bytes",
-    "gpus",
-    "nodes",
-    "time_s",
-)
+COLUMNS = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.measured_schema)
 BAD_CELLS = st.sampled_from(
     ["", "abc", "inf", "-inf", "nan", "-1", "0", "1e400", "3.5", "99999999999999999999", '"a,b"', "²", "1e12"]
 )

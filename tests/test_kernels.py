@@ -11,7 +11,9 @@ from simcast.calib.profile_yaml import update_profile_yaml
 from simcast.core.errors import SimcastInputError
 from simcast.cost import kernels
 from simcast.cost.compute import OpWork, roofline
-from simcast.inputs.loaders import _PROFILE_SCHEMA, _check, device_from_dict, load_device
+from simcast.inputs.loaders import device_from_dict, load_device
+from simcast.inputs.profile_schema import PROFILE_SCHEMA
+from simcast.inputs.schema import check
 
 
 def test_gemm_uses_the_simulator_roofline(h100):
@@ -130,7 +132,7 @@ def test_calibrate_recovers_a_known_device(h100):
     )
     import yaml
 
-    d = _check(yaml.safe_load(text), _PROFILE_SCHEMA, "")
+    d = check(yaml.safe_load(text), PROFILE_SCHEMA, "")
     again = device_from_dict(d)
     assert again.efficiency.matmul == pytest.approx(fitted.efficiency.matmul, rel=1e-3)
     assert "fit by test; prior" in text and "# NVIDIA H100 datasheet" in text  # old source comments kept

@@ -7,29 +7,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from simcast.calib.measured_schema import GENERIC_COLUMNS
 from simcast.cli.main import main
 from simcast.cost import kernels
 from simcast.inputs.loaders import load_device
 
 PROFILES = Path(__file__).resolve().parents[1] / "device_profiles"
-GENERIC = [
-    "kind",
-    "device",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "batch",
-    "q_len",
-    "kv_len",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "bytes",
-    "gpus",
-    "nodes",
-    "time_s",
-]
+GENERIC = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.measured_schema)
 FIT = "fit by simcast calibrate"
 
 

@@ -73,8 +73,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     )
     from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
     from simcast.inputs.files import loads_yaml, read_text
-    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, profiles_dir
-    from simcast.inputs.schema import check
+    from simcast.inputs.loaders import device_from_text, load_device, profiles_dir
 
     require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
     require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
@@ -130,7 +129,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         },
     )
     text = py.recount_calibration(text)
-    device_from_dict(check(loads_yaml(text, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    device_from_text(text, "--out")  # it must load before it replaces a file
     write_atomic(a.out, "--out", lambda tmp: tmp.write_text(text))
     print(f"wrote {a.out} (engines {', '.join(engines)} on {a.system}; NCCL link fits written: {nccl['written']})")
     return 0

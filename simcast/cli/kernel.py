@@ -129,9 +129,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.calib.fit import calibrate, transfer
     from simcast.calib.validate import check_fit_columns, read_measured
     from simcast.calib.vidur import VIDUR_SNAPSHOT
-    from simcast.inputs.files import loads_yaml, read_text
-    from simcast.inputs.loaders import _PROFILE_SCHEMA, device_from_dict, load_device, read_yaml
-    from simcast.inputs.schema import check
+    from simcast.inputs.files import read_text
+    from simcast.inputs.loaders import device_from_text, load_device, read_yaml
 
     base = load_device(a.device)
     src = _profile_path(a.device)
@@ -167,7 +166,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         body = py.update_profile_yaml(text, dev, notes, [])
         out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
         summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
-    device_from_dict(check(loads_yaml(out, "--out"), _PROFILE_SCHEMA))  # it must load before it replaces a file
+    device_from_text(out, "--out")  # it must load before it replaces a file
     write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
     print(f"wrote {a.out} ({summary})")
     return 0

@@ -86,3 +86,11 @@ def parallel_label(par: ParallelSpec, moe: bool) -> str:
     """``TP=.. | PP=.. | DP=..``, with ``| EP=.. | MoE-TP=.. | MoE-DP=..`` for MoE models."""
     s = f"TP={par.tp} | PP={par.pp} | DP={par.dp}"
     return s + f" | EP={par.ep} | MoE-TP={par.moe_tp} | MoE-DP={par.moe_dp}" if moe else s
+
+
+def moe_comm_mode(par: ParallelSpec) -> str:
+    """How a rank's MoE output reaches its tokens: inside the TP group an all-reduce (vLLM's EP / MoE-TP
+    without DP); across dp replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
+    if par.dp > 1:
+        return "all_to_all" if par.ep > 1 else "all_gather"
+    return "all_reduce" if par.tp > 1 else ""

@@ -443,3 +443,8 @@ class SimSpec:
             self.collective_algorithm,
             "allowed: auto, ring, tree",
         )
+
+    @property
+    def boundary_tensors(self) -> int:
+        """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
+        return 2 if self.send_residual else 1

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from simcast.core.layout import Path, pp_hop_path, stage_tp_path
 from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
-from simcast.core.moe_layout import stage_moe_path
-from simcast.core.moe_memory import kv_dtype_bytes, moe_shard, weight_format_note
+from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
+from simcast.core.moe_memory import kv_dtype_bytes, moe_shard
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.schedule import (
     PipelineRuntimeEstimate,
@@ -18,10 +18,10 @@ from simcast.core.schedule import (
 )
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
-from simcast.cost import engine_cost
 from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
 from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.compute import CostContext, OpCost, op_cost
+from simcast.sim.assumptions import assumptions
 from simcast.trace.cache import get_trace
 from simcast.trace.ir import StageTrace
 from simcast.trace.key import StageKey
@@ -171,14 +171,6 @@ def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> 
     return tuple(head + uniq), tuple([1] * len(head) + [rest.count(k) for k in uniq])
 
 
-def moe_comm_mode(par: ParallelSpec) -> str:
-    """How a rank's MoE output reaches its tokens: inside the TP group an all-reduce (vLLM's EP / MoE-TP
-    without DP); across dp replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
-    if par.dp > 1:
-        return "all_to_all" if par.ep > 1 else "all_gather"
-    return "all_reduce" if par.tp > 1 else ""
-
-
 def stage_key(
     model: ModelSpec,
     sd: ShardedDims,
@@ -285,7 +277,7 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
     plan = build_pipeline_stage_plan(model.num_layers, par.pp, spec.partition, model.tie_word_embeddings)
     micro = split_batch(spec.batch, spec.num_microbatches)
     links = dev.links
-    n_tensors = n_tensors_of(spec)
+    n_tensors = spec.boundary_tensors
     shards = par.tp if spec.tp_sharded_send else 1
 
     compiled = 0
@@ -390,93 +382,3 @@ def simulate(spec: SimSpec, *, use_disk_cache: bool = True) -> Report:
         assumptions=assumptions(spec, micro, hops, tp_paths),
         traces_compiled=compiled,
     )
-
-
-def n_tensors_of(spec: SimSpec) -> int:
-    """Tensors crossing a stage boundary: hidden states, plus the residual unless ``send_residual`` is off."""
-    return 2 if spec.send_residual else 1
-
-
-def assumptions(
-    spec: SimSpec, micro: Sequence[Batch], hops: Sequence[Path], tp_paths: Sequence[Path]
-) -> tuple[str, ...]:
-    """Human-readable list of what the numbers assume."""
-    dev, par = spec.device, spec.parallel
-    e = dev.efficiency
-    out = [
-        f"roofline per op: max(flops/(peak*eff), bytes/(hbm_bw*eff)) + {e.launch_overhead_s * 1e6:.1f} us launch; "
-        f"eff matmul {e.matmul:.3g}, vector {e.vector:.3g}, memory {e.memory:.3g}"
-        + (
-            f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
-            f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)"
-            if e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k
-            else ""
-        )
-        + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k) else ""),
-        f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
-        f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
-        "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
-        f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch",
-        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
-        "the sender's isend does not block it); bubble = latency - sum(stage times)",
-    ]
-    m = spec.model
-    if spec.engine is not None:
-        dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
-        experts = "" if m.moe is None else (m.quant.expert_format if m.quant is not None else m.dtype)
-        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=experts))
-    if m.moe is not None:
-        out.append(
-            f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
-            f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
-            f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}; "
-            f"{moe_comm_mode(par) or 'no'} MoE communication"
-        )
-    if m.mla is not None:
-        out.append(
-            f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
-            "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)"
-        )
-    if m.layer_types:
-        out.append(
-            f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
-            "attention sinks cost one logit per head (not counted)"
-        )
-    if weight_format_note(m):
-        out.append(weight_format_note(m))
-    if spec.kv_cache_dtype != "auto":
-        out.append(f"KV cache dtype {spec.kv_cache_dtype}")
-    if spec.model.dtype == "fp8":
-        fp8_fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
-        out.append(
-            "fp8: weights, activations and KV cache all 1 byte"
-            + ("; GEMMs from the engine's fitted fp8 kernels" if fp8_fitted else " and GEMMs at the fp8 peak")
-            + " (approximation: real fp8 serving keeps some activations in bf16)"
-            + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak")
-        )
-    if len(micro) < spec.num_microbatches:
-        out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
-    if par.pp > 1:
-        kind = "hidden+residual" if spec.send_residual else "hidden only"
-        shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
-        links = sorted({h.name + (" (inter-node)" if h.cross_node else "") for h in hops})
-        out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(links)}")
-        if spec.tp_sharded_send and par.tp > 1:
-            out.append(
-                f"TP-sharded send: the receiving stage all-gathers each of the {n_tensors_of(spec)} tensor(s) "
-                f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
-                "(vLLM's irecv post-processing); charged to the receiver"
-            )
-    if par.tp > 1:
-        fitted = all(p.collectives for p in tp_paths)
-        how = (
-            "calibrated alpha + bytes/beta fit (nearest group size)"
-            if fitted
-            else f"{spec.collective_algorithm} ring/tree formula"
-        )
-        if fitted and any(f.max_bytes for p in tp_paths for f in p.collectives):
-            how = "calibrated piecewise alpha + bytes/beta fits per message-size regime (nearest group size)"
-        if spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None:
-            how += f"; inside a node the {spec.engine} all-reduce as the engine issues it (one-shot/two-shot/NCCL)"
-        out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
-    return tuple(out)

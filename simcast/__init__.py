@@ -1,17 +1,41 @@
 """simcast: stage-first performance simulation of distributed LLM inference.
 
-The public Python API, importable from here (loaded lazily, so ``import simcast``
-pulls in neither torch nor pandas)::
+The public Python API, importable from here (loaded lazily, so ``import simcast`` pulls in neither
+torch nor pandas). Notebooks and scripts import only ``simcast``.
+
+**One calls** (the CLI's commands run exactly these; a model or device is a shipped name, a file path,
+or a spec object)::
 
     import simcast
-    spec = simcast.SimSpec(model=simcast.load_model("meta-llama/Llama-3.1-70B"),
-                           device=simcast.load_device("h100_sxm"),
-                           parallel=simcast.ParallelSpec(tp=4, pp=2),
-                           batch=simcast.Batch.prefill(8, 2048), num_microbatches=2)
-    report = simcast.simulate(spec)
+    step = simcast.simulate_step(model="meta-llama/Llama-3.1-70B", device="h100_sxm", tp=4, pp=2,
+                                 batch_size=8, input_length=2048, microbatches=2)      # simcast simulate
+    found = simcast.optimize(model="meta-llama/Llama-3.1-70B", device="h100_sxm", num_devices=8,
+                             input_length=2048, output_length=512, tpot_limit_ms=50)   # simcast optimize
+    run = simcast.bench_serve(model="meta-llama/Llama-3.1-8B", device="h100_sxm", num_prompts=200,
+                              request_rate=10, input_length=1024, output_length=128)   # simcast bench-serve
 
-Every result is a frozen dataclass with units in its field names; tables come as
-pandas DataFrames (:func:`to_dataframe`).
+- ``simulate_step`` -> ``StepReport`` (a ``Report``): one forward step, seconds and bytes.
+- ``optimize`` -> ``SearchResult``: ``rows`` (``SearchRow``: ``ttft_ms``, ``tpot_ms``, ``tokens_per_s``,
+  ``max_stage_weights_gib``, ...), ``best()``, ``rejected``, ``candidates`` (the serving results).
+- ``bench_serve`` -> ``BenchResult``: ``metrics`` (``vllm bench serve``'s keys), ``run`` (per request).
+
+Every result has ``to_dict()`` (the CLI's ``--json``/``--save-result`` form) and ``to_dataframe()``
+(columns named with their units: ``_ms``, ``_s``, ``_gib``, ``tokens_per_s``).
+
+**Specs and inputs**: ``ModelSpec``, ``DeviceSpec``, ``ParallelSpec``, ``Batch``, ``SimSpec``,
+``FabricChoice``; ``load_model``, ``load_device``, ``shipped_models``, ``shipped_devices``,
+``load_distribution`` (the shipped request-length distributions); ``SimcastInputError`` (bad input).
+
+**One step, lower level**: ``simulate`` (a ``SimSpec`` as given), ``simulate_partitioned`` (resolves
+cost-driven partitions such as ``"balanced"``), ``resolve_partition``, ``report_timeline`` (the
+event-level pipeline timeline).
+
+**Serving, lower level**: ``ServingConfig``, ``Workload``, ``estimate_serving`` (steady state of one
+configuration), ``max_batch_for_memory``, ``kv_capacity_tokens``; ``search``, ``SearchSpace``.
+
+**Rendering**: ``format_report`` (the text report), ``to_dataframe`` (ranked search rows),
+``plot_stage_breakdown``, ``plot_gantt``, ``plot_stage_memory``, ``plot_report``, ``new_figure``,
+``plot_pareto``, ``plot_bench``, ``chrome_trace`` (a Perfetto/chrome://tracing JSON of a step).
 """
 
 from __future__ import annotations
@@ -22,28 +46,53 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API: dict[str, str] = {
+    # one calls and their results
+    "simulate_step": "simcast.api.step",
+    "StepReport": "simcast.api.step",
+    "optimize": "simcast.api.optimize",
+    "SearchResult": "simcast.api.optimize",
+    "SearchRow": "simcast.api.optimize",
+    "bench_serve": "simcast.api.bench",
+    "BenchResult": "simcast.api.bench",
     # core: specs and errors
     "SimSpec": "simcast.core.specs",
     "ParallelSpec": "simcast.core.specs",
     "Batch": "simcast.core.specs",
     "ModelSpec": "simcast.core.specs",
     "DeviceSpec": "simcast.core.specs",
+    "FabricChoice": "simcast.core.fabrics",
     "SimcastInputError": "simcast.core.errors",
     # inputs
     "load_model": "simcast.inputs.loaders",
     "load_device": "simcast.inputs.loaders",
+    "shipped_models": "simcast.inputs.loaders",
+    "shipped_devices": "simcast.inputs.loaders",
+    "load_distribution": "simcast.inputs.workloads",
     # one step
     "simulate": "simcast.sim.simulate",
     "Report": "simcast.sim.simulate",
     "resolve_partition": "simcast.sim.partition",
     "simulate_partitioned": "simcast.sim.partition",
+    "report_timeline": "simcast.sim.timeline",
     # serving and search
     "ServingConfig": "simcast.serving.model",
     "Workload": "simcast.serving.model",
     "estimate_serving": "simcast.serving.model",
+    "max_batch_for_memory": "simcast.serving.model",
+    "kv_capacity_tokens": "simcast.serving.model",
     "search": "simcast.serving.search",
     "SearchSpace": "simcast.serving.search",
+    # rendering
+    "format_report": "simcast.render.tables",
     "to_dataframe": "simcast.render.search_tables",
+    "plot_stage_breakdown": "simcast.render.plots",
+    "plot_gantt": "simcast.render.plots",
+    "plot_stage_memory": "simcast.render.plots",
+    "plot_report": "simcast.render.plots",
+    "new_figure": "simcast.render.plots",
+    "plot_pareto": "simcast.render.pareto_plot",
+    "plot_bench": "simcast.render.bench_plots",
+    "chrome_trace": "simcast.render.chrome_trace",
 }
 __all__ = ["__version__", *_API]
 

@@ -9,6 +9,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from simcast.api.bench import bench_serve
 from simcast.cli.args import (
     DEVICES,
     REQUESTS,
@@ -19,9 +20,7 @@ from simcast.cli.args import (
     fabric_choice,
     float_in,
     int_in,
-    resolve_partition_arg,
 )
-from simcast.cli.bench_requests import build_requests
 from simcast.cli.outputs import (
     add_output_args,
     check_output_path,
@@ -32,7 +31,7 @@ from simcast.cli.outputs import (
     write_bench_plot,
     write_json,
 )
-from simcast.cli.serving import add_engine_args, engine_kwargs
+from simcast.cli.serving import add_engine_args, engine_limit_args
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -202,108 +201,41 @@ def _checked_result_path(a: argparse.Namespace, now: datetime) -> str | None:
 
 
 def cmd_bench_serve(a: argparse.Namespace) -> int:
-    from simcast.core.fabrics import with_fabric
-    from simcast.core.specs import ParallelSpec
-    from simcast.inputs.loaders import load_device, load_model
-    from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
-    from simcast.serving.engine_profile import profile_for
-    from simcast.serving.model import (
-        ServingConfig,
-        Workload,
-        coster_for,
-        kv_capacity_tokens,
-        resolve_partition,
-    )
-    from simcast.serving.requests import simulate_requests
-    from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
+    from simcast.render.bench_tables import format_bench, request_rows
 
     save_to = _checked_result_path(a, datetime.now(timezone.utc))  # before any work
-    reqs, source, lengths_note = build_requests(a)
-    if source == "random":
-        isl, osl = a.random_input_len, a.random_output_len
-    else:  # the memory estimate's request: the mean lengths of the run's requests
-        isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
-        osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
-    model, dev = load_model(a.model, quantization=a.quantization), with_fabric(load_device(a.device), fabric_choice(a))
-    profile = profile_for(a.engine_profile, a.runtime, dev, tp=a.tp, pp=a.pp) if a.engine_profile else None
-    cfg = ServingConfig(
-        model=model,
-        device=dev,
-        parallel=ParallelSpec(tp=a.tp, pp=a.pp, dp=a.dp),
-        workload=Workload(
-            input_length=isl,
-            output_length=osl,
-            max_batched_tokens=a.max_batched_tokens or 0,
-        ),
-        batch_size=1,
-        partition=resolve_partition_arg(a.partition, a.runtime),
-        runtime=a.runtime,
-        max_num_seqs=a.max_num_seqs or 0,
-        kv_cache_dtype=a.kv_cache_dtype,
-        engine_profile=profile,
-        **engine_kwargs(a),
-    )
-    # the work the run implies, bounded before the simulation (simcast.serving.work)
-    budget = cfg.policy.max_num_batched_tokens
-    field, value = ("--dataset-path", a.dataset_path) if a.dataset_path else ("--num-prompts", a.num_prompts)
-    steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
-    require_bench_work(field, value, steps_at_one, 1.0 if a.max_concurrency == 1 else math.inf, budget)
-    cfg = resolve_partition(cfg, use_disk_cache=not a.no_cache)
-    kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
-    mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
-    span_s = max(r.arrival_s for r in reqs) - min(r.arrival_s for r in reqs)
-    in_flight = in_flight_per_replica(
-        len(reqs),
-        rate_per_s=len(reqs) / span_s if span_s > 0 else math.inf,
-        mean_output_len=sum(r.output_len for r in reqs) / len(reqs),
-        max_concurrency=a.max_concurrency or 0,
-        dp=a.dp,
-        max_num_seqs=cfg.policy.max_num_seqs,
-        kv_requests=kv_tokens / mean_len,
-    )
-    require_bench_work(field, value, steps_at_one, in_flight, budget)
-    res = simulate_requests(
-        reqs,
-        coster_for(cfg, not a.no_cache),
-        kv_tokens_per_replica=kv_tokens,
-        dp=a.dp,
-        router=a.router,
-        max_concurrency=a.max_concurrency or 0,
-    )
-    d = bench_metrics(
-        res,
-        request_rate=a.request_rate,
-        burstiness=a.burstiness,
-        max_concurrency=a.max_concurrency,
-        num_prompts=len(reqs),
-    )
-    from simcast.serving.bench_window import steady_window
-
-    win = steady_window(res)
-    d.update(
-        steady_state=win.describe(),
-        steady_output_throughput=win.output_tokens_per_s if win.reached else None,
-        steady_window_s=[win.start_s, win.end_s],
-        model_id=model.name,
-        engine=cfg.runtime,
+    out = bench_serve(
+        model=a.model,
+        device=a.device,
         tp=a.tp,
         pp=a.pp,
         dp=a.dp,
-        assumptions=[
-            cfg.policy.describe(),
-            "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
-            "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
-            f"KV capacity per replica {kv_tokens} tokens in {cfg.policy.kv_block_tokens}-token blocks; "
-            + cfg.policy.admission_note(),
-            cfg.policy.serving_path_note(),
-        ]
-        + ([lengths_note] if lengths_note else [])
-        + (
-            [f"{a.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
-            if a.num_warmups
-            else []
-        ),
+        router=a.router,
+        num_prompts=a.num_prompts,
+        request_rate=a.request_rate,
+        burstiness=a.burstiness,
+        input_length=a.random_input_len,
+        output_length=a.random_output_len,
+        range_ratio=a.random_range_ratio,
+        dataset_name=a.dataset_name,
+        dataset_path=a.dataset_path,
+        sharegpt_output_len=a.sharegpt_output_len,
+        max_concurrency=a.max_concurrency,
+        num_warmups=a.num_warmups,
+        seed=a.seed,
+        partition=a.partition,
+        engine=a.runtime,
+        max_num_batched_tokens=a.max_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        engine_profile=a.engine_profile,
+        quantization=a.quantization,
+        kv_cache_dtype=a.kv_cache_dtype,
+        fabric=fabric_choice(a),
+        use_cache=not a.no_cache,
+        **engine_limit_args(a),
     )
+    d, res, cfg, source = out.to_dict(), out.run, out.config, out.source
+    model, dev = cfg.model, cfg.device
     header = (
         f"simcast bench-serve: {model.name} on {cfg.parallel.world_size} x {dev.name} "
         f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
@@ -316,7 +248,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             res,
             a.plot,
             f"{model.name} on {cfg.parallel.world_size} x {dev.name} "
-            f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {len(reqs)} prompts, "
+            f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {d['num_prompts']} prompts, "
             f"rate {rate} req/s" + ("" if source == "random" else f", {source}"),
         )
     if save_to:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from typing import Any
 
+from simcast.api.common import MEM_FLAGS, engine_limits
+from simcast.api.optimize import optimize_setup, run_search, search_space
 from simcast.cli.args import (
     BATCHED_TOKENS,
     DEVICES,
@@ -21,7 +22,6 @@ from simcast.cli.args import (
     fabric_choice,
     parse_int,
     positive_int,
-    resolve_partition_arg,
 )
 from simcast.cli.disagg import add_disagg_args, check_disagg_args, cmd_optimize_modes, wanted
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
@@ -104,17 +104,13 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     """The ServingConfig fields the engine flags of :func:`add_engine_args` set (absent flags: defaults)."""
-    out: dict[str, Any] = {}
-    for engine, flag in (
-        ("vllm", "--gpu-memory-utilization"),
-        ("sglang", "--mem-fraction-static"),
-        ("trtllm", "--kv-cache-free-gpu-memory-fraction"),
-    ):
-        v = getattr(a, "mem_" + engine, None)
-        if v is not None:
-            out.update(mem_fraction=v, mem_flag=flag)
-    if getattr(a, "max_model_len", None):
-        out["max_model_len"] = a.max_model_len
+    return engine_limits(**engine_limit_args(a))
+
+
+def engine_limit_args(a: argparse.Namespace) -> dict[str, Any]:
+    """The engine-limit keywords of the API (:func:`simcast.api.common.engine_limits`) from parsed flags."""
+    out: dict[str, Any] = {kw: getattr(a, "mem_" + engine, None) for engine, _, kw in MEM_FLAGS}
+    out["max_model_len"] = getattr(a, "max_model_len", None)
     return out
 
 
@@ -247,41 +243,6 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
         setattr(a, name, [parse_int(v) for v in vals])
 
 
-def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
-    """(Workload, LengthDistribution | None) from ``--dataset-name`` or the fixed lengths."""
-    from simcast.serving.model import Workload
-
-    budget = a.max_batched_tokens or 0
-    if a.dataset_name in (None, "random"):
-        require(
-            a.input_length is not None and a.output_length is not None,
-            "--input-length/--output-length",
-            f"{a.input_length}/{a.output_length}",
-            "both are required unless --dataset-name names a shipped distribution",
-        )
-        return Workload(input_length=a.input_length, output_length=a.output_length, max_batched_tokens=budget), None
-    from simcast.inputs.workloads import load_distribution
-
-    dist = load_distribution(a.dataset_name)
-    require(
-        a.input_length is None and a.output_length is None,
-        "--input-length/--output-length",
-        f"{a.input_length}/{a.output_length}",
-        f"not with --dataset-name {a.dataset_name} (its lengths come from the distribution)",
-    )
-    p, i, o = dist.support()
-    return (
-        Workload(
-            input_length=max(1, round(dist.mean_input_tokens)),
-            output_length=max(1, round(dist.mean_output_tokens)),
-            max_batched_tokens=budget,
-            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
-            name=a.dataset_name,
-        ),
-        dist,
-    )
-
-
 def workload_label(w: Any) -> str:
     if w.length_mix:
         return f"dataset {w.name} (mean ISL {w.input_length} / OSL {w.output_length})"
@@ -328,13 +289,8 @@ def format_finite(runs: list[Any]) -> str:
 
 
 def cmd_optimize(a: argparse.Namespace) -> int:
-    from simcast.core.fabrics import with_fabric
-    from simcast.core.specs import ParallelSpec
-    from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
-    from simcast.serving.engine_profile import profile_for
-    from simcast.serving.model import ServingConfig
-    from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
+    from simcast.serving.search import meets
 
     came_positional = a.model is not None
     normalize_trailing_model(a)
@@ -343,42 +299,45 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     implied = a.emit if a.emit in EMIT_ENGINES else None  # dynamo is a launcher, not an engine
     a.runtime = a.runtime or implied or "vllm"  # --emit X implies --engine X unless --engine was given
     n = a.num_devices
-    space = SearchSpace(
-        tp_sizes=tuple(resolve_search_sizes(a.tp_sizes, n, None, "--tp-sizes")),
-        pp_sizes=tuple(resolve_search_sizes(a.pp_sizes, n, 1, "--pp-sizes")),
+    space = search_space(
         num_devices=n,
-        ep_sizes=tuple(resolve_search_sizes(a.ep_sizes, n, 1, "--ep-sizes")),
-        moe_dp_sizes=tuple(resolve_search_sizes(a.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
-        batch_sizes=tuple(a.batch_sizes or ()),
-        ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
-        tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
+        tp_sizes=a.tp_sizes,
+        pp_sizes=a.pp_sizes,
+        ep_sizes=a.ep_sizes,
+        moe_dp_sizes=a.moe_dp_sizes,
+        batch_sizes=a.batch_sizes,
+        ttft_limit_ms=a.ttft_limit,
+        tpot_limit_ms=a.tpot_limit,
     )
-    check_space(space)
     check_sweep_args(a)
     check_disagg_args(a)
-    model = load_model(a.model, quantization=a.quantization)
-    device = with_fabric(load_device(a.device, a.devices_per_node), fabric_choice(a))
-    workload, dist = optimize_workload(a)
-    if model.moe is not None and a.moe_dp_sizes is None and a.ep_sizes is None:  # --tp-sizes T: T-way replicas
-        space = replace(space, moe_replicas=True)
-    base = ServingConfig(
-        model=model,
-        device=device,
-        parallel=ParallelSpec(world_size=1),
-        workload=workload,
+    setup = optimize_setup(
+        space=space,
+        model=a.model,
+        device=a.device,
+        input_length=a.input_length,
+        output_length=a.output_length,
+        dataset_name=a.dataset_name,
         usage=a.usage,
-        batch_size=1,
-        partition=resolve_partition_arg(a.partition, a.runtime),
-        runtime=a.runtime,
-        max_num_seqs=a.max_num_seqs or 0,
+        explicit_moe_sizes=a.ep_sizes is not None or a.moe_dp_sizes is not None,
         expert_imbalance=a.expert_imbalance,
+        quantization=a.quantization,
         kv_cache_dtype=a.kv_cache_dtype,
-        engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
-        **engine_kwargs(a),
+        devices_per_node=a.devices_per_node,
+        fabric=fabric_choice(a),
+        partition=a.partition,
+        engine=a.runtime,
+        max_num_batched_tokens=a.max_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        engine_profile=a.engine_profile,
+        **engine_limit_args(a),
     )
+    base, space, workload, dist = setup.config, setup.space, setup.workload, setup.lengths
+    model, device = base.model, base.device
     if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate
         return cmd_optimize_modes(a, base, space)
-    rows, rejected = search(base, space, use_disk_cache=not a.no_cache, workers=a.workers, ray_address=a.ray)
+    found = run_search(setup, use_cache=not a.no_cache, workers=a.workers, ray_address=a.ray, progress=None)
+    rows, rejected = list(found.candidates), list(found.rejected)
     refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
     finite = []
     if a.num_prompts:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from simcast.api.step import simulate_step, step_spec
 from simcast.cli.args import (
     DEVICES,
     DEVICES_PER_NODE,
@@ -16,13 +18,10 @@ from simcast.cli.args import (
     add_precision_args,
     fabric_choice,
     float_in,
-    resolve_partition_arg,
 )
 from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
-from simcast.core.engines import kernel_engine
-from simcast.core.errors import require
-from simcast.inputs.limits import MAX_DEVICES, MAX_MICROBATCHES, MAX_STAGE_MICROBATCHES
+from simcast.core.specs import SimSpec
 from simcast.serving.engines import ENGINE_CHOICES
 
 
@@ -132,136 +131,50 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     add_output_args(p)
 
 
-def build_spec(a: argparse.Namespace):
-    from simcast.core.fabrics import with_fabric
-    from simcast.core.specs import Batch, ParallelSpec, SimSpec
-    from simcast.inputs.loaders import load_device, load_model
-
-    model = load_model(a.model, dtype=a.dtype, quantization=a.quantization)
-    device = with_fabric(load_device(a.device, a.devices_per_node), fabric_choice(a))
-    world = a.num_devices or a.tp * a.pp
-    require(
-        a.tp * a.pp <= min(world, MAX_DEVICES),
-        "--tp*--pp",
-        a.tp * a.pp,
-        f"must be <= --num-devices={world}" if a.num_devices else f"must be <= {MAX_DEVICES} devices",
-    )
-    require(world % (a.tp * a.pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={a.tp * a.pp}")
-    require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
-    m = a.microbatches or a.pp
-    require(
-        a.pp * m <= MAX_STAGE_MICROBATCHES,
-        "--microbatches",
-        m,
-        f"must be <= {MAX_STAGE_MICROBATCHES // a.pp} with --pp {a.pp} (at most {MAX_STAGE_MICROBATCHES} "
-        "stage x microbatch pairs)",
-    )
-    if a.phase == "prefill":
-        batch = Batch.prefill(a.batch, a.input_length)
-    else:
-        batch = Batch.decode(a.batch, a.context_length or a.input_length)
-    require(
-        model.moe is not None or (a.ep == 1 and a.moe_dp == 1),
-        "--ep/--moe-dp",
-        f"{a.ep}/{a.moe_dp}",
-        f"{model.name} has no experts: both must be 1",
-    )
-    par = ParallelSpec(
+def step_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """The :func:`simcast.api.step.simulate_step` arguments of parsed ``simcast simulate`` flags."""
+    return dict(
+        model=a.model,
+        device=a.device,
         tp=a.tp,
         pp=a.pp,
-        dp=world // (a.tp * a.pp),
-        world_size=world,
+        num_devices=a.num_devices,
         ep=a.ep,
         moe_dp=a.moe_dp,
         dp_attention=a.dp_attention,
-    )
-    spec = SimSpec(
-        model=model,
-        device=device,
-        parallel=par,
-        batch=batch,
-        num_microbatches=a.microbatches or a.pp,
-        partition=resolve_partition_arg(a.partition, kernel_engine(a.engine)),
-        send_residual=not a.no_residual_send,
-        tp_sharded_send=a.tp_sharded_send,
-        engine=kernel_engine(a.engine),
         expert_imbalance=a.expert_imbalance,
+        batch_size=a.batch,
+        input_length=a.input_length,
+        phase=a.phase,
+        context_length=a.context_length,
+        microbatches=a.microbatches,
+        chunked_prefill_size=a.chunked_prefill_size,
+        enable_dynamic_chunking=a.enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
+        partition=a.partition,
+        engine=a.engine,
+        dtype=a.dtype,
+        quantization=a.quantization,
         kv_cache_dtype=a.kv_cache_dtype,
+        devices_per_node=a.devices_per_node,
+        fabric=fabric_choice(a),
+        tp_sharded_send=a.tp_sharded_send,
+        residual_send=not a.no_residual_send,
+        use_cache=not a.no_cache,
     )
-    return _chunked(a, spec)
 
 
-def _chunked(a: argparse.Namespace, spec):
-    """``spec`` with its prompt's chunked pipeline prefill when asked for, or when the engine chunks a
-    prompt by default (SGLang, vLLM: chunks of the engine's token budget; TRT-LLM: the whole prompt)."""
-    from simcast.core.chunking import RULES
-    from simcast.serving.engines import engine_policy
-    from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
-
-    asked = a.chunked_prefill_size is not None or a.enable_dynamic_chunking
-    one_prompt = a.phase == "prefill" and a.batch == 1
-    require(
-        not asked or one_prompt,
-        "--chunked-prefill-size",
-        f"--batch {a.batch} --phase {a.phase}",
-        "chunked pipeline prefill needs one prompt (--batch 1 --phase prefill)",
-    )
-    require(
-        not asked or a.microbatches is None,
-        "--microbatches",
-        a.microbatches,
-        "choose --microbatches (equal split) or --chunked-prefill-size/--enable-dynamic-chunking, not both",
-    )
-    rule = RULES.get(a.engine)
-    if not one_prompt or a.microbatches is not None or (not asked and rule is None):
-        return spec  # today's split into --microbatches (default pp)
-    size, note = a.chunked_prefill_size, "--chunked-prefill-size"
-    if size is None:
-        require(
-            rule is not None, "--enable-dynamic-chunking", a.engine, "needs --chunked-prefill-size without --engine"
-        )
-        assert rule is not None
-        if rule.chunked_by_default or a.enable_dynamic_chunking:
-            pol = engine_policy(a.engine, spec.device, tp=spec.parallel.tp, pp=spec.parallel.pp)
-            size, note = pol.max_num_batched_tokens, f"{a.engine} default chunk {pol.max_num_batched_tokens}"
-        else:
-            size, note = a.input_length, f"{a.engine}: chunked prefill off by default, the prompt in one piece"
-    most = min(MAX_MICROBATCHES, MAX_STAGE_MICROBATCHES // spec.parallel.pp)
-
-    def check(n: int) -> None:
-        require(
-            n <= most,
-            "--chunked-prefill-size",
-            size,
-            f"gives {n} chunks of the {a.input_length}-token prompt; at most {most} with --pp {spec.parallel.pp} "
-            "(raise the chunk size)",
-        )
-
-    check(-(-a.input_length // size))
-    chunks = plan_chunks(
-        spec,
-        a.input_length,
-        size,
-        dynamic=a.enable_dynamic_chunking,
-        smooth_factor=a.dynamic_chunking_smooth_factor,
-        use_disk_cache=not a.no_cache,
-    )
-    check(len(chunks))
-    if a.enable_dynamic_chunking:
-        note = (
-            f"SGLang dynamic chunking from {size} (smooth factor {a.dynamic_chunking_smooth_factor:g}; quadratic "
-            "fit of stage 0's time over 127 fresh prefills up to 1.25x the first chunk)"
-        )
-    return chunked_prefill_spec(spec, chunks, engine=a.engine if rule is not None else None, note=note)
+def build_spec(a: argparse.Namespace) -> SimSpec:
+    """The checked :class:`SimSpec` of parsed ``simcast simulate`` flags."""
+    return step_spec(**step_kwargs(a))
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from simcast.render.tables import format_report, report_to_dict
-    from simcast.sim.partition import simulate_partitioned
+    from simcast.render.tables import format_report
 
-    report = simulate_partitioned(build_spec(a), use_disk_cache=not a.no_cache)
+    report = simulate_step(**step_kwargs(a))
     if a.json:
-        emit_json({**report_to_dict(report), "run": run_metadata(device=a.device, engine=a.engine)})
+        emit_json({**report.to_dict(), "run": run_metadata(device=a.device, engine=a.engine)})
     else:
         emit(format_report(report))
     write_outputs(a, report)

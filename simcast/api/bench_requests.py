@@ -1,14 +1,17 @@
 """The requests of a ``simcast bench-serve`` run: random lengths, a shipped length distribution, or the
-user's own trace file (``--dataset-path``; edge module: reads it through ``simcast.inputs.files``)."""
+user's own trace file (``--dataset-path``, read through ``simcast.inputs.files``)."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_TOKENS
+
+if TYPE_CHECKING:
+    from simcast.serving.requests import RequestSpec
 
 _TRACE_COLUMNS = {
     "arrival_s": ("arrival_s", "arrived_at"),
@@ -86,13 +89,25 @@ def read_trace(path: str) -> Trace:
     )
 
 
-def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
-    """The run's requests from the dataset flags, a short label of where their lengths came from
+def build_requests(
+    *,
+    num_prompts: int,
+    request_rate: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    dataset_name: str = "random",
+    dataset_path: str | None = None,
+    sharegpt_output_len: int | None = None,
+    random_input_len: int = 1024,
+    random_output_len: int = 128,
+    random_range_ratio: float = 0.0,
+) -> tuple[list[RequestSpec], str, str]:
+    """The run's requests from the dataset arguments, a short label of where their lengths came from
     (``random`` for the random dataset) and the assumption line that states it ("" for random)."""
     from simcast.inputs.workloads import load_distribution
     from simcast.serving.requests import RequestSpec, make_requests, requests_from_lengths
 
-    name, path, olen = a.dataset_name, a.dataset_path, a.sharegpt_output_len
+    name, path, olen = dataset_name, dataset_path, sharegpt_output_len
     if path:
         require(
             name in ("random", "custom"),
@@ -109,11 +124,11 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
             ]
             return reqs, f"trace {Path(path).name}", "request lengths and send times: replayed from the trace"
         reqs = requests_from_lengths(
-            t.input_lens, outs, num_prompts=a.num_prompts, rate=a.request_rate, burstiness=a.burstiness, seed=a.seed
+            t.input_lens, outs, num_prompts=num_prompts, rate=request_rate, burstiness=burstiness, seed=seed
         )
         note = (
-            f"request lengths: the trace's first {min(a.num_prompts, len(t.input_lens))} rows in file order"
-            + (", the rest drawn from its rows with replacement" if a.num_prompts > len(t.input_lens) else "")
+            f"request lengths: the trace's first {min(num_prompts, len(t.input_lens))} rows in file order"
+            + (", the rest drawn from its rows with replacement" if num_prompts > len(t.input_lens) else "")
             + "; send times: gamma gaps at --request-rate"
         )
         return reqs, f"trace {Path(path).name}", note
@@ -126,24 +141,22 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
             "applies to a dataset (--dataset-name sharegpt, ... or --dataset-path); random uses --random-output-len",
         )
         reqs = make_requests(
-            num_prompts=a.num_prompts,
-            rate=a.request_rate,
-            input_len=a.random_input_len,
-            output_len=a.random_output_len,
-            range_ratio=a.random_range_ratio,
-            burstiness=a.burstiness,
-            seed=a.seed,
+            num_prompts=num_prompts,
+            rate=request_rate,
+            input_len=random_input_len,
+            output_len=random_output_len,
+            range_ratio=random_range_ratio,
+            burstiness=burstiness,
+            seed=seed,
         )
         return reqs, "random", ""
     dist = load_distribution(name)
     if olen is not None:
         dist = dist.with_output_tokens(olen)
-    reqs = make_requests(
-        num_prompts=a.num_prompts, rate=a.request_rate, burstiness=a.burstiness, seed=a.seed, lengths=dist
-    )
+    reqs = make_requests(num_prompts=num_prompts, rate=request_rate, burstiness=burstiness, seed=seed, lengths=dist)
     label = f"dataset {name}" + (f" (output {olen})" if olen is not None else "")
     note = (
-        f"request lengths: drawn i.i.d. (seed {a.seed}) from the shipped {name} distribution "
+        f"request lengths: drawn i.i.d. (seed {seed}) from the shipped {name} distribution "
         f"({len(dist.weights)} histogram cells of {dist.provenance.get('rows')} source rows, "
         f"{dist.provenance.get('tokenizer')} tokens; docs/workloads.md)"
         + (f", output set to {olen} tokens" if olen is not None else "")

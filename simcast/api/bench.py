@@ -1,0 +1,242 @@
+"""``bench_serve``: a simulated ``vllm bench serve`` run, request by request (arrivals, the engine's
+scheduler, KV blocks), as ``simcast bench-serve`` runs it (the command calls :func:`bench_serve`;
+``tests/test_api.py`` holds the two equal)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from simcast.api.bench_requests import build_requests
+from simcast.api.common import (
+    DeviceArg,
+    ModelArg,
+    check_float,
+    check_int,
+    engine_limits,
+    resolve_device,
+    resolve_model,
+)
+from simcast.core.errors import require
+from simcast.core.fabrics import FabricChoice
+from simcast.inputs import limits
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simcast.serving.model import ServingConfig
+    from simcast.serving.requests import BenchResult as RequestRun
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult:
+    """One simulated run: ``metrics`` holds the keys ``vllm bench serve --save-result`` writes (times in
+    ms, throughputs per s, as there) plus simcast's steady-state window and assumptions; ``run`` the
+    request-level result (per-request times, step samples: ``simcast.plot_bench`` draws it); ``config``
+    the serving configuration simulated."""
+
+    metrics: Mapping[str, Any]
+    run: RequestRun
+    config: ServingConfig
+    source: str  # where the request lengths came from: random, dataset <name>, trace <file>
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.metrics["duration"])
+
+    @property
+    def output_throughput_tok_s(self) -> float:
+        return float(self.metrics["output_throughput"])
+
+    @property
+    def request_throughput_req_s(self) -> float:
+        return float(self.metrics["request_throughput"])
+
+    @property
+    def median_ttft_ms(self) -> float:
+        return float(self.metrics["median_ttft_ms"])
+
+    @property
+    def p99_ttft_ms(self) -> float:
+        return float(self.metrics["p99_ttft_ms"])
+
+    @property
+    def median_tpot_ms(self) -> float:
+        return float(self.metrics["median_tpot_ms"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--save-result`` JSON (less its ``run`` metadata block)."""
+        return dict(self.metrics)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per request (the ``.requests.csv`` beside ``--save-result``): send time, lengths
+        (tokens), TTFT, end-to-end time and TPOT (s), preemptions, replica."""
+        import pandas as pd
+
+        from simcast.render.bench_tables import request_rows
+
+        return pd.DataFrame(request_rows(self.run))
+
+
+def bench_serve(
+    *,
+    model: ModelArg,
+    device: DeviceArg,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    router: Literal["round_robin", "least_loaded"] = "round_robin",
+    num_prompts: int = 1000,
+    request_rate: float = math.inf,
+    burstiness: float = 1.0,
+    input_length: int = 1024,
+    output_length: int = 128,
+    range_ratio: float = 0.0,
+    dataset_name: str = "random",
+    dataset_path: str | None = None,
+    sharegpt_output_len: int | None = None,
+    max_concurrency: int | None = None,
+    num_warmups: int = 0,
+    seed: int = 0,
+    partition: str | None = None,
+    engine: str = "vllm",
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    engine_profile: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    mem_fraction_static: float | None = None,
+    kv_cache_free_gpu_memory_fraction: float | None = None,
+    max_model_len: int | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    fabric: FabricChoice | None = None,
+    use_cache: bool = True,
+) -> BenchResult:
+    """``simcast bench-serve``: ``num_prompts`` requests sent at ``request_rate`` per s (gamma gaps of
+    shape ``burstiness``; inf: all at t = 0) to ``dp`` replicas of TP x PP behind a ``router``, each
+    of ``input_length``/``output_length`` tokens (``range_ratio``: uniform within L(1 +- r)), or drawn
+    from a shipped ``dataset_name`` distribution, or read from ``dataset_path`` (.jsonl/.csv trace);
+    ``max_concurrency`` limits requests in flight (vLLM's client flag). The ``engine``'s scheduler,
+    token budget and KV blocks decide each step. ``num_warmups`` is not simulated (noted)."""
+    from simcast.core.plan import canonical_partition, default_partition
+    from simcast.core.specs import ParallelSpec
+    from simcast.render.bench_tables import bench_metrics
+    from simcast.serving.bench_window import steady_window
+    from simcast.serving.engine_profile import profile_for
+    from simcast.serving.model import ServingConfig, Workload, coster_for, kv_capacity_tokens, resolve_partition
+    from simcast.serving.requests import simulate_requests
+    from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
+
+    for flag, v in (("--tp", tp), ("--pp", pp), ("--dp", dp)):
+        check_int(flag, v, 1, limits.MAX_DEVICES)
+    require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
+    check_int("--num-prompts", num_prompts, 1, limits.MAX_BENCH_PROMPTS)
+    check_float("--request-rate", request_rate, 1e-6, 1e9, inf_ok=True)
+    check_float("--burstiness", burstiness, 1e-3, 1e3)
+    check_int("--random-input-len", input_length, 1, limits.MAX_TOKENS)
+    check_int("--random-output-len", output_length, 1, limits.MAX_TOKENS)
+    check_float("--random-range-ratio", range_ratio, 0.0, 1.0)
+    require(range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
+    check_int("--sharegpt-output-len", sharegpt_output_len, 1, limits.MAX_TOKENS)
+    check_int("--max-concurrency", max_concurrency, 1, limits.MAX_REQUESTS)
+    check_int("--num-warmups", num_warmups, 0, limits.MAX_BENCH_PROMPTS)
+    check_int("--seed", seed, 0, 2**32 - 1)
+    check_int("--max-num-batched-tokens", max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
+    check_int("--max-num-seqs", max_num_seqs, 1, limits.MAX_REQUESTS)
+    mem = engine_limits(
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
+        max_model_len=max_model_len,
+    )
+    reqs, source, lengths_note = build_requests(
+        num_prompts=num_prompts,
+        request_rate=request_rate,
+        burstiness=burstiness,
+        seed=seed,
+        dataset_name=dataset_name,
+        dataset_path=dataset_path,
+        sharegpt_output_len=sharegpt_output_len,
+        random_input_len=input_length,
+        random_output_len=output_length,
+        random_range_ratio=range_ratio,
+    )
+    if source == "random":
+        isl, osl = input_length, output_length
+    else:  # the memory estimate's request: the mean lengths of the run's requests
+        isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
+        osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
+    m = resolve_model(model, quantization=quantization)
+    dev = resolve_device(device, fabric=fabric)
+    profile = profile_for(engine_profile, engine, dev, tp=tp, pp=pp) if engine_profile else None
+    cfg = ServingConfig(
+        model=m,
+        device=dev,
+        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp),
+        workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=max_num_batched_tokens or 0),
+        batch_size=1,
+        partition=canonical_partition(partition) if partition else default_partition(engine),
+        runtime=engine,
+        max_num_seqs=max_num_seqs or 0,
+        kv_cache_dtype=kv_cache_dtype,
+        engine_profile=profile,
+        **mem,  # type: ignore[arg-type]
+    )
+    # the work the run implies, bounded before the simulation (simcast.serving.work)
+    budget = cfg.policy.max_num_batched_tokens
+    field, value = ("--dataset-path", dataset_path) if dataset_path else ("--num-prompts", num_prompts)
+    steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
+    require_bench_work(field, value, steps_at_one, 1.0 if max_concurrency == 1 else math.inf, budget)
+    cfg = resolve_partition(cfg, use_disk_cache=use_cache)
+    kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
+    mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
+    span_s = max(r.arrival_s for r in reqs) - min(r.arrival_s for r in reqs)
+    in_flight = in_flight_per_replica(
+        len(reqs),
+        rate_per_s=len(reqs) / span_s if span_s > 0 else math.inf,
+        mean_output_len=sum(r.output_len for r in reqs) / len(reqs),
+        max_concurrency=max_concurrency or 0,
+        dp=dp,
+        max_num_seqs=cfg.policy.max_num_seqs,
+        kv_requests=kv_tokens / mean_len,
+    )
+    require_bench_work(field, value, steps_at_one, in_flight, budget)
+    res = simulate_requests(
+        reqs,
+        coster_for(cfg, use_cache),
+        kv_tokens_per_replica=kv_tokens,
+        dp=dp,
+        router=router,
+        max_concurrency=max_concurrency or 0,
+    )
+    d = bench_metrics(
+        res, request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency, num_prompts=len(reqs)
+    )
+    win = steady_window(res)
+    d.update(
+        steady_state=win.describe(),
+        steady_output_throughput=win.output_tokens_per_s if win.reached else None,
+        steady_window_s=[win.start_s, win.end_s],
+        model_id=m.name,
+        engine=cfg.runtime,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        assumptions=[
+            cfg.policy.describe(),
+            "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
+            "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
+            f"KV capacity per replica {kv_tokens} tokens in {cfg.policy.kv_block_tokens}-token blocks; "
+            + cfg.policy.admission_note(),
+            cfg.policy.serving_path_note(),
+        ]
+        + ([lengths_note] if lengths_note else [])
+        + (
+            [f"{num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
+            if num_warmups
+            else []
+        ),
+    )
+    return BenchResult(metrics=d, run=res, config=cfg, source=source)

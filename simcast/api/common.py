@@ -1,0 +1,109 @@
+"""What the one-call functions share: a model or device given by name or as a spec, and bounded numbers.
+
+The CLI checks its flags' sizes while parsing them (``simcast/cli/args.py``); a keyword argument of the
+API gets the same bounds here (:mod:`simcast.inputs.limits`), as one :class:`SimcastInputError` each.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simcast.core.errors import require
+from simcast.core.fabrics import FabricChoice, with_fabric
+from simcast.core.specs import DeviceSpec, ModelSpec
+
+ModelArg = str | ModelSpec
+"""A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
+DeviceArg = str | DeviceSpec
+"""A shipped device profile name (``h100_sxm``), a profile YAML path, or a :class:`DeviceSpec`."""
+
+
+def resolve_model(model: ModelArg, *, dtype: str | None = None, quantization: str | None = None) -> ModelSpec:
+    """``model`` loaded (a name or path) or taken as it is (a spec, with ``quantization`` applied)."""
+    from simcast.inputs.loaders import load_model, with_quantization
+
+    if isinstance(model, ModelSpec):
+        require(dtype is None, "dtype", dtype, "applies to a model loaded by name; a ModelSpec carries its own")
+        return with_quantization(model, quantization)
+    require(
+        isinstance(model, str), "model", type(model).__name__, "must be a model id, a config.json path or a ModelSpec"
+    )
+    return load_model(model, dtype=dtype, quantization=quantization)
+
+
+def resolve_device(
+    device: DeviceArg, *, devices_per_node: int | None = None, fabric: FabricChoice | None = None
+) -> DeviceSpec:
+    """``device`` loaded (a name or path) or taken as it is, with ``devices_per_node`` and the inter-node
+    ``fabric`` applied (:func:`simcast.core.fabrics.with_fabric`)."""
+    from dataclasses import replace
+
+    from simcast.inputs.loaders import load_device
+
+    if isinstance(device, DeviceSpec):
+        dev = device
+        if devices_per_node is not None:
+            dev = replace(dev, links=replace(dev.links, devices_per_node=devices_per_node))
+    else:
+        require(
+            isinstance(device, str),
+            "device",
+            type(device).__name__,
+            "must be a profile name, a YAML path or a DeviceSpec",
+        )
+        dev = load_device(device, devices_per_node)
+    return with_fabric(dev, fabric or FabricChoice())
+
+
+def check_int(field: str, value: int | None, lo: int, hi: int) -> None:
+    """``value`` (None: not given) is a whole number in ``lo..hi``."""
+    if value is None:
+        return
+    ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    require(ok, field, value, f"must be an integer in {lo}..{hi}")
+
+
+def check_float(field: str, value: float | None, lo: float, hi: float, *, inf_ok: bool = False) -> None:
+    """``value`` (None: not given) is a number in ``lo..hi`` (or +inf when ``inf_ok``)."""
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and ((inf_ok and value == math.inf) or (math.isfinite(value) and lo <= value <= hi))
+    require(ok, field, value, f"must be a number in [{lo:g}, {hi:g}]" + (" or inf" if inf_ok else ""))
+
+
+MEM_FLAGS = (
+    ("vllm", "--gpu-memory-utilization", "gpu_memory_utilization"),
+    ("sglang", "--mem-fraction-static", "mem_fraction_static"),
+    ("trtllm", "--kv-cache-free-gpu-memory-fraction", "kv_cache_free_gpu_memory_fraction"),
+)
+"""Each engine's memory flag: (engine, CLI flag, keyword of the API)."""
+
+
+def engine_limits(
+    *,
+    gpu_memory_utilization: float | None = None,
+    mem_fraction_static: float | None = None,
+    kv_cache_free_gpu_memory_fraction: float | None = None,
+    max_model_len: int | None = None,
+) -> dict[str, float | int | str]:
+    """The ServingConfig fields an engine's memory flag and ``max_model_len`` set (none given: {})."""
+    from simcast.inputs.limits import MAX_TOKENS
+
+    given = {
+        flag: v
+        for (_, flag, _), v in zip(
+            MEM_FLAGS, (gpu_memory_utilization, mem_fraction_static, kv_cache_free_gpu_memory_fraction)
+        )
+        if v is not None
+    }
+    require(len(given) <= 1, "/".join(given), len(given), "give at most one engine memory fraction")
+    out: dict[str, float | int | str] = {}
+    for flag, v in given.items():
+        check_float(flag, v, 0.0, 1.0)
+        require(v > 0, flag, v, "must be in (0, 1]")
+        out.update(mem_fraction=v, mem_flag=flag)
+    check_int("--max-model-len", max_model_len, 1, MAX_TOKENS)
+    if max_model_len:
+        out["max_model_len"] = max_model_len
+    return out

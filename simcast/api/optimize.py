@@ -1,0 +1,356 @@
+"""``optimize``: search TP x PP x DP (x EP) layouts and concurrencies for the most token/s per device
+within TTFT/TPOT limits, as ``simcast optimize`` does (the command calls :func:`search_space`,
+:func:`optimize_setup` and :func:`run_search`; ``tests/test_api.py`` holds the two equal)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from simcast.api.common import DeviceArg, ModelArg, check_int, engine_limits, resolve_device, resolve_model
+from simcast.core.errors import require
+from simcast.core.fabrics import FabricChoice
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
+from simcast.inputs import limits
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simcast.inputs.workloads import LengthDistribution
+    from simcast.serving.model import ServingConfig, Workload
+    from simcast.serving.search import Candidate, Rejection, SearchSpace
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchRow:
+    """One swept point of one layout (``optimize --json``'s rows, ``--csv``'s columns): times in ms,
+    throughput in output tokens/s, memory per device in GiB (the most loaded pipeline stage)."""
+
+    parallel: str
+    tp: int
+    pp: int
+    dp: int
+    batch_size: int  # concurrency per replica asked for
+    concurrency: int  # requests in flight across the replicas
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    tokens_per_s_per_user: float
+    e2e_ms: float
+    max_stage_weights_gib: float
+    max_stage_kv_gib: float
+    max_stage_mem_gib: float
+    links: str
+    partition: str
+    engine: str
+    ttft_idle_ms: float  # one prompt on an idle engine
+    capped_by: str
+    meets_limits: bool
+    best: bool  # the layout's chosen point
+    pareto: bool  # on the frontier of the points meeting the limits
+    prefill_breakdown: str
+    decode_breakdown: str
+    ep: int
+    moe_tp: int
+    moe_dp: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """Every point swept (``rows``: each layout's best point first, layouts ranked by token/s/device at
+    their best point), the layouts refused with the rule (``rejected``), and what produced them."""
+
+    rows: tuple[SearchRow, ...]
+    rejected: tuple[Rejection, ...]
+    candidates: tuple[Candidate, ...]  # the serving results behind the rows (ServingResult per point)
+    space: SearchSpace
+    config: ServingConfig  # the base configuration (its parallel layout and batch size are searched)
+
+    def best(self) -> tuple[SearchRow, ...]:
+        """Each layout's best point, ranked (the rows of the CLI's table)."""
+        return tuple(r for r in self.rows if r.best)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``rows`` and ``rejected`` as ``simcast optimize --json`` prints them (less ``run``)."""
+        return {
+            "rows": [asdict(r) for r in self.rows],
+            "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in self.rejected],
+        }
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """Every point, one row each (the CLI's ``--csv`` columns, less run metadata)."""
+        import pandas as pd
+
+        from simcast.render.search_tables import COLUMNS
+
+        return pd.DataFrame([asdict(r) for r in self.rows], columns=COLUMNS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeSetup:
+    """What a search runs on: the base configuration, the space, and the request lengths."""
+
+    config: ServingConfig
+    space: SearchSpace
+    workload: Workload
+    lengths: LengthDistribution | None  # a shipped distribution (dataset_name), else None
+
+
+def search_space(
+    *,
+    num_devices: int,
+    tp_sizes: Sequence[int] | None = None,
+    pp_sizes: Sequence[int] | None = None,
+    ep_sizes: Sequence[int] | None = None,
+    moe_dp_sizes: Sequence[int] | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    ttft_limit_ms: float | None = None,
+    tpot_limit_ms: float | None = None,
+) -> SearchSpace:
+    """The checked :class:`SearchSpace`: sizes None -> tp: powers of two <= num_devices, others [1];
+    [] -> powers of two <= num_devices. A limit of None (or 0) is no limit."""
+    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes
+
+    check_int("--num-devices", num_devices, 1, limits.MAX_DEVICES)
+    bs = tuple(batch_sizes or ())
+    require(
+        len(bs) <= limits.MAX_BATCH_SIZES,
+        "--batch-sizes",
+        f"{len(bs)} values",
+        f"at most {limits.MAX_BATCH_SIZES} values (each is one steady-state estimate per layout searched)",
+    )
+    for b in bs:
+        check_int("--batch-sizes", b, 1, limits.MAX_REQUESTS)
+    for flag, lim in (("--ttft-limit", ttft_limit_ms), ("--tpot-limit", tpot_limit_ms)):
+        ok = lim is None or (isinstance(lim, int | float) and 0 <= lim <= limits.MAX_LIMIT_MS)
+        require(ok, flag, lim, f"must be a number of milliseconds in [0, {limits.MAX_LIMIT_MS:g}]")
+    n = num_devices
+    space = SearchSpace(
+        tp_sizes=tuple(resolve_search_sizes(tp_sizes, n, None, "--tp-sizes")),
+        pp_sizes=tuple(resolve_search_sizes(pp_sizes, n, 1, "--pp-sizes")),
+        num_devices=n,
+        ep_sizes=tuple(resolve_search_sizes(ep_sizes, n, 1, "--ep-sizes")),
+        moe_dp_sizes=tuple(resolve_search_sizes(moe_dp_sizes, n, 1, "--moe-dp-sizes")),
+        batch_sizes=bs,
+        ttft_limit_s=ttft_limit_ms / 1e3 if ttft_limit_ms else float("inf"),
+        tpot_limit_s=tpot_limit_ms / 1e3 if tpot_limit_ms else float("inf"),
+    )
+    check_space(space)
+    return space
+
+
+def search_workload(
+    *,
+    input_length: int | None,
+    output_length: int | None,
+    dataset_name: str | None,
+    max_num_batched_tokens: int | None,
+) -> tuple[Workload, LengthDistribution | None]:
+    """(Workload, LengthDistribution | None) from ``dataset_name`` or the fixed lengths."""
+    from simcast.serving.model import Workload
+
+    check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
+    check_int("--output-length", output_length, 1, limits.MAX_TOKENS)
+    check_int("--max-num-batched-tokens", max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
+    budget = max_num_batched_tokens or 0
+    if dataset_name in (None, "random"):
+        require(
+            input_length is not None and output_length is not None,
+            "--input-length/--output-length",
+            f"{input_length}/{output_length}",
+            "both are required unless --dataset-name names a shipped distribution",
+        )
+        assert input_length is not None and output_length is not None
+        return Workload(input_length=input_length, output_length=output_length, max_batched_tokens=budget), None
+    from simcast.inputs.workloads import load_distribution
+
+    dist = load_distribution(dataset_name)
+    require(
+        input_length is None and output_length is None,
+        "--input-length/--output-length",
+        f"{input_length}/{output_length}",
+        f"not with --dataset-name {dataset_name} (its lengths come from the distribution)",
+    )
+    p, i, o = dist.support()
+    return (
+        Workload(
+            input_length=max(1, round(dist.mean_input_tokens)),
+            output_length=max(1, round(dist.mean_output_tokens)),
+            max_batched_tokens=budget,
+            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
+            name=dataset_name,
+        ),
+        dist,
+    )
+
+
+def optimize_setup(
+    *,
+    space: SearchSpace,
+    model: ModelArg,
+    device: DeviceArg,
+    input_length: int | None = None,
+    output_length: int | None = None,
+    dataset_name: str | None = None,
+    usage: Literal["server", "offline"] = "server",
+    explicit_moe_sizes: bool = False,
+    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    devices_per_node: int | None = None,
+    fabric: FabricChoice | None = None,
+    partition: str | None = None,
+    engine: str = "vllm",
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    engine_profile: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    mem_fraction_static: float | None = None,
+    kv_cache_free_gpu_memory_fraction: float | None = None,
+    max_model_len: int | None = None,
+) -> OptimizeSetup:
+    """The base :class:`ServingConfig` of a search over ``space`` (arguments as :func:`optimize`'s;
+    ``explicit_moe_sizes``: ep or moe_dp sizes were given, else an MoE model's TP groups are replicas)."""
+    from simcast.core.plan import canonical_partition, default_partition
+    from simcast.core.specs import ParallelSpec
+    from simcast.serving.engine_profile import profile_for
+    from simcast.serving.model import ServingConfig
+
+    require(usage in ("server", "offline"), "--usage", usage, "allowed: server, offline")
+    check_int("--max-num-seqs", max_num_seqs, 1, limits.MAX_REQUESTS)
+    check_int("--devices-per-node", devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
+    mem = engine_limits(
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
+        max_model_len=max_model_len,
+    )
+    m = resolve_model(model, quantization=quantization)
+    dev = resolve_device(device, devices_per_node=devices_per_node, fabric=fabric)
+    workload, dist = search_workload(
+        input_length=input_length,
+        output_length=output_length,
+        dataset_name=dataset_name,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    if m.moe is not None and not explicit_moe_sizes:  # tp_sizes T: T-way replicas, each its own experts
+        space = replace(space, moe_replicas=True)
+    base = ServingConfig(
+        model=m,
+        device=dev,
+        parallel=ParallelSpec(world_size=1),
+        workload=workload,
+        usage=usage,
+        batch_size=1,
+        partition=canonical_partition(partition) if partition else default_partition(engine),
+        runtime=engine,
+        max_num_seqs=max_num_seqs or 0,
+        expert_imbalance=expert_imbalance,
+        kv_cache_dtype=kv_cache_dtype,
+        engine_profile=profile_for(engine_profile, engine, dev) if engine_profile else None,
+        **mem,  # type: ignore[arg-type]
+    )
+    return OptimizeSetup(config=base, space=space, workload=workload, lengths=dist)
+
+
+def run_search(
+    setup: OptimizeSetup,
+    *,
+    use_cache: bool = True,
+    workers: int | None = 1,
+    ray_address: str | None = None,
+    progress: bool | None = False,
+) -> SearchResult:
+    """Search ``setup``'s space (:func:`simcast.serving.search.search`) and tabulate every point."""
+    from simcast.render.search_tables import point_rows
+    from simcast.serving.search import meets, search
+
+    cands, rejected = search(
+        setup.config, setup.space, use_disk_cache=use_cache, progress=progress, workers=workers, ray_address=ray_address
+    )
+    rows = tuple(SearchRow(**r) for r in point_rows(cands, lambda r: meets(r, setup.space)))
+    return SearchResult(
+        rows=rows, rejected=tuple(rejected), candidates=tuple(cands), space=setup.space, config=setup.config
+    )
+
+
+def optimize(
+    *,
+    model: ModelArg,
+    device: DeviceArg,
+    num_devices: int,
+    input_length: int | None = None,
+    output_length: int | None = None,
+    dataset_name: str | None = None,
+    usage: Literal["server", "offline"] = "server",
+    tp_sizes: Sequence[int] | None = None,
+    pp_sizes: Sequence[int] | None = None,
+    ep_sizes: Sequence[int] | None = None,
+    moe_dp_sizes: Sequence[int] | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    ttft_limit_ms: float | None = None,
+    tpot_limit_ms: float | None = None,
+    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    devices_per_node: int | None = None,
+    fabric: FabricChoice | None = None,
+    partition: str | None = None,
+    engine: str = "vllm",
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    engine_profile: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    mem_fraction_static: float | None = None,
+    kv_cache_free_gpu_memory_fraction: float | None = None,
+    max_model_len: int | None = None,
+    use_cache: bool = True,
+    workers: int | None = 1,
+    ray_address: str | None = None,
+    progress: bool | None = False,
+) -> SearchResult:
+    """``simcast optimize`` (aggregated serving): every legal layout of ``num_devices`` devices from
+    ``tp_sizes`` x ``pp_sizes`` (x ``ep_sizes`` x ``moe_dp_sizes`` for MoE models), each swept over
+    concurrency (or ``batch_sizes``) with the ``engine``'s scheduler defaults, for requests of
+    ``input_length``/``output_length`` tokens or a shipped ``dataset_name`` distribution; ranked by
+    output token/s per device at each layout's best point within ``ttft_limit_ms``/``tpot_limit_ms``.
+    ``workers``: processes (1 serial, None: chosen from the work); ``use_cache=False`` bypasses the
+    on-disk trace cache. ``to_dataframe()`` has every point with ``meets_limits``/``best``/``pareto``.
+    """
+    space = search_space(
+        num_devices=num_devices,
+        tp_sizes=tp_sizes,
+        pp_sizes=pp_sizes,
+        ep_sizes=ep_sizes,
+        moe_dp_sizes=moe_dp_sizes,
+        batch_sizes=batch_sizes,
+        ttft_limit_ms=ttft_limit_ms,
+        tpot_limit_ms=tpot_limit_ms,
+    )
+    setup = optimize_setup(
+        space=space,
+        model=model,
+        device=device,
+        input_length=input_length,
+        output_length=output_length,
+        dataset_name=dataset_name,
+        usage=usage,
+        explicit_moe_sizes=ep_sizes is not None or moe_dp_sizes is not None,
+        expert_imbalance=expert_imbalance,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        devices_per_node=devices_per_node,
+        fabric=fabric,
+        partition=partition,
+        engine=engine,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        engine_profile=engine_profile,
+        gpu_memory_utilization=gpu_memory_utilization,
+        mem_fraction_static=mem_fraction_static,
+        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
+        max_model_len=max_model_len,
+    )
+    return run_search(setup, use_cache=use_cache, workers=workers, ray_address=ray_address, progress=progress)

@@ -1,0 +1,318 @@
+"""``simulate_step``: one forward step of one TP x PP x DP (x EP) layout, as ``simcast simulate`` runs it.
+
+``simcast simulate`` calls :func:`step_spec` and :func:`simulate_step` with its flags, so the command and
+the call give the same :class:`StepReport` (``tests/test_api.py`` holds them equal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from simcast.api.common import DeviceArg, ModelArg, check_float, check_int, resolve_device, resolve_model
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
+from simcast.core.engines import kernel_engine
+from simcast.core.errors import require
+from simcast.core.fabrics import FabricChoice
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
+from simcast.core.specs import GIB, SimSpec
+from simcast.inputs import limits
+from simcast.sim.report import Report
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepReport(Report):
+    """A :class:`~simcast.sim.report.Report` with its JSON form and its per-stage table."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``simcast simulate --json`` prints, less its ``run`` block (seconds and bytes)."""
+        from simcast.render.tables import report_to_dict
+
+        return report_to_dict(self)
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per pipeline stage: layers, times per microbatch (ms), memory per device (GiB)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {
+                    "stage_id": s.stage_id,
+                    "start_layer": s.start_layer,
+                    "end_layer": s.end_layer,
+                    "num_layers": s.num_layers,
+                    "compute_ms": s.compute_s * 1e3,
+                    "tp_comm_ms": s.tp_comm_s * 1e3,
+                    "comm_ms": s.comm_s * 1e3,
+                    "stage_ms": s.stage_s * 1e3,
+                    "weights_gib": s.weight_bytes / GIB,
+                    "kv_cache_gib": s.kv_cache_bytes / GIB,
+                    "activation_gib": s.activation_bytes / GIB,
+                    "tp_link": s.tp_link,
+                }
+                for s in self.stages
+            ]
+        )
+
+    @classmethod
+    def of(cls, r: Report) -> StepReport:
+        return cls(**{f.name: getattr(r, f.name) for f in fields(Report)})
+
+
+def step_spec(
+    *,
+    model: ModelArg,
+    device: DeviceArg,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    num_devices: int | None = None,
+    ep: int = 1,
+    moe_dp: int = 1,
+    dp_attention: bool = False,
+    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
+    batch_size: int = 1,
+    input_length: int = 2048,
+    phase: Literal["prefill", "decode"] = "prefill",
+    context_length: int | None = None,
+    microbatches: int | None = None,
+    chunked_prefill_size: int | None = None,
+    enable_dynamic_chunking: bool = False,
+    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
+    partition: str | None = None,
+    engine: str = "none",
+    dtype: str | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    devices_per_node: int | None = None,
+    fabric: FabricChoice | None = None,
+    tp_sharded_send: bool = False,
+    residual_send: bool = True,
+    use_cache: bool = True,
+) -> SimSpec:
+    """The :class:`SimSpec` of one step (arguments as :func:`simulate_step`'s), checked."""
+    from simcast.core.plan import canonical_partition, default_partition
+    from simcast.core.specs import Batch, ParallelSpec
+
+    for name, v in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--num-devices", num_devices), ("--ep", ep)):
+        check_int(name, v, 1, limits.MAX_DEVICES)
+    check_int("--moe-dp", moe_dp, 1, limits.MAX_DEVICES)
+    check_int("--batch", batch_size, 1, limits.MAX_REQUESTS)
+    check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
+    check_int("--context-length", context_length, 1, limits.MAX_TOKENS)
+    check_int("--microbatches", microbatches, 1, limits.MAX_MICROBATCHES)
+    check_int("--chunked-prefill-size", chunked_prefill_size, 1, limits.MAX_TOKENS)
+    check_int("--devices-per-node", devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
+    check_float("--expert-imbalance", expert_imbalance, 1.0, 1000.0)
+    check_float("--dynamic-chunking-smooth-factor", dynamic_chunking_smooth_factor, 0.0, 1.0)
+    require(phase in ("prefill", "decode"), "--phase", phase, "allowed: prefill, decode")
+    require(
+        dp is None or num_devices is None or num_devices == tp * pp * dp,
+        "--num-devices",
+        num_devices,
+        f"must equal tp*pp*dp = {tp * pp * (dp or 1)} when dp is given too",
+    )
+    m = resolve_model(model, dtype=dtype, quantization=quantization)
+    dev = resolve_device(device, devices_per_node=devices_per_node, fabric=fabric)
+    world = num_devices or tp * pp * (dp or 1)
+    require(
+        tp * pp <= min(world, limits.MAX_DEVICES),
+        "--tp*--pp",
+        tp * pp,
+        f"must be <= --num-devices={world}" if num_devices else f"must be <= {limits.MAX_DEVICES} devices",
+    )
+    require(world % (tp * pp) == 0, "--num-devices", world, f"must be a multiple of tp*pp={tp * pp}")
+    require(pp <= m.num_layers, "--pp", pp, f"must be <= the model's {m.num_layers} layers")
+    mb = microbatches or pp
+    require(
+        pp * mb <= limits.MAX_STAGE_MICROBATCHES,
+        "--microbatches",
+        mb,
+        f"must be <= {limits.MAX_STAGE_MICROBATCHES // pp} with --pp {pp} (at most "
+        f"{limits.MAX_STAGE_MICROBATCHES} stage x microbatch pairs)",
+    )
+    if phase == "prefill":
+        batch = Batch.prefill(batch_size, input_length)
+    else:
+        batch = Batch.decode(batch_size, context_length or input_length)
+    require(
+        m.moe is not None or (ep == 1 and moe_dp == 1),
+        "--ep/--moe-dp",
+        f"{ep}/{moe_dp}",
+        f"{m.name} has no experts: both must be 1",
+    )
+    par = ParallelSpec(
+        tp=tp, pp=pp, dp=world // (tp * pp), world_size=world, ep=ep, moe_dp=moe_dp, dp_attention=dp_attention
+    )
+    kern = kernel_engine(engine)
+    spec = SimSpec(
+        model=m,
+        device=dev,
+        parallel=par,
+        batch=batch,
+        num_microbatches=mb,
+        partition=canonical_partition(partition) if partition else default_partition(kern),
+        send_residual=residual_send,
+        tp_sharded_send=tp_sharded_send,
+        engine=kern,
+        expert_imbalance=expert_imbalance,
+        kv_cache_dtype=kv_cache_dtype,
+    )
+    return _chunked(
+        spec,
+        engine=engine,
+        phase=phase,
+        batch_size=batch_size,
+        input_length=input_length,
+        microbatches=microbatches,
+        chunked_prefill_size=chunked_prefill_size,
+        dynamic=enable_dynamic_chunking,
+        smooth_factor=dynamic_chunking_smooth_factor,
+        use_cache=use_cache,
+    )
+
+
+def _chunked(
+    spec: SimSpec,
+    *,
+    engine: str,
+    phase: str,
+    batch_size: int,
+    input_length: int,
+    microbatches: int | None,
+    chunked_prefill_size: int | None,
+    dynamic: bool,
+    smooth_factor: float,
+    use_cache: bool,
+) -> SimSpec:
+    """``spec`` with its prompt's chunked pipeline prefill when asked for, or when the engine chunks a
+    prompt by default (SGLang, vLLM: chunks of the engine's token budget; TRT-LLM: the whole prompt)."""
+    from simcast.core.chunking import RULES
+    from simcast.serving.engines import engine_policy
+    from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
+
+    asked = chunked_prefill_size is not None or dynamic
+    one_prompt = phase == "prefill" and batch_size == 1
+    require(
+        not asked or one_prompt,
+        "--chunked-prefill-size",
+        f"--batch {batch_size} --phase {phase}",
+        "chunked pipeline prefill needs one prompt (--batch 1 --phase prefill)",
+    )
+    require(
+        not asked or microbatches is None,
+        "--microbatches",
+        microbatches,
+        "choose --microbatches (equal split) or --chunked-prefill-size/--enable-dynamic-chunking, not both",
+    )
+    rule = RULES.get(engine)
+    if not one_prompt or microbatches is not None or (not asked and rule is None):
+        return spec  # the split into --microbatches (default pp)
+    size, note = chunked_prefill_size, "--chunked-prefill-size"
+    if size is None:
+        require(rule is not None, "--enable-dynamic-chunking", engine, "needs --chunked-prefill-size without --engine")
+        assert rule is not None
+        if rule.chunked_by_default or dynamic:
+            pol = engine_policy(engine, spec.device, tp=spec.parallel.tp, pp=spec.parallel.pp)
+            size, note = pol.max_num_batched_tokens, f"{engine} default chunk {pol.max_num_batched_tokens}"
+        else:
+            size, note = input_length, f"{engine}: chunked prefill off by default, the prompt in one piece"
+    most = min(limits.MAX_MICROBATCHES, limits.MAX_STAGE_MICROBATCHES // spec.parallel.pp)
+
+    def check(n: int) -> None:
+        require(
+            n <= most,
+            "--chunked-prefill-size",
+            size,
+            f"gives {n} chunks of the {input_length}-token prompt; at most {most} with --pp {spec.parallel.pp} "
+            "(raise the chunk size)",
+        )
+
+    check(-(-input_length // size))
+    chunks = plan_chunks(
+        spec, input_length, size, dynamic=dynamic, smooth_factor=smooth_factor, use_disk_cache=use_cache
+    )
+    check(len(chunks))
+    if dynamic:
+        note = (
+            f"SGLang dynamic chunking from {size} (smooth factor {smooth_factor:g}; quadratic "
+            "fit of stage 0's time over 127 fresh prefills up to 1.25x the first chunk)"
+        )
+    return chunked_prefill_spec(spec, chunks, engine=engine if rule is not None else None, note=note)
+
+
+def simulate_step(
+    *,
+    model: ModelArg,
+    device: DeviceArg,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    num_devices: int | None = None,
+    ep: int = 1,
+    moe_dp: int = 1,
+    dp_attention: bool = False,
+    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
+    batch_size: int = 1,
+    input_length: int = 2048,
+    phase: Literal["prefill", "decode"] = "prefill",
+    context_length: int | None = None,
+    microbatches: int | None = None,
+    chunked_prefill_size: int | None = None,
+    enable_dynamic_chunking: bool = False,
+    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
+    partition: str | None = None,
+    engine: str = "none",
+    dtype: str | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str = "auto",
+    devices_per_node: int | None = None,
+    fabric: FabricChoice | None = None,
+    tp_sharded_send: bool = False,
+    residual_send: bool = True,
+    use_cache: bool = True,
+) -> StepReport:
+    """Simulate one forward step (``simcast simulate``): ``batch_size`` requests of ``input_length``
+    prompt tokens (``phase="prefill"``) or one token each over ``context_length`` cached tokens
+    (``"decode"``, default context: ``input_length``), on ``num_devices`` (default ``tp*pp*dp``) devices,
+    split into ``microbatches`` (default ``pp``). ``engine``: cost kernels with that engine's fits
+    (``"none"``: generic roofline); ``partition``: a rule or layer counts like ``"4,6,6,4"`` (default:
+    the engine's rule). ``use_cache=False`` bypasses the on-disk trace cache. Times in seconds, memory in
+    bytes; ``to_dict()`` is the ``--json`` form, ``to_dataframe()`` one row per stage (ms, GiB).
+    """
+    from simcast.sim.partition import simulate_partitioned
+
+    spec = step_spec(
+        model=model,
+        device=device,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        num_devices=num_devices,
+        ep=ep,
+        moe_dp=moe_dp,
+        dp_attention=dp_attention,
+        expert_imbalance=expert_imbalance,
+        batch_size=batch_size,
+        input_length=input_length,
+        phase=phase,
+        context_length=context_length,
+        microbatches=microbatches,
+        chunked_prefill_size=chunked_prefill_size,
+        enable_dynamic_chunking=enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=dynamic_chunking_smooth_factor,
+        partition=partition,
+        engine=engine,
+        dtype=dtype,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        devices_per_node=devices_per_node,
+        fabric=fabric,
+        tp_sharded_send=tp_sharded_send,
+        residual_send=residual_send,
+        use_cache=use_cache,
+    )
+    return StepReport.of(simulate_partitioned(spec, use_disk_cache=use_cache))

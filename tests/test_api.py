@@ -1,0 +1,242 @@
+"""The one-call API (``simcast.simulate_step``, ``optimize``, ``bench_serve``) is the CLI's code path:
+the same inputs give the same numbers through both, and every result has ``to_dict``/``to_dataframe``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import simcast
+from simcast.cli.main import main
+
+
+def _cli_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    rc = main(argv)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return json.loads(out)
+
+
+def _plain(d: object) -> object:
+    """``d`` as JSON gives it back (tuples as lists, NaN-free floats exact)."""
+    return json.loads(json.dumps(d))
+
+
+def test_simulate_step_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    cli = _cli_json(
+        [
+            "simulate",
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--device",
+            "h100_sxm",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--batch",
+            "4",
+            "--input-length",
+            "256",
+            "--json",
+        ],
+        capsys,
+    )
+    cli.pop("run")
+    r = simcast.simulate_step(model="Qwen/Qwen3-0.6B", device="h100_sxm", tp=2, pp=2, batch_size=4, input_length=256)
+    assert isinstance(r, simcast.Report)
+    assert _plain(r.to_dict()) == {**cli, "traces_compiled": r.traces_compiled}
+    df = r.to_dataframe()
+    assert list(df.stage_id) == [0, 1]
+    assert df.stage_ms.sum() == pytest.approx(sum(s.stage_s for s in r.stages) * 1e3)
+    assert {"compute_ms", "weights_gib", "kv_cache_gib"} <= set(df.columns)
+
+
+def test_simulate_step_takes_spec_objects(qwen06b, h100) -> None:
+    a = simcast.simulate_step(model=qwen06b, device=h100, pp=2, phase="decode", batch_size=8, input_length=512)
+    b = simcast.simulate_step(
+        model="Qwen/Qwen3-0.6B", device="h100_sxm", pp=2, phase="decode", batch_size=8, input_length=512
+    )
+    assert a.latency_s == b.latency_s > 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.traces_compiled = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"tp": 0}, "--tp"),
+        ({"batch_size": 10**9}, "--batch"),
+        ({"phase": "train"}, "--phase"),
+        ({"model": 3}, "model"),
+        ({"dp": 2, "num_devices": 3}, "--num-devices"),
+    ],
+)
+def test_simulate_step_refuses_bad_input(kwargs: dict, field: str) -> None:
+    args = {"model": "Qwen/Qwen3-0.6B", "device": "h100_sxm", **kwargs}
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.simulate_step(**args)
+    assert e.value.field == field
+
+
+def test_search_row_fields_are_the_csv_columns() -> None:
+    from simcast.render.search_tables import COLUMNS
+
+    assert sorted(f.name for f in dataclasses.fields(simcast.SearchRow)) == sorted(COLUMNS)
+
+
+def _optimize_case(capsys: pytest.CaptureFixture[str], flags: list[str], **kwargs: object) -> None:
+    cli = _cli_json(["optimize", *flags, "--json"], capsys)
+    res = simcast.optimize(**kwargs)  # type: ignore[arg-type]
+    d = _plain(res.to_dict())
+    assert d["rows"] == cli["rows"]
+    assert d["rejected"] == cli["rejected"]
+    df = res.to_dataframe()
+    assert df.to_dict(orient="records") == [dataclasses.asdict(r) for r in res.rows]
+    best = res.best()
+    assert best and all(r.best for r in best)
+    assert [r.parallel for r in best] == [row["parallel"] for row in cli["rows"] if row["best"]]
+    ranked = [r.tokens_per_s_per_device for r in best]
+    assert ranked == sorted(ranked, reverse=True)
+
+
+def test_optimize_equals_the_cli_small(capsys: pytest.CaptureFixture[str]) -> None:
+    _optimize_case(
+        capsys,
+        [
+            "--model",
+            "Qwen/Qwen3-0.6B",
+            "--device",
+            "h100_sxm",
+            "--num-devices",
+            "2",
+            "--input-length",
+            "512",
+            "--output-length",
+            "64",
+            "--tp-sizes",
+            "1",
+            "2",
+            "--batch-sizes",
+            "1",
+            "8",
+            "--tpot-limit",
+            "50",
+        ],
+        model="Qwen/Qwen3-0.6B",
+        device="h100_sxm",
+        num_devices=2,
+        input_length=512,
+        output_length=64,
+        tp_sizes=[1, 2],
+        batch_sizes=[1, 8],
+        tpot_limit_ms=50,
+    )
+
+
+@pytest.mark.slow
+def test_optimize_equals_the_cli_on_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Makefile's ``make demo`` search."""
+    _optimize_case(
+        capsys,
+        [
+            "--input-length",
+            "2048",
+            "--output-length",
+            "512",
+            "--num-devices",
+            "8",
+            "--tp-sizes",
+            "1",
+            "2",
+            "4",
+            "8",
+            "--pp-sizes",
+            "1",
+            "2",
+            "4",
+            "8",
+            "--device",
+            "h100_sxm",
+            "meta-llama/Llama-3.1-70B",
+        ],
+        model="meta-llama/Llama-3.1-70B",
+        device="h100_sxm",
+        num_devices=8,
+        input_length=2048,
+        output_length=512,
+        tp_sizes=[1, 2, 4, 8],
+        pp_sizes=[1, 2, 4, 8],
+    )
+
+
+def test_optimize_refuses_bad_input() -> None:
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.optimize(model="Qwen/Qwen3-0.6B", device="h100_sxm", num_devices=2, input_length=512)
+    assert e.value.field == "--input-length/--output-length"
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.optimize(
+            model="Qwen/Qwen3-0.6B",
+            device="h100_sxm",
+            num_devices=2,
+            input_length=512,
+            output_length=64,
+            gpu_memory_utilization=0.8,
+            mem_fraction_static=0.8,
+        )
+    assert "memory fraction" in str(e.value)
+
+
+def test_bench_serve_equals_the_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.json"
+    flags = [
+        "bench-serve",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--device",
+        "h100_sxm",
+        "--tp",
+        "1",
+        "--num-prompts",
+        "60",
+        "--request-rate",
+        "20",
+        "--random-input-len",
+        "512",
+        "--random-output-len",
+        "32",
+        "--random-range-ratio",
+        "0.2",
+        "--seed",
+        "3",
+        "--save-result",
+        str(path),
+    ]
+    assert main(flags) == 0
+    capsys.readouterr()
+    cli = json.loads(path.read_text())
+    cli.pop("run")
+    res = simcast.bench_serve(
+        model="Qwen/Qwen3-0.6B",
+        device="h100_sxm",
+        tp=1,
+        num_prompts=60,
+        request_rate=20,
+        input_length=512,
+        output_length=32,
+        range_ratio=0.2,
+        seed=3,
+    )
+    assert _plain(res.to_dict()) == cli
+    assert res.output_throughput_tok_s == cli["output_throughput"] > 0
+    df = res.to_dataframe()
+    assert len(df) == 60 and {"ttft_s", "e2e_s", "tpot_s", "input_len"} <= set(df.columns)
+    assert df.ttft_s.median() * 1e3 == pytest.approx(res.median_ttft_ms)
+
+
+def test_bench_serve_refuses_bad_input() -> None:
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.bench_serve(model="Qwen/Qwen3-0.6B", device="h100_sxm", request_rate=-1.0)
+    assert e.value.field == "--request-rate"

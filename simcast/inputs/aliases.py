@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcast.inputs.files import is_dir, is_file, package_data_dir
+from simcast.inputs.files import is_dir, is_file
 
 
 def models_dir() -> Path:
-    """The shipped model configs (package data ``simcast/data/models``; the repository's ``models`` links
-    there); ``SIMCAST_MODELS_DIR`` overrides it."""
+    """The shipped model configs (``models/``; ``SIMCAST_MODELS_DIR`` overrides it)."""
     import os
 
-    env = os.environ.get("SIMCAST_MODELS_DIR")
-    return Path(env) if env else package_data_dir("models")
+    return Path(os.environ.get("SIMCAST_MODELS_DIR", Path(__file__).resolve().parents[2] / "models"))
 
 
 MODEL_ALIASES: dict[str, str] = {

@@ -188,7 +188,7 @@ def simulate_requests(
             f"({kv_tokens_per_replica} tokens) under engine {pol.name}'s memory rule",
         )
         require(
-            pol.chunked_prefill or r.input_len <= pol.max_num_batched_tokens,
+            pol.chunked_prefill or r.input_len - r.kv_ready_tokens <= pol.max_num_batched_tokens,
             "request input length",
             r.input_len,
             f"engine {pol.name} runs without chunked prefill and refuses a prompt longer than its "
@@ -218,7 +218,9 @@ def simulate_requests(
         nonlocal rr, in_flight
         while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
             q = pending.popleft()
-            q.sent_s = max(now, q.spec.arrival_s)
+            # open loop: sent at its arrival (a step may be in flight: TTFT counts the wait); a client slot
+            # freed by --max-concurrency: sent when this replica's clock reached it
+            q.sent_s = max(now, q.spec.arrival_s) if max_concurrency else q.spec.arrival_s
             q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
             if router == "round_robin":
                 rep = reps[rr % dp]

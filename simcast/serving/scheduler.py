@@ -37,6 +37,7 @@ class RequestSpec:
     arrival_s: float
     input_len: int
     output_len: int
+    kv_ready_tokens: int = 0  # prompt tokens whose KV arrives from elsewhere (a prefill pool): admitted uncomputed
 
 
 @dataclass(eq=False)
@@ -186,12 +187,14 @@ def form_step(
         if q.ready_s > cutoff_s:
             break
         hits = _cache_hits(rep, q, pol, blk)
-        todo = q.prefill_left - hits * blk
+        # a disaggregated decode engine: the prompt's KV arrived by transfer (once; a preempted request recomputes)
+        pre = q.spec.kv_ready_tokens if not (q.preemptions or q.computed or q.blocks) else 0
+        todo = q.prefill_left - hits * blk - pre
         n = min(todo, left) if pol.chunked_prefill else todo
         if gne:
             grow = blocks_for(q.spec.input_len + q.spec.output_len, blk) - q.blocks
         else:
-            grow = blocks_for(q.computed + hits * blk + n, blk) - q.blocks - hits
+            grow = blocks_for(q.computed + hits * blk + pre + n, blk) - q.blocks - hits
         extra = rep.ratio * _clip(q.remaining_output()) if ratio_mode else 0.0
         if n > left or grow + hits + (reserved + extra) / blk > rep.free_blocks:
             break
@@ -201,6 +204,7 @@ def form_step(
             q.blocks += hits
             rep.used_blocks += hits
             q.computed = hits * blk
+        q.computed += pre
         rep.take(q, grow)
         reserved += extra
         if q.admitted_s < 0:

@@ -33,7 +33,7 @@ parallel_config:
 """
 
 
-def run(args, capsys, seconds: int = 30):
+def run(args, capsys, seconds: int = 120):
     with time_limit(seconds):
         try:
             rc = main([str(a) for a in args])

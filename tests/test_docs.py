@@ -159,3 +159,22 @@ def test_notebook_quotes_are_computed(path):
     assert not {n for n in marked if f'"{n}":' not in printed}, "quoted in the prose, computed nowhere"
     prose = "".join(s for c, s in zip(cells, src) if c["cell_type"] == "markdown")
     assert prose.count("<!-- q:") == len(NOTEBOOK_QUOTE.findall(prose)), "a marker must follow its number directly"
+
+
+def test_make_accuracy_keeps_the_hand_written_summary(tmp_path):
+    """scripts/accuracy.py rewrites only what lies below its mark in docs/accuracy.md."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("accuracy_script", ROOT / "scripts" / "accuracy.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    page = ROOT / "docs" / "accuracy.md"
+    text = page.read_text()
+    summary, mark, generated = text.partition(script.GENERATED_MARK)
+    assert mark and "## Kernels against measured Vidur timings" in summary
+    assert script.with_kept_summary(page, generated.lstrip("\n")) == text
+    fresh = tmp_path / "accuracy.md"
+    assert script.with_kept_summary(fresh, "# tables\n") == script.GENERATED_MARK + "\n\n# tables\n"
+    fresh.write_text(summary + mark + "\n\nold tables\n")
+    assert script.with_kept_summary(fresh, "new tables\n") == summary.rstrip() + "\n\n" + mark + "\n\nnew tables\n"

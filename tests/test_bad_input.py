@@ -526,13 +526,13 @@ def test_optimize_model_given_twice(capsys):
     bad(args + ["--model", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B"], capsys, "--model", "give it once")
 
 
-def test_readme_lists_every_limit():
+def test_docs_list_every_limit():
     from simcast.inputs.limits import TABLE
 
-    readme = (HERE.parent / "README.md").read_text()
+    doc = (HERE.parent / "docs" / "inputs.md").read_text()
     for what, bound, shown in TABLE:
-        assert eval(shown.replace("^", "**")) == bound, shown  # the README writes the bound the code enforces
-        assert f"| {what} | {shown} |" in readme, what
+        assert eval(shown.replace("^", "**")) == bound, shown  # docs/inputs.md writes the bound the code enforces
+        assert f"| {what} | {shown} |" in doc, what
 
 
 def test_stage_times_microbatches_bounded(tmp_path, capsys):

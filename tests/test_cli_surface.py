@@ -280,7 +280,7 @@ def test_kernel_subcommands():
     assert sorted(_subparsers(kernel)) == ["allgather", "allreduce", "attention", "gemm", "p2p"]
 
 
-def test_every_flag_is_in_the_readme():
+def test_every_flag_is_in_docs_cli():
     """Every flag is documented in docs/cli.md (the CLI reference the README links to), in its command's section."""
     from pathlib import Path
 

@@ -13,7 +13,7 @@ from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("service_yaml", help="service YAML (see README: model, device, workload, parallel_config)")
+    p.add_argument("service_yaml", help="service YAML (see docs/inputs.md: model, device, workload, parallel_config)")
     p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
     p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
     p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")

@@ -2,7 +2,7 @@
 
 Each bound is far above anything physical, and low enough that no input can make
 simcast run for minutes or run out of memory. One table, used by the CLI flags,
-the service YAML and config.json schemas and the measured-CSV reader; the README
+the service YAML and config.json schemas and the measured-CSV reader; docs/inputs.md
 lists them. Everything here is a pure constant (no I/O).
 """
 
@@ -177,4 +177,4 @@ TABLE: tuple[tuple[str, float, str], ...] = (
     ("profile `engines:` multipliers (`l2_boost`, `group_share`)", MAX_FIT_BOOST, "1000"),
     ("profile `engines:` SM counts and tile sizes (`sm_count`, `tile*`)", MAX_SM_COUNT, "2^16"),
 )
-"""(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""
+"""(what, bound, as docs/inputs.md writes it): its "Bad input and limits" table (a test keeps them equal)."""

@@ -115,6 +115,7 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
         engine=cfg.kernel_engine,
+        tp_sharded_send=pol.tp_sharded_send,
     )
     if not pol.chunked_prefill or w.input_length <= pol.max_num_batched_tokens:
         return base

@@ -338,7 +338,8 @@ def simulate_requests(
                 if bt is not None:
                     st = coster.stage_times_s(bt)
                     cpu = pol.step_cpu_s(bt.num_requests)
-                    own[i] = max(dt, max(cpu, sum(st)) if pol.overlap_cpu else cpu + sum(st))
+                    gpu = sum(st) + coster.return_s(bt)
+                    own[i] = max(dt, max(cpu, gpu) if pol.overlap_cpu else cpu + gpu)
                     first0[i] = st[0] if st else 0.0
         dec_mb = [i for i in range(per) for _ in range(dec_n[i])]
         steps += 1

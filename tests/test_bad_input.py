@@ -1025,3 +1025,30 @@ def test_disagg_output_length_one(tmp_path, capsys):
         capsys,
         "--output-length",
     )
+
+
+# --- the chunk setting as a searched dimension (optimize --chunked-prefill-sizes, bench-serve dynamic chunking)
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--chunked-prefill-sizes", *range(1, 18)], "at most 16 values"),
+        (["--chunked-prefill-sizes", 0], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", 10**10], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", "x"], "--chunked-prefill-sizes"),
+        (["--input-length", 10**6, "--chunked-prefill-sizes", 16], "at most 4096"),
+        (["--chunked-prefill-sizes", 32, "--serving-mode", "disagg"], "aggregated layouts only"),
+    ],
+)
+def test_chunk_search_flags_one_line(extra, needle, capsys):
+    bad(OPT + extra + [MODEL], capsys, needle)
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--enable-dynamic-chunking"], "--enable-dynamic-chunking: got 'vllm'; is SGLang's flag"),
+        (["--engine", "sglang", "--dynamic-chunking-smooth-factor", 2], "--dynamic-chunking-smooth-factor"),
+    ],
+)
+def test_bench_serve_dynamic_chunking_one_line(extra, needle, capsys):
+    bad(BENCH + extra, capsys, needle)

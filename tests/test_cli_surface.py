@@ -50,6 +50,7 @@ SURFACE = {
         ["model"],
         [
             "--batch-sizes",
+            "--chunked-prefill-sizes",
             "--csv",
             "--dataset-name",
             "--device",
@@ -139,6 +140,8 @@ SURFACE = {
             "--dataset-path",
             "--device",
             "--dp",
+            "--dynamic-chunking-smooth-factor",
+            "--enable-dynamic-chunking",
             "--engine",
             "--engine-profile",
             "--fabric",

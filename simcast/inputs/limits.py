@@ -23,6 +23,9 @@ MAX_MICROBATCHES = 4096
 MAX_STAGE_MICROBATCHES = 2**16
 """pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
 ~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
+MAX_CHUNK_SIZES = 16
+"""Values of ``optimize --chunked-prefill-sizes``: each is a full concurrency sweep per layout (twice with
+SGLang at PP > 1), so 16 values make a search up to 32x longer."""
 MAX_DEVICES = 65536
 """GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
 but no single model instance spans more than this)."""

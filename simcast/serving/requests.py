@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,6 +165,7 @@ def simulate_requests(
     router: str = "round_robin",
     max_concurrency: int = 0,
     sample_every: int = 1,
+    next_chunk: Callable[[int], int] | None = None,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
@@ -213,6 +214,16 @@ def simulate_requests(
     step_tok: list[int] = []
     budget = pol.max_num_batched_tokens
     overlap = pol.overlap_cpu and pol.name != "none"
+    piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
+
+    def prompt_cap(prefix: int) -> int:
+        """A prompt's tokens in one step: its next ``m`` chunks, one per microbatch (dynamic chunking)."""
+        got = 0
+        for _ in range(m):
+            got += piece(prefix + got)
+        return got
+
+    cap = prompt_cap if next_chunk is not None and m > 1 else None
 
     def route(now: float) -> None:
         nonlocal rr, in_flight
@@ -258,10 +269,11 @@ def simulate_requests(
             pol.max_num_seqs * m,
             prefill_first=not pol.decode_first and ready,
             cutoff_s=cutoff,
+            prompt_cap=cap,
         )
         if not pol.decode_first and not chunks:
             decodes, chunks = form_step(
-                rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False, cutoff_s=cutoff
+                rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False, cutoff_s=cutoff, prompt_cap=cap
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
@@ -285,7 +297,7 @@ def simulate_requests(
         for q, n in chunks:
             done = 0
             while done < n:
-                take = min(budget, n - done) if m > 1 else n - done
+                take = min(piece(q.computed + done), n - done) if m > 1 else n - done
                 pieces.append((q, take, q.computed + done))
                 done += take
         per = max(1, min(m, len(decodes) + len(pieces)))
@@ -328,7 +340,8 @@ def simulate_requests(
                 if bt is not None:
                     st = coster.stage_times_s(bt)
                     cpu = pol.step_cpu_s(bt.num_requests)
-                    own[i] = max(dt, max(cpu, sum(st)) if pol.overlap_cpu else cpu + sum(st))
+                    gpu = sum(st) + coster.return_s(bt)
+                    own[i] = max(dt, max(cpu, gpu) if pol.overlap_cpu else cpu + gpu)
                     first0[i] = st[0] if st else 0.0
         dec_mb = [i for i in range(per) for _ in range(dec_n[i])]
         steps += 1

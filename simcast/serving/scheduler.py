@@ -27,6 +27,7 @@ while step n runs, so a request is seen one step later (``cutoff_s``).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
@@ -140,9 +141,19 @@ def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> int:
 
 
 def form_step(
-    rep: Replica, pol: EnginePolicy, blk: int, budget: int, max_seqs: int, *, prefill_first: bool, cutoff_s: float
+    rep: Replica,
+    pol: EnginePolicy,
+    blk: int,
+    budget: int,
+    max_seqs: int,
+    *,
+    prefill_first: bool,
+    cutoff_s: float,
+    prompt_cap: Callable[[int], int] | None = None,
 ) -> tuple[list[Req], list[tuple[Req, int]]]:
-    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted."""
+    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
+    ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
+    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone)."""
     decodes: list[Req] = []
     chunks: list[tuple[Req, int]] = []
     left = budget
@@ -172,6 +183,8 @@ def form_step(
             left -= 1
         elif left > 0:  # a partial prefill continues
             n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
+            if prompt_cap is not None and pol.chunked_prefill:
+                n = min(n, prompt_cap(q.computed))
             grow = 0 if gne else blocks_for(q.computed + n, blk) - q.blocks
             if n <= left and grow <= rep.free_blocks:
                 rep.take(q, grow)  # reserve now so later admissions in this step see it
@@ -191,6 +204,8 @@ def form_step(
         pre = q.spec.kv_ready_tokens if not (q.preemptions or q.computed or q.blocks) else 0
         todo = q.prefill_left - hits * blk - pre
         n = min(todo, left) if pol.chunked_prefill else todo
+        if prompt_cap is not None and pol.chunked_prefill:
+            n = min(n, prompt_cap(q.computed + hits * blk))
         if gne:
             grow = blocks_for(q.spec.input_len + q.spec.output_len, blk) - q.blocks
         else:

@@ -50,6 +50,7 @@ SURFACE = {
         ["model"],
         [
             "--batch-sizes",
+            "--chunked-prefill-size",
             "--chunked-prefill-sizes",
             "--csv",
             "--dataset-name",
@@ -104,6 +105,7 @@ SURFACE = {
         ["service_yaml"],
         [
             "--batch",
+            "--chunked-prefill-size",
             "--device",
             "--dp",
             "--engine",
@@ -135,6 +137,7 @@ SURFACE = {
         [],
         [
             "--burstiness",
+            "--chunked-prefill-size",
             "--dataset",
             "--dataset-name",
             "--dataset-path",
@@ -189,6 +192,7 @@ SURFACE = {
     "calibrate-serving": (
         ["results"],
         [
+            "--chunked-prefill-size",
             "--device",
             "--dp",
             "--engine",

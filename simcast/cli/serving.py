@@ -70,10 +70,12 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
     p.add_argument(
         "--max-num-batched-tokens",
         "--max-batched-tokens",
+        "--chunked-prefill-size",
         dest="max_batched_tokens",
         type=BATCHED_TOKENS,
         default=None,
-        help="token budget of one step [default: the engine's own; <= 10^9]",
+        help="token budget of one step, the prompt chunk size with chunked prefill (vLLM --max-num-batched-tokens, "
+        "SGLang --chunked-prefill-size) [default: the engine's own; <= 10^9]",
     )
     p.add_argument(
         "--max-num-seqs",

@@ -24,6 +24,7 @@ distinct rounded batch is simulated once.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -127,6 +128,7 @@ class RequestResult:
     replica: int
     front_end_s: float = 0.0  # the serving path's share of ttft_s and e2e_s (API server, tokenise, stream)
     admitted_s: float = -1.0  # when the engine first admitted it (its replica's clock)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission (not computed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +152,13 @@ class BenchResult:
     distinct_batches: int
     step_end_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # when each step ended (its replica's clock)
     step_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # output tokens it made
+    prefix_hit_tokens: int = 0  # prompt tokens served from the prefix cache, all admissions (preemptions too)
+    prefix_query_tokens: int = 0  # prompt tokens looked up in it, all admissions
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of looked-up prompt tokens found in the prefix cache (vLLM's prefix cache hit rate)."""
+        return self.prefix_hit_tokens / self.prefix_query_tokens if self.prefix_query_tokens else 0.0
 
 
 def _round(x: float, to: int) -> int:
@@ -200,8 +209,23 @@ def simulate_requests(
             r.input_len + r.output_len,
             f"longer than --max-model-len {pol.max_model_len}: the engine refuses it",
         )
-    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival_s)
-    pending = deque(Req(idx=i, spec=reqs[i]) for i in order)
+    for i, r in enumerate(reqs):
+        require(
+            r.parent < i and (r.parent < 0 or r.prefix_len <= reqs[r.parent].input_len + reqs[r.parent].output_len),
+            "request parent",
+            r.parent,
+            "must be an earlier request whose prompt + output holds the prefix",
+        )
+    all_q = [Req(idx=i, spec=r) for i, r in enumerate(reqs)]
+    children: dict[int, list[Req]] = {}
+    for q in all_q:
+        if q.spec.parent >= 0:
+            q.parent_req = all_q[q.spec.parent]
+            children.setdefault(q.spec.parent, []).append(q)
+    order = sorted((i for i in range(len(reqs)) if reqs[i].parent < 0), key=lambda i: reqs[i].arrival_s)
+    pending = deque(all_q[i] for i in order)
+    follow: list[tuple[float, int, Req]] = []  # (send time, idx, request): next turns, sent when the previous ends
+    sticky: dict[int, Replica] = {}  # a conversation's turns go to the replica of its first (its cache is there)
     out: list[RequestResult | None] = [None] * len(reqs)
     itl_v: list[float] = []
     itl_w: list[int] = []
@@ -214,17 +238,28 @@ def simulate_requests(
     budget = pol.max_num_batched_tokens
     overlap = pol.overlap_cpu and pol.name != "none"
 
+    def next_send() -> float:
+        a = pending[0].spec.arrival_s if pending else math.inf
+        return min(a, follow[0][0]) if follow else a
+
     def route(now: float) -> None:
         nonlocal rr, in_flight
-        while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
-            q = pending.popleft()
-            q.sent_s = max(now, q.spec.arrival_s)
+        while (pending or follow) and next_send() <= now and (not max_concurrency or in_flight < max_concurrency):
+            if follow and (not pending or follow[0][0] <= pending[0].spec.arrival_s):
+                t, _, q = heapq.heappop(follow)
+            else:
+                q = pending.popleft()
+                t = q.spec.arrival_s
+            q.sent_s = max(now, t)
             q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
-            if router == "round_robin":
+            if q.parent_req is not None:
+                rep = sticky[q.parent_req.idx]
+            elif router == "round_robin":
                 rep = reps[rr % dp]
                 rr += 1
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
+            sticky[q.idx] = rep
             if not rep.running and not rep.waiting:
                 rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
@@ -233,11 +268,11 @@ def simulate_requests(
     while True:
         live = [r for r in reps if r.running or r.waiting]
         if not live:
-            if not pending:
+            if not pending and not follow:
                 break
             # all replicas idle: the next request goes out at its arrival, or, when the client's
             # --max-concurrency held it back, when the last request in flight finished (the latest clock)
-            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
+            nxt = max(next_send(), max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)
@@ -263,8 +298,8 @@ def simulate_requests(
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
-            if pending and pending[0].spec.arrival_s > rep.clock:
-                later.append(pending[0].spec.arrival_s)
+            if (pending or follow) and next_send() > rep.clock:
+                later.append(next_send())
             require(
                 bool(later),
                 "request",
@@ -368,7 +403,10 @@ def simulate_requests(
                 admitted_s=q.admitted_s,
                 preemptions=q.preemptions,
                 replica=rep.rid,
+                cached_tokens=q.cached_tokens,
             )
+            for c in children.pop(q.idx, ()):  # the conversation's next turn: sent when the client has this one
+                heapq.heappush(follow, (max(now, q.token_s) + fe, c.idx, c))
         if steps % sample_every == 0:
             samples.append(
                 Sample(
@@ -392,4 +430,6 @@ def simulate_requests(
         distinct_batches=len(coster._memo),
         step_end_s=np.asarray(step_end),
         step_tokens=np.asarray(step_tok, dtype=np.int64),
+        prefix_hit_tokens=sum(rp.hit_tokens for rp in reps),
+        prefix_query_tokens=sum(rp.query_tokens for rp in reps),
     )

@@ -100,6 +100,22 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
         help="longest request the engine accepts (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM "
         "--max_seq_len); longer requests are refused, and the KV cache must hold one [default: not set]",
     )
+    pc = p.add_mutually_exclusive_group()
+    pc.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        dest="prefix_caching",
+        default=None,
+        help="prefix caching (vLLM's flag; --no-enable-prefix-caching: off): prompts reuse cached KV blocks of "
+        "shared prefixes [default: the engine's own: vLLM V1, SGLang radix cache and TensorRT-LLM block reuse on]",
+    )
+    pc.add_argument(
+        "--disable-radix-cache",
+        action="store_false",
+        dest="prefix_caching",
+        default=None,
+        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
+    )
 
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
@@ -115,6 +131,8 @@ def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
             out.update(mem_fraction=v, mem_flag=flag)
     if getattr(a, "max_model_len", None):
         out["max_model_len"] = a.max_model_len
+    if getattr(a, "prefix_caching", None) is not None:
+        out["prefix_caching"] = a.prefix_caching
     return out
 
 

@@ -60,6 +60,7 @@ class ServingConfig:
     mem_flag: str = ""  # which flag gave mem_fraction (--gpu-memory-utilization, --mem-fraction-static, ...)
     max_model_len: int = 0  # 0: not set (the workload's longest request is accepted)
     usage: str = "server"  # server (vllm serve) | offline (LLM class, vllm bench throughput)
+    prefix_caching: bool | None = None  # None: the engine's default (--enable-prefix-caching, --disable-radix-cache)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -114,6 +115,7 @@ class ServingConfig:
             "max_num_seqs": self.max_num_seqs or None,
             "mem_fraction": self.mem_fraction or None,
             "max_model_len": self.max_model_len or None,
+            "prefix_caching": self.prefix_caching,
         }
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base

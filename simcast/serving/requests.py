@@ -27,94 +27,21 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simcast.core.errors import require
-from simcast.core.lengths import LengthDistribution
 from simcast.core.specs import Batch
 from simcast.serving.engines import SGLANG_RATIO
+from simcast.serving.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.step import StepCoster
 
 CTX_ROUND = 64  # tokens: context rounding of the step-cost cache key
 CHUNK_ROUND = 16  # tokens: prompt-chunk rounding of the step-cost cache key
 
-
-def make_requests(
-    *,
-    num_prompts: int,
-    rate: float,
-    input_len: int = 1024,
-    output_len: int = 128,
-    range_ratio: float = 0.0,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    lengths: LengthDistribution | None = None,
-) -> list[RequestSpec]:
-    """vLLM's random dataset and arrival process: lengths uniform on
-    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
-    rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0.
-
-    With ``lengths`` (a dataset's distribution: ``--dataset-name sharegpt`` ...) each request's
-    (input, output) pair is drawn from it instead, i.i.d.; the arrivals are the same process.
-    One generator seeded with ``seed`` draws the lengths, then the gaps.
-    """
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(0 <= range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
-    rng = np.random.default_rng(seed)
-    if lengths is not None:
-        ins, outs = lengths.sample(num_prompts, rng)
-    else:
-        ins = rng.integers(
-            max(1, math.floor(input_len * (1 - range_ratio))),
-            math.ceil(input_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-        outs = rng.integers(
-            max(1, math.floor(output_len * (1 - range_ratio))),
-            math.ceil(output_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def requests_from_lengths(
-    input_lens: Sequence[int],
-    output_lens: Sequence[int],
-    *,
-    num_prompts: int,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-) -> list[RequestSpec]:
-    """Requests whose lengths are a trace's rows in order (a ``--dataset-path`` file without arrival times):
-    the first ``num_prompts`` rows, and when the trace has fewer, the rest drawn from its rows uniformly with
-    replacement (as ``vllm bench serve`` oversamples a short dataset); arrivals as :func:`make_requests`."""
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(len(input_lens) == len(output_lens) and len(input_lens) > 0, "trace", len(input_lens), "needs rows")
-    rng = np.random.default_rng(seed)
-    k = np.arange(min(num_prompts, len(input_lens)))
-    if num_prompts > len(k):
-        k = np.concatenate((k, rng.integers(0, len(input_lens), size=num_prompts - len(k))))
-    ins, outs = np.asarray(input_lens)[k], np.asarray(output_lens)[k]
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def _arrivals(rng: np.random.Generator, n: int, rate: float, burstiness: float) -> np.ndarray:
-    """Send times (s) of ``n`` requests: gamma gaps rescaled to end at ``n/rate``, first at 0; rate inf: all 0."""
-    require(burstiness > 0, "--burstiness", burstiness, "must be > 0")
-    require(rate > 0, "--request-rate", rate, "must be > 0 or inf")
-    if math.isinf(rate):
-        return np.zeros(n)
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
-    arr = np.cumsum(gaps)
-    arr = arr * (n / rate) / arr[-1]
-    return np.concatenate(([0.0], arr[:-1]))  # first request at t = 0
+__all__ = ["RequestSpec", "make_conversations", "make_requests", "requests_from_lengths", "simulate_requests"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from simcast.cli.args import (
     add_partition_arg,
     add_precision_args,
     fabric_choice,
+    float_in,
     parse_int,
     positive_int,
     resolve_partition_arg,
@@ -37,7 +38,7 @@ from simcast.cli.outputs import (
 )
 from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.engines import EMIT_ENGINES
-from simcast.core.errors import require
+from simcast.core.errors import bounded_repr, require
 from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_DEVICES, MAX_REQUESTS
 from simcast.serving.engines import ENGINE_CHOICES
 
@@ -118,6 +119,14 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
     )
 
 
+def _hit_rate(v: str) -> float:
+    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
+    x = float_in(-1.0, 1.0, "share of prompt tokens")(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1) (one prompt token is computed)")
+    return x
+
+
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     """The ServingConfig fields the engine flags of :func:`add_engine_args` set (absent flags: defaults)."""
     out: dict[str, Any] = {}
@@ -163,6 +172,15 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         help="a shipped request-length distribution (simcast workloads: sharegpt, arxiv_summarization, ...): the "
         "steady state takes its means and its KV per running request over the whole distribution, finite runs "
         "draw from it [default: fixed --input-length / --output-length]",
+    )
+    p.add_argument(
+        "--prefix-hit-rate",
+        type=_hit_rate,
+        default=0.0,
+        help="share of prompt tokens the prefix cache serves (a prefix every prompt shares, e.g. a system "
+        "prompt; bench-serve --random-prefix-len P --random-input-len I gives about P/(P+I)): only the rest is "
+        "prefilled, attention still spans the whole context, the shared prefix's KV is held once; 0 with "
+        "--no-enable-prefix-caching [0, < 1]",
     )
     p.add_argument(
         "--num-prompts",
@@ -277,7 +295,15 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             f"{a.input_length}/{a.output_length}",
             "both are required unless --dataset-name names a shipped distribution",
         )
-        return Workload(input_length=a.input_length, output_length=a.output_length, max_batched_tokens=budget), None
+        return (
+            Workload(
+                input_length=a.input_length,
+                output_length=a.output_length,
+                max_batched_tokens=budget,
+                prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
+            ),
+            None,
+        )
     from simcast.inputs.workloads import load_distribution
 
     dist = load_distribution(a.dataset_name)
@@ -295,6 +321,7 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             max_batched_tokens=budget,
             length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
             name=a.dataset_name,
+            prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
         ),
         dist,
     )

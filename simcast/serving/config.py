@@ -7,6 +7,7 @@ with the user's overrides.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -32,8 +33,10 @@ class Workload:
     max_batched_tokens: int = 0  # 0: the engine's max_num_batched_tokens
     length_mix: tuple[tuple[float, int, int], ...] = ()
     name: str = ""  # the dataset the mix came from ("" : fixed lengths)
+    prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache (a prefix every prompt shares)
 
     def __post_init__(self) -> None:
+        require(0 <= self.prefix_hit_rate < 1, "--prefix-hit-rate", self.prefix_hit_rate, "must be in [0, 1)")
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")
         require(self.output_length >= 1, "--output-length", self.output_length, "must be >= 1")
         require(self.max_batched_tokens >= 0, "--max-batched-tokens", self.max_batched_tokens, "must be >= 0")
@@ -93,6 +96,15 @@ class ServingConfig:
     @property
     def engine(self) -> str:
         return self.runtime
+
+    @property
+    def hit_rate(self) -> float:
+        """The workload's prefix hit rate when the engine caches prefixes, else 0."""
+        return self.workload.prefix_hit_rate if self.policy.prefix_caching else 0.0
+
+    def cached_tokens(self, input_len: float) -> int:
+        """Prompt tokens of an ``input_len`` prompt served from the prefix cache (at least one computed)."""
+        return min(int(self.hit_rate * input_len), max(0, math.ceil(input_len) - 1))
 
     @property
     def kernel_engine(self) -> str | None:

@@ -161,9 +161,7 @@ def test_steady_state_prefix_hit_rate():
 def test_steady_state_with_hit_rate_matches_bench_serve_within_5pct(b):
     """bench-serve with a 512-token shared prefix + 512 +- 50% own tokens (hit rate ~0.5, the first request
     misses) at closed-loop concurrency b against the steady state at prefix hit rate 0.5."""
-    cfg = replace(
-        config(), workload=Workload(input_length=1024, output_length=128, prefix_hit_rate=0.5), batch_size=b
-    )
+    cfg = replace(config(), workload=Workload(input_length=1024, output_length=128, prefix_hit_rate=0.5), batch_size=b)
     reqs = make_requests(
         num_prompts=12 * b, rate=math.inf, input_len=512, output_len=128, range_ratio=0.5, seed=1, prefix_len=512
     )

@@ -219,10 +219,15 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
         num_prompts=a.num_prompts, rate=a.request_rate, burstiness=a.burstiness, seed=a.seed, lengths=dist
     )
     label = f"dataset {name}" + (f" (output {olen})" if olen is not None else "")
+    approx = dist.provenance.get("approximation")
     note = (
         f"request lengths: drawn i.i.d. (seed {a.seed}) from the shipped {name} distribution "
-        f"({len(dist.weights)} histogram cells of {dist.provenance.get('rows')} source rows, "
-        f"{dist.provenance.get('tokenizer')} tokens; docs/workloads.md)"
+        + (
+            f"({approx}; docs/workloads.md)"
+            if approx
+            else f"({len(dist.weights)} histogram cells of {dist.provenance.get('rows')} source rows, "
+            f"{dist.provenance.get('tokenizer')} tokens; docs/workloads.md)"
+        )
         + (f", output set to {olen} tokens" if olen is not None else "")
     )
     return reqs, label, note

@@ -133,12 +133,14 @@ class Replica:
         """Give ``q`` ``n`` more blocks from the head of the free queue; those inside its shared prefix, when
         it is the one extending it, become the prefix's (cached for the requests that follow)."""
         px = q.px
-        pub = 0
         if px is not None and n and q.blocks == 0 and q.base == px.held:
             pub = min(n, max(0, q.spec.prefix_len // blk - px.held))
             px.held += pub
             q.base += pub
-        q.blocks += n - pub
+            n -= pub
+            self.used_blocks += pub
+            self.popped += pub
+        q.blocks += n
         self.used_blocks += n
         self.popped += n
 
@@ -201,9 +203,14 @@ def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> tuple[int,
     the leading blocks of its shared prefix, then blocks it takes over as its own (after a preemption, those
     it freed; a conversation's next turn, those its parent freed), and the shared prefix it references.
     At least one token is always computed: the hit stops below the prompt."""
-    if not pol.prefix_caching or q.blocks or q.computed:
-        return 0, 0, None
     spec = q.spec
+    if (
+        not pol.prefix_caching
+        or q.blocks
+        or q.computed
+        or (spec.prefix_id < 0 and not q.preemptions and q.parent_req is None)
+    ):
+        return 0, 0, None
     cap = max(0, (spec.input_len + q.generated - 1) // blk)
     shared, px = 0, None
     if spec.prefix_id >= 0:

@@ -330,10 +330,15 @@ class EnginePolicy:
         if not self.prefix_caching:
             return "prefix caching off: every prompt token is computed"
         unit = "token-level (page 1)" if self.kv_block_tokens == 1 else f"full {self.kv_block_tokens}-token blocks"
+        when = (
+            "cached when scheduled (vLLM V1 allocate_slots)"
+            if self.name in ("vllm", "none")
+            else "cached when scheduled (an approximation: the engine inserts them once computed)"
+        )
         return (
-            f"prefix caching on ({self.record.flags.get('prefix_caching', 'default')}): hits in {unit}, shared "
-            "prefix blocks held once while referenced, unreferenced ones evicted oldest-freed first (free queue as "
-            "a FIFO; blocks reused out of its middle do not shift the others: an approximation)"
+            f"prefix caching on ({self.record.flags.get('prefix_caching', 'default')}): hits in {unit}, {when}, "
+            "shared prefix blocks held once while referenced, unreferenced ones evicted oldest-freed first (free "
+            "queue as a FIFO; blocks reused out of its middle do not shift the others: an approximation)"
         )
 
     def describe(self) -> str:

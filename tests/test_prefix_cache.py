@@ -203,3 +203,12 @@ def test_cli_trace_prefix_columns_and_multiturn(tmp_path, capsys):
     capsys.readouterr()
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["completed"] == 6 and d["prefix_cache_hit_tokens"] > 0
+
+
+def test_finite_run_gives_the_prompts_the_shared_prefix():
+    from simcast.serving.finite import finite_run
+
+    cfg = replace(config(), workload=Workload(input_length=256, output_length=8, prefix_hit_rate=0.5))
+    run_ = finite_run(cfg, 16)
+    plain = finite_run(replace(cfg, prefix_caching=False), 16)
+    assert run_.duration_s < plain.duration_s  # 15 of 16 prompts prefill 128 tokens instead of 256

@@ -100,7 +100,8 @@ class ServingConfig:
     @property
     def hit_rate(self) -> float:
         """The workload's prefix hit rate when the engine caches prefixes, else 0."""
-        return self.workload.prefix_hit_rate if self.policy.prefix_caching else 0.0
+        h = self.workload.prefix_hit_rate
+        return h if h and self.policy.prefix_caching else 0.0  # h first: no policy look-up without a hit rate
 
     def cached_tokens(self, input_len: float) -> int:
         """Prompt tokens of an ``input_len`` prompt served from the prefix cache (at least one computed)."""

@@ -464,6 +464,11 @@ BENCH = [
         (["--burstiness", "inf"], "--burstiness"),
         (["--max-num-seqs", 10**12], "--max-num-seqs"),
         (["--tp", "²"], "--tp"),
+        (["--random-prefix-len", -1], "--random-prefix-len"),
+        (["--random-prefix-len", 16, "--dataset-name", "sharegpt"], "--random-prefix-len"),
+        (["--multiturn-turns", 3], "--multiturn-turns"),
+        (["--multiturn-turns", 0, "--dataset-name", "multiturn"], "--multiturn-turns"),
+        (["--enable-prefix-caching", "--disable-radix-cache"], "--disable-radix-cache"),
     ],
 )
 def test_bench_serve_flags_bounded(capsys, args, flag):
@@ -486,6 +491,9 @@ def test_bench_serve_flags_bounded(capsys, args, flag):
         ),
         ("t.csv", "arrival_s,input_len,output_len\n0,8,abc\n", ["output_len", "line 2", "'abc'"]),
         ("t.csv", "arrival_s,input_len,output_len\n", ["no data rows"]),
+        ("t.csv", "input_len,output_len,prefix_id,prefix_len\n8,2,0,9\n", ["row 1 prefix_len", "input_len"]),
+        ("t.csv", "input_len,output_len,prefix_id\n8,2,0\n", ["prefix_id", "prefix_len"]),
+        ("t.csv", "input_len,output_len,prefix_id,prefix_len\n8,2,-3,4\n", ["prefix_id"]),
         ("t.csv", GARBAGE, ["UTF-8"]),
     ],
 )
@@ -1052,3 +1060,9 @@ def test_chunk_search_flags_one_line(extra, needle, capsys):
 )
 def test_bench_serve_dynamic_chunking_one_line(extra, needle, capsys):
     bad(BENCH + extra, capsys, needle)
+
+
+@pytest.mark.parametrize("rate", ["1", "-0.1", "nan"])
+def test_optimize_prefix_hit_rate_bounded(capsys, rate):
+    args = ["optimize", "--device", DEV, "--num-devices", 1, "--input-length", 128, "--output-length", 16]
+    bad(args + ["--prefix-hit-rate", rate, MODEL], capsys, "--prefix-hit-rate", seconds=10)

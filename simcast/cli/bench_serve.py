@@ -109,10 +109,24 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
     )
     p.add_argument(
+        "--random-prefix-len",
+        type=TOKENS,
+        default=0,
+        help="tokens of one prefix every random prompt starts with, before its --random-input-len own tokens "
+        "(as vllm bench serve): the prefix cache serves it [0]",
+    )
+    p.add_argument(
         "--dataset-name",
         default="random",
-        help="random (the --random-* lengths) or a shipped length distribution: sharegpt, arxiv_summarization, "
+        help="random (the --random-* lengths), multiturn (conversations: each turn's prompt is the history + a "
+        "new --random-input-len message) or a shipped length distribution: sharegpt, arxiv_summarization, "
         "azure_conv_2023, ... (`simcast workloads` lists them) [random]",
+    )
+    p.add_argument(
+        "--multiturn-turns",
+        type=int_in(1, 1000, "turns per conversation"),
+        default=None,
+        help="turns per conversation of --dataset-name multiturn [2: LMSYS-Chat-1M's mean, arXiv 2309.11998]",
     )
     p.add_argument(
         "--dataset-path",
@@ -120,8 +134,9 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         dest="dataset_path",
         default=None,
         help="your trace, .jsonl or .csv: input_len,output_len (or num_prefill_tokens,num_decode_tokens or "
-        "ContextTokens,GeneratedTokens) and optional arrival_s (or arrived_at): replayed when it has arrival "
-        "times, else its first --num-prompts rows at --request-rate",
+        "ContextTokens,GeneratedTokens), optional arrival_s (or arrived_at) and optional prefix_id,prefix_len "
+        "(a shared prefix, for the prefix cache): replayed when it has arrival times, else its first "
+        "--num-prompts rows at --request-rate",
     )
     p.add_argument(
         "--sharegpt-output-len",
@@ -236,7 +251,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     save_to = _checked_result_path(a, datetime.now(timezone.utc))  # before any work
     reqs, source, lengths_note = build_requests(a)
     if source == "random":
-        isl, osl = a.random_input_len, a.random_output_len
+        isl, osl = a.random_prefix_len + a.random_input_len, a.random_output_len
     else:  # the memory estimate's request: the mean lengths of the run's requests
         isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
@@ -289,6 +304,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         max_concurrency=a.max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=not a.no_cache),
     )
+    has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     d = bench_metrics(
         res,
         request_rate=a.request_rate,
@@ -305,6 +321,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         steady_window_s=[win.start_s, win.end_s],
         model_id=model.name,
         engine=cfg.runtime,
+        prefix_caching=cfg.policy.prefix_caching,
         tp=a.tp,
         pp=a.pp,
         dp=a.dp,
@@ -329,6 +346,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
                 else []
             )
         )
+        + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{a.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]

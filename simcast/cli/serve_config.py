@@ -96,6 +96,10 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     }
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
+    if a.prefix_caching is not None:  # --enable-prefix-caching / --no-... / --disable-radix-cache
+        from dataclasses import replace
+
+        cfg = replace(cfg, prefix_caching=a.prefix_caching)
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 

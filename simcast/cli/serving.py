@@ -19,6 +19,7 @@ from simcast.cli.args import (
     add_partition_arg,
     add_precision_args,
     fabric_choice,
+    float_in,
     parse_int,
     positive_int,
     resolve_partition_arg,
@@ -37,7 +38,7 @@ from simcast.cli.outputs import (
 )
 from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.engines import EMIT_ENGINES
-from simcast.core.errors import require
+from simcast.core.errors import bounded_repr, require
 from simcast.inputs.limits import (
     MAX_BATCH_SIZES,
     MAX_BATCHED_TOKENS,
@@ -109,6 +110,30 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
         help="longest request the engine accepts (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM "
         "--max_seq_len); longer requests are refused, and the KV cache must hold one [default: not set]",
     )
+    pc = p.add_mutually_exclusive_group()
+    pc.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        dest="prefix_caching",
+        default=None,
+        help="prefix caching (vLLM's flag; --no-enable-prefix-caching: off): prompts reuse cached KV blocks of "
+        "shared prefixes [default: the engine's own: vLLM V1, SGLang radix cache and TensorRT-LLM block reuse on]",
+    )
+    pc.add_argument(
+        "--disable-radix-cache",
+        action="store_false",
+        dest="prefix_caching",
+        default=None,
+        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
+    )
+
+
+def _hit_rate(v: str) -> float:
+    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
+    x = float_in(-1.0, 1.0, "share of prompt tokens")(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1) (one prompt token is computed)")
+    return x
 
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
@@ -124,6 +149,8 @@ def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
             out.update(mem_fraction=v, mem_flag=flag)
     if getattr(a, "max_model_len", None):
         out["max_model_len"] = a.max_model_len
+    if getattr(a, "prefix_caching", None) is not None:
+        out["prefix_caching"] = a.prefix_caching
     return out
 
 
@@ -154,6 +181,15 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         help="a shipped request-length distribution (simcast workloads: sharegpt, arxiv_summarization, ...): the "
         "steady state takes its means and its KV per running request over the whole distribution, finite runs "
         "draw from it [default: fixed --input-length / --output-length]",
+    )
+    p.add_argument(
+        "--prefix-hit-rate",
+        type=_hit_rate,
+        default=0.0,
+        help="share of prompt tokens the prefix cache serves (a prefix every prompt shares, e.g. a system "
+        "prompt; bench-serve --random-prefix-len P --random-input-len I gives about P/(P+I)): only the rest is "
+        "prefilled, attention still spans the whole context, the shared prefix's KV is held once; 0 with "
+        "--no-enable-prefix-caching [0, < 1]",
     )
     p.add_argument(
         "--num-prompts",
@@ -285,7 +321,15 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             f"{a.input_length}/{a.output_length}",
             "both are required unless --dataset-name names a shipped distribution",
         )
-        return Workload(input_length=a.input_length, output_length=a.output_length, max_batched_tokens=budget), None
+        return (
+            Workload(
+                input_length=a.input_length,
+                output_length=a.output_length,
+                max_batched_tokens=budget,
+                prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
+            ),
+            None,
+        )
     from simcast.inputs.workloads import load_distribution
 
     dist = load_distribution(a.dataset_name)
@@ -303,6 +347,7 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             max_batched_tokens=budget,
             length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
             name=a.dataset_name,
+            prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
         ),
         dist,
     )

@@ -7,6 +7,7 @@ with the user's overrides.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -33,8 +34,10 @@ class Workload:
     max_batched_tokens: int = 0  # 0: the engine's max_num_batched_tokens
     length_mix: tuple[tuple[float, int, int], ...] = ()
     name: str = ""  # the dataset the mix came from ("" : fixed lengths)
+    prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache (a prefix every prompt shares)
 
     def __post_init__(self) -> None:
+        require(0 <= self.prefix_hit_rate < 1, "--prefix-hit-rate", self.prefix_hit_rate, "must be in [0, 1)")
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")
         require(self.output_length >= 1, "--output-length", self.output_length, "must be >= 1")
         require(self.max_batched_tokens >= 0, "--max-batched-tokens", self.max_batched_tokens, "must be >= 0")
@@ -63,6 +66,7 @@ class ServingConfig:
     usage: str = "server"  # server (vllm serve) | offline (LLM class, vllm bench throughput)
     dynamic_chunking: bool = False  # SGLang --enable-dynamic-chunking (acts at PP > 1 only, as in SGLang)
     dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR  # SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR
+    prefix_caching: bool | None = None  # None: the engine's default (--enable-prefix-caching, --disable-radix-cache)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -110,6 +114,16 @@ class ServingConfig:
         return self.runtime
 
     @property
+    def hit_rate(self) -> float:
+        """The workload's prefix hit rate when the engine caches prefixes, else 0."""
+        h = self.workload.prefix_hit_rate
+        return h if h and self.policy.prefix_caching else 0.0  # h first: no policy look-up without a hit rate
+
+    def cached_tokens(self, input_len: float) -> int:
+        """Prompt tokens of an ``input_len`` prompt served from the prefix cache (at least one computed)."""
+        return min(int(self.hit_rate * input_len), max(0, math.ceil(input_len) - 1))
+
+    @property
     def kernel_engine(self) -> str | None:
         """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
         return kernel_engine(self.runtime)
@@ -136,6 +150,7 @@ class ServingConfig:
             "max_num_seqs": self.max_num_seqs or None,
             "mem_fraction": self.mem_fraction or None,
             "max_model_len": self.max_model_len or None,
+            "prefix_caching": self.prefix_caching,
         }
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base

@@ -65,7 +65,7 @@ class EngineRecord:
     kv_admission: str  # one of KV_ADMISSION
     memory_of: str  # one of MEMORY_OF
     memory_fraction: float  # default fraction (SGLang: replaced by its GPU-size rule)
-    prefix_caching: bool  # on by default: a preempted request's cached blocks are reused on re-admission
+    prefix_caching: bool  # on by default: cached blocks of shared prefixes (and of preempted requests) are reused
     step_overhead_s: float
     per_request_overhead_s: float
     overlap_cpu: bool
@@ -123,6 +123,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--max-num-batched-tokens",
             "max_num_seqs": "--max-num-seqs",
             "max_model_len": "--max-model-len",
+            "prefix_caching": "--enable-prefix-caching",
         },
         sources=(
             "vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5: on GPUs >= 70 GiB and not A100 "
@@ -169,6 +170,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--chunked-prefill-size",
             "max_num_seqs": "--max-running-requests",
             "max_model_len": "--context-length",
+            "prefix_caching": "radix cache; --disable-radix-cache",
         },
         sources=(
             "python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (~v0.5.4): "
@@ -180,6 +182,8 @@ RECORDS: dict[str, EngineRecord] = {
             "init ratio 0.7 (x schedule_conservativeness 1.0), min factor 0.14, decay steps 600; "
             "retract_decode raises the ratio when a decode runs out of memory",
             "python/sglang/srt/model_executor/model_runner.py: max running requests clamp(.., 2048, 4096); page_size 1",
+            "python/sglang/srt/mem_cache/radix_cache.py: the radix cache (token-level tree, LRU eviction of "
+            "unreferenced leaves) is on unless --disable-radix-cache",
         ),
         pp_overlap_cpu=False,
         pp_tp_sharded_send=True,
@@ -228,6 +232,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--max_num_tokens",
             "max_num_seqs": "--max_batch_size",
             "max_model_len": "--max_seq_len",
+            "prefix_caching": "KvCacheConfig.enable_block_reuse",
         },
         sources=(
             "tensorrt_llm/llmapi/llm_args.py: max_batch_size 2048, max_num_tokens 8192, "
@@ -347,6 +352,22 @@ class EnginePolicy:
             "max_utilization": "KV admission max_utilization: blocks allocated as tokens arrive, pause and "
             "recompute when full",
         }[self.kv_admission]
+
+    def prefix_cache_note(self) -> str:
+        """How the run treats shared prefixes (stated in a bench-serve result whose requests share some)."""
+        if not self.prefix_caching:
+            return "prefix caching off: every prompt token is computed"
+        unit = "token-level (page 1)" if self.kv_block_tokens == 1 else f"full {self.kv_block_tokens}-token blocks"
+        when = (
+            "cached when scheduled (vLLM V1 allocate_slots)"
+            if self.name in ("vllm", "none")
+            else "cached when scheduled (an approximation: the engine inserts them once computed)"
+        )
+        return (
+            f"prefix caching on ({self.record.flags.get('prefix_caching', 'default')}): hits in {unit}, {when}, "
+            "shared prefix blocks held once while referenced, unreferenced ones evicted oldest-freed first (free "
+            "queue as a FIFO; blocks reused out of its middle do not shift the others: an approximation)"
+        )
 
     def describe(self) -> str:
         order = "decode-first mixed steps" if self.decode_first else "prefill-first (prompts in their own steps)"

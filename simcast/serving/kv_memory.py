@@ -88,6 +88,17 @@ def workload_lengths(cfg: ServingConfig) -> tuple[tuple[float, int, int], ...]:
     return w.length_mix or ((1.0, w.input_length, w.output_length),)
 
 
+def own_lengths(cfg: ServingConfig) -> tuple[tuple[float, int, int], ...]:
+    """:func:`workload_lengths` less each prompt's prefix-cache hit: the KV a request holds for itself (the
+    shared prefix's blocks are held once per replica, :func:`shared_prefix_tokens`)."""
+    return tuple((w, max(1, i - cfg.cached_tokens(i)), o) for w, i, o in workload_lengths(cfg))
+
+
+def shared_prefix_tokens(cfg: ServingConfig) -> int:
+    """KV tokens of the shared prefix a replica holds once (pinned while referenced), 0 without hits."""
+    return cfg.cached_tokens(cfg.workload.input_length)
+
+
 def longest_request(cfg: ServingConfig) -> int:
     return max(i + o for _, i, o in workload_lengths(cfg))
 
@@ -140,11 +151,23 @@ def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[float]]
         max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
         for s in plan.stage_module_specs
     ]
-    kvb, tokens = kv_dtype_bytes(m, cfg.kv_cache_dtype), mean_request_kv_tokens(pol, workload_lengths(cfg))
+    kvb, tokens = kv_dtype_bytes(m, cfg.kv_cache_dtype), mean_request_kv_tokens(pol, own_lengths(cfg))
     # bytes at the rounded-up mean (sliding-window layers keep only their window; MLA its latent), scaled back
     t_int = max(1, math.ceil(tokens))
     per_req = [stage_kv_bytes_for(m, sd, i, 1, t_int, kvb) * tokens / t_int for i in plan.stage_infos]
     return weights, act, per_req
+
+
+def pinned_prefix_bytes(cfg: ServingConfig) -> list[int]:
+    """KV bytes per stage of the shared prefix a replica holds once (:func:`shared_prefix_tokens`)."""
+    shared = shared_prefix_tokens(cfg)
+    if not shared:
+        return [0] * cfg.parallel.pp
+    m = cfg.model
+    sd = sharded_dims(m, cfg.parallel.tp)
+    plan = build_pipeline_stage_plan(m.num_layers, cfg.parallel.pp, cfg.partition, m.tie_word_embeddings)
+    kvb = kv_dtype_bytes(m, cfg.kv_cache_dtype)
+    return [stage_kv_bytes_for(m, sd, i, 1, shared, kvb) for i in plan.stage_infos]
 
 
 def kv_budgets(cfg: ServingConfig, weights: list[int], act: list[int]) -> list[int]:
@@ -161,7 +184,7 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     """Per-stage memory of ``cfg.batch_size`` running requests under the engine's rules."""
     weights, act, per_req = stage_fixed(cfg)
     budgets = kv_budgets(cfg, weights, act)
-    kv = [int(cfg.batch_size * p) for p in per_req]
+    kv = [int(cfg.batch_size * p) + s for p, s in zip(per_req, pinned_prefix_bytes(cfg))]
     return MemoryFit(
         stage_weight_bytes=tuple(weights),
         stage_kv_bytes=tuple(kv),
@@ -169,7 +192,7 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
         stage_kv_budget_bytes=tuple(budgets),
         reserved_bytes=cfg.reserved_bytes,
         budget_bytes=min(w + a + cfg.reserved_bytes + b for w, a, b in zip(weights, act, budgets)),
-        kv_tokens_per_request=mean_request_kv_tokens(cfg.policy, workload_lengths(cfg)),
+        kv_tokens_per_request=mean_request_kv_tokens(cfg.policy, own_lengths(cfg)),
     )
 
 
@@ -180,7 +203,8 @@ def max_batch_for_memory(cfg: ServingConfig) -> int:
     budgets = kv_budgets(cfg, weights, act)
     if kv_capacity_tokens(cfg, budgets=budgets) < longest_request(cfg):
         return 0
-    return max(0, min(int(b // max(p, 1e-9)) for b, p in zip(budgets, per_req)))
+    pinned = pinned_prefix_bytes(cfg)
+    return max(0, min(int((b - s) // max(p, 1e-9)) for b, p, s in zip(budgets, per_req, pinned)))
 
 
 def kv_capacity_tokens(cfg: ServingConfig, *, budgets: list[int] | None = None) -> int:
@@ -206,8 +230,11 @@ def memory_note(cfg: ServingConfig, b_mem: int) -> str:
         "free": f"{pol.mem_fraction:.3g} x (HBM - weights - activation buffers - "
         f"{cfg.reserved_bytes / 2**30:.1f} GiB reserve (assumption))",
     }[pol.mem_fraction_of]
-    tokens = mean_request_kv_tokens(pol, workload_lengths(cfg))
+    tokens = mean_request_kv_tokens(pol, own_lengths(cfg))
+    shared = shared_prefix_tokens(cfg)
     return (
         f"memory: KV = {rule} (engine {pol.name}); {pol.admission_note()}: {tokens:.0f} KV tokens per running "
-        f"request on average; memory allows {b_mem} requests/replica"
+        "request on average"
+        + (f" besides the {shared}-token shared prefix held once" if shared else "")
+        + f"; memory allows {b_mem} requests/replica"
     )

@@ -105,11 +105,12 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
     dynamic chunking at PP > 1 the chunks after the first follow its predictor
     (:func:`simcast.core.chunking.chunk_plan`, stage 0's prefill time as the profiled step)."""
     w, pol = cfg.workload, cfg.policy
+    hit = cfg.cached_tokens(w.input_length)  # a prefix-cache hit: only the rest is computed, attending to it
     base = SimSpec(
         model=cfg.model,
         device=cfg.device,
         parallel=cfg.parallel,
-        batch=Batch.prefill(1, w.input_length),
+        batch=Batch.prefill(1, w.input_length - hit, hit),
         num_microbatches=1,
         partition=cfg.partition,
         expert_imbalance=cfg.expert_imbalance,
@@ -117,12 +118,14 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
         engine=cfg.kernel_engine,
         tp_sharded_send=pol.tp_sharded_send,
     )
-    if not pol.chunked_prefill or w.input_length <= pol.max_num_batched_tokens:
+    if not pol.chunked_prefill or w.input_length - hit <= pol.max_num_batched_tokens:
         return base
+    todo = w.input_length - hit
+    # with a hit, the chunks' attention to the cached prefix is not counted here (an approximation)
     if cfg.dynamic_chunks:
         chunks = plan_chunks(
             base,
-            w.input_length,
+            todo,
             pol.max_num_batched_tokens,
             dynamic=True,
             smooth_factor=cfg.dynamic_chunking_smooth_factor,
@@ -133,7 +136,7 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
             f"{cfg.dynamic_chunking_smooth_factor:g}): {describe_chunks(chunks)}"
         )
     else:
-        chunks = chunk_plan(w.input_length, pol.max_num_batched_tokens)
+        chunks = chunk_plan(todo, pol.max_num_batched_tokens)
         note = f"engine {pol.name}: chunks of max_num_batched_tokens"
     return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=note)
 
@@ -203,11 +206,13 @@ def estimate_serving(
     cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
     pol, w, par = cfg.policy, cfg.workload, cfg.parallel
     coster = coster or coster_for(cfg, use_disk_cache)
-    isl, osl = w.input_length, w.output_length
+    osl = w.output_length
+    hit = cfg.cached_tokens(w.input_length)  # prompt tokens served by the prefix cache
+    isl = w.input_length - hit  # prompt tokens computed
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
 
     pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
-    front = pol.front_end_time_s(isl)
+    front = pol.front_end_time_s(w.input_length)
     n_chunks = len(pre.spec.chunked_prefill.tokens) if pre.spec.chunked_prefill else 1
     ttft_idle = pre.latency_s + n_chunks * pol.step_cpu_s(1) + front
 
@@ -231,8 +236,8 @@ def estimate_serving(
     b = served / m
     life = osl - 1 + n_pf
     chunk = math.ceil(isl / n_pf)
-    dec_ctx = isl + osl // 2
-    chunk_ctx = (n_pf - 1) * chunk // 2
+    dec_ctx = w.input_length + osl // 2  # attention still over the whole context
+    chunk_ctx = hit + (n_pf - 1) * chunk // 2
     in_flight = m
     # a decoding request sees its own decode plus the others' decodes and prompt chunks in its step
     others_dec = max(0.0, b - 1) * (osl - 1) / life
@@ -265,7 +270,16 @@ def estimate_serving(
     b_mem = max_batch_for_memory(cfg)
     dec_report = coster.report(dec_batch) if dec_batch else pre
     cpu_step = pol.step_cpu_s(dec_batch.num_requests if dec_batch else 0)
-    lengths = f"dataset {w.name} (mean ISL {isl}, OSL {osl})" if w.length_mix else f"ISL {isl}, OSL {osl}"
+    lengths = (
+        f"dataset {w.name} (mean ISL {w.input_length}, OSL {osl})"
+        if w.length_mix
+        else f"ISL {w.input_length}, OSL {osl}"
+    )
+    if hit:
+        lengths += (
+            f", prefix hit rate {cfg.hit_rate:.3g}: {hit} prompt tokens from the prefix cache, {isl} computed "
+            "(attention over the whole context; the shared prefix's KV held once per replica)"
+        )
     assumptions = (
         (
             pol.describe(),

@@ -24,96 +24,25 @@ distinct rounded batch is simulated once.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simcast.core.errors import require
-from simcast.core.lengths import LengthDistribution
 from simcast.core.specs import Batch
 from simcast.serving.engines import SGLANG_RATIO
+from simcast.serving.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.step import StepCoster
 
 CTX_ROUND = 64  # tokens: context rounding of the step-cost cache key
 CHUNK_ROUND = 16  # tokens: prompt-chunk rounding of the step-cost cache key
 
-
-def make_requests(
-    *,
-    num_prompts: int,
-    rate: float,
-    input_len: int = 1024,
-    output_len: int = 128,
-    range_ratio: float = 0.0,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    lengths: LengthDistribution | None = None,
-) -> list[RequestSpec]:
-    """vLLM's random dataset and arrival process: lengths uniform on
-    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
-    rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0.
-
-    With ``lengths`` (a dataset's distribution: ``--dataset-name sharegpt`` ...) each request's
-    (input, output) pair is drawn from it instead, i.i.d.; the arrivals are the same process.
-    One generator seeded with ``seed`` draws the lengths, then the gaps.
-    """
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(0 <= range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
-    rng = np.random.default_rng(seed)
-    if lengths is not None:
-        ins, outs = lengths.sample(num_prompts, rng)
-    else:
-        ins = rng.integers(
-            max(1, math.floor(input_len * (1 - range_ratio))),
-            math.ceil(input_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-        outs = rng.integers(
-            max(1, math.floor(output_len * (1 - range_ratio))),
-            math.ceil(output_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def requests_from_lengths(
-    input_lens: Sequence[int],
-    output_lens: Sequence[int],
-    *,
-    num_prompts: int,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-) -> list[RequestSpec]:
-    """Requests whose lengths are a trace's rows in order (a ``--dataset-path`` file without arrival times):
-    the first ``num_prompts`` rows, and when the trace has fewer, the rest drawn from its rows uniformly with
-    replacement (as ``vllm bench serve`` oversamples a short dataset); arrivals as :func:`make_requests`."""
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(len(input_lens) == len(output_lens) and len(input_lens) > 0, "trace", len(input_lens), "needs rows")
-    rng = np.random.default_rng(seed)
-    k = np.arange(min(num_prompts, len(input_lens)))
-    if num_prompts > len(k):
-        k = np.concatenate((k, rng.integers(0, len(input_lens), size=num_prompts - len(k))))
-    ins, outs = np.asarray(input_lens)[k], np.asarray(output_lens)[k]
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def _arrivals(rng: np.random.Generator, n: int, rate: float, burstiness: float) -> np.ndarray:
-    """Send times (s) of ``n`` requests: gamma gaps rescaled to end at ``n/rate``, first at 0; rate inf: all 0."""
-    require(burstiness > 0, "--burstiness", burstiness, "must be > 0")
-    require(rate > 0, "--request-rate", rate, "must be > 0 or inf")
-    if math.isinf(rate):
-        return np.zeros(n)
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
-    arr = np.cumsum(gaps)
-    arr = arr * (n / rate) / arr[-1]
-    return np.concatenate(([0.0], arr[:-1]))  # first request at t = 0
+__all__ = ["RequestSpec", "make_conversations", "make_requests", "requests_from_lengths", "simulate_requests"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +56,7 @@ class RequestResult:
     replica: int
     front_end_s: float = 0.0  # the serving path's share of ttft_s and e2e_s (API server, tokenise, stream)
     admitted_s: float = -1.0  # when the engine first admitted it (its replica's clock)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission (not computed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +80,13 @@ class BenchResult:
     distinct_batches: int
     step_end_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # when each step ended (its replica's clock)
     step_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # output tokens it made
+    prefix_hit_tokens: int = 0  # prompt tokens served from the prefix cache, all admissions (preemptions too)
+    prefix_query_tokens: int = 0  # prompt tokens looked up in it, all admissions
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of looked-up prompt tokens found in the prefix cache (vLLM's prefix cache hit rate)."""
+        return self.prefix_hit_tokens / self.prefix_query_tokens if self.prefix_query_tokens else 0.0
 
 
 def _round(x: float, to: int) -> int:
@@ -201,8 +138,23 @@ def simulate_requests(
             r.input_len + r.output_len,
             f"longer than --max-model-len {pol.max_model_len}: the engine refuses it",
         )
-    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival_s)
-    pending = deque(Req(idx=i, spec=reqs[i]) for i in order)
+    for i, r in enumerate(reqs):
+        require(
+            r.parent < i and (r.parent < 0 or r.prefix_len <= reqs[r.parent].input_len + reqs[r.parent].output_len),
+            "request parent",
+            r.parent,
+            "must be an earlier request whose prompt + output holds the prefix",
+        )
+    all_q = [Req(idx=i, spec=r) for i, r in enumerate(reqs)]
+    children: dict[int, list[Req]] = {}
+    for q in all_q:
+        if q.spec.parent >= 0:
+            q.parent_req = all_q[q.spec.parent]
+            children.setdefault(q.spec.parent, []).append(q)
+    order = sorted((i for i in range(len(reqs)) if reqs[i].parent < 0), key=lambda i: reqs[i].arrival_s)
+    pending = deque(all_q[i] for i in order)
+    follow: list[tuple[float, int, Req]] = []  # (send time, idx, request): next turns, sent when the previous ends
+    sticky: dict[int, Replica] = {}  # a conversation's turns go to the replica of its first (its cache is there)
     out: list[RequestResult | None] = [None] * len(reqs)
     itl_v: list[float] = []
     itl_w: list[int] = []
@@ -225,19 +177,30 @@ def simulate_requests(
 
     cap = prompt_cap if next_chunk is not None and m > 1 else None
 
+    def next_send() -> float:
+        a = pending[0].spec.arrival_s if pending else math.inf
+        return min(a, follow[0][0]) if follow else a
+
     def route(now: float) -> None:
         nonlocal rr, in_flight
-        while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
-            q = pending.popleft()
+        while (pending or follow) and next_send() <= now and (not max_concurrency or in_flight < max_concurrency):
+            if follow and (not pending or follow[0][0] <= pending[0].spec.arrival_s):
+                t, _, q = heapq.heappop(follow)
+            else:
+                q = pending.popleft()
+                t = q.spec.arrival_s
             # open loop: sent at its arrival (a step may be in flight: TTFT counts the wait); a client slot
             # freed by --max-concurrency: sent when this replica's clock reached it
-            q.sent_s = max(now, q.spec.arrival_s) if max_concurrency else q.spec.arrival_s
+            q.sent_s = max(now, t) if max_concurrency else t
             q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
-            if router == "round_robin":
+            if q.parent_req is not None:
+                rep = sticky[q.parent_req.idx]
+            elif router == "round_robin":
                 rep = reps[rr % dp]
                 rr += 1
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
+            sticky[q.idx] = rep
             if not rep.running and not rep.waiting:
                 rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
@@ -246,11 +209,11 @@ def simulate_requests(
     while True:
         live = [r for r in reps if r.running or r.waiting]
         if not live:
-            if not pending:
+            if not pending and not follow:
                 break
             # all replicas idle: the next request goes out at its arrival, or, when the client's
             # --max-concurrency held it back, when the last request in flight finished (the latest clock)
-            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
+            nxt = max(next_send(), max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)
@@ -277,8 +240,8 @@ def simulate_requests(
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
-            if pending and pending[0].spec.arrival_s > rep.clock:
-                later.append(pending[0].spec.arrival_s)
+            if (pending or follow) and next_send() > rep.clock:
+                later.append(next_send())
             require(
                 bool(later),
                 "request",
@@ -383,7 +346,10 @@ def simulate_requests(
                 admitted_s=q.admitted_s,
                 preemptions=q.preemptions,
                 replica=rep.rid,
+                cached_tokens=q.cached_tokens,
             )
+            for c in children.pop(q.idx, ()):  # the conversation's next turn: sent when the client has this one
+                heapq.heappush(follow, (max(now, q.token_s) + fe, c.idx, c))
         if steps % sample_every == 0:
             samples.append(
                 Sample(
@@ -407,4 +373,6 @@ def simulate_requests(
         distinct_batches=len(coster._memo),
         step_end_s=np.asarray(step_end),
         step_tokens=np.asarray(step_tok, dtype=np.int64),
+        prefix_hit_tokens=sum(rp.hit_tokens for rp in reps),
+        prefix_query_tokens=sum(rp.query_tokens for rp in reps),
     )

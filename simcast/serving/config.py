@@ -16,6 +16,7 @@ from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, DeviceSpec, ModelSpec, ParallelSpec
 from simcast.serving.engines import ENGINE_CHOICES, MEMORY_FLAGS, RECORDS, USAGE, EnginePolicy, engine_policy
+from simcast.serving.speculative import SpeculativeSpec
 
 SERVING_MODES = ("agg", "disagg", "both")
 """Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
@@ -60,6 +61,7 @@ class ServingConfig:
     mem_flag: str = ""  # which flag gave mem_fraction (--gpu-memory-utilization, --mem-fraction-static, ...)
     max_model_len: int = 0  # 0: not set (the workload's longest request is accepted)
     usage: str = "server"  # server (vllm serve) | offline (LLM class, vllm bench throughput)
+    speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative`)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -76,6 +78,13 @@ class ServingConfig:
                 self.mem_flag,
                 self.mem_fraction,
                 f"is engine {owner}'s memory flag; with --engine {engine} use {mine}",
+            )
+        if self.speculative is not None and self.speculative.method == "mtp":
+            require(
+                self.model.num_mtp_layers > 0,
+                "speculative method",
+                "mtp",
+                f"model {self.model.name} has no MTP layers (num_nextn_predict_layers); use eagle, eagle3 or ngram",
             )
         if self.max_model_len:
             longest = max(

@@ -33,6 +33,7 @@ from simcast.cli.outputs import (
     write_json,
 )
 from simcast.cli.serving import add_engine_args, engine_kwargs
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -145,6 +146,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced")
     add_engine_args(p, default="vllm")
+    add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
     p.add_argument(
@@ -241,6 +243,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile,
+        speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
     )
     # the work the run implies, bounded before the simulation (simcast.serving.work)
@@ -297,6 +300,15 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + (
+            [
+                cfg.speculative.describe(),
+                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
+                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
+            ]
+            if cfg.speculative
+            else []
+        )
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{a.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args
 from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.serving import add_engine_args
+from simcast.core.errors import require
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
@@ -22,6 +25,7 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="override device")
     add_fabric_args(p)
     add_engine_args(p, default=None)
+    add_speculative_args(p)
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
 
@@ -79,6 +83,16 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     }
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
+    spec = speculative_from_args(a, cfg.model)  # the flags override the YAML's speculative block
+    if spec is not None:
+        cfg = replace(cfg, speculative=spec)
+    if cfg.speculative is not None:
+        require(
+            values["serving_mode"] == "agg" and "prefill" not in doc and "decode" not in doc,
+            "speculative",
+            cfg.speculative.method,
+            "speculative decoding is modelled for aggregated serving only (serving_mode agg)",
+        )
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 

@@ -16,7 +16,7 @@ from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, DeviceSpec, ModelSpec, ParallelSpec
 from simcast.serving.engines import ENGINE_CHOICES, MEMORY_FLAGS, RECORDS, USAGE, EnginePolicy, engine_policy
-from simcast.serving.speculative import SpeculativeSpec
+from simcast.serving.speculative import SpeculativeSpec, require_supported
 
 SERVING_MODES = ("agg", "disagg", "both")
 """Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
@@ -79,13 +79,8 @@ class ServingConfig:
                 self.mem_fraction,
                 f"is engine {owner}'s memory flag; with --engine {engine} use {mine}",
             )
-        if self.speculative is not None and self.speculative.method == "mtp":
-            require(
-                self.model.num_mtp_layers > 0,
-                "speculative method",
-                "mtp",
-                f"model {self.model.name} has no MTP layers (num_nextn_predict_layers); use eagle, eagle3 or ngram",
-            )
+        if self.speculative is not None:
+            require_supported(self.speculative, self.model)
         if self.max_model_len:
             longest = max(
                 [self.workload.input_length + self.workload.output_length]

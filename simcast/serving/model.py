@@ -172,6 +172,7 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
     )
     if cfg.speculative is not None:
         coster.verify_tokens = cfg.speculative.verify_tokens
+        coster.tokens_per_step = cfg.speculative.tokens_per_step
         coster.draft_s = draft_coster(coster, cfg.speculative)
     return coster
 

@@ -55,6 +55,7 @@ class Req:
     admitted_s: float = -1.0  # first admission
     cache_top: int = 0  # push index just past its freed blocks (prefix cache after a preemption)
     cache_full: int = 0  # full blocks it freed
+    spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
 
     @property
     def prefill_left(self) -> int:
@@ -139,9 +140,19 @@ def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> int:
 
 
 def form_step(
-    rep: Replica, pol: EnginePolicy, blk: int, budget: int, max_seqs: int, *, prefill_first: bool, cutoff_s: float
+    rep: Replica,
+    pol: EnginePolicy,
+    blk: int,
+    budget: int,
+    max_seqs: int,
+    *,
+    prefill_first: bool,
+    cutoff_s: float,
+    decode_tokens: int = 1,
 ) -> tuple[list[Req], list[tuple[Req, int]]]:
-    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted."""
+    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted.
+    ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
+    verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
     decodes: list[Req] = []
     chunks: list[tuple[Req, int]] = []
     left = budget
@@ -154,13 +165,13 @@ def form_step(
         if not q.prefilling:
             if prefill_first:
                 continue
-            need = 0 if gne else blocks_for(q.computed + 1, blk) - q.blocks
+            need = 0 if gne else max(0, blocks_for(q.computed + decode_tokens, blk) - q.blocks)
             while need > rep.free_blocks and rep.running:
                 victim = _preempt(rep, pol, blk)
                 gone.add(victim)
                 if victim in decodes:
                     decodes.remove(victim)
-                    left += 1
+                    left += decode_tokens
                 chunks = [(x, n) for x, n in chunks if x is not victim]
                 if victim is q:
                     break
@@ -168,7 +179,7 @@ def form_step(
                 continue
             rep.take(q, need)
             decodes.append(q)
-            left -= 1
+            left -= decode_tokens
         elif left > 0:  # a partial prefill continues
             n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
             grow = 0 if gne else blocks_for(q.computed + n, blk) - q.blocks

@@ -167,6 +167,16 @@ class SpeculativeSpec:
         )
 
 
+def require_supported(spec: SpeculativeSpec, model: Any) -> None:
+    """One line when ``model`` cannot run ``spec`` (MTP needs the model's own MTP layers)."""
+    require(
+        spec.method != "mtp" or getattr(model, "num_mtp_layers", 0) > 0,
+        "speculative method",
+        "mtp",
+        f"model {getattr(model, 'name', '?')} has no MTP layers (num_nextn_predict_layers); use eagle, eagle3 or ngram",
+    )
+
+
 def parse_acceptance(text: str | None) -> tuple[float, ...]:
     """``--spec-acceptance 0.7`` or ``0.8,0.6,0.4`` -> rates (empty: not given)."""
     if text is None:
@@ -204,19 +214,29 @@ def from_vllm_json(text: str, rates: tuple[float, ...] = (), *, mtp_layers: int 
     try:
         cfg = json.loads(text)
     except (ValueError, RecursionError):
-        raise SimcastInputError(flag, text, "a JSON object, e.g. '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'")
+        raise SimcastInputError(
+            flag, text, 'a JSON object, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\''
+        ) from None
     require(isinstance(cfg, dict), flag, text, "a JSON object")
+    return from_vllm_dict(cfg, rates, mtp_layers=mtp_layers, flag=flag)
+
+
+def from_vllm_dict(
+    cfg: dict[str, Any], rates: tuple[float, ...] = (), *, mtp_layers: int = 0, flag: str = "--speculative-config"
+) -> SpeculativeSpec:
+    """:func:`from_vllm_json` on a parsed mapping; errors name ``flag`` (a flag or a YAML key)."""
+    sep = " " if flag.startswith("--") else "."
     unknown = sorted(set(cfg) - set(VLLM_KEYS))
     require(not unknown, flag, unknown, f"keys not modelled; allowed: {', '.join(VLLM_KEYS)}")
     model = cfg.get("model") or ""
-    require(isinstance(model, str), f"{flag} model", model, "a draft model name (string)")
+    require(isinstance(model, str), f"{flag}{sep}model", model, "a draft model name (string)")
     method = cfg.get("method")
     if method is None and model:  # vLLM detects the method from the draft's name
         low = model.lower()
         method = "eagle3" if "eagle3" in low else "eagle" if "eagle" in low else None
     require(
         isinstance(method, str) and method in VLLM_METHODS,
-        f"{flag} method",
+        f"{flag}{sep}method",
         method,
         f"allowed: {', '.join(VLLM_METHODS)} (vLLM's draft_model, medusa, suffix, ... are not modelled)",
     )
@@ -226,16 +246,17 @@ def from_vllm_json(text: str, rates: tuple[float, ...] = (), *, mtp_layers: int 
         k = mtp_layers
     require(
         isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_SPEC_TOKENS,
-        f"{flag} num_speculative_tokens",
+        f"{flag}{sep}num_speculative_tokens",
         k,
         f"an integer in [1, {MAX_SPEC_TOKENS}] (required unless method is MTP on a model with MTP layers)",
     )
     for key in ("prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size"):
         v = cfg.get(key)
         require(
-            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), f"{flag} {key}", v, ">= 1"
+            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), f"{flag}{sep}{key}", v, ">= 1"
         )
-    return _with_acceptance(m, int(k), rates, draft_model=model, flags=f"vLLM --speculative-config method={method}")
+    src = f"vLLM --speculative-config method={method}" if flag.startswith("--") else f"service YAML {flag}"
+    return _with_acceptance(m, int(k), rates, draft_model=model, flags=src)
 
 
 def from_sglang_flags(
@@ -292,24 +313,10 @@ def from_sglang_flags(
     )
 
 
-def from_mapping(block: dict, *, mtp_layers: int = 0, where: str = "speculative") -> SpeculativeSpec:
-    """A service YAML ``speculative:`` block: ``method``, ``num_speculative_tokens``, optional ``acceptance``
-    (a rate or a list) and ``model`` (vLLM's key names)."""
-    require(isinstance(block, dict), where, block, "a mapping with method and num_speculative_tokens")
-    allowed = ("method", "num_speculative_tokens", "acceptance", "model")
-    unknown = sorted(set(block) - set(allowed))
-    require(not unknown, where, unknown, f"allowed keys: {', '.join(allowed)}")
-    acc = block.get("acceptance")
-    if isinstance(acc, (int, float)) and not isinstance(acc, bool):
-        rates: tuple[float, ...] = (float(acc),)
-    elif isinstance(acc, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in acc):
-        rates = tuple(float(x) for x in acc)
-    else:
-        require(acc is None, f"{where}.acceptance", acc, "a rate in [0, 1] or a list of them")
-        rates = ()
-    require(all(0 <= x <= 1 for x in rates) and len(rates) <= MAX_SPEC_TOKENS, f"{where}.acceptance", acc, "[0, 1]")
-    text = json.dumps({k: v for k, v in block.items() if k != "acceptance"})
-    spec = from_vllm_json(text, rates, mtp_layers=mtp_layers)
-    return SpeculativeSpec(
-        **{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, "flags": f"service YAML {where}"}
-    )
+def from_mapping(block: dict[str, Any], *, mtp_layers: int = 0, where: str = "speculative") -> SpeculativeSpec:
+    """A service YAML ``speculative:`` block (vLLM's key names, types checked by its schema):
+    ``method``, ``num_speculative_tokens``, optional ``model`` and ``acceptance`` (a list: one rate, or one
+    per speculative token)."""
+    rates = tuple(float(x) for x in block.get("acceptance") or ())
+    rest = {k: v for k, v in block.items() if k != "acceptance"}
+    return from_vllm_dict(rest, rates, mtp_layers=mtp_layers, flag=where)

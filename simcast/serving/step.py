@@ -104,6 +104,7 @@ class StepCoster:
     engine: str | None = None  # whose fitted kernels cost the ops (None: the generic roofline)
     use_disk_cache: bool = True
     verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
+    tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
     draft_s: Callable[[int, int], float] | None = None  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
 

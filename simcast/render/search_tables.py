@@ -51,6 +51,10 @@ COLUMNS = [
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
+    spec = r.config.speculative
+    extra = (
+        {"speculative": f"{spec.method} k={spec.k}", "spec_tokens_per_step": spec.tokens_per_step} if spec else {}
+    )  # only with speculative decoding on: the rows without it keep their columns
     return {
         "parallel": model_label(r.config),
         "tp": par.tp,
@@ -77,6 +81,7 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "capped_by": r.capped_by,
         "prefill_breakdown": r.prefill.breakdown_line,
         "decode_breakdown": r.decode.breakdown_line,
+        **extra,
     }
 
 

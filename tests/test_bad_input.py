@@ -1058,7 +1058,9 @@ def test_speculative_flags(extra, needle, capsys):
 
 
 def test_speculative_service_yaml_and_disagg(tmp_path, capsys):
-    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: lookahead\n  num_speculative_tokens: 3"})
+    svc = service(
+        tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: lookahead\n  num_speculative_tokens: 3"}
+    )
     bad(["serve-config", svc], capsys, "speculative.method")
     svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: eagle\n  acceptance: [2]"})
     bad(["serve-config", svc], capsys, "speculative.acceptance")

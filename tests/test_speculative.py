@@ -82,7 +82,14 @@ def _core(s):
 def test_flags_round_trip_vllm_json_and_sglang_to_one_spec():
     llama = load_model(LLAMA8B)
     v = speculative_from_args(
-        _args(["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}', "--spec-acceptance", "0.8,0.6,0.4"]),
+        _args(
+            [
+                "--speculative-config",
+                '{"method": "eagle3", "num_speculative_tokens": 3}',
+                "--spec-acceptance",
+                "0.8,0.6,0.4",
+            ]
+        ),
         llama,
     )
     g = speculative_from_args(
@@ -124,7 +131,9 @@ def test_sglang_tree_and_mismatches():
     s = from_sglang_flags("EAGLE", num_steps=3, topk=1, num_draft_tokens=8, rates=(0.7,))
     assert s.k == 3 and "set to num_steps + 1 = 4" in s.note  # as SGLang resets it with top-k 1
     with pytest.raises(SimcastInputError, match="MTP layers"):
-        speculative_from_args(_args(["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"]), load_model(LLAMA8B))
+        speculative_from_args(
+            _args(["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"]), load_model(LLAMA8B)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -207,9 +216,7 @@ def test_steady_state_matches_bench_serve_throughput_with_spec_on(base):
     # lengths spread +-50% around the means: fixed lengths sent at once start and finish in lock-step waves
     # (bursts of prefill), a gap of its own that the plain engine shows too (-6.5% here without speculation)
     reqs = make_requests(num_prompts=320, rate=math.inf, input_len=512, output_len=128, range_ratio=0.5)
-    res = simulate_requests(
-        reqs, coster_for(cfg), kv_tokens_per_replica=kv_capacity_tokens(cfg), max_concurrency=32
-    )
+    res = simulate_requests(reqs, coster_for(cfg), kv_tokens_per_replica=kv_capacity_tokens(cfg), max_concurrency=32)
     win = steady_window(res)
     assert win.reached
     assert win.output_tokens_per_s == pytest.approx(steady.tokens_per_s, rel=0.05)
@@ -237,7 +244,13 @@ def test_service_yaml_block_equals_the_flags(tmp_path, capsys):
         return json.loads(capsys.readouterr().out)
 
     a = row(block)
-    b = row(plain, "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}', "--spec-acceptance", "0.7,0.5")
+    b = row(
+        plain,
+        "--speculative-config",
+        '{"method": "eagle3", "num_speculative_tokens": 2}',
+        "--spec-acceptance",
+        "0.7,0.5",
+    )
     c = row(plain, "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--spec-acceptance", "0.7,0.5")
     d = row(plain)
     keys = [k for k in a if k.endswith("_ms") or k.endswith("_per_s")]

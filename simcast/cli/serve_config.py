@@ -9,8 +9,8 @@ from dataclasses import replace
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args
 from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.serving import add_engine_args
-from simcast.core.errors import require
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
+from simcast.core.errors import require
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:

@@ -89,7 +89,7 @@ def speculative_from_args(a: argparse.Namespace, model: Any) -> Any:
             f"required with --{given[0].replace('_', '-')}",
         )
         spec = from_sglang_flags(
-            sglang["speculative_algorithm"],
+            str(sglang["speculative_algorithm"]),
             num_steps=sglang["speculative_num_steps"],
             topk=sglang["speculative_eagle_topk"],
             num_draft_tokens=sglang["speculative_num_draft_tokens"],

@@ -116,9 +116,7 @@ class SpeculativeSpec:
         a = tuple(float(x) for x in self.acceptance)
         if len(a) == 1:
             a = a * k
-        require(
-            len(a) == k, "--spec-acceptance", self.acceptance, f"needs 1 value or one per speculative token ({k})"
-        )
+        require(len(a) == k, "--spec-acceptance", self.acceptance, f"needs 1 value or one per speculative token ({k})")
         require(all(0.0 <= x <= 1.0 for x in a), "--spec-acceptance", self.acceptance, "each rate must be in [0, 1]")
         object.__setattr__(self, "acceptance", a)
 
@@ -256,7 +254,8 @@ def from_vllm_dict(
             v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), f"{flag}{sep}{key}", v, ">= 1"
         )
     src = f"vLLM --speculative-config method={method}" if flag.startswith("--") else f"service YAML {flag}"
-    return _with_acceptance(m, int(k), rates, draft_model=model, flags=src)
+    assert isinstance(k, int)  # checked above
+    return _with_acceptance(m, k, rates, draft_model=model, flags=src)
 
 
 def from_sglang_flags(
@@ -291,7 +290,8 @@ def from_sglang_flags(
             num_draft_tokens,
             "NGRAM needs it: the tokens verified per step (>= 2: one plus the n-gram's drafts)",
         )
-        k = int(num_draft_tokens) - 1
+        assert num_draft_tokens is not None  # checked above
+        k = num_draft_tokens - 1
     else:
         if num_steps is None and num_draft_tokens is not None:
             num_steps = num_draft_tokens - 1

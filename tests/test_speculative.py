@@ -256,3 +256,36 @@ def test_service_yaml_block_equals_the_flags(tmp_path, capsys):
     keys = [k for k in a if k.endswith("_ms") or k.endswith("_per_s")]
     assert keys and all(a[k] == b[k] == c[k] for k in keys)
     assert a["tpot_ms"] != d["tpot_ms"]
+
+
+def test_verify_steps_count_as_decode_for_cuda_graphs():
+    from simcast.core import cuda_graphs
+
+    verify = Batch(query_lens=(4,), context_lens=(1000,), counts=(8,))
+    assert not cuda_graphs.captured("sglang", verify, 80.0, 1)  # without speculation a 4-token row is a prefill
+    assert cuda_graphs.captured("sglang", verify, 80.0, 1, decode_query_len=4)  # SGLang's TARGET_VERIFY graphs
+    assert cuda_graphs.captured("trtllm", verify, 80.0, 1, decode_query_len=4)
+    assert not cuda_graphs.captured("sglang", Batch(query_lens=(5,), context_lens=(0,)), 80.0, 1, decode_query_len=4)
+
+
+@pytest.mark.slow
+def test_mla_verify_rows_run_the_absorbed_decode_kernel():
+    """DeepSeek-V3 verify rows (q = 2) as decode rows: 2·r·H·(nope·lat + lat·v) + 2·H·pairs·((lat+rope) + lat)
+    with r = 2 rows per request and pairs = q·c + q(q+1)/2 per request; as prefill rows the whole context's
+    latent would be decompressed, far more."""
+    from simcast.sim.simulate import simulate
+
+    m = load_model("deepseek-ai/DeepSeek-V3")
+    batch = Batch(query_lens=(2,), context_lens=(4096,), counts=(16,))
+    base = dict(model=m, device=load_device("h200_sxm"), parallel=ParallelSpec(tp=8, ep=8), batch=batch)
+    from simcast.core.specs import SimSpec
+
+    def mla_flops(dq):
+        rep = simulate(SimSpec(**base, decode_query_len=dq))
+        return next(o.flops for st in rep.stages for o in st.ops if o.op == "simcast::mla_attention")
+
+    heads, nope, rope, v, lat = 128 // 8, 128, 64, 128, 512
+    r, pairs = 16 * 2, 16 * (2 * 4096 + 3)
+    want = 2.0 * r * heads * (nope * lat + lat * v) + 2.0 * heads * pairs * ((lat + rope) + lat)
+    assert mla_flops(2) == pytest.approx(want)
+    assert mla_flops(1) > 10 * want

@@ -199,6 +199,7 @@ def build_spec(a: argparse.Namespace):
         engine=kernel_engine(a.engine),
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
+        decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
     )
     return _chunked(a, spec)
 

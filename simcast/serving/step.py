@@ -125,6 +125,7 @@ class StepCoster:
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
             engine=self.engine,
+            decode_query_len=self.verify_tokens,
         )
 
     def reports(self, batches: Sequence[Batch]) -> list[Report]:

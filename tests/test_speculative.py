@@ -289,3 +289,29 @@ def test_mla_verify_rows_run_the_absorbed_decode_kernel():
     want = 2.0 * r * heads * (nope * lat + lat * v) + 2.0 * heads * pairs * ((lat + rope) + lat)
     assert mla_flops(2) == pytest.approx(want)
     assert mla_flops(1) > 10 * want
+
+
+def test_emitted_launch_flags_read_back_to_the_same_spec(base):
+    """optimize --emit prints the engine's own speculative flags; read back, they give the spec again."""
+    import shlex
+
+    from simcast.render.launch import launch_lines
+
+    s = from_vllm_json(
+        '{"method": "eagle3", "num_speculative_tokens": 3, "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}', (0.7,)
+    )
+    cfg = replace(base, speculative=s)
+    words = shlex.split(launch_lines(cfg, "vllm", 32).commands[0][1])
+    back = from_vllm_json(words[words.index("--speculative-config") + 1], (0.7,))
+    assert _core(back) == _core(s) and back.draft_model == s.draft_model
+    words = shlex.split(launch_lines(cfg, "sglang", 32).commands[0][1])
+    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--speculative")}
+    again = from_sglang_flags(
+        flag["--speculative-algorithm"],
+        num_steps=int(flag["--speculative-num-steps"]),
+        topk=int(flag["--speculative-eagle-topk"]),
+        num_draft_tokens=int(flag["--speculative-num-draft-tokens"]),
+        rates=(0.7,),
+        draft_model=flag["--speculative-draft-model-path"],
+    )
+    assert _core(again) == _core(s) and not again.note

@@ -33,7 +33,7 @@ parallel_config:
 """
 
 
-def run(args, capsys, seconds: int = 30):
+def run(args, capsys, seconds: int = 120):
     with time_limit(seconds):
         try:
             rc = main([str(a) for a in args])
@@ -526,13 +526,13 @@ def test_optimize_model_given_twice(capsys):
     bad(args + ["--model", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B"], capsys, "--model", "give it once")
 
 
-def test_readme_lists_every_limit():
+def test_docs_list_every_limit():
     from simcast.inputs.limits import TABLE
 
-    readme = (HERE.parent / "README.md").read_text()
+    doc = (HERE.parent / "docs" / "inputs.md").read_text()
     for what, bound, shown in TABLE:
-        assert eval(shown.replace("^", "**")) == bound, shown  # the README writes the bound the code enforces
-        assert f"| {what} | {shown} |" in readme, what
+        assert eval(shown.replace("^", "**")) == bound, shown  # docs/inputs.md writes the bound the code enforces
+        assert f"| {what} | {shown} |" in doc, what
 
 
 def test_stage_times_microbatches_bounded(tmp_path, capsys):
@@ -1025,6 +1025,33 @@ def test_disagg_output_length_one(tmp_path, capsys):
         capsys,
         "--output-length",
     )
+
+
+# --- the chunk setting as a searched dimension (optimize --chunked-prefill-sizes, bench-serve dynamic chunking)
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--chunked-prefill-sizes", *range(1, 18)], "at most 16 values"),
+        (["--chunked-prefill-sizes", 0], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", 10**10], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", "x"], "--chunked-prefill-sizes"),
+        (["--input-length", 10**6, "--chunked-prefill-sizes", 16], "at most 4096"),
+        (["--chunked-prefill-sizes", 32, "--serving-mode", "disagg"], "aggregated layouts only"),
+    ],
+)
+def test_chunk_search_flags_one_line(extra, needle, capsys):
+    bad(OPT + extra + [MODEL], capsys, needle)
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--enable-dynamic-chunking"], "--enable-dynamic-chunking: got 'vllm'; is SGLang's flag"),
+        (["--engine", "sglang", "--dynamic-chunking-smooth-factor", 2], "--dynamic-chunking-smooth-factor"),
+    ],
+)
+def test_bench_serve_dynamic_chunking_one_line(extra, needle, capsys):
+    bad(BENCH + extra, capsys, needle)
 
 
 # --- speculative decoding (vLLM --speculative-config, SGLang --speculative-*, service YAML speculative:) -------

@@ -34,6 +34,7 @@ from simcast.cli.outputs import (
 )
 from simcast.cli.serving import add_engine_args, engine_kwargs
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -146,6 +147,20 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced")
     add_engine_args(p, default="vllm")
+    p.add_argument(
+        "--enable-dynamic-chunking",
+        action="store_true",
+        help="SGLang's dynamic chunking (--engine sglang, acts at --pp > 1 as in SGLang): a long prompt's chunks "
+        "after the first (--max-num-batched-tokens / --chunked-prefill-size) are sized to take as long as the "
+        "first, from a quadratic fit of stage 0's prefill time",
+    )
+    p.add_argument(
+        "--dynamic-chunking-smooth-factor",
+        type=float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+        default=SGLANG_SMOOTH_FACTOR,
+        help=f"how far a dynamic chunk moves from the first chunk's size toward the equal-time size "
+        f"(SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR) [default {SGLANG_SMOOTH_FACTOR}]",
+    )
     add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
@@ -208,6 +223,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
+    from simcast.serving.chunk_search import next_chunk_fn
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import (
         ServingConfig,
@@ -243,6 +259,8 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile,
+        dynamic_chunking=a.enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
         speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
     )
@@ -272,6 +290,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         dp=a.dp,
         router=a.router,
         max_concurrency=a.max_concurrency or 0,
+        next_chunk=next_chunk_fn(cfg, use_disk_cache=not a.no_cache),
     )
     d = bench_metrics(
         res,
@@ -300,6 +319,19 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + (
+            [
+                f"SGLang dynamic chunking from {cfg.policy.max_num_batched_tokens} (smooth factor "
+                f"{cfg.dynamic_chunking_smooth_factor:g}): a prompt's chunks after the first from the quadratic fit "
+                "of stage 0's prefill time, one chunk per microbatch"
+            ]
+            if cfg.dynamic_chunks
+            else (
+                ["--enable-dynamic-chunking has no effect at --pp 1 (SGLang sizes chunks dynamically only with PP)"]
+                if cfg.dynamic_chunking
+                else []
+            )
+        )
         + (
             [
                 cfg.speculative.describe(),

@@ -39,7 +39,14 @@ from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.engines import EMIT_ENGINES
 from simcast.core.errors import require
-from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_DEVICES, MAX_REQUESTS
+from simcast.inputs.limits import (
+    MAX_BATCH_SIZES,
+    MAX_BATCHED_TOKENS,
+    MAX_CHUNK_SIZES,
+    MAX_DEVICES,
+    MAX_MICROBATCHES,
+    MAX_REQUESTS,
+)
 from simcast.serving.engines import ENGINE_CHOICES
 
 NULL_ROWS = (
@@ -64,10 +71,12 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
     p.add_argument(
         "--max-num-batched-tokens",
         "--max-batched-tokens",
+        "--chunked-prefill-size",
         dest="max_batched_tokens",
         type=BATCHED_TOKENS,
         default=None,
-        help="token budget of one step [default: the engine's own; <= 10^9]",
+        help="token budget of one step, the prompt chunk size with chunked prefill (vLLM --max-num-batched-tokens, "
+        "SGLang --chunked-prefill-size) [default: the engine's own; <= 10^9]",
     )
     p.add_argument(
         "--max-num-seqs",
@@ -191,6 +200,16 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
+    p.add_argument(
+        "--chunked-prefill-sizes",
+        nargs="*",
+        default=None,
+        help="search the prompt chunk size per layout (vLLM --max-num-batched-tokens, SGLang "
+        "--chunked-prefill-size; with SGLang at PP > 1 also --enable-dynamic-chunking on/off): each layout keeps "
+        "the setting with the lowest 1-prompt TTFT whose best point meets the limits (within 1%%: the higher "
+        "token/s/device); absent: the engine's own chunk only; no value: 2048 4096 8192 16384 and the engine's "
+        "own [each <= 10^9, at most 16 values]",
+    )
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     add_fabric_args(p)
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest decode stage)")
@@ -218,8 +237,8 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     """The model id comes last; after a list flag (``--pp-sizes 1 2 Qwen/Qwen3-32B``, or an empty
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
     flag = getattr(a, "model_flag", None)
-    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
-        vals = getattr(a, name)
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
+        vals = getattr(a, name, None)
         if a.model is None and flag is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(
@@ -230,12 +249,19 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     )
     a.model = flag or a.model
     require(a.model is not None, "--model", None, "a model id or config.json path is required (--model M or last)")
-    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
-        vals = getattr(a, name)
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
+        vals = getattr(a, name, None)
         if vals is None:
             continue
         flag = "--" + name.replace("_", "-")
-        hi = MAX_REQUESTS if name == "batch_sizes" else MAX_DEVICES
+        hi = {"batch_sizes": MAX_REQUESTS, "chunked_prefill_sizes": MAX_BATCHED_TOKENS}.get(name, MAX_DEVICES)
+        if name == "chunked_prefill_sizes":  # each value is a concurrency sweep per layout
+            require(
+                len(vals) <= MAX_CHUNK_SIZES,
+                flag,
+                f"{len(vals)} values",
+                f"at most {MAX_CHUNK_SIZES} values (each is a concurrency sweep per layout searched)",
+            )
         if name == "batch_sizes":  # each value is a steady-state estimate per layout
             require(
                 len(vals) <= MAX_BATCH_SIZES,
@@ -334,6 +360,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
+    from simcast.serving.chunk_search import AUTO_CHUNK_SIZES
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
@@ -354,6 +381,9 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         batch_sizes=tuple(a.batch_sizes or ()),
         ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
+        chunk_sizes=tuple(
+            (a.chunked_prefill_sizes or list(AUTO_CHUNK_SIZES)) if a.chunked_prefill_sizes is not None else ()
+        ),
     )
     check_space(space)
     check_sweep_args(a)
@@ -384,6 +414,20 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         "--serving-mode",
         getattr(a, "serving_mode", None),
         "speculative decoding is modelled for aggregated serving only (agg)",
+    )
+    for c in space.chunk_sizes:  # a chunk plan's microbatches are bounded like --microbatches
+        require(
+            -(-workload.input_length // c) <= MAX_MICROBATCHES,
+            "--chunked-prefill-sizes",
+            c,
+            f"gives {-(-workload.input_length // c)} chunks of the {workload.input_length}-token prompt; "
+            f"at most {MAX_MICROBATCHES} (raise the chunk size)",
+        )
+    require(
+        not space.chunk_sizes or not wanted(a),
+        "--chunked-prefill-sizes",
+        list(space.chunk_sizes),
+        "searches aggregated layouts only (not with --serving-mode disagg/both or a request rate)",
     )
     if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate
         return cmd_optimize_modes(a, base, space)

@@ -2,7 +2,7 @@
 
 Each bound is far above anything physical, and low enough that no input can make
 simcast run for minutes or run out of memory. One table, used by the CLI flags,
-the service YAML and config.json schemas and the measured-CSV reader; the README
+the service YAML and config.json schemas and the measured-CSV reader; docs/inputs.md
 lists them. Everything here is a pure constant (no I/O).
 """
 
@@ -23,6 +23,9 @@ MAX_MICROBATCHES = 4096
 MAX_STAGE_MICROBATCHES = 2**16
 """pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
 ~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
+MAX_CHUNK_SIZES = 16
+"""Values of ``optimize --chunked-prefill-sizes``: each is a full concurrency sweep per layout (twice with
+SGLang at PP > 1), so 16 values make a search up to 32x longer."""
 MAX_DEVICES = 65536
 """GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
 but no single model instance spans more than this)."""
@@ -180,4 +183,4 @@ TABLE: tuple[tuple[str, float, str], ...] = (
     ("profile `engines:` multipliers (`l2_boost`, `group_share`)", MAX_FIT_BOOST, "1000"),
     ("profile `engines:` SM counts and tile sizes (`sm_count`, `tile*`)", MAX_SM_COUNT, "2^16"),
 )
-"""(what, bound, as the README writes it): the README's "Input limits" table (a test keeps them equal)."""
+"""(what, bound, as docs/inputs.md writes it): its "Bad input and limits" table (a test keeps them equal)."""

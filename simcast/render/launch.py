@@ -165,6 +165,8 @@ def _sglang(cfg: ServingConfig, pol, b: int, notes: list[str]) -> list[tuple[str
     running = b * par.dp if dp_attention else b
     cmd = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", tp, "--pp-size", par.pp]
     cmd += ["--dp-size", par.dp, "--max-running-requests", running, "--chunked-prefill-size", chunk]
+    if cfg.dynamic_chunks:  # the chunk setting optimize --chunked-prefill-sizes chose
+        cmd.append("--enable-dynamic-chunking")
     if dp_attention:
         cmd.append("--enable-dp-attention")
         notes.append(

@@ -45,6 +45,8 @@ COLUMNS = [
     "ep",
     "moe_tp",
     "moe_dp",
+    "chunk_tokens",
+    "dynamic_chunking",
 ]
 
 
@@ -81,6 +83,8 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "capped_by": r.capped_by,
         "prefill_breakdown": r.prefill.breakdown_line,
         "decode_breakdown": r.decode.breakdown_line,
+        "chunk_tokens": r.config.policy.max_num_batched_tokens,
+        "dynamic_chunking": r.config.dynamic_chunks,
         **extra,
     }
 
@@ -148,6 +152,7 @@ def format_search(
     """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
     then blames the limits, else the layouts themselves)."""
     best = best_rows(rows)[:top]
+    chunks = any(c.chunk_choices for c in rows[:top])  # --chunked-prefill-sizes searched the chunk setting
     cells = [
         [
             str(i + 1),
@@ -156,6 +161,7 @@ def format_search(
             str(r["concurrency"]),
             f"{r['ttft_ms']:.1f}",
             f"{r['ttft_idle_ms']:.1f}",
+            *([f"{r['chunk_tokens']}" + (" dyn" if r["dynamic_chunking"] else "")] if chunks else []),
             f"{r['tpot_ms']:.2f}",
             f"{r['tokens_per_s']:.1f}",
             f"{r['tokens_per_s_per_device']:.1f}",
@@ -177,6 +183,7 @@ def format_search(
                     "concurrency",
                     "ttft ms",
                     "1-prompt ttft ms",
+                    *(["chunk"] if chunks else []),
                     "tpot ms",
                     "token/s",
                     "token/s/device",
@@ -193,6 +200,13 @@ def format_search(
         for i, r in enumerate(best):
             out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
             out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
+        if chunks:
+            from simcast.serving.chunk_search import RULE
+
+            out += ["", f"chunk settings tried (1-prompt ttft ms, token/s/device; {RULE}):"]
+            for i, c in enumerate(rows[:top]):
+                tried = ", ".join(f"{lab}: {t * 1e3:.1f} ms, {x:.1f}" for lab, t, x in c.chunk_choices)
+                out.append(f"{i + 1:>2} {best[i]['parallel']:<{w}} {tried}")
     else:
         out.append(
             "no layout meets the limits (see --show-rejected)"

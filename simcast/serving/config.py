@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -61,10 +62,25 @@ class ServingConfig:
     mem_flag: str = ""  # which flag gave mem_fraction (--gpu-memory-utilization, --mem-fraction-static, ...)
     max_model_len: int = 0  # 0: not set (the workload's longest request is accepted)
     usage: str = "server"  # server (vllm serve) | offline (LLM class, vllm bench throughput)
+    dynamic_chunking: bool = False  # SGLang --enable-dynamic-chunking (acts at PP > 1 only, as in SGLang)
+    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR  # SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR
     speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative`)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
+        require(
+            not self.dynamic_chunking
+            or (self.engine_profile.name if self.engine_profile else self.runtime) == "sglang",
+            "--enable-dynamic-chunking",
+            self.runtime,
+            "is SGLang's flag: needs --engine sglang",
+        )
+        require(
+            0 <= self.dynamic_chunking_smooth_factor <= 1,
+            "--dynamic-chunking-smooth-factor",
+            self.dynamic_chunking_smooth_factor,
+            "must be in [0, 1]",
+        )
         require(self.runtime in ENGINE_CHOICES, "--engine", self.runtime, f"allowed: {', '.join(ENGINE_CHOICES)}")
         require(self.max_num_seqs >= 0, "--max-num-seqs", self.max_num_seqs, "must be >= 0")
         require(0 <= self.mem_fraction <= 1, self.mem_flag or "mem_fraction", self.mem_fraction, "must be in (0, 1]")
@@ -101,6 +117,12 @@ class ServingConfig:
     def kernel_engine(self) -> str | None:
         """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
         return kernel_engine(self.runtime)
+
+    @property
+    def dynamic_chunks(self) -> bool:
+        """SGLang's dynamic chunking sizes this deployment's prompt chunks (asked for, and PP > 1: SGLang's
+        predictor lives in its PP scheduler, python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3)."""
+        return self.dynamic_chunking and self.parallel.pp > 1
 
     @property
     def microbatches(self) -> int:

@@ -75,6 +75,12 @@ class EngineRecord:
     front_end_source: str
     flags: Mapping[str, str] = field(default_factory=dict)  # simcast concept -> the engine's own flag
     sources: tuple[str, ...] = ()
+    # pipeline parallelism (PP > 1): what the engine's PP loop does differently, read from its code
+    pp_overlap_cpu: bool | None = None  # the overlap scheduler at PP > 1 (None: as overlap_cpu)
+    pp_tp_sharded_send: bool = False  # each TP rank sends 1/tp of the stage's hidden states; the receiver all-gathers
+    pp_output_return: bool = False  # the last stage sends each microbatch's sampled tokens to stage 0 before
+    # stage 0 can schedule that microbatch's next step: one more hop on every microbatch's round trip
+    pp_sources: tuple[str, ...] = ()
 
 
 # --- the records -------------------------------------------------------------------------------------
@@ -175,6 +181,26 @@ RECORDS: dict[str, EngineRecord] = {
             "retract_decode raises the ratio when a decode runs out of memory",
             "python/sglang/srt/model_executor/model_runner.py: max running requests clamp(.., 2048, 4096); page_size 1",
         ),
+        pp_overlap_cpu=False,
+        pp_tp_sharded_send=True,
+        pp_output_return=True,
+        pp_sources=(
+            "python/sglang/srt/server_args.py _handle_pipeline_parallelism (stored versions incl. 8356329 and "
+            "the registered post-process _pipeline_parallel_overlap_disable): pp_size > 1 sets "
+            "disable_overlap_schedule ('Pipeline parallelism is incompatible with overlap schedule'), so each "
+            "microbatch's CPU scheduling runs between its GPU passes",
+            "python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3 init_pp_loop_state: "
+            "require_attn_tp_allgather = not enable_nsa_prefill_context_parallel (True by default); "
+            "_pp_send_dict_to_next_stage / _pp_recv_proxy_tensors pass all_gather_group=attn_tp_group, and "
+            "python/sglang/srt/distributed/parallel_state.py send_tensor_dict sends each tensor's "
+            "1/tp slice (reshape(all_gather_size, -1)[rank]); recv_tensor_dict all-gathers it back",
+            "scheduler_pp_mixin.py @00ff98d3 event_loop_pp / _pp_send_output_to_next_stage: the last rank "
+            "sends each microbatch's next_token_ids to rank 0 (msg_type 'output'); every rank waits for "
+            "microbatch i+1's outputs (d2h_event.synchronize) and processes them before scheduling it "
+            "(pp_loop_size = pp_size + pp_async_batch_depth, default 0)",
+            "not charged: the per-microbatch pickled objects (recv_reqs via point_to_point_pyobj, each tensor "
+            "dict's metadata via send_object) over the CPU (gloo) group: no measured latency for that path",
+        ),
     ),
     "trtllm": EngineRecord(
         name="trtllm",
@@ -269,6 +295,8 @@ class EnginePolicy:
     front_end_per_token_s: float = 0.0
     front_end_source: str = "no serving path"
     usage: str = "server"
+    tp_sharded_send: bool = False  # PP hand-off: 1/tp of the hidden states per TP rank, all-gathered on receipt
+    pp_output_return: bool = False  # PP: a return hop (last stage -> stage 0) on every microbatch's round trip
 
     def __post_init__(self) -> None:
         for f in ("max_num_batched_tokens", "max_num_seqs", "kv_block_tokens"):
@@ -330,6 +358,12 @@ class EnginePolicy:
             + f"; CPU {self.step_overhead_s * 1e3:.3g} ms/step + {self.per_request_overhead_s * 1e6:.3g} us/request"
             f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'})"
             f" — {self.overhead_source}"
+            + (
+                "; PP: overlap scheduler off, hidden states sent as 1/tp slices and all-gathered, sampled tokens "
+                "returned from the last stage to stage 0 each microbatch (engine record, SGLang's PP loop)"
+                if self.tp_sharded_send or self.pp_output_return
+                else ""
+            )
         )
 
     def serving_path_note(self) -> str:
@@ -398,9 +432,8 @@ def engine_policy(
         mem_fraction_of=rec.memory_of,
         step_overhead_s=rec.step_overhead_s,
         per_request_overhead_s=rec.per_request_overhead_s,
-        overlap_cpu=rec.overlap_cpu,
+        overlap_cpu=rec.overlap_cpu if pp == 1 or rec.pp_overlap_cpu is None else rec.pp_overlap_cpu,
         overhead_source=rec.cpu_source,
-        sources=rec.sources,
         kv_admission=rec.kv_admission,
         new_token_ratio=ratio,
         prefix_caching=rec.prefix_caching,
@@ -408,6 +441,9 @@ def engine_policy(
         front_end_per_token_s=rec.front_end_per_token_s,
         front_end_source=rec.front_end_source,
         usage=usage,
+        tp_sharded_send=pp > 1 and rec.pp_tp_sharded_send,
+        pp_output_return=pp > 1 and rec.pp_output_return,
+        sources=rec.sources + (rec.pp_sources if pp > 1 else ()),
     )
     if usage == "offline":  # an in-process run (vllm.LLM, vllm bench throughput, trtllm-bench, gptSessionBenchmark)
         # has no API server, HTTP or streaming, and its benchmarks pass token ids: no serving path

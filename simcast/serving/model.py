@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simcast.core.chunking import chunk_plan
+from simcast.core.chunking import chunk_plan, describe_chunks
 from simcast.core.moe_memory import weight_format_note
 from simcast.core.specs import Batch, SimSpec
 from simcast.serving.config import ServingConfig, Workload
@@ -63,7 +63,7 @@ from simcast.serving.kv_memory import (
 )
 from simcast.serving.step import StepCoster, mixed_batch
 from simcast.sim.assumptions import layout_lines
-from simcast.sim.chunked import chunked_prefill_spec
+from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
@@ -104,10 +104,12 @@ class ServingResult:
     step_wait_s: float = 0.0  # mean wait for the step in flight before a new prompt is scheduled
 
 
-def prefill_spec(cfg: ServingConfig) -> SimSpec:
+def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
     """One prompt alone on an idle system: with chunked prefill, chunks of the engine's token budget flow
     through the PP stages as a chunked pipeline, each attending to the chunks before it
-    (:mod:`simcast.sim.chunked`, the engine's overlap rule); without, the prompt in one piece."""
+    (:mod:`simcast.sim.chunked`, the engine's overlap rule); without, the prompt in one piece. With SGLang's
+    dynamic chunking at PP > 1 the chunks after the first follow its predictor
+    (:func:`simcast.core.chunking.chunk_plan`, stage 0's prefill time as the profiled step)."""
     w, pol = cfg.workload, cfg.policy
     base = SimSpec(
         model=cfg.model,
@@ -119,13 +121,27 @@ def prefill_spec(cfg: ServingConfig) -> SimSpec:
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
         engine=cfg.kernel_engine,
+        tp_sharded_send=pol.tp_sharded_send,
     )
     if not pol.chunked_prefill or w.input_length <= pol.max_num_batched_tokens:
         return base
-    chunks = chunk_plan(w.input_length, pol.max_num_batched_tokens)
-    return chunked_prefill_spec(
-        base, chunks, engine=cfg.kernel_engine, note=f"engine {pol.name}: chunks of max_num_batched_tokens"
-    )
+    if cfg.dynamic_chunks:
+        chunks = plan_chunks(
+            base,
+            w.input_length,
+            pol.max_num_batched_tokens,
+            dynamic=True,
+            smooth_factor=cfg.dynamic_chunking_smooth_factor,
+            use_disk_cache=use_disk_cache,
+        )
+        note = (
+            f"engine {pol.name}: SGLang dynamic chunking from {pol.max_num_batched_tokens} (smooth factor "
+            f"{cfg.dynamic_chunking_smooth_factor:g}): {describe_chunks(chunks)}"
+        )
+    else:
+        chunks = chunk_plan(w.input_length, pol.max_num_batched_tokens)
+        note = f"engine {pol.name}: chunks of max_num_batched_tokens"
+    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=note)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -206,7 +222,7 @@ def estimate_serving(
     dec_steps = (osl - 1) / tau  # decode steps of one request
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
 
-    pre = prefill or simulate(prefill_spec(cfg), use_disk_cache=use_disk_cache)
+    pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
     front = pol.front_end_time_s(isl)
     n_chunks = len(pre.spec.chunked_prefill.tokens) if pre.spec.chunked_prefill else 1
     ttft_idle = pre.latency_s + n_chunks * pol.step_cpu_s(1) + front

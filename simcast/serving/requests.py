@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,6 +171,7 @@ def simulate_requests(
     router: str = "round_robin",
     max_concurrency: int = 0,
     sample_every: int = 1,
+    next_chunk: Callable[[int], int] | None = None,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
@@ -194,7 +195,7 @@ def simulate_requests(
             f"({kv_tokens_per_replica} tokens) under engine {pol.name}'s memory rule",
         )
         require(
-            pol.chunked_prefill or r.input_len <= pol.max_num_batched_tokens,
+            pol.chunked_prefill or r.input_len - r.kv_ready_tokens <= pol.max_num_batched_tokens,
             "request input length",
             r.input_len,
             f"engine {pol.name} runs without chunked prefill and refuses a prompt longer than its "
@@ -220,12 +221,24 @@ def simulate_requests(
     budget = pol.max_num_batched_tokens
     overlap = pol.overlap_cpu and pol.name != "none"
     vt, tau = coster.verify_tokens, coster.tokens_per_step
+    piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
+
+    def prompt_cap(prefix: int) -> int:
+        """A prompt's tokens in one step: its next ``m`` chunks, one per microbatch (dynamic chunking)."""
+        got = 0
+        for _ in range(m):
+            got += piece(prefix + got)
+        return got
+
+    cap = prompt_cap if next_chunk is not None and m > 1 else None
 
     def route(now: float) -> None:
         nonlocal rr, in_flight
         while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
             q = pending.popleft()
-            q.sent_s = max(now, q.spec.arrival_s)
+            # open loop: sent at its arrival (a step may be in flight: TTFT counts the wait); a client slot
+            # freed by --max-concurrency: sent when this replica's clock reached it
+            q.sent_s = max(now, q.spec.arrival_s) if max_concurrency else q.spec.arrival_s
             q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
             if router == "round_robin":
                 rep = reps[rr % dp]
@@ -264,10 +277,19 @@ def simulate_requests(
             prefill_first=not pol.decode_first and ready,
             cutoff_s=cutoff,
             decode_tokens=vt,
+            prompt_cap=cap,
         )
         if not pol.decode_first and not chunks:
             decodes, chunks = form_step(
-                rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False, cutoff_s=cutoff, decode_tokens=vt
+                rep,
+                pol,
+                blk,
+                budget * m,
+                pol.max_num_seqs * m,
+                prefill_first=False,
+                cutoff_s=cutoff,
+                decode_tokens=vt,
+                prompt_cap=cap,
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
@@ -291,7 +313,7 @@ def simulate_requests(
         for q, n in chunks:
             done = 0
             while done < n:
-                take = min(budget, n - done) if m > 1 else n - done
+                take = min(piece(q.computed + done), n - done) if m > 1 else n - done
                 pieces.append((q, take, q.computed + done))
                 done += take
         per = max(1, min(m, len(decodes) + len(pieces)))
@@ -335,7 +357,8 @@ def simulate_requests(
                 if bt is not None:
                     st = coster.with_draft(coster.stage_times_s(bt), dec_n[i], dec_ctx)
                     cpu = pol.step_cpu_s(bt.num_requests)
-                    own[i] = max(dt, max(cpu, sum(st)) if pol.overlap_cpu else cpu + sum(st))
+                    gpu = sum(st) + coster.return_s(bt)
+                    own[i] = max(dt, max(cpu, gpu) if pol.overlap_cpu else cpu + gpu)
                     first0[i] = st[0] if st else 0.0
         dec_mb = [i for i in range(per) for _ in range(dec_n[i])]
         steps += 1

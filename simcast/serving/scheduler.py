@@ -27,6 +27,7 @@ while step n runs, so a request is seen one step later (``cutoff_s``).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
@@ -37,6 +38,7 @@ class RequestSpec:
     arrival_s: float
     input_len: int
     output_len: int
+    kv_ready_tokens: int = 0  # prompt tokens whose KV arrives from elsewhere (a prefill pool): admitted uncomputed
 
 
 @dataclass(eq=False)
@@ -149,8 +151,11 @@ def form_step(
     prefill_first: bool,
     cutoff_s: float,
     decode_tokens: int = 1,
+    prompt_cap: Callable[[int], int] | None = None,
 ) -> tuple[list[Req], list[tuple[Req, int]]]:
-    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted.
+    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
+    ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
+    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone).
     ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
     verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
     decodes: list[Req] = []
@@ -182,6 +187,8 @@ def form_step(
             left -= decode_tokens
         elif left > 0:  # a partial prefill continues
             n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
+            if prompt_cap is not None and pol.chunked_prefill:
+                n = min(n, prompt_cap(q.computed))
             grow = 0 if gne else blocks_for(q.computed + n, blk) - q.blocks
             if n <= left and grow <= rep.free_blocks:
                 rep.take(q, grow)  # reserve now so later admissions in this step see it
@@ -197,12 +204,16 @@ def form_step(
         if q.ready_s > cutoff_s:
             break
         hits = _cache_hits(rep, q, pol, blk)
-        todo = q.prefill_left - hits * blk
+        # a disaggregated decode engine: the prompt's KV arrived by transfer (once; a preempted request recomputes)
+        pre = q.spec.kv_ready_tokens if not (q.preemptions or q.computed or q.blocks) else 0
+        todo = q.prefill_left - hits * blk - pre
         n = min(todo, left) if pol.chunked_prefill else todo
+        if prompt_cap is not None and pol.chunked_prefill:
+            n = min(n, prompt_cap(q.computed + hits * blk))
         if gne:
             grow = blocks_for(q.spec.input_len + q.spec.output_len, blk) - q.blocks
         else:
-            grow = blocks_for(q.computed + hits * blk + n, blk) - q.blocks - hits
+            grow = blocks_for(q.computed + hits * blk + pre + n, blk) - q.blocks - hits
         extra = rep.ratio * _clip(q.remaining_output()) if ratio_mode else 0.0
         if n > left or grow + hits + (reserved + extra) / blk > rep.free_blocks:
             break
@@ -212,6 +223,7 @@ def form_step(
             q.blocks += hits
             rep.used_blocks += hits
             q.computed = hits * blk
+        q.computed += pre
         rep.take(q, grow)
         reserved += extra
         if q.admitted_s < 0:

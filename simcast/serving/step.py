@@ -25,14 +25,19 @@ from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
 
 
-def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int, overlap_cpu: bool) -> float:
-    """Time between two steps of one microbatch with ``in_flight`` microbatches sharing the stages and the CPU."""
-    gpu = sum(stage_times_s)
+def step_cycle_s(
+    stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int, overlap_cpu: bool, return_s: float = 0.0
+) -> float:
+    """Time between two steps of one microbatch with ``in_flight`` microbatches sharing the stages and the CPU;
+    ``return_s``: the hop that brings a microbatch's sampled tokens from the last stage back to stage 0 (PP)."""
+    gpu = sum(stage_times_s) + return_s
     trip = max(cpu_s, gpu) if overlap_cpu else cpu_s + gpu
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
 
 
-def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool) -> float:
+def microbatch_period_s(
+    stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool, return_s: list[float] | None = None
+) -> float:
     """Mean time for each of ``len(stage_times_s)`` different microbatches in flight to make one step.
 
     Assumption: the microbatches are scheduled independently (vLLM's virtual engines, SGLang's PP
@@ -42,7 +47,8 @@ def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[floa
     trip (``cpu + Σ stage``, ``max(cpu, Σ stage)`` overlapped), which binds on average: the mean
     trip. Equal microbatches reduce this to :func:`step_cycle_s`.
     """
-    trips = [max(c, sum(t)) if overlap_cpu else c + sum(t) for t, c in zip(stage_times_s, cpu_s)]
+    back = return_s or [0.0] * len(cpu_s)
+    trips = [max(c, sum(t) + r) if overlap_cpu else c + sum(t) + r for t, c, r in zip(stage_times_s, cpu_s, back)]
     per_stage = [sum(col) for col in zip(*stage_times_s)]
     mean_trip = sum(trips) / len(trips) if trips else 0.0
     return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))
@@ -126,7 +132,21 @@ class StepCoster:
             kv_cache_dtype=self.kv_cache_dtype,
             engine=self.engine,
             decode_query_len=self.verify_tokens,
+            tp_sharded_send=self.policy.tp_sharded_send,
         )
+
+    def return_s(self, batch: Batch | None) -> float:
+        """The hop bringing a microbatch's sampled tokens (8 bytes each) from the last stage back to stage 0,
+        for an engine whose stage 0 waits for them (``policy.pp_output_return``); 0 otherwise."""
+        par = self.parallel
+        if batch is None or par.pp == 1 or not self.policy.pp_output_return:
+            return 0.0
+        from simcast.core.layout import pp_hop_path
+        from simcast.core.plan import SendRecvEdge
+        from simcast.cost.comm import p2p_s
+
+        path = pp_hop_path(SendRecvEdge(src_stage=par.pp - 1, dst_stage=0), par, self.device.links)
+        return p2p_s(8 * batch.num_requests, path)
 
     def reports(self, batches: Sequence[Batch]) -> list[Report]:
         """The :class:`Report` of one step on each of ``batches``, the new ones costed in one pass."""
@@ -191,6 +211,7 @@ class StepCoster:
             ],  # the new ones costed in one pass
             [self.policy.step_cpu_s(b.num_requests) for b in batches],
             self.policy.overlap_cpu,
+            [self.return_s(b) for b in batches],
         )
 
     def cycle_s(self, batch: Batch | None, in_flight: int, drafting: int = 0, context: int = 0) -> float:
@@ -200,7 +221,7 @@ class StepCoster:
             return 0.0
         cpu = self.policy.step_cpu_s(batch.num_requests)
         times = self.with_draft(self.stage_times_s(batch), drafting, context)
-        return step_cycle_s(times, cpu, in_flight, self.policy.overlap_cpu)
+        return step_cycle_s(times, cpu, in_flight, self.policy.overlap_cpu, self.return_s(batch))
 
 
 @dataclass(kw_only=True)

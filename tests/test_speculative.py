@@ -76,7 +76,7 @@ def _args(argv):
 
 
 def _core(s):
-    return (s.method, s.num_speculative_tokens, s.acceptance, s.acceptance_source)
+    return (s.method, s.num_speculative_tokens, s.acceptance, s.acceptance_given)
 
 
 def test_flags_round_trip_vllm_json_and_sglang_to_one_spec():
@@ -109,19 +109,20 @@ def test_flags_round_trip_vllm_json_and_sglang_to_one_spec():
         ),
         llama,
     )
-    assert _core(v) == _core(g) == ("eagle3", 3, (0.8, 0.6, 0.4), "--spec-acceptance")
+    assert _core(v) == _core(g) == ("eagle3", 3, (0.8, 0.6, 0.4), True)
     # MTP: vLLM's default k is the model's num_nextn_predict_layers (1 for DeepSeek-V3); SGLang's NEXTN
     ds = load_model("deepseek-ai/DeepSeek-V3")
     assert ds.num_mtp_layers == 1
     vm = speculative_from_args(_args(["--speculative-config", '{"method": "deepseek_mtp"}']), ds)
     gm = speculative_from_args(_args(["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1"]), ds)
-    assert _core(vm) == _core(gm) == ("mtp", 1, (0.85,), DEFAULT_ACCEPTANCE["mtp"][1])
+    assert _core(vm) == _core(gm) == ("mtp", 1, (0.85,), False)
+    assert vm.acceptance_source == gm.acceptance_source == DEFAULT_ACCEPTANCE["mtp"][1]
     # n-gram: SGLang's draft tokens include the verified one
     ng = from_sglang_flags("NGRAM", num_steps=None, topk=None, num_draft_tokens=4, rates=(0.3,))
     assert _core(ng) == _core(from_vllm_json('{"method": "ngram", "num_speculative_tokens": 3}', (0.3,)))
     # the service YAML block takes vLLM's keys
     y = from_mapping({"method": "eagle3", "num_speculative_tokens": 3, "acceptance": [0.8, 0.6, 0.4]})
-    assert _core(y) == _core(v)
+    assert _core(y) == _core(v) and "given (speculative.acceptance)" in y.describe()
     assert speculative_from_args(_args([]), llama) is None
 
 

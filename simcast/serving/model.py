@@ -85,7 +85,7 @@ class ServingResult:
     config: ServingConfig
     ttft_s: float  # under load: serving path + wait for the step in flight + the prompt's own chunk steps
     tpot_s: float  # mean step cycle a decoding request sees
-    decode_cycle_s: float  # a step of decodes only
+    decode_cycle_s: float  # a step of decodes only (speculative decoding: per emitted token, step / (1 + E))
     prefill_interference_s: float  # what other requests' prompt chunks add to the mean step
     step_overhead_s: float  # engine CPU time of a decode step
     e2e_latency_s: float

@@ -121,6 +121,11 @@ class SpeculativeSpec:
         object.__setattr__(self, "acceptance", a)
 
     @property
+    def acceptance_given(self) -> bool:
+        """Whether the user gave the rates (a flag or a YAML key) rather than the method's cited default."""
+        return self.acceptance_source in ("--spec-acceptance", "speculative.acceptance")
+
+    @property
     def k(self) -> int:
         return self.num_speculative_tokens
 
@@ -145,11 +150,7 @@ class SpeculativeSpec:
 
     def describe(self) -> str:
         rates = ",".join(f"{a:g}" for a in self.acceptance)
-        src = (
-            "given (--spec-acceptance)"
-            if self.acceptance_source == "--spec-acceptance"
-            else f"DEFAULT from {self.acceptance_source}"
-        )
+        src = f"given ({self.acceptance_source})" if self.acceptance_given else f"DEFAULT from {self.acceptance_source}"
         draft = {
             "mtp": "the model's own MTP layer",
             "eagle": "an EAGLE head",
@@ -192,9 +193,13 @@ def parse_acceptance(text: str | None) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _with_acceptance(method: str, k: int, rates: tuple[float, ...], **kw: Any) -> SpeculativeSpec:
+def _with_acceptance(
+    method: str, k: int, rates: tuple[float, ...], given_by: str = "--spec-acceptance", **kw: Any
+) -> SpeculativeSpec:
     if rates:
-        return SpeculativeSpec(method=method, num_speculative_tokens=k, acceptance=rates, **kw)
+        return SpeculativeSpec(
+            method=method, num_speculative_tokens=k, acceptance=rates, acceptance_source=given_by, **kw
+        )
     require(
         method in DEFAULT_ACCEPTANCE,
         "--spec-acceptance",
@@ -255,7 +260,8 @@ def from_vllm_dict(
         )
     src = f"vLLM --speculative-config method={method}" if flag.startswith("--") else f"service YAML {flag}"
     assert isinstance(k, int)  # checked above
-    return _with_acceptance(m, k, rates, draft_model=model, flags=src)
+    given_by = "--spec-acceptance" if flag.startswith("--") else f"{flag}.acceptance"
+    return _with_acceptance(m, k, rates, given_by, draft_model=model, flags=src)
 
 
 def from_sglang_flags(

@@ -136,14 +136,22 @@ class DraftCoster:
         if self.coster is None:
             return n * NGRAM_CPU_S_PER_REQUEST
         key = (n, max(1, ctx))
-        hit = self._memo.get(key)
-        if hit is None:
-            one = self.coster.stage_times_s(Batch.decode(n, key[1]))[0]
-            per_pass, once = fc_shapes(self.model, self.spec, self.coster.parallel.tp)
-            hit = self.spec.k * (one + sum(self._gemm_s(n, nn, k) for nn, k in per_pass))
-            hit += sum(self._gemm_s(n, nn, k) for nn, k in once)
-            self._memo[key] = hit
-        return hit
+        if key not in self._memo:
+            self.prefetch([key])
+        return self._memo[key]
+
+    def prefetch(self, pairs: list[tuple[int, int]]) -> None:
+        """Cost the draft for each (requests, context) of ``pairs`` now, the new ones in one pass."""
+        if self.coster is None:
+            return
+        new = list(dict.fromkeys((n, max(1, c)) for n, c in pairs if n > 0 and (n, max(1, c)) not in self._memo))
+        if not new:
+            return
+        per_pass, once = fc_shapes(self.model, self.spec, self.coster.parallel.tp)
+        times = self.coster.stage_times_many([Batch.decode(n, c) for n, c in new])
+        for (n, c), t in zip(new, times):
+            s = self.spec.k * (t[0] + sum(self._gemm_s(n, nn, k) for nn, k in per_pass))
+            self._memo[(n, c)] = s + sum(self._gemm_s(n, nn, k) for nn, k in once)
 
     def _gemm_s(self, m: int, n: int, k: int) -> float:
         dt, b = self.model.dtype, self.model.dtype_bytes

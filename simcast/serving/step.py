@@ -234,6 +234,7 @@ class BatchRecorder(StepCoster):
     placeholder: Report  # returned by :meth:`report`
     wanted: dict[Batch, None] = field(default_factory=dict)
     wanted_reports: dict[Batch, None] = field(default_factory=dict)
+    wanted_drafts: dict[tuple[int, int], None] = field(default_factory=dict)  # (drafting requests, context)
 
     @staticmethod
     def like(coster: StepCoster, placeholder: Report) -> BatchRecorder:
@@ -250,3 +251,8 @@ class BatchRecorder(StepCoster):
     def stage_times_many(self, batches: Sequence[Batch | None]) -> list[tuple[float, ...]]:
         self.wanted.update(dict.fromkeys(b for b in batches if b is not None))
         return [(1e-3,) * self.parallel.pp for _ in batches]
+
+    def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
+        if self.draft_s is not None and drafting > 0:
+            self.wanted_drafts[(drafting, context)] = None
+        return times

@@ -1066,3 +1066,44 @@ def test_bench_serve_dynamic_chunking_one_line(extra, needle, capsys):
 def test_optimize_prefix_hit_rate_bounded(capsys, rate):
     args = ["optimize", "--device", DEV, "--num-devices", 1, "--input-length", 128, "--output-length", 16]
     bad(args + ["--prefix-hit-rate", rate, MODEL], capsys, "--prefix-hit-rate", seconds=10)
+
+
+# --- speculative decoding (vLLM --speculative-config, SGLang --speculative-*, service YAML speculative:) -------
+EAGLE3 = ["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}']
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--speculative-config", "{not json"], "--speculative-config"),
+        (["--speculative-config", "[1, 2]"], "a JSON object"),
+        (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3, "tree": 1}'], "keys not modelled"),
+        (["--speculative-config", '{"method": "medusa", "num_speculative_tokens": 3}'], "--speculative-config method"),
+        (["--speculative-config", '{"method": "eagle"}'], "num_speculative_tokens"),
+        (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 65}'], "num_speculative_tokens"),
+        (EAGLE3 + ["--spec-acceptance", "1.5"], "--spec-acceptance"),
+        (EAGLE3 + ["--spec-acceptance", "0.8,0.6"], "one per speculative token (3)"),
+        (["--spec-acceptance", "0.7"], "needs a speculative method flag"),
+        (["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'], "no MTP layers"),
+        (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'], "no published default"),
+        (EAGLE3 + ["--speculative-algorithm", "EAGLE3"], "not both"),
+        (["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"], "tree"),
+        (["--speculative-algorithm", "STANDALONE", "--speculative-num-steps", "3"], "--speculative-algorithm"),
+        (["--speculative-algorithm", "EAGLE"], "--speculative-num-steps"),
+        (["--speculative-num-steps", "3"], "--speculative-algorithm"),
+        (["--speculative-algorithm", "NGRAM", "--spec-acceptance", "0.3"], "--speculative-num-draft-tokens"),
+    ],
+)
+def test_speculative_flags(extra, needle, capsys):
+    bad(BENCH + extra, capsys, needle)
+
+
+def test_speculative_service_yaml_and_disagg(tmp_path, capsys):
+    svc = service(
+        tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: lookahead\n  num_speculative_tokens: 3"}
+    )
+    bad(["serve-config", svc], capsys, "speculative.method")
+    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: eagle\n  acceptance: [2]"})
+    bad(["serve-config", svc], capsys, "speculative.acceptance")
+    args = ["optimize", MODEL, "--device", DEV, "--num-devices", "2", "--input-length", "64", "--output-length", "8"]
+    bad(args + EAGLE3 + ["--serving-mode", "disagg"], capsys, "aggregated serving only")

@@ -33,6 +33,7 @@ from simcast.cli.outputs import (
     write_json,
 )
 from simcast.cli.serving import add_engine_args, engine_kwargs
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
@@ -175,6 +176,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help=f"how far a dynamic chunk moves from the first chunk's size toward the equal-time size "
         f"(SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR) [default {SGLANG_SMOOTH_FACTOR}]",
     )
+    add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
     p.add_argument(
@@ -274,6 +276,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         engine_profile=profile,
         dynamic_chunking=a.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
+        speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
     )
     # the work the run implies, bounded before the simulation (simcast.serving.work)
@@ -347,6 +350,15 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             )
         )
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
+        + (
+            [
+                cfg.speculative.describe(),
+                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
+                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
+            ]
+            if cfg.speculative
+            else []
+        )
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{a.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]

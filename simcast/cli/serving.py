@@ -36,6 +36,7 @@ from simcast.cli.outputs import (
     write_atomic,
     write_pareto_plot,
 )
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.engines import EMIT_ENGINES
 from simcast.core.errors import bounded_repr, require
@@ -249,6 +250,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     add_fabric_args(p)
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest decode stage)")
     add_engine_args(p, default=None, help_default="the --emit engine, else vllm")
+    add_speculative_args(p)
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
@@ -449,7 +451,14 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
+        speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
+    )
+    require(
+        base.speculative is None or not wanted(a),
+        "--serving-mode",
+        getattr(a, "serving_mode", None),
+        "speculative decoding is modelled for aggregated serving only (agg)",
     )
     for c in space.chunk_sizes:  # a chunk plan's microbatches are bounded like --microbatches
         require(

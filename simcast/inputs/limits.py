@@ -46,6 +46,9 @@ request-steps over the requests in flight per replica: ~4e4 steps/s on one core,
 MAX_BATCH_SIZES = 256
 """Values of ``optimize --batch-sizes``: each is one steady-state estimate per layout (~10 ms each, up to
 tens of layouts); the default binary search sweeps ~25."""
+MAX_SPEC_TOKENS = 64
+"""Speculative tokens per step (``num_speculative_tokens``, ``--speculative-num-steps``): each is one
+sequential draft pass per step; published EAGLE/MTP setups use 1-8, SGLang's tree setups verify up to 64."""
 MAX_BALANCED_PP = 16
 """Pipeline stages ``--partition balanced`` searches: each layer it moves costs up to pp^2 trial simulations
 of pp stages (~pp^3; Llama-3.1-405B measured: pp 16 3.5 s, pp 24 142 s, pp 32 52-118 s, pp 63 > 300 s)."""
@@ -151,6 +154,13 @@ TABLE: tuple[tuple[str, float, str], ...] = (
         "4 * 10^6",
     ),
     ("values of `optimize --batch-sizes`", MAX_BATCH_SIZES, "256"),
+    ("values of `optimize --chunked-prefill-sizes`", MAX_CHUNK_SIZES, "16"),
+    (
+        "speculative tokens per step (`num_speculative_tokens`, `--speculative-num-steps`, "
+        "`--speculative-num-draft-tokens`)",
+        MAX_SPEC_TOKENS,
+        "64",
+    ),
     (
         "pipeline stages of `--partition balanced` (it costs ~pp^3 stage simulations per layer moved)",
         MAX_BALANCED_PP,

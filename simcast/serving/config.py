@@ -18,6 +18,7 @@ from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, DeviceSpec, ModelSpec, ParallelSpec
 from simcast.serving.engines import ENGINE_CHOICES, MEMORY_FLAGS, RECORDS, USAGE, EnginePolicy, engine_policy
+from simcast.serving.speculative import SpeculativeSpec, require_supported
 
 SERVING_MODES = ("agg", "disagg", "both")
 """Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
@@ -67,6 +68,7 @@ class ServingConfig:
     dynamic_chunking: bool = False  # SGLang --enable-dynamic-chunking (acts at PP > 1 only, as in SGLang)
     dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR  # SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR
     prefix_caching: bool | None = None  # None: the engine's default (--enable-prefix-caching, --disable-radix-cache)
+    speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative`)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
@@ -97,6 +99,8 @@ class ServingConfig:
                 self.mem_fraction,
                 f"is engine {owner}'s memory flag; with --engine {engine} use {mine}",
             )
+        if self.speculative is not None:
+            require_supported(self.speculative, self.model)
         if self.max_model_len:
             longest = max(
                 [self.workload.input_length + self.workload.output_length]

@@ -34,6 +34,11 @@ sustainable ``budget · L / (ISL + OSL - 1)`` or ``max_num_seqs`` is capped (the
 rest would wait in the queue). The idle-system TTFT of one request (serving path +
 prefill alone, chunks pipelined through the stages) is kept as ``ttft_idle_s``.
 
+Speculative decoding (:mod:`simcast.serving.speculative`): each decoding request emits ``τ = 1 + E``
+tokens per step, so it lives ``(OSL - 1)/τ`` decode steps; its step is the verify step (``k + 1`` query
+tokens per decoding request, counted against the token budget as the engines count them) plus the draft's
+``k`` passes on the last stage (:mod:`simcast.serving.draft`), and TPOT = step cycle / τ.
+
 Memory: :mod:`simcast.serving.kv_memory` (each engine's memory rule, and the mean
 KV a running request holds under its KV admission policy).
 """
@@ -47,6 +52,7 @@ from simcast.core.chunking import chunk_plan, describe_chunks
 from simcast.core.moe_memory import weight_format_note
 from simcast.core.specs import Batch, SimSpec
 from simcast.serving.config import ServingConfig, Workload
+from simcast.serving.draft import FC_NOTE, draft_coster
 from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
@@ -79,7 +85,7 @@ class ServingResult:
     config: ServingConfig
     ttft_s: float  # under load: serving path + wait for the step in flight + the prompt's own chunk steps
     tpot_s: float  # mean step cycle a decoding request sees
-    decode_cycle_s: float  # a step of decodes only
+    decode_cycle_s: float  # a step of decodes only (speculative decoding: per emitted token, step / (1 + E))
     prefill_interference_s: float  # what other requests' prompt chunks add to the mean step
     step_overhead_s: float  # engine CPU time of a decode step
     e2e_latency_s: float
@@ -171,7 +177,8 @@ def kernels_note(cfg: ServingConfig, report: Report) -> str:
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
-    return StepCoster(
+    """The step coster of ``cfg``'s layout and engine (with its speculative draft, if any)."""
+    coster = StepCoster(
         model=cfg.model,
         device=cfg.device,
         parallel=cfg.parallel,
@@ -182,6 +189,11 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
         engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
     )
+    if cfg.speculative is not None:
+        coster.verify_tokens = cfg.speculative.verify_tokens
+        coster.tokens_per_step = cfg.speculative.tokens_per_step
+        coster.draft_s = draft_coster(coster, cfg.speculative)
+    return coster
 
 
 def _interp(cost, x: float) -> float:
@@ -209,6 +221,10 @@ def estimate_serving(
     osl = w.output_length
     hit = cfg.cached_tokens(w.input_length)  # prompt tokens served by the prefix cache
     isl = w.input_length - hit  # prompt tokens computed
+    spec = cfg.speculative
+    tau = spec.tokens_per_step if spec else 1.0  # tokens a decoding request emits per step
+    vt = spec.verify_tokens if spec else 1  # query tokens per decoding request per step
+    dec_steps = (osl - 1) / tau  # decode steps of one request
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
 
     pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
@@ -224,43 +240,43 @@ def estimate_serving(
     n_pf = 1
     for _ in range(3):  # chunk size depends on D, D on the request's lifetime, lifetime on chunk count
         b = served / m
-        life = osl - 1 + n_pf
-        d = b * (osl - 1) / life
-        if pol.decode_first and b * (osl - 1 + isl) / life > budget:  # prompts + decodes exceed the budget
-            served = max(1, int(budget * life / (osl - 1 + isl)) * m)
+        life = dec_steps + n_pf
+        d = b * dec_steps / life
+        if pol.decode_first and b * (dec_steps * vt + isl) / life > budget:  # prompts + decodes exceed the budget
+            served = max(1, int(budget * life / (dec_steps * vt + isl)) * m)
             capped = "token budget"
-            b, d = served / m, served / m * (osl - 1) / life
-        room = budget - math.ceil(d) if pol.decode_first else budget
+            b, d = served / m, served / m * dec_steps / life
+        room = budget - math.ceil(d) * vt if pol.decode_first else budget
         chunk = min(isl, max(1, room)) if pol.chunked_prefill else isl
         n_pf = math.ceil(isl / chunk)
     b = served / m
-    life = osl - 1 + n_pf
+    life = dec_steps + n_pf
     chunk = math.ceil(isl / n_pf)
     dec_ctx = w.input_length + osl // 2  # attention still over the whole context
     chunk_ctx = hit + (n_pf - 1) * chunk // 2
     in_flight = m
     # a decoding request sees its own decode plus the others' decodes and prompt chunks in its step
-    others_dec = max(0.0, b - 1) * (osl - 1) / life
+    others_dec = max(0.0, b - 1) * dec_steps / life
     others_pf = max(0.0, b - 1) * isl / life  # other requests' prompt tokens per step
 
-    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0)
-    decode_cycle = coster.cycle_s(dec_batch, in_flight)
+    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0, vt)
+    decode_cycle = coster.cycle_s(dec_batch, in_flight, max(1, round(b)), dec_ctx) / tau
 
     def cyc(dec: int, prompts: int, tokens: int = chunk) -> float:
-        return coster.cycle_s(mixed_batch(dec, dec_ctx, prompts, tokens, chunk_ctx), in_flight)
+        return coster.cycle_s(mixed_batch(dec, dec_ctx, prompts, tokens, chunk_ctx, vt), in_flight, dec, dec_ctx)
 
     if pol.decode_first:
-        tpot = _interp(lambda k: _interp(lambda dd: cyc(1 + dd, k), others_dec), others_pf / chunk)
-        ttft_steps = n_pf * _interp(lambda dd: cyc(dd, 1), min(others_dec, budget - chunk))
+        tpot = _interp(lambda k: _interp(lambda dd: cyc(1 + dd, k), others_dec), others_pf / chunk) / tau
+        ttft_steps = n_pf * _interp(lambda dd: cyc(dd, 1), min(others_dec, (budget - chunk) / vt))
     else:
         per_prompt = min(isl, budget)
         size = min(max(others_pf, per_prompt), budget)  # tokens of one prefill step
         prompts = max(1, round(size / per_prompt))
         pf = coster.cycle_s(mixed_batch(0, 0, prompts, per_prompt, chunk_ctx), in_flight)
         dec_seen = _interp(lambda dd: cyc(1 + dd, 0), others_dec)
-        tpot = dec_seen + (others_pf / (prompts * per_prompt)) * pf
+        tpot = (dec_seen + (others_pf / (prompts * per_prompt)) * pf) / tau
         ttft_steps = n_pf * cyc(0, 1, per_prompt) + (n_pf - 1) * dec_seen
-    wait = step_wait_cycles(pol) * tpot if served > 1 else 0.0
+    wait = step_wait_cycles(pol) * tpot * tau if served > 1 else 0.0
     ttft = front + wait + ttft_steps
     if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
         ttft = ttft_idle
@@ -285,7 +301,7 @@ def estimate_serving(
             pol.describe(),
             f"steady state at {served} requests/replica"
             + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
-            + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * (osl - 1) / life:.1f} decodes at "
+            + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * dec_steps / life:.1f} decodes at "
             f"context {dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
             + (
                 "(one mixed forward pass, decodes first)"
@@ -303,6 +319,14 @@ def estimate_serving(
         + pre.assumptions[:2]
         + tuple(a for a in layout_lines(pre.assumptions) if a not in pre.assumptions[:2])
     )
+    if spec is not None:
+        assumptions += (
+            spec.describe(),
+            f"speculative: TPOT = step cycle / {tau:.3f} tokens per step (the expected value, deterministic); the "
+            "draft runs after the verify step on the last stage; not modelled: tree drafts (top-k > 1), dynamic k, "
+            "draft/target overlap, the draft's own CPU launch time"
+            + ("" if spec.method == "ngram" else f"; {FC_NOTE}"),
+        )
     if weight_format_note(cfg.model):
         assumptions += (weight_format_note(cfg.model),)
     if cfg.kv_cache_dtype != "auto":

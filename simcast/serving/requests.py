@@ -20,6 +20,12 @@ step's requests are split into ``pp`` microbatches in flight (decodes evenly,
 each prompt chunk whole to the least-loaded microbatch) and the step costs the
 period in which each microbatch advances once (``StepCoster.period_s``). Each
 distinct rounded batch is simulated once.
+
+Speculative decoding (the coster's ``verify_tokens`` = ``k + 1`` and ``draft_s``): a decode takes ``k + 1``
+query tokens of the step (and of its token budget, and ``k + 1`` KV slots), the draft's passes are added
+to the last stage, and a decoding request emits the **expected** ``1 + E`` tokens per step,
+deterministically: the fraction is carried to its next step (no random acceptance draws), so the run
+matches the steady state's mean and is reproducible.
 """
 
 from __future__ import annotations
@@ -166,6 +172,7 @@ def simulate_requests(
     step_tok: list[int] = []
     budget = pol.max_num_batched_tokens
     overlap = pol.overlap_cpu and pol.name != "none"
+    vt, tau = coster.verify_tokens, coster.tokens_per_step
     piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
 
     def prompt_cap(prefix: int) -> int:
@@ -232,11 +239,20 @@ def simulate_requests(
             pol.max_num_seqs * m,
             prefill_first=not pol.decode_first and ready,
             cutoff_s=cutoff,
+            decode_tokens=vt,
             prompt_cap=cap,
         )
         if not pol.decode_first and not chunks:
             decodes, chunks = form_step(
-                rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False, cutoff_s=cutoff, prompt_cap=cap
+                rep,
+                pol,
+                blk,
+                budget * m,
+                pol.max_num_seqs * m,
+                prefill_first=False,
+                cutoff_s=cutoff,
+                decode_tokens=vt,
+                prompt_cap=cap,
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
@@ -281,7 +297,7 @@ def simulate_requests(
         batches: list[Batch] = []
         mb_batch: list[Batch | None] = []
         for i in range(per):
-            q_l = [1] if dec_n[i] else []
+            q_l = [vt] if dec_n[i] else []
             c_l = [dec_ctx] if dec_n[i] else []
             n_l = [dec_n[i]] if dec_n[i] else []
             for ql, cl in sorted(mb_chunks[i]):
@@ -292,7 +308,8 @@ def simulate_requests(
             mb_batch.append(bt)
             if bt is not None:
                 batches.append(bt)
-        dt = coster.period_s(batches)
+        drafting = [dec_n[i] for i in range(per) if mb_batch[i] is not None]
+        dt = coster.period_s(batches, drafting, dec_ctx)
         start = rep.clock
         # with PP, a token leaves the pipeline no earlier than its own microbatch's pass through every stage
         # (the period averages microbatches; a request's own trip can be longer): per-request stamps
@@ -301,7 +318,7 @@ def simulate_requests(
         if m > 1:
             for i, bt in enumerate(mb_batch):
                 if bt is not None:
-                    st = coster.stage_times_s(bt)
+                    st = coster.with_draft(coster.stage_times_s(bt), dec_n[i], dec_ctx)
                     cpu = pol.step_cpu_s(bt.num_requests)
                     gpu = sum(st) + coster.return_s(bt)
                     own[i] = max(dt, max(cpu, gpu) if pol.overlap_cpu else cpu + gpu)
@@ -309,17 +326,24 @@ def simulate_requests(
         dec_mb = [i for i in range(per) for _ in range(dec_n[i])]
         steps += 1
         step_end.append(rep.clock + dt)
-        step_tok.append(len(decodes) + sum(1 for q, n in chunks if n == q.prefill_left))
         rep.clock += dt
         now = rep.clock
         # ---- apply it
         if decodes:
             itl_v.append(dt)
             itl_w.append(len(decodes))
+        emitted = sum(1 for q, n in chunks if n == q.prefill_left)
         for k, q in enumerate(decodes):
-            q.generated += 1
-            q.computed += 1
+            got = 1
+            if tau > 1.0:  # speculative: the expected 1 + E tokens, the fraction carried to the next step
+                credit = q.spec_credit + tau
+                got = max(1, min(int(credit), q.spec.output_len - q.generated))
+                q.spec_credit = credit - int(credit)
+            emitted += got
+            q.generated += got
+            q.computed += got
             q.token_s = start + own[dec_mb[k]] if m > 1 else now
+        step_tok.append(emitted)
         for q, n in chunks:
             q.computed += n  # its blocks were reserved when the step was formed
             if q.prefill_left == 0:  # prompt done: the step samples the next token

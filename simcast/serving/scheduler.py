@@ -97,6 +97,7 @@ class Req:
     px: Prefix | None = None  # the shared prefix it references while running
     parent_req: Req | None = None  # the request whose sequence its prompt continues (RequestSpec.parent)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
+    spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
 
     @property
     def prefill_left(self) -> int:
@@ -237,11 +238,14 @@ def form_step(
     *,
     prefill_first: bool,
     cutoff_s: float,
+    decode_tokens: int = 1,
     prompt_cap: Callable[[int], int] | None = None,
 ) -> tuple[list[Req], list[tuple[Req, int]]]:
     """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
     ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
-    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone)."""
+    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone).
+    ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
+    verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
     decodes: list[Req] = []
     chunks: list[tuple[Req, int]] = []
     left = budget
@@ -254,13 +258,13 @@ def form_step(
         if not q.prefilling:
             if prefill_first:
                 continue
-            need = 0 if gne else blocks_for(q.computed + 1, blk) - q.blocks - q.base
+            need = 0 if gne else max(0, blocks_for(q.computed + decode_tokens, blk) - q.blocks - q.base)
             while need > rep.free_blocks and rep.running:
                 victim = _preempt(rep, pol, blk)
                 gone.add(victim)
                 if victim in decodes:
                     decodes.remove(victim)
-                    left += 1
+                    left += decode_tokens
                 chunks = [(x, n) for x, n in chunks if x is not victim]
                 if victim is q:
                     break
@@ -268,7 +272,7 @@ def form_step(
                 continue
             rep.take(q, need, blk)
             decodes.append(q)
-            left -= 1
+            left -= decode_tokens
         elif left > 0:  # a partial prefill continues
             n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
             if prompt_cap is not None and pol.chunked_prefill:

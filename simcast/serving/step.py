@@ -15,7 +15,7 @@ scheduler prepares it during the GPU work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -54,14 +54,17 @@ def microbatch_period_s(
     return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))
 
 
-def mixed_batch(decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int) -> Batch | None:
-    """``decodes`` requests at ``decode_context`` plus ``prompts`` chunks of ``chunk_tokens`` after
-    ``chunk_context`` cached tokens; None for an empty step."""
+def mixed_batch(
+    decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int, decode_tokens: int = 1
+) -> Batch | None:
+    """``decodes`` requests at ``decode_context`` (``decode_tokens`` query tokens each: 1, or ``k + 1`` in a
+    speculative verify step) plus ``prompts`` chunks of ``chunk_tokens`` after ``chunk_context`` cached
+    tokens; None for an empty step."""
     q: list[int] = []
     c: list[int] = []
     n: list[int] = []
     if decodes > 0:
-        q.append(1)
+        q.append(decode_tokens)
         c.append(decode_context)
         n.append(decodes)
     if prompts > 0 and chunk_tokens > 0:
@@ -106,6 +109,9 @@ class StepCoster:
     kv_cache_dtype: str = "auto"
     engine: str | None = None  # whose fitted kernels cost the ops (None: the generic roofline)
     use_disk_cache: bool = True
+    verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
+    tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
+    draft_s: Callable[[int, int], float] | None = None  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
 
     def _layout(self) -> LayoutCoster:
@@ -125,6 +131,7 @@ class StepCoster:
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
             engine=self.engine,
+            decode_query_len=self.verify_tokens,
             tp_sharded_send=self.policy.tp_sharded_send,
         )
 
@@ -185,23 +192,36 @@ class StepCoster:
     def stage_times_s(self, batch: Batch | None) -> tuple[float, ...]:
         return self.stage_times_many([batch])[0]
 
-    def period_s(self, batches: list[Batch]) -> float:
-        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`)."""
-        if len(set(batches)) <= 1:
-            return self.cycle_s(batches[0] if batches else None, len(batches))
+    def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
+        """``times`` with the speculative draft of ``drafting`` requests at ``context`` added to the last
+        stage (the proposer runs after the verify step on the rank that samples); unchanged without one."""
+        if self.draft_s is None or drafting <= 0 or not times:
+            return times
+        return times[:-1] + (times[-1] + self.draft_s(drafting, context),)
+
+    def period_s(self, batches: list[Batch], drafting: Sequence[int] = (), context: int = 0) -> float:
+        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`);
+        ``drafting[i]``: the requests of ``batches[i]`` that draft (speculative decoding) at ``context``."""
+        drafts = list(drafting) or [0] * len(batches)
+        if len(set(zip(batches, drafts))) <= 1:
+            return self.cycle_s(batches[0] if batches else None, len(batches), drafts[0] if drafts else 0, context)
         return microbatch_period_s(
-            self.stage_times_many(batches),  # the new ones costed in one pass
+            [
+                self.with_draft(t, d, context) for t, d in zip(self.stage_times_many(batches), drafts)
+            ],  # the new ones costed in one pass
             [self.policy.step_cpu_s(b.num_requests) for b in batches],
             self.policy.overlap_cpu,
             [self.return_s(b) for b in batches],
         )
 
-    def cycle_s(self, batch: Batch | None, in_flight: int) -> float:
-        """One microbatch's step cycle (s) with ``in_flight`` microbatches like it."""
+    def cycle_s(self, batch: Batch | None, in_flight: int, drafting: int = 0, context: int = 0) -> float:
+        """One microbatch's step cycle (s) with ``in_flight`` microbatches like it; ``drafting`` requests of
+        it run the speculative draft at ``context``."""
         if batch is None:
             return 0.0
         cpu = self.policy.step_cpu_s(batch.num_requests)
-        return step_cycle_s(self.stage_times_s(batch), cpu, in_flight, self.policy.overlap_cpu, self.return_s(batch))
+        times = self.with_draft(self.stage_times_s(batch), drafting, context)
+        return step_cycle_s(times, cpu, in_flight, self.policy.overlap_cpu, self.return_s(batch))
 
 
 @dataclass(kw_only=True)
@@ -214,6 +234,7 @@ class BatchRecorder(StepCoster):
     placeholder: Report  # returned by :meth:`report`
     wanted: dict[Batch, None] = field(default_factory=dict)
     wanted_reports: dict[Batch, None] = field(default_factory=dict)
+    wanted_drafts: dict[tuple[int, int], None] = field(default_factory=dict)  # (drafting requests, context)
 
     @staticmethod
     def like(coster: StepCoster, placeholder: Report) -> BatchRecorder:
@@ -230,3 +251,8 @@ class BatchRecorder(StepCoster):
     def stage_times_many(self, batches: Sequence[Batch | None]) -> list[tuple[float, ...]]:
         self.wanted.update(dict.fromkeys(b for b in batches if b is not None))
         return [(1e-3,) * self.parallel.pp for _ in batches]
+
+    def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
+        if self.draft_s is not None and drafting > 0:
+            self.wanted_drafts[(drafting, context)] = None
+        return times

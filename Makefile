@@ -46,7 +46,7 @@ clean:
 accuracy: $(STAMP)
 	$(BIN)/python scripts/accuracy.py
 
-# Re-run the README's example commands and paste their real output
+# Re-run the example commands of README.md and docs/usage.md and paste their real output
 readme: $(STAMP)
 	$(BIN)/python scripts/update_readme_examples.py
 

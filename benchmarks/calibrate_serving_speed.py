@@ -1,4 +1,4 @@
-"""Wall time and recovery of `simcast calibrate-serving` on the README's example: Llama-3.1-8B on one H100,
+"""Wall time and recovery of `simcast calibrate-serving` on the example of docs/usage.md: Llama-3.1-8B on one H100,
 ISL 1024 / OSL 128 with --random-range-ratio 0.5, runs at --max-concurrency 8, 64, 256 and one at 8 requests/s
 (2,400 requests), made by `simcast bench-serve` with a known truth of 3 ms per step + 10 us per request.
 Targets: replay under 60 s, --steady-state under 10 s (warm trace cache).

@@ -8,9 +8,6 @@ NCCL 2.29.2) are never read.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -44,20 +41,17 @@ def _cell(t: pd.DataFrame) -> str:
     return f"{r.median_abs_err_pct:.1f} / {r.p90_abs_err_pct:.1f}"
 
 
-def db_markdown() -> tuple[list[str], dict[str, str]]:
-    """(markdown lines for docs/accuracy.md, {README marker: table}) — no tables when the extra is missing."""
+def db_markdown() -> list[str]:
+    """Markdown lines for docs/accuracy.md — no tables when the extra is missing."""
     from simcast.calib import aic_db
 
     if not aic_db.available():
-        return (
-            [
-                "## Engine kernels vs the aiconfigurator-core database",
-                "",
-                "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').",
-                "",
-            ],
-            {},
-        )
+        return [
+            "## Engine kernels vs the aiconfigurator-core database",
+            "",
+            "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').",
+            "",
+        ]
     from simcast.calib import db_accuracy as dba
     from simcast.inputs.loaders import load_device
 
@@ -78,7 +72,7 @@ def db_markdown() -> tuple[list[str], dict[str, str]]:
         "transfer from another NVSwitch system, its donor chosen by a held-out check (NCCL section below).",
         "",
     ]
-    grid, readme = [], []
+    grid = []
     for system, prof in DEVICES:
         dev = load_device(prof)
         t = dba.held_out_errors(system, dev)
@@ -112,7 +106,6 @@ def db_markdown() -> tuple[list[str], dict[str, str]]:
         'shapes) and checked against max(fit, host floor) under "Host-bound rows and CUDA graphs".',
         "",
     ]
-    readme = markdown_table(g)  # every row: the README holds the weak ones too
     # transfer checks
     md += [
         "### Transfer checks",
@@ -158,9 +151,8 @@ def db_markdown() -> tuple[list[str], dict[str, str]]:
         "",
     ]
     md += [markdown_table(nccl_transfer_check()), ""]
-    moe_md, moe_readme = moe_markdown()
-    md += moe_md
-    return md, {"accuracy-db": readme, "accuracy-moe": moe_readme}
+    md += moe_markdown()
+    return md
 
 
 MOE_DEVICES = [
@@ -175,7 +167,7 @@ MOE_DEVICES = [
 MOE_TARGET_PCT = 20.0
 
 
-def moe_markdown() -> tuple[list[str], str]:
+def moe_markdown() -> list[str]:
     """MoE kernels: held-out shapes per system and engine, B200's fits on B300/GB200 and H100's on H200."""
     from simcast.calib import db_accuracy_moe as dam
     from simcast.core.engines import ENGINES
@@ -216,7 +208,7 @@ def moe_markdown() -> tuple[list[str], str]:
         markdown_table(tr),
         "",
     ]
-    return md, markdown_table(held) + "\n\n" + markdown_table(tr)
+    return md
 
 
 def nccl_transfer_check() -> pd.DataFrame:
@@ -224,14 +216,3 @@ def nccl_transfer_check() -> pd.DataFrame:
     from simcast.calib import nccl_transfer
 
     return nccl_transfer.check(nccl_transfer.donors())
-
-
-def update_readme(path: Path, tables: dict[str, str]) -> None:
-    """Replace the README's tables between the ``<!-- name:start -->`` / ``<!-- name:end -->`` markers."""
-    text = path.read_text()
-    for name, table in tables.items():
-        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-        if start in text:
-            block = f"{start}\n{table}\n{end}"
-            text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _, b=block: b, text, flags=re.DOTALL)
-    path.write_text(text)

@@ -64,8 +64,8 @@ def test_held_out_model_within_targets(request, fit, test):
         assert med <= 10.0 and p90 <= 25.0, (kind, med, p90)  # the targets: <= 10 % median, <= 25 % p90
 
 
-# The README's per-GEMM targets (<= 10 % median, <= 25 % p90), checked per op on held-out data. One row set
-# misses them and is named as such in the README and docs/accuracy.md: `down` fitted on Llama-2-7B and reported
+# The per-GEMM targets (<= 10 % median, <= 25 % p90), checked per op on held-out data. One row set
+# misses them and is named as such in docs/accuracy.md: `down` fitted on Llama-2-7B and reported
 # on Llama-2-70B (11.2 % / 27.9 %); for it the test asserts the honest bound that is met, 12 % / 30 %.
 KNOWN_MISSES = {("h7", "h70", "mlp_down_proj"): (12.0, 30.0)}
 

@@ -19,6 +19,8 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
+from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice
 from simcast.inputs import limits
@@ -94,6 +96,8 @@ def bench_serve(
     input_length: int = 1024,
     output_length: int = 128,
     range_ratio: float = 0.0,
+    prefix_length: int = 0,
+    multiturn_turns: int | None = None,
     dataset_name: str = "random",
     dataset_path: str | None = None,
     sharegpt_output_len: int | None = None,
@@ -109,6 +113,16 @@ def bench_serve(
     mem_fraction_static: float | None = None,
     kv_cache_free_gpu_memory_fraction: float | None = None,
     max_model_len: int | None = None,
+    prefix_caching: bool | None = None,
+    enable_dynamic_chunking: bool = False,
+    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
     quantization: str | None = None,
     kv_cache_dtype: str = "auto",
     fabric: FabricChoice | None = None,
@@ -118,12 +132,18 @@ def bench_serve(
     shape ``burstiness``; inf: all at t = 0) to ``dp`` replicas of TP x PP behind a ``router``, each
     of ``input_length``/``output_length`` tokens (``range_ratio``: uniform within L(1 +- r)), or drawn
     from a shipped ``dataset_name`` distribution, or read from ``dataset_path`` (.jsonl/.csv trace);
-    ``max_concurrency`` limits requests in flight (vLLM's client flag). The ``engine``'s scheduler,
-    token budget and KV blocks decide each step. ``num_warmups`` is not simulated (noted)."""
+    ``max_concurrency`` limits requests in flight (vLLM's client flag). ``prefix_length``: tokens of one
+    prefix every random prompt starts with (vLLM's ``--random-prefix-len``, served by the prefix cache when
+    ``prefix_caching`` is on: None, the engine's default); ``dataset_name="multiturn"``: conversations of
+    ``multiturn_turns`` turns. The ``engine``'s scheduler, token budget and KV blocks decide each step;
+    SGLang's dynamic chunking (``enable_dynamic_chunking``, acts at pp > 1) and speculative decoding (as
+    :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
+    simulated (noted)."""
     from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import ParallelSpec
     from simcast.render.bench_tables import bench_metrics
     from simcast.serving.bench_window import steady_window
+    from simcast.serving.chunk_search import next_chunk_fn
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig, Workload, coster_for, kv_capacity_tokens, resolve_partition
     from simcast.serving.requests import simulate_requests
@@ -138,6 +158,12 @@ def bench_serve(
     check_int("--random-input-len", input_length, 1, limits.MAX_TOKENS)
     check_int("--random-output-len", output_length, 1, limits.MAX_TOKENS)
     check_float("--random-range-ratio", range_ratio, 0.0, 1.0)
+    check_int("--random-prefix-len", prefix_length, 0, limits.MAX_TOKENS)
+    check_int("--multiturn-turns", multiturn_turns, 1, 1000)
+    check_float("--dynamic-chunking-smooth-factor", dynamic_chunking_smooth_factor, 0.0, 1.0)
+    require(
+        isinstance(enable_dynamic_chunking, bool), "--enable-dynamic-chunking", enable_dynamic_chunking, "True or False"
+    )
     require(range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
     check_int("--sharegpt-output-len", sharegpt_output_len, 1, limits.MAX_TOKENS)
     check_int("--max-concurrency", max_concurrency, 1, limits.MAX_REQUESTS)
@@ -150,6 +176,7 @@ def bench_serve(
         mem_fraction_static=mem_fraction_static,
         kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
         max_model_len=max_model_len,
+        prefix_caching=prefix_caching,
     )
     reqs, source, lengths_note = build_requests(
         num_prompts=num_prompts,
@@ -162,9 +189,11 @@ def bench_serve(
         random_input_len=input_length,
         random_output_len=output_length,
         random_range_ratio=range_ratio,
+        random_prefix_len=prefix_length,
+        multiturn_turns=multiturn_turns,
     )
     if source == "random":
-        isl, osl = input_length, output_length
+        isl, osl = prefix_length + input_length, output_length
     else:  # the memory estimate's request: the mean lengths of the run's requests
         isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
@@ -182,6 +211,18 @@ def bench_serve(
         max_num_seqs=max_num_seqs or 0,
         kv_cache_dtype=kv_cache_dtype,
         engine_profile=profile,
+        dynamic_chunking=enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=dynamic_chunking_smooth_factor,
+        speculative=speculative_spec(
+            m,
+            speculative_config=speculative_config,
+            speculative_algorithm=speculative_algorithm,
+            speculative_num_steps=speculative_num_steps,
+            speculative_eagle_topk=speculative_eagle_topk,
+            speculative_num_draft_tokens=speculative_num_draft_tokens,
+            speculative_draft_model_path=speculative_draft_model_path,
+            spec_acceptance=spec_acceptance,
+        ),
         **mem,  # type: ignore[arg-type]
     )
     # the work the run implies, bounded before the simulation (simcast.serving.work)
@@ -210,7 +251,9 @@ def bench_serve(
         dp=dp,
         router=router,
         max_concurrency=max_concurrency or 0,
+        next_chunk=next_chunk_fn(cfg, use_disk_cache=use_cache),
     )
+    has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     d = bench_metrics(
         res, request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency, num_prompts=len(reqs)
     )
@@ -221,6 +264,7 @@ def bench_serve(
         steady_window_s=[win.start_s, win.end_s],
         model_id=m.name,
         engine=cfg.runtime,
+        prefix_caching=cfg.policy.prefix_caching,
         tp=tp,
         pp=pp,
         dp=dp,
@@ -232,6 +276,17 @@ def bench_serve(
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + _chunking_notes(cfg)
+        + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
+        + (
+            [
+                cfg.speculative.describe(),
+                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
+                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
+            ]
+            if cfg.speculative
+            else []
+        )
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
@@ -240,3 +295,16 @@ def bench_serve(
         ),
     )
     return BenchResult(metrics=d, run=res, config=cfg, source=source)
+
+
+def _chunking_notes(cfg: ServingConfig) -> list[str]:
+    """The assumption line SGLang's dynamic chunking adds (none when it is off)."""
+    if cfg.dynamic_chunks:
+        return [
+            f"SGLang dynamic chunking from {cfg.policy.max_num_batched_tokens} (smooth factor "
+            f"{cfg.dynamic_chunking_smooth_factor:g}): a prompt's chunks after the first from the quadratic fit "
+            "of stage 0's prefill time, one chunk per microbatch"
+        ]
+    if cfg.dynamic_chunking:
+        return ["--enable-dynamic-chunking has no effect at --pp 1 (SGLang sizes chunks dynamically only with PP)"]
+    return []

@@ -86,8 +86,11 @@ def engine_limits(
     mem_fraction_static: float | None = None,
     kv_cache_free_gpu_memory_fraction: float | None = None,
     max_model_len: int | None = None,
-) -> dict[str, float | int | str]:
-    """The ServingConfig fields an engine's memory flag and ``max_model_len`` set (none given: {})."""
+    prefix_caching: bool | None = None,
+) -> dict[str, float | int | str | bool]:
+    """The ServingConfig fields an engine's memory flag, ``max_model_len`` and ``prefix_caching`` (vLLM
+    ``--enable-prefix-caching``/``--no-enable-prefix-caching``, SGLang ``--disable-radix-cache``; None: the
+    engine's default) set (none given: {})."""
     from simcast.inputs.limits import MAX_TOKENS
 
     given = {
@@ -98,7 +101,7 @@ def engine_limits(
         if v is not None
     }
     require(len(given) <= 1, "/".join(given), len(given), "give at most one engine memory fraction")
-    out: dict[str, float | int | str] = {}
+    out: dict[str, float | int | str | bool] = {}
     for flag, v in given.items():
         check_float(flag, v, 0.0, 1.0)
         require(v > 0, flag, v, "must be in (0, 1]")
@@ -106,4 +109,12 @@ def engine_limits(
     check_int("--max-model-len", max_model_len, 1, MAX_TOKENS)
     if max_model_len:
         out["max_model_len"] = max_model_len
+    require(
+        prefix_caching is None or isinstance(prefix_caching, bool),
+        "--enable-prefix-caching",
+        prefix_caching,
+        "True, False or None (the engine's default)",
+    )
+    if prefix_caching is not None:
+        out["prefix_caching"] = prefix_caching
     return out

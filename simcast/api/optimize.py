@@ -5,10 +5,19 @@ within TTFT/TPOT limits, as ``simcast optimize`` does (the command calls :func:`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import DeviceArg, ModelArg, check_int, engine_limits, resolve_device, resolve_model
+from simcast.api.common import (
+    DeviceArg,
+    ModelArg,
+    check_int,
+    engine_limits,
+    resolve_device,
+    resolve_model,
+)
+from simcast.api.search_inputs import search_space, search_workload
+from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -55,6 +64,8 @@ class SearchRow:
     ep: int
     moe_tp: int
     moe_dp: int
+    chunk_tokens: int  # the prompt chunk (the engine's token budget per step)
+    dynamic_chunking: bool  # SGLang's dynamic chunking sized the chunks after the first
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,94 +109,6 @@ class OptimizeSetup:
     lengths: LengthDistribution | None  # a shipped distribution (dataset_name), else None
 
 
-def search_space(
-    *,
-    num_devices: int,
-    tp_sizes: Sequence[int] | None = None,
-    pp_sizes: Sequence[int] | None = None,
-    ep_sizes: Sequence[int] | None = None,
-    moe_dp_sizes: Sequence[int] | None = None,
-    batch_sizes: Sequence[int] | None = None,
-    ttft_limit_ms: float | None = None,
-    tpot_limit_ms: float | None = None,
-) -> SearchSpace:
-    """The checked :class:`SearchSpace`: sizes None -> tp: powers of two <= num_devices, others [1];
-    [] -> powers of two <= num_devices. A limit of None (or 0) is no limit."""
-    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes
-
-    check_int("--num-devices", num_devices, 1, limits.MAX_DEVICES)
-    bs = tuple(batch_sizes or ())
-    require(
-        len(bs) <= limits.MAX_BATCH_SIZES,
-        "--batch-sizes",
-        f"{len(bs)} values",
-        f"at most {limits.MAX_BATCH_SIZES} values (each is one steady-state estimate per layout searched)",
-    )
-    for b in bs:
-        check_int("--batch-sizes", b, 1, limits.MAX_REQUESTS)
-    for flag, lim in (("--ttft-limit", ttft_limit_ms), ("--tpot-limit", tpot_limit_ms)):
-        ok = lim is None or (isinstance(lim, int | float) and 0 <= lim <= limits.MAX_LIMIT_MS)
-        require(ok, flag, lim, f"must be a number of milliseconds in [0, {limits.MAX_LIMIT_MS:g}]")
-    n = num_devices
-    space = SearchSpace(
-        tp_sizes=tuple(resolve_search_sizes(tp_sizes, n, None, "--tp-sizes")),
-        pp_sizes=tuple(resolve_search_sizes(pp_sizes, n, 1, "--pp-sizes")),
-        num_devices=n,
-        ep_sizes=tuple(resolve_search_sizes(ep_sizes, n, 1, "--ep-sizes")),
-        moe_dp_sizes=tuple(resolve_search_sizes(moe_dp_sizes, n, 1, "--moe-dp-sizes")),
-        batch_sizes=bs,
-        ttft_limit_s=ttft_limit_ms / 1e3 if ttft_limit_ms else float("inf"),
-        tpot_limit_s=tpot_limit_ms / 1e3 if tpot_limit_ms else float("inf"),
-    )
-    check_space(space)
-    return space
-
-
-def search_workload(
-    *,
-    input_length: int | None,
-    output_length: int | None,
-    dataset_name: str | None,
-    max_num_batched_tokens: int | None,
-) -> tuple[Workload, LengthDistribution | None]:
-    """(Workload, LengthDistribution | None) from ``dataset_name`` or the fixed lengths."""
-    from simcast.serving.model import Workload
-
-    check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
-    check_int("--output-length", output_length, 1, limits.MAX_TOKENS)
-    check_int("--max-num-batched-tokens", max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
-    budget = max_num_batched_tokens or 0
-    if dataset_name in (None, "random"):
-        require(
-            input_length is not None and output_length is not None,
-            "--input-length/--output-length",
-            f"{input_length}/{output_length}",
-            "both are required unless --dataset-name names a shipped distribution",
-        )
-        assert input_length is not None and output_length is not None
-        return Workload(input_length=input_length, output_length=output_length, max_batched_tokens=budget), None
-    from simcast.inputs.workloads import load_distribution
-
-    dist = load_distribution(dataset_name)
-    require(
-        input_length is None and output_length is None,
-        "--input-length/--output-length",
-        f"{input_length}/{output_length}",
-        f"not with --dataset-name {dataset_name} (its lengths come from the distribution)",
-    )
-    p, i, o = dist.support()
-    return (
-        Workload(
-            input_length=max(1, round(dist.mean_input_tokens)),
-            output_length=max(1, round(dist.mean_output_tokens)),
-            max_batched_tokens=budget,
-            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
-            name=dataset_name,
-        ),
-        dist,
-    )
-
-
 def optimize_setup(
     *,
     space: SearchSpace,
@@ -210,6 +133,15 @@ def optimize_setup(
     mem_fraction_static: float | None = None,
     kv_cache_free_gpu_memory_fraction: float | None = None,
     max_model_len: int | None = None,
+    prefix_caching: bool | None = None,
+    prefix_hit_rate: float = 0.0,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
 ) -> OptimizeSetup:
     """The base :class:`ServingConfig` of a search over ``space`` (arguments as :func:`optimize`'s;
     ``explicit_moe_sizes``: ep or moe_dp sizes were given, else an MoE model's TP groups are replicas)."""
@@ -226,6 +158,7 @@ def optimize_setup(
         mem_fraction_static=mem_fraction_static,
         kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
         max_model_len=max_model_len,
+        prefix_caching=prefix_caching,
     )
     m = resolve_model(model, quantization=quantization)
     dev = resolve_device(device, devices_per_node=devices_per_node, fabric=fabric)
@@ -234,7 +167,17 @@ def optimize_setup(
         output_length=output_length,
         dataset_name=dataset_name,
         max_num_batched_tokens=max_num_batched_tokens,
+        prefix_hit_rate=prefix_hit_rate,
     )
+    for c in space.chunk_sizes:  # a chunk plan's microbatches are bounded like --microbatches
+        n = -(-workload.input_length // c)
+        require(
+            n <= limits.MAX_MICROBATCHES,
+            "--chunked-prefill-sizes",
+            c,
+            f"gives {n} chunks of the {workload.input_length}-token prompt; at most {limits.MAX_MICROBATCHES} "
+            "(raise the chunk size)",
+        )
     if m.moe is not None and not explicit_moe_sizes:  # tp_sizes T: T-way replicas, each its own experts
         space = replace(space, moe_replicas=True)
     base = ServingConfig(
@@ -250,6 +193,16 @@ def optimize_setup(
         expert_imbalance=expert_imbalance,
         kv_cache_dtype=kv_cache_dtype,
         engine_profile=profile_for(engine_profile, engine, dev) if engine_profile else None,
+        speculative=speculative_spec(
+            m,
+            speculative_config=speculative_config,
+            speculative_algorithm=speculative_algorithm,
+            speculative_num_steps=speculative_num_steps,
+            speculative_eagle_topk=speculative_eagle_topk,
+            speculative_num_draft_tokens=speculative_num_draft_tokens,
+            speculative_draft_model_path=speculative_draft_model_path,
+            spec_acceptance=spec_acceptance,
+        ),
         **mem,  # type: ignore[arg-type]
     )
     return OptimizeSetup(config=base, space=space, workload=workload, lengths=dist)
@@ -270,7 +223,8 @@ def run_search(
     cands, rejected = search(
         setup.config, setup.space, use_disk_cache=use_cache, progress=progress, workers=workers, ray_address=ray_address
     )
-    rows = tuple(SearchRow(**r) for r in point_rows(cands, lambda r: meets(r, setup.space)))
+    keep = [f.name for f in fields(SearchRow)]  # the CSV's columns (speculative runs add two more to the table's)
+    rows = tuple(SearchRow(**{k: r[k] for k in keep}) for r in point_rows(cands, lambda r: meets(r, setup.space)))
     return SearchResult(
         rows=rows, rejected=tuple(rejected), candidates=tuple(cands), space=setup.space, config=setup.config
     )
@@ -306,6 +260,16 @@ def optimize(
     mem_fraction_static: float | None = None,
     kv_cache_free_gpu_memory_fraction: float | None = None,
     max_model_len: int | None = None,
+    prefix_caching: bool | None = None,
+    prefix_hit_rate: float = 0.0,
+    chunked_prefill_sizes: Sequence[int] | None = None,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
     use_cache: bool = True,
     workers: int | None = 1,
     ray_address: str | None = None,
@@ -318,6 +282,9 @@ def optimize(
     output token/s per device at each layout's best point within ``ttft_limit_ms``/``tpot_limit_ms``.
     ``workers``: processes (1 serial, None: chosen from the work); ``use_cache=False`` bypasses the
     on-disk trace cache. ``to_dataframe()`` has every point with ``meets_limits``/``best``/``pareto``.
+    ``chunked_prefill_sizes`` searches the prompt chunk per layout ([]: a default set); ``prefix_hit_rate``
+    is the share of prompt tokens the prefix cache serves (``prefix_caching``: None, the engine's default);
+    speculative decoding as :func:`simcast.api.speculative.speculative_spec` takes it.
     """
     space = search_space(
         num_devices=num_devices,
@@ -328,6 +295,7 @@ def optimize(
         batch_sizes=batch_sizes,
         ttft_limit_ms=ttft_limit_ms,
         tpot_limit_ms=tpot_limit_ms,
+        chunked_prefill_sizes=chunked_prefill_sizes,
     )
     setup = optimize_setup(
         space=space,
@@ -352,5 +320,14 @@ def optimize(
         mem_fraction_static=mem_fraction_static,
         kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
         max_model_len=max_model_len,
+        prefix_caching=prefix_caching,
+        prefix_hit_rate=prefix_hit_rate,
+        speculative_config=speculative_config,
+        speculative_algorithm=speculative_algorithm,
+        speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens,
+        speculative_draft_model_path=speculative_draft_model_path,
+        spec_acceptance=spec_acceptance,
     )
     return run_search(setup, use_cache=use_cache, workers=workers, ray_address=ray_address, progress=progress)

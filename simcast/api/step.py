@@ -6,10 +6,12 @@ the call give the same :class:`StepReport` (``tests/test_api.py`` holds them equ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from simcast.api.common import DeviceArg, ModelArg, check_float, check_int, resolve_device, resolve_model
+from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec, speculative_step
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
@@ -25,13 +27,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class StepReport(Report):
-    """A :class:`~simcast.sim.report.Report` with its JSON form and its per-stage table."""
+    """A :class:`~simcast.sim.report.Report` with its JSON form and its per-stage table; with speculative
+    decoding the report is the verify step's and ``speculative`` holds the draft's time and the step's
+    tokens (ms, as ``--json`` prints them)."""
+
+    speculative: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """What ``simcast simulate --json`` prints, less its ``run`` block (seconds and bytes)."""
         from simcast.render.tables import report_to_dict
 
-        return report_to_dict(self)
+        return {**report_to_dict(self), **({"speculative": dict(self.speculative)} if self.speculative else {})}
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per pipeline stage: layers, times per microbatch (ms), memory per device (GiB)."""
@@ -58,8 +64,8 @@ class StepReport(Report):
         )
 
     @classmethod
-    def of(cls, r: Report) -> StepReport:
-        return cls(**{f.name: getattr(r, f.name) for f in fields(Report)})
+    def of(cls, r: Report, speculative: Mapping[str, Any] | None = None) -> StepReport:
+        return cls(**{f.name: getattr(r, f.name) for f in fields(Report)}, speculative=speculative)
 
 
 def step_spec(
@@ -92,6 +98,13 @@ def step_spec(
     tp_sharded_send: bool = False,
     residual_send: bool = True,
     use_cache: bool = True,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
 ) -> SimSpec:
     """The :class:`SimSpec` of one step (arguments as :func:`simulate_step`'s), checked."""
     from simcast.core.plan import canonical_partition, default_partition
@@ -134,8 +147,28 @@ def step_spec(
         f"must be <= {limits.MAX_STAGE_MICROBATCHES // pp} with --pp {pp} (at most "
         f"{limits.MAX_STAGE_MICROBATCHES} stage x microbatch pairs)",
     )
+    spec_dec = speculative_spec(
+        m,
+        speculative_config=speculative_config,
+        speculative_algorithm=speculative_algorithm,
+        speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens,
+        speculative_draft_model_path=speculative_draft_model_path,
+        spec_acceptance=spec_acceptance,
+    )
+    require(
+        spec_dec is None or phase == "decode",
+        "--phase",
+        phase,
+        "speculative decoding changes the decode step: use --phase decode (the verify step)",
+    )
     if phase == "prefill":
         batch = Batch.prefill(batch_size, input_length)
+    elif spec_dec is not None:  # the verify step: k + 1 query tokens per request against its context
+        batch = Batch(
+            query_lens=(spec_dec.verify_tokens,), context_lens=(context_length or input_length,), counts=(batch_size,)
+        )
     else:
         batch = Batch.decode(batch_size, context_length or input_length)
     require(
@@ -160,6 +193,7 @@ def step_spec(
         engine=kern,
         expert_imbalance=expert_imbalance,
         kv_cache_dtype=kv_cache_dtype,
+        decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
     )
     return _chunked(
         spec,
@@ -274,14 +308,23 @@ def simulate_step(
     tp_sharded_send: bool = False,
     residual_send: bool = True,
     use_cache: bool = True,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
 ) -> StepReport:
     """Simulate one forward step (``simcast simulate``): ``batch_size`` requests of ``input_length``
     prompt tokens (``phase="prefill"``) or one token each over ``context_length`` cached tokens
     (``"decode"``, default context: ``input_length``), on ``num_devices`` (default ``tp*pp*dp``) devices,
     split into ``microbatches`` (default ``pp``). ``engine``: cost kernels with that engine's fits
     (``"none"``: generic roofline); ``partition``: a rule or layer counts like ``"4,6,6,4"`` (default:
-    the engine's rule). ``use_cache=False`` bypasses the on-disk trace cache. Times in seconds, memory in
-    bytes; ``to_dict()`` is the ``--json`` form, ``to_dataframe()`` one row per stage (ms, GiB).
+    the engine's rule). ``use_cache=False`` bypasses the on-disk trace cache. Speculative decoding
+    (``speculative_config``: vLLM's JSON or mapping, or SGLang's ``speculative_*``; ``spec_acceptance``)
+    needs ``phase="decode"``: the step is the verify step, the draft's time in ``speculative``. Times in
+    seconds, memory in bytes; ``to_dict()`` is the ``--json`` form, ``to_dataframe()`` one row per stage (ms, GiB).
     """
     from simcast.sim.partition import simulate_partitioned
 
@@ -314,5 +357,33 @@ def simulate_step(
         tp_sharded_send=tp_sharded_send,
         residual_send=residual_send,
         use_cache=use_cache,
+        speculative_config=speculative_config,
+        speculative_algorithm=speculative_algorithm,
+        speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens,
+        speculative_draft_model_path=speculative_draft_model_path,
+        spec_acceptance=spec_acceptance,
     )
-    return StepReport.of(simulate_partitioned(spec, use_disk_cache=use_cache))
+    report = simulate_partitioned(spec, use_disk_cache=use_cache)
+    spec_dec = speculative_spec(
+        spec.model,
+        speculative_config=speculative_config,
+        speculative_algorithm=speculative_algorithm,
+        speculative_num_steps=speculative_num_steps,
+        speculative_eagle_topk=speculative_eagle_topk,
+        speculative_num_draft_tokens=speculative_num_draft_tokens,
+        speculative_draft_model_path=speculative_draft_model_path,
+        spec_acceptance=spec_acceptance,
+    )
+    if spec_dec is None:
+        return StepReport.of(report)
+    report, block = speculative_step(
+        report,
+        spec_dec,
+        engine=engine,
+        batch_size=batch_size,
+        context_length=context_length or input_length,
+        use_cache=use_cache,
+    )
+    return StepReport.of(report, speculative=block)

@@ -1,6 +1,6 @@
 """Predicted vs measured kernel times: per-row predictions and error tables.
 
-Input rows follow the generic schema (README): ``kind, device, dtype, m, n, k,
+Input rows follow the generic schema (docs/accuracy.md): ``kind, device, dtype, m, n, k,
 batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus, nodes, time_s``
 (+ ``model`` for ``layer`` rows; optional ``op``, ``source``, ``engine``). Kinds:
 ``gemm``, ``attention_prefill``, ``attention_decode``, ``allreduce``,

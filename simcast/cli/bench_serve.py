@@ -32,6 +32,8 @@ from simcast.cli.outputs import (
     write_json,
 )
 from simcast.cli.serving import add_engine_args, engine_limit_args
+from simcast.cli.speculative import add_speculative_args, speculative_kwargs
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -107,10 +109,24 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
     )
     p.add_argument(
+        "--random-prefix-len",
+        type=TOKENS,
+        default=0,
+        help="tokens of one prefix every random prompt starts with, before its --random-input-len own tokens "
+        "(as vllm bench serve): the prefix cache serves it [0]",
+    )
+    p.add_argument(
         "--dataset-name",
         default="random",
-        help="random (the --random-* lengths) or a shipped length distribution: sharegpt, arxiv_summarization, "
+        help="random (the --random-* lengths), multiturn (conversations: each turn's prompt is the history + a "
+        "new --random-input-len message) or a shipped length distribution: sharegpt, arxiv_summarization, "
         "azure_conv_2023, ... (`simcast workloads` lists them) [random]",
+    )
+    p.add_argument(
+        "--multiturn-turns",
+        type=int_in(1, 1000, "turns per conversation"),
+        default=None,
+        help="turns per conversation of --dataset-name multiturn [2: LMSYS-Chat-1M's mean, arXiv 2309.11998]",
     )
     p.add_argument(
         "--dataset-path",
@@ -118,8 +134,9 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         dest="dataset_path",
         default=None,
         help="your trace, .jsonl or .csv: input_len,output_len (or num_prefill_tokens,num_decode_tokens or "
-        "ContextTokens,GeneratedTokens) and optional arrival_s (or arrived_at): replayed when it has arrival "
-        "times, else its first --num-prompts rows at --request-rate",
+        "ContextTokens,GeneratedTokens), optional arrival_s (or arrived_at) and optional prefix_id,prefix_len "
+        "(a shared prefix, for the prefix cache): replayed when it has arrival times, else its first "
+        "--num-prompts rows at --request-rate",
     )
     p.add_argument(
         "--sharegpt-output-len",
@@ -144,6 +161,21 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced")
     add_engine_args(p, default="vllm")
+    p.add_argument(
+        "--enable-dynamic-chunking",
+        action="store_true",
+        help="SGLang's dynamic chunking (--engine sglang, acts at --pp > 1 as in SGLang): a long prompt's chunks "
+        "after the first (--max-num-batched-tokens / --chunked-prefill-size) are sized to take as long as the "
+        "first, from a quadratic fit of stage 0's prefill time",
+    )
+    p.add_argument(
+        "--dynamic-chunking-smooth-factor",
+        type=float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+        default=SGLANG_SMOOTH_FACTOR,
+        help=f"how far a dynamic chunk moves from the first chunk's size toward the equal-time size "
+        f"(SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR) [default {SGLANG_SMOOTH_FACTOR}]",
+    )
+    add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
     p.add_argument(
@@ -217,6 +249,8 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         input_length=a.random_input_len,
         output_length=a.random_output_len,
         range_ratio=a.random_range_ratio,
+        prefix_length=a.random_prefix_len,
+        multiturn_turns=a.multiturn_turns,
         dataset_name=a.dataset_name,
         dataset_path=a.dataset_path,
         sharegpt_output_len=a.sharegpt_output_len,
@@ -231,8 +265,11 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         quantization=a.quantization,
         kv_cache_dtype=a.kv_cache_dtype,
         fabric=fabric_choice(a),
+        enable_dynamic_chunking=a.enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
         use_cache=not a.no_cache,
         **engine_limit_args(a),
+        **speculative_kwargs(a),
     )
     d, res, cfg, source = out.to_dict(), out.run, out.config, out.source
     model, dev = cfg.model, cfg.device

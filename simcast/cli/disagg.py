@@ -12,6 +12,8 @@ from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.kv_transfer import KV_TRANSFER_MODES
 
 if TYPE_CHECKING:
+    from simcast.serving.disagg import DisaggConfig, DisaggResult
+    from simcast.serving.disagg_requests import DisaggBench
     from simcast.serving.search import SearchSpace
 
 MAX_RATE = 1e9
@@ -169,8 +171,36 @@ def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: d
         verdicts.append(
             f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}"
         )
+    bench = replay_disagg(a, dis, r) if a.num_prompts else None
     if a.json:
-        emit_json({**disagg_row(r), "limits": verdicts}, null_reason=NULL_DISAGG)
+        row = {**disagg_row(r), "limits": verdicts}
+        if bench is not None:
+            from simcast.render.disagg_tables import disagg_bench_row
+
+            row["request_level"] = disagg_bench_row(bench)
+        emit_json(row, null_reason=NULL_DISAGG)
     else:
-        emit(format_disagg(r) + ("\n" + "\n".join(verdicts) if verdicts else ""))
+        text = format_disagg(r) + ("\n" + "\n".join(verdicts) if verdicts else "")
+        if bench is not None:
+            from simcast.render.disagg_tables import format_disagg_bench
+
+            text += "\n\n" + format_disagg_bench(bench)
+        emit(text)
     return 0
+
+
+def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult) -> DisaggBench:
+    """``serve-config --num-prompts``: the service's requests through both pools, request by request (work
+    bounded first, as bench-serve bounds it)."""
+    from simcast.serving.disagg_requests import simulate_disagg_requests
+    from simcast.serving.requests import make_requests
+    from simcast.serving.work import require_bench_work, token_steps
+
+    w = dis.decode.workload
+    rate = a.request_rate or r.request_rate_per_s
+    n = a.num_prompts
+    for pool, lengths in ((dis.prefill, (w.input_length, 1)), (dis.decode, (1, w.output_length))):
+        budget = pool.policy.max_num_batched_tokens
+        require_bench_work("--num-prompts", n, token_steps([lengths] * n, budget), 1.0, budget)
+    reqs = make_requests(num_prompts=n, rate=rate, input_len=w.input_length, output_len=w.output_length, seed=a.seed)
+    return simulate_disagg_requests(reqs, dis, use_disk_cache=not a.no_cache)

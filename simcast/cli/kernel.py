@@ -208,7 +208,7 @@ def _profile_path(name_or_path: str) -> Path:
 
 # ------------------------------------------------------------------ validate
 def add_validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("measured", help="measured CSV (generic schema, see README) or a Vidur profiling file")
+    p.add_argument("measured", help="measured CSV (generic schema, see docs/accuracy.md) or a Vidur profiling file")
     p.add_argument("--device", default=None, help="predict every row on this profile instead of its device column")
     p.add_argument(
         "--engine",

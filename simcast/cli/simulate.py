@@ -20,6 +20,7 @@ from simcast.cli.args import (
     float_in,
 )
 from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
+from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.specs import SimSpec
 from simcast.serving.engines import ENGINE_CHOICES
@@ -128,6 +129,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_speculative_args(p)
     add_output_args(p)
 
 
@@ -161,6 +163,7 @@ def step_kwargs(a: argparse.Namespace) -> dict[str, Any]:
         tp_sharded_send=a.tp_sharded_send,
         residual_send=not a.no_residual_send,
         use_cache=not a.no_cache,
+        **speculative_kwargs(a),
     )
 
 

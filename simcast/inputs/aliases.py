@@ -42,6 +42,15 @@ MODEL_ALIASES: dict[str, str] = {
     "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B",
     "mistralai/Mistral-7B-Instruct-v0.3": "mistralai/Mistral-7B-v0.3",
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1",
+    # DeepSeek's later checkpoints of the V3 architecture (DeepseekV3ForCausalLM: 61 layers, hidden 7168, MLA with
+    # kv_lora_rank 512, 256 routed experts + 1 shared, top-8, one MTP layer, block-FP8 weights): R1 and R1-0528
+    # (RL on V3-Base), V3-0324, V3.1 and V3.1-Terminus (continued training of V3-Base; the model cards: "same
+    # architecture"); their config.json files differ from V3's in token ids and chat fields only.
+    "deepseek-ai/DeepSeek-V3-0324": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-V3.1-Terminus": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1-0528": "deepseek-ai/DeepSeek-V3",
 }
 """Instruct/Chat variants served under their own name with the shipped base's config (same shapes)."""
 

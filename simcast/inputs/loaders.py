@@ -166,7 +166,7 @@ def _get(cfg: dict, key: str, kind: Any, default: Any = None) -> Any:
 # Keys of a HF config that change what the model computes but that simcast's dense Llama/Qwen/Mistral
 # decoder does not model: (allowed value test, what is allowed). A key that is absent or null is fine.
 # Everything else (rope_scaling, max_position_embeddings, token ids, dropout, ...) leaves the cost of
-# a forward step unchanged and is ignored (README, "Model configs").
+# a forward step unchanged and is ignored (docs/inputs.md, "Models").
 _MOE_KEYS = (
     "num_local_experts",
     "num_experts",

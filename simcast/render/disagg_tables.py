@@ -6,6 +6,7 @@ import math
 
 from simcast.render.tables import table
 from simcast.serving.disagg import DisaggResult
+from simcast.serving.disagg_requests import DisaggBench
 from simcast.serving.disagg_search import DisaggCandidate
 from simcast.serving.search import model_label
 
@@ -100,4 +101,45 @@ def format_disagg(r: DisaggResult) -> str:
             + (" (TTFT grows without bound)" if r.saturated == "prefill" else "")
         )
     lines += ["", "assumptions:"] + [f"  - {a}" for a in r.assumptions]
+    return "\n".join(lines)
+
+
+def disagg_bench_row(b: DisaggBench) -> dict:
+    """The request-level run as a flat dict (JSON; times in ms: medians and p90 of each TTFT term)."""
+    row: dict = {
+        "serving_mode": "disagg",
+        "ratio": b.config.label,
+        "num_prompts": len(b.requests),
+        "duration_s": b.duration_s,
+        "output_throughput_tok_s": b.output_tokens_per_s,
+        "preemptions": sum(r.preemptions for r in b.requests),
+    }
+    for what in BENCH_TERMS:
+        row[f"median_{what[:-2]}_ms"] = b.percentile_ms(what, 50)
+        row[f"p90_{what[:-2]}_ms"] = b.percentile_ms(what, 90)
+    return row
+
+
+BENCH_TERMS = (
+    "ttft_s",
+    "front_end_s",
+    "prefill_queue_s",
+    "prefill_s",
+    "transfer_s",
+    "decode_admission_s",
+    "tpot_s",
+    "e2e_s",
+)
+"""Per-request times the request-level disaggregated run reports (TTFT = the five terms after it)."""
+
+
+def format_disagg_bench(b: DisaggBench) -> str:
+    """The request-level run: median / p90 of TTFT and its terms, TPOT, E2E, and the run's throughput."""
+    body = [[what[:-2], f"{b.percentile_ms(what, 50):.2f}", f"{b.percentile_ms(what, 90):.2f}"] for what in BENCH_TERMS]
+    lines = [
+        f"request level ({len(b.requests)} requests, {b.config.label}): {b.output_tokens_per_s:,.1f} output token/s "
+        f"over {b.duration_s:.2f} s, {sum(r.preemptions for r in b.requests)} preemptions",
+        table(["per request", "median ms", "p90 ms"], body),
+        *("  " + a for a in b.assumptions),
+    ]
     return "\n".join(lines)

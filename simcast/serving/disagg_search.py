@@ -1,7 +1,8 @@
 """Search over disaggregated deployments, the agg/disagg verdict, and the fewest devices for a request rate.
 
 **Pools.** Every replica layout ``tp x pp (x ep)`` of the search space with ``dp = 1`` (a replica of
-``tp·pp`` devices, MoE groups inside it: :func:`simcast.core.moe_layout.moe_layout_rule`) is costed
+``tp·pp`` devices, MoE groups inside it: :func:`simcast.core.moe_layout.moe_layout_rule`), and for MoE
+models its attention-DP replicas (``dp`` = 2, 4, ... groups sharing one expert layout), is costed
 once as a prefill replica (:func:`~simcast.serving.disagg.prefill_pool`) and once as a decode replica
 at each concurrency of :func:`~simcast.serving.search.concurrency_grid` up to its memory limit.
 
@@ -72,17 +73,26 @@ class DisaggCandidate:
 
 
 def pool_layouts(base: ServingConfig, space: SearchSpace) -> list[ParallelSpec]:
-    """Replica layouts (dp 1) of the search space that fit in ``num_devices`` and split the model."""
+    """Replica layouts of the search space that fit in ``num_devices`` and split the model: ``tp x pp (x ep)``
+    with ``dp = 1``, and for a MoE model also attention-DP replicas (``dp`` = 2, 4, ... attention groups of
+    ``tp`` ranks feeding one expert layout over all ``tp·dp`` ranks of a stage: SGLang's
+    ``--enable-dp-attention``, vLLM's DP+EP), the layouts large-scale MoE decode pools run."""
     out = []
+    moe = base.model.moe is not None
     for tp in space.tp_sizes:
         for pp in space.pp_sizes:
             for ep in space.ep_sizes:
-                w = tp * pp
-                if w > space.num_devices or pp > base.model.num_layers or (base.model.moe is None and ep > 1):
+                if pp > base.model.num_layers or (not moe and ep > 1):
                     continue
-                mtp, _ = moe_layout_rule(w, tp, pp, ep, 1)
-                if mtp:
-                    out.append(ParallelSpec(tp=tp, pp=pp, dp=1, world_size=w, ep=ep, moe_tp=mtp))
+                dp = 1
+                while tp * pp * dp <= space.num_devices and (dp == 1 or moe):
+                    w = tp * pp * dp
+                    mtp, _ = moe_layout_rule(w, tp, pp, ep, 1)
+                    if mtp:
+                        out.append(
+                            ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=w, ep=ep, moe_tp=mtp, dp_attention=dp > 1)
+                        )
+                    dp *= 2
     return out
 
 

@@ -1,0 +1,160 @@
+"""Speculative decoding as the one-calls take it: vLLM's ``speculative_config`` (a JSON string, a mapping,
+or a :class:`~simcast.serving.speculative.SpeculativeSpec`) or SGLang's ``speculative_*`` arguments, and
+``spec_acceptance``; each argument is bounded like its CLI flag and an error names that flag. The CLI's
+flags (``simcast/cli/speculative.py``) come here too, so a flag and a keyword give one spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from simcast.api.common import check_int
+from simcast.core.errors import require
+from simcast.inputs.limits import MAX_SPEC_TOKENS
+from simcast.serving.speculative import SpeculativeSpec
+
+if TYPE_CHECKING:
+    from simcast.sim.report import Report
+
+SpeculativeConfigArg = str | Mapping[str, Any] | SpeculativeSpec
+"""vLLM's ``--speculative-config``: its JSON text, the parsed mapping, or a built spec."""
+AcceptanceArg = str | float | Sequence[float]
+"""``--spec-acceptance``: one rate (0.7), one per speculative token ((0.8, 0.6, 0.4)) or their text."""
+
+
+def speculative_spec(
+    model: Any,
+    *,
+    speculative_config: SpeculativeConfigArg | None = None,
+    speculative_algorithm: str | None = None,
+    speculative_num_steps: int | None = None,
+    speculative_eagle_topk: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    speculative_draft_model_path: str | None = None,
+    spec_acceptance: AcceptanceArg | None = None,
+) -> SpeculativeSpec | None:
+    """The :class:`SpeculativeSpec` the arguments give (None: speculative decoding off); ``model``: the
+    target (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP)."""
+    from simcast.serving.speculative import (
+        from_sglang_flags,
+        from_vllm_dict,
+        from_vllm_json,
+        parse_acceptance,
+        require_supported,
+    )
+
+    check_int("--speculative-num-steps", speculative_num_steps, 1, MAX_SPEC_TOKENS)
+    check_int("--speculative-eagle-topk", speculative_eagle_topk, 1, MAX_SPEC_TOKENS)
+    check_int("--speculative-num-draft-tokens", speculative_num_draft_tokens, 2, MAX_SPEC_TOKENS + 1)
+    rates = parse_acceptance(_acceptance_text(spec_acceptance))
+    sglang = {
+        "speculative_algorithm": speculative_algorithm,
+        "speculative_num_steps": speculative_num_steps,
+        "speculative_eagle_topk": speculative_eagle_topk,
+        "speculative_num_draft_tokens": speculative_num_draft_tokens,
+        "speculative_draft_model_path": speculative_draft_model_path,
+    }
+    given = [f for f, v in sglang.items() if v is not None]
+    vllm = speculative_config
+    require(
+        vllm is None or not given,
+        "--speculative-config",
+        vllm if vllm is None or isinstance(vllm, str) else type(vllm).__name__,
+        f"give vLLM's --speculative-config or SGLang's --speculative-* flags, not both (also given: "
+        f"--{given[0].replace('_', '-') if given else ''})",
+    )
+    mtp = getattr(model, "num_mtp_layers", 0)
+    if isinstance(vllm, SpeculativeSpec):
+        require(not rates, "--spec-acceptance", spec_acceptance, "a SpeculativeSpec carries its own acceptance")
+        spec = vllm
+    elif isinstance(vllm, str):
+        spec = from_vllm_json(vllm, rates, mtp_layers=mtp)
+    elif vllm is not None:
+        require(isinstance(vllm, Mapping), "--speculative-config", type(vllm).__name__, "a JSON string or a mapping")
+        spec = from_vllm_dict(dict(vllm), rates, mtp_layers=mtp)
+    elif given:
+        require(
+            isinstance(speculative_algorithm, str),
+            "--speculative-algorithm",
+            speculative_algorithm,
+            f"required with --{given[0].replace('_', '-')}",
+        )
+        spec = from_sglang_flags(
+            str(speculative_algorithm),
+            num_steps=speculative_num_steps,
+            topk=speculative_eagle_topk,
+            num_draft_tokens=speculative_num_draft_tokens,
+            rates=rates,
+            draft_model=speculative_draft_model_path or "",
+        )
+    else:
+        require(not rates, "--spec-acceptance", spec_acceptance, "needs a speculative method flag")
+        return None
+    require_supported(spec, model)
+    return spec
+
+
+def _acceptance_text(v: AcceptanceArg | None) -> str | None:
+    """``spec_acceptance`` as the flag's text (``parse_acceptance`` bounds it)."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return repr(float(v))
+    seq: list[Any] | None = list(v) if isinstance(v, Sequence) else None
+    ok = seq is not None and all(isinstance(x, int | float) and not isinstance(x, bool) for x in seq)
+    require(ok, "--spec-acceptance", type(v).__name__, "a rate, a sequence of rates in [0, 1], or their text")
+    return ",".join(repr(float(x)) for x in seq or ())
+
+
+def speculative_step(
+    report: Report,
+    spec: SpeculativeSpec,
+    *,
+    engine: str,
+    batch_size: int,
+    context_length: int,
+    use_cache: bool = True,
+) -> tuple[Report, dict[str, Any]]:
+    """The verify step's ``report`` with the draft's time and the tokens per step in its assumptions, and
+    the ``speculative`` block of ``simcast simulate --json`` (times in ms)."""
+    from dataclasses import replace
+
+    from simcast.serving.draft import FC_NOTE, draft_coster
+    from simcast.serving.engines import engine_policy
+    from simcast.serving.step import StepCoster
+
+    s = report.spec
+    target = StepCoster(
+        model=s.model,
+        device=s.device,
+        parallel=s.parallel,
+        partition=s.partition,
+        policy=engine_policy(engine, s.device, tp=s.parallel.tp, pp=s.parallel.pp),
+        expert_imbalance=s.expert_imbalance,
+        kv_cache_dtype=s.kv_cache_dtype,
+        engine=s.engine,
+        use_disk_cache=use_cache,
+    )
+    draft_s = draft_coster(target, spec)(batch_size, context_length)
+    step_s = report.latency_s + draft_s
+    tau = spec.tokens_per_step
+    line = (
+        f"speculative step: the verify step above ({spec.verify_tokens} tokens per request) "
+        f"{report.latency_s * 1e3:.3f} ms + the draft's {spec.k} pass(es) on the last stage {draft_s * 1e3:.3f} ms "
+        f"= {step_s * 1e3:.3f} ms per step, {step_s / tau * 1e3:.3f} ms per emitted token ({tau:.3f} tokens per "
+        "request per step, the expected value); not in the stage times above: the draft"
+        + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
+    )
+    block = {
+        "method": spec.method,
+        "num_speculative_tokens": spec.k,
+        "acceptance": list(spec.acceptance),
+        "acceptance_source": spec.acceptance_source,
+        "tokens_per_step": tau,
+        "verify_step_ms": report.latency_s * 1e3,
+        "draft_ms": draft_s * 1e3,
+        "step_ms": step_s * 1e3,
+        "ms_per_token": step_s / tau * 1e3,
+    }
+    return replace(report, assumptions=report.assumptions + (spec.describe(), line)), block

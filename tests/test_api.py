@@ -240,3 +240,141 @@ def test_bench_serve_refuses_bad_input() -> None:
     with pytest.raises(simcast.SimcastInputError) as e:
         simcast.bench_serve(model="Qwen/Qwen3-0.6B", device="h100_sxm", request_rate=-1.0)
     assert e.value.field == "--request-rate"
+
+
+SPEC = {"method": "eagle3", "num_speculative_tokens": 2}
+
+
+def test_simulate_step_speculative_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """The verify step and the draft's block (``--json``'s ``speculative``) through both; SGLang's spelling
+    gives the same step as vLLM's."""
+    flags = ["--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--phase", "decode", "--batch", "8"]
+    cli = _cli_json(
+        ["simulate", *flags, "--speculative-config", json.dumps(SPEC), "--spec-acceptance", "0.7", "--json"], capsys
+    )
+    cli.pop("run")
+    kw = {"model": "Qwen/Qwen3-0.6B", "device": "h100_sxm", "phase": "decode", "batch_size": 8}
+    r = simcast.simulate_step(**kw, speculative_config=SPEC, spec_acceptance=0.7)  # type: ignore[arg-type]
+    assert _plain(r.to_dict()) == {**cli, "traces_compiled": r.traces_compiled}
+    assert r.speculative is not None and r.speculative["num_speculative_tokens"] == 2
+    assert r.speculative["step_ms"] == pytest.approx(r.latency_s * 1e3 + r.speculative["draft_ms"])
+    s = simcast.simulate_step(**kw, speculative_algorithm="EAGLE3", speculative_num_steps=2, spec_acceptance=[0.7])  # type: ignore[arg-type]
+    assert s.latency_s == r.latency_s and s.speculative is not None
+    assert s.speculative["step_ms"] == r.speculative["step_ms"]
+    plain = simcast.simulate_step(**kw)  # type: ignore[arg-type]
+    assert plain.speculative is None and "speculative" not in plain.to_dict()
+    assert r.latency_s > plain.latency_s  # 3 query tokens per request in the verify step, not 1
+
+
+def test_optimize_main_features_equal_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """Chunk search, prefix hit rate, prefix caching off and speculative decoding through both."""
+    base = ["--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-devices", "2"]
+    base += ["--input-length", "4096", "--output-length", "64", "--tp-sizes", "1", "--pp-sizes", "1", "2"]
+    base += ["--batch-sizes", "1", "8", "--engine", "sglang"]
+    kw = dict(
+        model="Qwen/Qwen3-0.6B",
+        device="h100_sxm",
+        num_devices=2,
+        input_length=4096,
+        output_length=64,
+        tp_sizes=[1],
+        pp_sizes=[1, 2],
+        batch_sizes=[1, 8],
+        engine="sglang",
+    )
+    _optimize_case(
+        capsys,
+        [*base, "--chunked-prefill-sizes", "1024", "2048", "--prefix-hit-rate", "0.5"],
+        **kw,
+        chunked_prefill_sizes=[1024, 2048],
+        prefix_hit_rate=0.5,
+    )
+    res = simcast.optimize(**kw, chunked_prefill_sizes=[1024, 2048])  # type: ignore[arg-type]
+    own = res.config.policy.max_num_batched_tokens  # the engine's own chunk is tried too
+    assert {r.chunk_tokens for r in res.best()} <= {1024, 2048, own}
+    assert all(c.chunk_choices for c in res.candidates)
+    _optimize_case(
+        capsys,
+        [*base, "--prefix-hit-rate", "0.5", "--disable-radix-cache", "--speculative-algorithm", "EAGLE3"]
+        + ["--speculative-num-steps", "2", "--spec-acceptance", "0.7"],
+        **kw,
+        prefix_hit_rate=0.5,
+        prefix_caching=False,
+        speculative_algorithm="EAGLE3",
+        speculative_num_steps=2,
+        spec_acceptance="0.7",
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"prefix_hit_rate": 1.0}, "--prefix-hit-rate"),
+        ({"chunked_prefill_sizes": [0]}, "--chunked-prefill-sizes"),
+        ({"chunked_prefill_sizes": [1] * 17}, "--chunked-prefill-sizes"),
+        ({"spec_acceptance": 2.0, "speculative_config": SPEC}, "--spec-acceptance"),
+        ({"spec_acceptance": 0.7}, "--spec-acceptance"),
+        ({"speculative_num_steps": 0, "speculative_algorithm": "EAGLE"}, "--speculative-num-steps"),
+        ({"speculative_config": SPEC, "speculative_algorithm": "EAGLE"}, "--speculative-config"),
+        ({"prefix_caching": "yes"}, "--enable-prefix-caching"),
+    ],
+)
+def test_optimize_refuses_bad_new_options(kwargs: dict, field: str) -> None:
+    args = {"model": "Qwen/Qwen3-0.6B", "device": "h100_sxm", "num_devices": 1, "input_length": 512}
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.optimize(**args, output_length=64, **kwargs)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize(
+    "flags, kwargs",
+    [
+        (
+            ["--random-prefix-len", "256", "--speculative-config", json.dumps(SPEC), "--spec-acceptance", "0.6"],
+            {"prefix_length": 256, "speculative_config": SPEC, "spec_acceptance": 0.6},
+        ),
+        (
+            ["--dataset-name", "multiturn", "--multiturn-turns", "3", "--no-enable-prefix-caching"],
+            {"dataset_name": "multiturn", "multiturn_turns": 3, "prefix_caching": False},
+        ),
+        (
+            ["--engine", "sglang", "--pp", "2", "--chunked-prefill-size", "256", "--enable-dynamic-chunking"],
+            {"engine": "sglang", "pp": 2, "max_num_batched_tokens": 256, "enable_dynamic_chunking": True},
+        ),
+    ],
+)
+def test_bench_serve_main_features_equal_the_cli(tmp_path, capsys, flags: list[str], kwargs: dict) -> None:
+    path = tmp_path / "r.json"
+    common = ["--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "24", "--request-rate", "8"]
+    common += ["--random-input-len", "512", "--random-output-len", "16", "--seed", "1"]
+    assert main(["bench-serve", *common, *flags, "--save-result", str(path)]) == 0
+    capsys.readouterr()
+    cli = json.loads(path.read_text())
+    cli.pop("run")
+    res = simcast.bench_serve(
+        model="Qwen/Qwen3-0.6B",
+        device="h100_sxm",
+        num_prompts=24,
+        request_rate=8,
+        input_length=512,
+        output_length=16,
+        seed=1,
+        **kwargs,
+    )
+    assert _plain(res.to_dict()) == cli
+    assert res.output_throughput_tok_s > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"prefix_length": -1}, "--random-prefix-len"),
+        ({"multiturn_turns": 2}, "--multiturn-turns"),
+        ({"dynamic_chunking_smooth_factor": 2.0}, "--dynamic-chunking-smooth-factor"),
+        ({"enable_dynamic_chunking": True}, "--enable-dynamic-chunking"),
+    ],
+)
+def test_bench_serve_refuses_bad_new_options(kwargs: dict, field: str) -> None:
+    with pytest.raises(simcast.SimcastInputError) as e:
+        simcast.bench_serve(model="Qwen/Qwen3-0.6B", device="h100_sxm", num_prompts=4, **kwargs)
+    assert e.value.field == field

@@ -11,7 +11,11 @@ with the load, the CPU time much less. AIConfigurator's time is its measured run
 (set AIC_PYTHON to an interpreter that has it, or install it in this venv: ``aiconfigurator cli exp``,
 agg, tp/pp candidates [1,2,4,8]), else the recorded :data:`AIC_RECORDED_S`.
 
-Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve]
+The first run reads the shipped stage traces (simcast/data/traces) where they apply; ``--skip-compile``
+leaves out the fallback's figure (shipped traces off: ``import torch`` and a compile per stage). The machine's
+load average is printed before and after: on a shared machine every wall time moves with it.
+
+Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve] [--skip-compile]
 """
 
 from __future__ import annotations
@@ -71,7 +75,11 @@ TARGET_WARM_X, TARGET_COLD_X, TARGET_BENCH_SERVE_S = 15.0, 3.0, 180.0
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the child: user + system) of one run."""
+    """(wall seconds, CPU seconds of the child: user + system) of one run. The child may write and read
+    byte-code caches (``PYTHONDONTWRITEBYTECODE`` dropped: an installed package has its ``.pyc`` files; without
+    them every run compiles simcast's sources anew, ~0.3 s)."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -146,17 +154,38 @@ def aiconfigurator_s(tmp: str) -> float | None:
     return elapsed
 
 
+def _ratio(aic: list[float], ours: list[float]) -> float:
+    """Median over paired runs of AIConfigurator's wall time over simcast's (one pair per round: both
+    see the same load), or the recorded time over simcast's median when AIConfigurator was not run."""
+    if aic:
+        return statistics.median(a / o for a, o in zip(aic, ours))
+    return AIC_RECORDED_S / statistics.median(ours)
+
+
 def main() -> None:
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
     simcast = os.path.join(os.path.dirname(sys.executable), "simcast")
-    cold_runs = []
-    for _ in range(runs):  # each first run in its own empty trace cache
-        with tempfile.TemporaryDirectory() as fresh:
-            cold_runs.append(timed([simcast] + ARGS, dict(os.environ, SIMCAST_CACHE_DIR=fresh)))
-    with tempfile.TemporaryDirectory() as cache:
+    load_before = os.getloadavg()
+    cold_runs, compile_runs, warm_runs, aic_runs = [], [], [], []
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, SIMCAST_CACHE_DIR=cache)
-        timed([simcast] + ARGS, env)  # fills the cache
-        warm_runs = [timed([simcast] + ARGS, env) for _ in range(runs)]
+        timed([simcast] + ARGS, env)  # fills the cache (and the interpreter's byte-code caches)
+        for _ in range(runs):  # one round: a first run, a repeated run and AIConfigurator, back to back
+            with tempfile.TemporaryDirectory() as fresh:
+                cold_runs.append(timed([simcast] + ARGS, dict(os.environ, SIMCAST_CACHE_DIR=fresh)))
+            warm_runs.append(timed([simcast] + ARGS, env))
+            try:
+                aic = aiconfigurator_s(tmp)
+            except AICFailed as e:
+                print(f"  aiconfigurator cli exp       : FAILED ({e})")
+                aic = None
+            if aic is not None:
+                aic_runs.append(aic)
+        if "--skip-compile" not in sys.argv:  # the fallback: nothing shipped applies, every stage compiled
+            for _ in range(runs):
+                with tempfile.TemporaryDirectory() as fresh:
+                    off = dict(os.environ, SIMCAST_CACHE_DIR=fresh, SIMCAST_SHIPPED_TRACES="0")
+                    compile_runs.append(timed([simcast] + ARGS, off))
         refine = timed([simcast] + ARGS + REFINE, env)
         os.environ["SIMCAST_CACHE_DIR"] = cache
         import contextlib
@@ -174,9 +203,17 @@ def main() -> None:
         if "--skip-bench-serve" not in sys.argv:
             timed([simcast] + BENCH_SERVE[:-1] + ["10"], env)  # warm the 8B trace cache
             bench = median_of([timed([simcast] + BENCH_SERVE, env) for _ in range(runs)])
+    load_after = os.getloadavg()
     cold, warm = median_of(cold_runs), median_of(warm_runs)
     print(f"simcast optimize, Llama-3.1-70B, 8 x H100, tp x pp in 4 x 4, ISL 2048 / OSL 512; median of {runs}")
-    print(f"  first run, empty trace cache : {cold[0]:6.2f} s wall, {cold[1]:6.2f} s CPU  (import torch + compile)")
+    print(f"  load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after, on {os.cpu_count()} cores")
+    print(f"  first run, empty trace cache : {cold[0]:6.2f} s wall, {cold[1]:6.2f} s CPU  (shipped traces)")
+    if compile_runs:
+        comp = median_of(compile_runs)
+        print(
+            f"  same, shipped traces off     : {comp[0]:6.2f} s wall, {comp[1]:6.2f} s CPU  "
+            "(SIMCAST_SHIPPED_TRACES=0: import torch + compile every stage)"
+        )
     print(f"  repeated run (disk cache)    : {warm[0]:6.2f} s wall, {warm[1]:6.2f} s CPU  (no torch import)")
     print(f"  in-process (memory cache)    : {inproc:6.2f} s  (torch imported in-process: {torch_imported})")
     print(f"  + {' '.join(REFINE)} : {refine[0]:6.2f} s wall (request-level bisection, disk cache)")
@@ -185,23 +222,25 @@ def main() -> None:
             f"simcast bench-serve, 100,000 prompts (Llama-3.1-8B, 1 x H100, ISL 1024 / OSL 128): {bench[0]:6.1f} s, "
             f"{bench[1]:6.1f} s CPU (target < {TARGET_BENCH_SERVE_S:.0f} s wall)"
         )
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            aic = aiconfigurator_s(tmp)
-    except AICFailed as e:
-        print(f"  aiconfigurator cli exp       : FAILED ({e})")
-        return
-    if aic is None:
-        aic, how = AIC_RECORDED_S, "recorded (not importable here: pip install aiconfigurator, or set AIC_PYTHON)"
+    if aic_runs:
+        how = f"measured now, median of {len(aic_runs)}, each paired with the simcast runs of its round"
+        print(f"  aiconfigurator cli exp       : {statistics.median(aic_runs):6.2f} s ({how})")
     else:
-        how = "measured now"
-    print(f"  aiconfigurator cli exp       : {aic:6.2f} s ({how})")
-    for name, (wall, cpu), target in (("repeated", warm, TARGET_WARM_X), ("first run", cold, TARGET_COLD_X)):
+        how = "recorded (not installed here: pip install aiconfigurator, or set AIC_PYTHON)"
+        print(f"  aiconfigurator cli exp       : {AIC_RECORDED_S:6.2f} s ({how})")
+    rounds = [("repeated", warm_runs, TARGET_WARM_X), ("first run", cold_runs, TARGET_COLD_X)]
+    if compile_runs:
+        rounds.append(("first run, shipped traces off", compile_runs, TARGET_COLD_X))
+    for name, rs, target in rounds:
+        walls = [r[0] for r in rs]
+        cpus = [r[1] for r in rs]
+        pairs = aic_runs if name != "first run, shipped traces off" else []  # the fallback runs were not paired
         print(
-            f"  ratio aiconfigurator / simcast, {name}: {aic / wall:.1f}x on wall time, {aic / cpu:.1f}x on CPU time "
-            f"(target >= {target:g}x)"
+            f"  ratio aiconfigurator / simcast, {name}: {_ratio(pairs, walls):.1f}x on wall time, "
+            f"{(statistics.median(aic_runs) if aic_runs else AIC_RECORDED_S) / statistics.median(cpus):.1f}x "
+            f"against CPU time (target >= {target:g}x)"
         )
-    print(f"  ratio in-process: {aic / inproc:.1f}x")
+    print(f"  ratio in-process: {(statistics.median(aic_runs) if aic_runs else AIC_RECORDED_S) / inproc:.1f}x")
 
 
 if __name__ == "__main__":

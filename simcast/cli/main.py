@@ -103,7 +103,9 @@ class _Version(argparse._VersionAction):
     """``--version``: the package metadata is read only when the flag is given (its import and lookup cost
     ~0.05 s of every run otherwise)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
         self.version = f"simcast {simcast_version()}"
         super().__call__(parser, namespace, values, option_string)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcast.cli.args import (
     BATCHED_TOKENS,
@@ -40,6 +40,10 @@ from simcast.core.engines import EMIT_ENGINES
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_DEVICES, MAX_REQUESTS
 from simcast.serving.engines import ENGINE_CHOICES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simcast.core.specs import DeviceSpec
+    from simcast.serving.engines import EnginePolicy
 
 NULL_ROWS = (
     "steady_rate_per_s and refined_* are null on rows --refine-top did not refine (it fills each refined layout's "
@@ -327,12 +331,20 @@ def format_finite(runs: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _engine_profile(a: argparse.Namespace, device: DeviceSpec) -> EnginePolicy | None:
+    """``--engine-profile``'s profile, or None; its module (and the overhead fit's) imported only then."""
+    if not a.engine_profile:
+        return None
+    from simcast.serving.engine_profile import profile_for
+
+    return profile_for(a.engine_profile, a.runtime, device)
+
+
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.fabrics import with_fabric
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
-    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
@@ -373,7 +385,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
-        engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
+        engine_profile=_engine_profile(a, device),
         **engine_kwargs(a),
     )
     if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate

@@ -64,7 +64,8 @@ def _torch_version() -> str:
                 v = _metadata_version(Path(entry or ".") / name / "METADATA")
                 if v:
                     return v
-    
+    from importlib import metadata
+
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:

@@ -15,7 +15,7 @@ The first run reads the shipped stage traces (simcast/data/traces) where they ap
 leaves out the fallback's figure (shipped traces off: ``import torch`` and a compile per stage). The machine's
 load average is printed before and after: on a shared machine every wall time moves with it.
 
-Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve] [--skip-compile]
+Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve] [--skip-compile] [--skip-refine]
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def _has_rows(csv_path: str) -> bool:
         return len(f.read().strip().splitlines()) > 1
 
 
-def aiconfigurator_s(tmp: str) -> float | None:
-    """Wall time of AIConfigurator's equivalent agg search (`aiconfigurator cli exp`, offline).
+def aiconfigurator_s(tmp: str) -> tuple[float, float] | None:
+    """(wall, CPU) seconds of AIConfigurator's equivalent agg search (`aiconfigurator cli exp`, offline).
 
     Returns None when no `aiconfigurator` executable sits next to AIC_PYTHON (default: this
     interpreter); raises AICFailed when the command fails or produces no result CSV.
@@ -141,9 +141,12 @@ def aiconfigurator_s(tmp: str) -> float | None:
         f.write(AIC_EXP_YAML)
     cmd = [exe, "cli", "exp", "--yaml-path", yaml_path, "--save-dir", save_dir]
     env = dict(os.environ, HF_HUB_OFFLINE="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise AICFailed(f"exit code {proc.returncode}; {_tail(proc)}")
     csvs = glob.glob(os.path.join(save_dir, "**", "best_config_topn.csv"), recursive=True)
@@ -151,12 +154,12 @@ def aiconfigurator_s(tmp: str) -> float | None:
         raise AICFailed(
             f"exit code 0 but no results (no non-empty best_config_topn.csv under {save_dir}); {_tail(proc)}"
         )
-    return elapsed
+    return elapsed, cpu
 
 
 def _ratio(aic: list[float], ours: list[float]) -> float:
-    """Median over paired runs of AIConfigurator's wall time over simcast's (one pair per round: both
-    see the same load), or the recorded time over simcast's median when AIConfigurator was not run."""
+    """Median over rounds of AIConfigurator's time over simcast's in the same round (both see the same
+    load), or the recorded wall time over simcast's median when AIConfigurator was not run."""
     if aic:
         return statistics.median(a / o for a, o in zip(aic, ours))
     return AIC_RECORDED_S / statistics.median(ours)
@@ -170,9 +173,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, SIMCAST_CACHE_DIR=cache)
         timed([simcast] + ARGS, env)  # fills the cache (and the interpreter's byte-code caches)
-        for _ in range(runs):  # one round: a first run, a repeated run and AIConfigurator, back to back
+        for _ in range(runs):  # one round: simcast's runs and AIConfigurator's, back to back
             with tempfile.TemporaryDirectory() as fresh:
                 cold_runs.append(timed([simcast] + ARGS, dict(os.environ, SIMCAST_CACHE_DIR=fresh)))
+            if "--skip-compile" not in sys.argv:  # the fallback: nothing shipped applies, every stage compiled
+                with tempfile.TemporaryDirectory() as fresh:
+                    off = dict(os.environ, SIMCAST_CACHE_DIR=fresh, SIMCAST_SHIPPED_TRACES="0")
+                    compile_runs.append(timed([simcast] + ARGS, off))
             warm_runs.append(timed([simcast] + ARGS, env))
             try:
                 aic = aiconfigurator_s(tmp)
@@ -181,12 +188,7 @@ def main() -> None:
                 aic = None
             if aic is not None:
                 aic_runs.append(aic)
-        if "--skip-compile" not in sys.argv:  # the fallback: nothing shipped applies, every stage compiled
-            for _ in range(runs):
-                with tempfile.TemporaryDirectory() as fresh:
-                    off = dict(os.environ, SIMCAST_CACHE_DIR=fresh, SIMCAST_SHIPPED_TRACES="0")
-                    compile_runs.append(timed([simcast] + ARGS, off))
-        refine = timed([simcast] + ARGS + REFINE, env)
+        refine = timed([simcast] + ARGS + REFINE, env) if "--skip-refine" not in sys.argv else None
         os.environ["SIMCAST_CACHE_DIR"] = cache
         import contextlib
         import io
@@ -216,31 +218,34 @@ def main() -> None:
         )
     print(f"  repeated run (disk cache)    : {warm[0]:6.2f} s wall, {warm[1]:6.2f} s CPU  (no torch import)")
     print(f"  in-process (memory cache)    : {inproc:6.2f} s  (torch imported in-process: {torch_imported})")
-    print(f"  + {' '.join(REFINE)} : {refine[0]:6.2f} s wall (request-level bisection, disk cache)")
+    if refine is not None:
+        print(f"  + {' '.join(REFINE)} : {refine[0]:6.2f} s wall (request-level bisection, disk cache)")
     if bench is not None:
         print(
             f"simcast bench-serve, 100,000 prompts (Llama-3.1-8B, 1 x H100, ISL 1024 / OSL 128): {bench[0]:6.1f} s, "
             f"{bench[1]:6.1f} s CPU (target < {TARGET_BENCH_SERVE_S:.0f} s wall)"
         )
+    aic_wall = [a[0] for a in aic_runs]
+    aic_cpu = [a[1] for a in aic_runs]
     if aic_runs:
-        how = f"measured now, median of {len(aic_runs)}, each paired with the simcast runs of its round"
-        print(f"  aiconfigurator cli exp       : {statistics.median(aic_runs):6.2f} s ({how})")
+        print(
+            f"  aiconfigurator cli exp       : {statistics.median(aic_wall):6.2f} s wall, "
+            f"{statistics.median(aic_cpu):6.2f} s CPU (measured now, median of {len(aic_runs)}, one per round)"
+        )
     else:
-        how = "recorded (not installed here: pip install aiconfigurator, or set AIC_PYTHON)"
+        how = "recorded wall time (not installed here: pip install aiconfigurator==0.12.0, or set AIC_PYTHON)"
         print(f"  aiconfigurator cli exp       : {AIC_RECORDED_S:6.2f} s ({how})")
     rounds = [("repeated", warm_runs, TARGET_WARM_X), ("first run", cold_runs, TARGET_COLD_X)]
     if compile_runs:
         rounds.append(("first run, shipped traces off", compile_runs, TARGET_COLD_X))
     for name, rs, target in rounds:
-        walls = [r[0] for r in rs]
-        cpus = [r[1] for r in rs]
-        pairs = aic_runs if name != "first run, shipped traces off" else []  # the fallback runs were not paired
+        walls, cpus = [r[0] for r in rs], [r[1] for r in rs]
+        cpu_part = f", {_ratio(aic_cpu, cpus):.1f}x on CPU time" if aic_runs else ""
         print(
-            f"  ratio aiconfigurator / simcast, {name}: {_ratio(pairs, walls):.1f}x on wall time, "
-            f"{(statistics.median(aic_runs) if aic_runs else AIC_RECORDED_S) / statistics.median(cpus):.1f}x "
-            f"against CPU time (target >= {target:g}x)"
+            f"  ratio aiconfigurator / simcast, {name}: {_ratio(aic_wall, walls):.1f}x on wall time{cpu_part} "
+            f"(target >= {target:g}x)"
         )
-    print(f"  ratio in-process: {(statistics.median(aic_runs) if aic_runs else AIC_RECORDED_S) / inproc:.1f}x")
+    print(f"  ratio in-process: {(statistics.median(aic_wall) if aic_runs else AIC_RECORDED_S) / inproc:.1f}x")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcast.cli.args import (
     BATCHED_TOKENS,
@@ -49,6 +49,10 @@ from simcast.inputs.limits import (
     MAX_REQUESTS,
 )
 from simcast.serving.engines import ENGINE_CHOICES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simcast.core.specs import DeviceSpec
+    from simcast.serving.engines import EnginePolicy
 
 NULL_ROWS = (
     "steady_rate_per_s and refined_* are null on rows --refine-top did not refine (it fills each refined layout's "
@@ -400,13 +404,21 @@ def format_finite(runs: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _engine_profile(a: argparse.Namespace, device: DeviceSpec) -> EnginePolicy | None:
+    """``--engine-profile``'s profile, or None; its module (and the overhead fit's) imported only then."""
+    if not a.engine_profile:
+        return None
+    from simcast.serving.engine_profile import profile_for
+
+    return profile_for(a.engine_profile, a.runtime, device)
+
+
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.fabrics import with_fabric
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
     from simcast.serving.chunk_search import AUTO_CHUNK_SIZES
-    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
 
@@ -450,7 +462,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
-        engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
+        engine_profile=_engine_profile(a, device),
         speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
     )
@@ -491,7 +503,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         from simcast.render.search_tables import points_dataframe
 
         pts = points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
-    meta = run_metadata(device=a.device, engine=a.runtime)
+    meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
     if a.csv:
         table_ = pts.assign(**{k: v for k, v in meta.items() if k not in pts.columns})
         write_atomic(a.csv, "--csv", lambda tmp: table_.to_csv(tmp, index=False))

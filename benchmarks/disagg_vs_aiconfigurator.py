@@ -177,7 +177,17 @@ def _f(row: dict, *names: str) -> float:
     raise KeyError(f"none of {names} in AIConfigurator's CSV columns {sorted(row)}")
 
 
-def _aic_best(save_dir: str, mode: str) -> Best | None:
+def _layout(r: dict, side: str = "") -> str:
+    """AIConfigurator's parallel columns (``tp``, ``pp``, ``dp``, ``moe_tp``, ``moe_ep``; ``(p)``/``(d)`` prefixed)."""
+    g = {k: r.get(side + k, "") for k in ("tp", "pp", "dp", "moe_tp", "moe_ep")}
+    moe = f" etp{g['moe_tp']} ep{g['moe_ep']}" if g["moe_ep"] not in ("", "1") or g["moe_tp"] not in ("", "1") else ""
+    return f"tp{g['tp']} pp{g['pp']} dp{g['dp'] or 1}{moe}"
+
+
+def _aic_best(save_dir: str, mode: str, total_gpus: int) -> Best | None:
+    """The best row of AIConfigurator's ``<mode>/best_config_topn.csv``, by token/s/GPU over the whole
+    cluster: its per-replica ``tokens/s/gpu`` times the share of the GPUs its whole replicas use (as its
+    own summary table computes ``tokens/s/gpu_cluster``)."""
     files = sorted(glob.glob(os.path.join(save_dir, "**", mode, "best_config_topn.csv"), recursive=True))
     if not files:
         return None
@@ -185,17 +195,25 @@ def _aic_best(save_dir: str, mode: str) -> Best | None:
         rows = list(csv.DictReader(fh))
     if not rows:
         return None
-    r = rows[0]
+
+    def cluster(r: dict) -> float:
+        if r.get("tokens/s/gpu_cluster"):
+            return float(r["tokens/s/gpu_cluster"])
+        n = int(float(r["num_total_gpus"]))
+        return float(r["tokens/s/gpu"]) * (total_gpus // n) * n / total_gpus
+
+    r = max(rows, key=cluster)
+    n = int(float(r["num_total_gpus"]))
     if mode == "agg":
-        layout = f"{r.get('parallel', '')}, {r.get('replicas', '?')} replica(s), batch {r.get('bs', '?')}"
+        layout = f"{_layout(r)}, batch {r.get('bs', '?')}, {total_gpus // n} x {n}-GPU replica(s)"
     else:
         layout = (
-            f"{r.get('(p)workers', '?')}P{r.get('(d)workers', '?')}D: P {r.get('(p)parallel', '')} "
-            f"batch {r.get('(p)bs', '?')}, D {r.get('(d)parallel', '')} batch {r.get('(d)bs', '?')}"
+            f"{r['(p)workers']}P{r['(d)workers']}D: P {_layout(r, '(p)')} batch {r.get('(p)bs', '?')}, "
+            f"D {_layout(r, '(d)')} batch {r.get('(d)bs', '?')}, {total_gpus // n} x {n}-GPU replica(s)"
         )
     return Best(
         mode=mode,
-        tokens_per_s_per_gpu=_f(r, "tokens/s/gpu"),
+        tokens_per_s_per_gpu=cluster(r),
         tokens_per_s_per_user=_f(r, "tokens/s/user"),
         ttft_ms=_f(r, "ttft"),
         tpot_ms=_f(r, "tpot"),
@@ -217,7 +235,7 @@ def run_aiconfigurator(c: Case, py: str, keep: str | None = None) -> Outcome:
             return Outcome(
                 tool="aiconfigurator", wall_s=wall, cpu_s=cpu, agg=None, disagg=None, note=proc.stderr[-400:]
             )
-        agg, disagg = _aic_best(tmp, "agg"), _aic_best(tmp, "disagg")
+        agg, disagg = _aic_best(tmp, "agg", c.gpus), _aic_best(tmp, "disagg", c.gpus)
         return Outcome(tool="aiconfigurator", wall_s=wall, cpu_s=cpu, agg=agg, disagg=disagg)
 
 
@@ -241,15 +259,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case", choices=[c.key for c in CASES], action="append", help="run only these cases")
     p.add_argument("--simcast-only", action="store_true", help="do not run AIConfigurator")
     p.add_argument("--aic-save-dir", help="keep AIConfigurator's result folders here (one per case)")
+    p.add_argument(
+        "--aic-results", help="read AIConfigurator's results from this folder (one per case) instead of running it"
+    )
     a = p.parse_args(argv)
-    py = None if a.simcast_only else aic_python()
-    if py is None and not a.simcast_only:
+    py = None if a.simcast_only or a.aic_results else aic_python()
+    if py is None and not (a.simcast_only or a.aic_results):
         print("AIConfigurator not importable (pip install aiconfigurator, or set AIC_PYTHON): simcast only")
     for c in CASES:
         if a.case and c.key not in a.case:
             continue
         outcomes = [run_simcast(c)]
-        if py is not None:
+        if a.aic_results:
+            d = os.path.join(a.aic_results, c.key)
+            agg, dis = _aic_best(d, "agg", c.gpus), _aic_best(d, "disagg", c.gpus)
+            outcomes.append(Outcome(tool="aiconfigurator (saved)", wall_s=0.0, cpu_s=0.0, agg=agg, disagg=dis))
+        elif py is not None:
             outcomes.append(run_aiconfigurator(c, py, a.aic_save_dir))
         show(c, outcomes)
     return 0

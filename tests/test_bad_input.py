@@ -464,6 +464,11 @@ BENCH = [
         (["--burstiness", "inf"], "--burstiness"),
         (["--max-num-seqs", 10**12], "--max-num-seqs"),
         (["--tp", "²"], "--tp"),
+        (["--random-prefix-len", -1], "--random-prefix-len"),
+        (["--random-prefix-len", 16, "--dataset-name", "sharegpt"], "--random-prefix-len"),
+        (["--multiturn-turns", 3], "--multiturn-turns"),
+        (["--multiturn-turns", 0, "--dataset-name", "multiturn"], "--multiturn-turns"),
+        (["--enable-prefix-caching", "--disable-radix-cache"], "--disable-radix-cache"),
     ],
 )
 def test_bench_serve_flags_bounded(capsys, args, flag):
@@ -486,6 +491,9 @@ def test_bench_serve_flags_bounded(capsys, args, flag):
         ),
         ("t.csv", "arrival_s,input_len,output_len\n0,8,abc\n", ["output_len", "line 2", "'abc'"]),
         ("t.csv", "arrival_s,input_len,output_len\n", ["no data rows"]),
+        ("t.csv", "input_len,output_len,prefix_id,prefix_len\n8,2,0,9\n", ["row 1 prefix_len", "input_len"]),
+        ("t.csv", "input_len,output_len,prefix_id\n8,2,0\n", ["prefix_id", "prefix_len"]),
+        ("t.csv", "input_len,output_len,prefix_id,prefix_len\n8,2,-3,4\n", ["prefix_id"]),
         ("t.csv", GARBAGE, ["UTF-8"]),
     ],
 )
@@ -1025,3 +1033,77 @@ def test_disagg_output_length_one(tmp_path, capsys):
         capsys,
         "--output-length",
     )
+
+
+# --- the chunk setting as a searched dimension (optimize --chunked-prefill-sizes, bench-serve dynamic chunking)
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--chunked-prefill-sizes", *range(1, 18)], "at most 16 values"),
+        (["--chunked-prefill-sizes", 0], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", 10**10], "--chunked-prefill-sizes"),
+        (["--chunked-prefill-sizes", "x"], "--chunked-prefill-sizes"),
+        (["--input-length", 10**6, "--chunked-prefill-sizes", 16], "at most 4096"),
+        (["--chunked-prefill-sizes", 32, "--serving-mode", "disagg"], "aggregated layouts only"),
+    ],
+)
+def test_chunk_search_flags_one_line(extra, needle, capsys):
+    bad(OPT + extra + [MODEL], capsys, needle)
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--enable-dynamic-chunking"], "--enable-dynamic-chunking: got 'vllm'; is SGLang's flag"),
+        (["--engine", "sglang", "--dynamic-chunking-smooth-factor", 2], "--dynamic-chunking-smooth-factor"),
+    ],
+)
+def test_bench_serve_dynamic_chunking_one_line(extra, needle, capsys):
+    bad(BENCH + extra, capsys, needle)
+
+
+@pytest.mark.parametrize("rate", ["1", "-0.1", "nan"])
+def test_optimize_prefix_hit_rate_bounded(capsys, rate):
+    args = ["optimize", "--device", DEV, "--num-devices", 1, "--input-length", 128, "--output-length", 16]
+    bad(args + ["--prefix-hit-rate", rate, MODEL], capsys, "--prefix-hit-rate", seconds=10)
+
+
+# --- speculative decoding (vLLM --speculative-config, SGLang --speculative-*, service YAML speculative:) -------
+EAGLE3 = ["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}']
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--speculative-config", "{not json"], "--speculative-config"),
+        (["--speculative-config", "[1, 2]"], "a JSON object"),
+        (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 3, "tree": 1}'], "keys not modelled"),
+        (["--speculative-config", '{"method": "medusa", "num_speculative_tokens": 3}'], "--speculative-config method"),
+        (["--speculative-config", '{"method": "eagle"}'], "num_speculative_tokens"),
+        (["--speculative-config", '{"method": "eagle", "num_speculative_tokens": 65}'], "num_speculative_tokens"),
+        (EAGLE3 + ["--spec-acceptance", "1.5"], "--spec-acceptance"),
+        (EAGLE3 + ["--spec-acceptance", "0.8,0.6"], "one per speculative token (3)"),
+        (["--spec-acceptance", "0.7"], "needs a speculative method flag"),
+        (["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'], "no MTP layers"),
+        (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'], "no published default"),
+        (EAGLE3 + ["--speculative-algorithm", "EAGLE3"], "not both"),
+        (["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"], "tree"),
+        (["--speculative-algorithm", "STANDALONE", "--speculative-num-steps", "3"], "--speculative-algorithm"),
+        (["--speculative-algorithm", "EAGLE"], "--speculative-num-steps"),
+        (["--speculative-num-steps", "3"], "--speculative-algorithm"),
+        (["--speculative-algorithm", "NGRAM", "--spec-acceptance", "0.3"], "--speculative-num-draft-tokens"),
+    ],
+)
+def test_speculative_flags(extra, needle, capsys):
+    bad(BENCH + extra, capsys, needle)
+
+
+def test_speculative_service_yaml_and_disagg(tmp_path, capsys):
+    svc = service(
+        tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: lookahead\n  num_speculative_tokens: 3"}
+    )
+    bad(["serve-config", svc], capsys, "speculative.method")
+    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: eagle\n  acceptance: [2]"})
+    bad(["serve-config", svc], capsys, "speculative.acceptance")
+    args = ["optimize", MODEL, "--device", DEV, "--num-devices", "2", "--input-length", "64", "--output-length", "8"]
+    bad(args + EAGLE3 + ["--serving-mode", "disagg"], capsys, "aggregated serving only")

@@ -113,7 +113,8 @@ def test_serve_config_replays_a_disaggregated_service(tmp_path):
     y.write_text(
         "model: Qwen/Qwen3-0.6B\ndevice: h100_sxm\nruntime: vllm\n"
         "workload: {input_length: 1024, output_length: 64, batch_size: 32}\n"
-        "parallel_config: {tp_size: 1}\nserving_mode: disagg\nrequest_rate: 5\nprefill: {replicas: 1, tp_size: 1}\ndecode: {replicas: 1, tp_size: 1}\n"
+        "parallel_config: {tp_size: 1}\nserving_mode: disagg\nrequest_rate: 5\n"
+        "prefill: {replicas: 1, tp_size: 1}\ndecode: {replicas: 1, tp_size: 1}\n"
     )
     p = _run("serve-config", str(y), "--num-prompts", "100")
     assert p.returncode == 0, p.stderr

@@ -59,6 +59,7 @@ SERVICE = {
         "devices_per_node": 8,
     },
     "limits": {"ttft_ms": 1000.0, "tpot_ms": 50.0},
+    "speculative": {"method": "eagle3", "num_speculative_tokens": 3, "acceptance": [0.8, 0.6, 0.4]},
 }
 
 # SIMCAST_FUZZ_EXAMPLES=2000 runs a longer, randomized hunt (CONTRIBUTING.md); by default the same

@@ -14,13 +14,19 @@ _TRACE_COLUMNS = {
     "arrival_s": ("arrival_s", "arrived_at"),
     "input_len": ("input_len", "num_prefill_tokens", "ContextTokens"),
     "output_len": ("output_len", "num_decode_tokens", "GeneratedTokens"),
+    "prefix_id": ("prefix_id",),
+    "prefix_len": ("prefix_len",),
 }
 """Columns of a ``--dataset-path`` trace and the names they go by: simcast's own, Vidur's processed traces,
-the Azure LLM inference traces (whose ``TIMESTAMP`` is not read: replay them at --request-rate)."""
+the Azure LLM inference traces (whose ``TIMESTAMP`` is not read: replay them at --request-rate). Optional
+``prefix_id`` (an integer naming a shared prefix) and ``prefix_len`` (its tokens, at most the row's
+input_len): rows with the same id start with the same tokens, for the prefix cache."""
 _TRACE_BOUNDS = {
     "arrival_s": (0.0, 1e9, False),
     "input_len": (1, MAX_TOKENS, True),
     "output_len": (1, MAX_TOKENS, True),
+    "prefix_id": (0, 2**31 - 1, True),
+    "prefix_len": (0, MAX_TOKENS, True),
 }
 """Bounds of each column: (lowest, highest, whole number); arrival within 31 years."""
 
@@ -32,6 +38,8 @@ class Trace:
     input_lens: list[int]
     output_lens: list[int]
     arrivals_s: list[float] | None
+    prefix_ids: list[int] | None = None
+    prefix_lens: list[int] | None = None
 
 
 def read_trace(path: str) -> Trace:
@@ -68,7 +76,7 @@ def read_trace(path: str) -> Trace:
     for c, names in _TRACE_COLUMNS.items():
         found = [n for n in names if n in df.columns]
         require(
-            c == "arrival_s" or bool(found),
+            c not in ("input_len", "output_len") or bool(found),
             f"{field} {p.name}: column {c}",
             None,
             f"is required (named one of: {', '.join(names)})",
@@ -79,10 +87,27 @@ def read_trace(path: str) -> Trace:
                 df, found[0], f"{field} {p.name}", required=True, lo=lo, hi=hi, integer=whole, lines=line_of
             )
             cols[c] = col.tolist()
+    require(
+        ("prefix_id" in cols) == ("prefix_len" in cols),
+        f"{field} {p.name}: column prefix_id",
+        None,
+        "and prefix_len go together (a shared prefix's id and its tokens)",
+    )
+    ins = [int(x) for x in cols["input_len"]]
+    if "prefix_len" in cols:
+        bad = next((k for k, (n, i) in enumerate(zip(cols["prefix_len"], ins)) if n > i), None)
+        require(
+            bad is None,
+            f"{field} {p.name}: row {(bad or 0) + 1} prefix_len",
+            cols["prefix_len"][bad or 0],
+            "must be <= the row's input_len (the prefix is part of the prompt)",
+        )
     return Trace(
-        input_lens=[int(x) for x in cols["input_len"]],
+        input_lens=ins,
         output_lens=[int(x) for x in cols["output_len"]],
         arrivals_s=[float(x) for x in cols["arrival_s"]] if "arrival_s" in cols else None,
+        prefix_ids=[int(x) for x in cols["prefix_id"]] if "prefix_id" in cols else None,
+        prefix_lens=[int(x) for x in cols["prefix_len"]] if "prefix_len" in cols else None,
     )
 
 
@@ -90,9 +115,21 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
     """The run's requests from the dataset flags, a short label of where their lengths came from
     (``random`` for the random dataset) and the assumption line that states it ("" for random)."""
     from simcast.inputs.workloads import load_distribution
-    from simcast.serving.requests import RequestSpec, make_requests, requests_from_lengths
+    from simcast.serving.requests import RequestSpec, make_conversations, make_requests, requests_from_lengths
 
     name, path, olen = a.dataset_name, a.dataset_path, a.sharegpt_output_len
+    require(
+        not a.random_prefix_len or (name == "random" and not path),
+        "--random-prefix-len",
+        a.random_prefix_len,
+        "applies to --dataset-name random (a trace names its prefixes in prefix_id,prefix_len columns)",
+    )
+    require(
+        a.multiturn_turns is None or name == "multiturn",
+        "--multiturn-turns",
+        a.multiturn_turns,
+        "applies to --dataset-name multiturn",
+    )
     if path:
         require(
             name in ("random", "custom"),
@@ -103,13 +140,23 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
         )
         t = read_trace(path)
         outs = t.output_lens if olen is None else [olen] * len(t.output_lens)
+        pids = t.prefix_ids or [-1] * len(outs)
+        plens = t.prefix_lens or [0] * len(outs)
         if t.arrivals_s is not None:
             reqs = [
-                RequestSpec(arrival_s=x, input_len=i, output_len=o) for x, i, o in zip(t.arrivals_s, t.input_lens, outs)
+                RequestSpec(arrival_s=x, input_len=i, output_len=o, prefix_id=p, prefix_len=n)
+                for x, i, o, p, n in zip(t.arrivals_s, t.input_lens, outs, pids, plens)
             ]
             return reqs, f"trace {Path(path).name}", "request lengths and send times: replayed from the trace"
         reqs = requests_from_lengths(
-            t.input_lens, outs, num_prompts=a.num_prompts, rate=a.request_rate, burstiness=a.burstiness, seed=a.seed
+            t.input_lens,
+            outs,
+            num_prompts=a.num_prompts,
+            rate=a.request_rate,
+            burstiness=a.burstiness,
+            seed=a.seed,
+            prefix_ids=pids,
+            prefix_lens=plens,
         )
         note = (
             f"request lengths: the trace's first {min(a.num_prompts, len(t.input_lens))} rows in file order"
@@ -118,6 +165,26 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
         )
         return reqs, f"trace {Path(path).name}", note
     require(name != "custom", "--dataset-name", name, "custom needs --dataset-path FILE")
+    if name == "multiturn":
+        require(olen is None, "--sharegpt-output-len", olen, "multiturn uses --random-output-len per answer")
+        turns = a.multiturn_turns or 2
+        reqs = make_conversations(
+            num_prompts=a.num_prompts,
+            rate=a.request_rate,
+            turns=turns,
+            input_len=a.random_input_len,
+            output_len=a.random_output_len,
+            range_ratio=a.random_range_ratio,
+            burstiness=a.burstiness,
+            seed=a.seed,
+        )
+        note = (
+            f"multi-turn: {-(-a.num_prompts // turns)} conversations of {turns} turns; each turn's prompt is the "
+            f"whole history + a new message of --random-input-len {a.random_input_len} tokens, answers "
+            f"--random-output-len {a.random_output_len} (range ratio {a.random_range_ratio:g}); a turn is sent when "
+            "the previous answer arrives (closed loop, no think time); conversation starts at --request-rate"
+        )
+        return reqs, f"multiturn ({turns} turns)", note
     if name == "random":
         require(
             olen is None,
@@ -133,7 +200,17 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
             range_ratio=a.random_range_ratio,
             burstiness=a.burstiness,
             seed=a.seed,
+            prefix_len=a.random_prefix_len,
         )
+        if a.random_prefix_len:
+            return (
+                reqs,
+                "random",
+                (
+                    f"random prompts: the same {a.random_prefix_len}-token prefix, then --random-input-len "
+                    f"{a.random_input_len} own tokens (vllm bench serve --random-prefix-len)"
+                ),
+            )
         return reqs, "random", ""
     dist = load_distribution(name)
     if olen is not None:
@@ -142,10 +219,15 @@ def build_requests(a: argparse.Namespace) -> tuple[list, str, str]:
         num_prompts=a.num_prompts, rate=a.request_rate, burstiness=a.burstiness, seed=a.seed, lengths=dist
     )
     label = f"dataset {name}" + (f" (output {olen})" if olen is not None else "")
+    approx = dist.provenance.get("approximation")
     note = (
         f"request lengths: drawn i.i.d. (seed {a.seed}) from the shipped {name} distribution "
-        f"({len(dist.weights)} histogram cells of {dist.provenance.get('rows')} source rows, "
-        f"{dist.provenance.get('tokenizer')} tokens; docs/workloads.md)"
+        + (
+            f"({approx}; docs/workloads.md)"
+            if approx
+            else f"({len(dist.weights)} histogram cells of {dist.provenance.get('rows')} source rows, "
+            f"{dist.provenance.get('tokenizer')} tokens; docs/workloads.md)"
+        )
         + (f", output set to {olen} tokens" if olen is not None else "")
     )
     return reqs, label, note

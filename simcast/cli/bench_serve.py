@@ -33,6 +33,8 @@ from simcast.cli.outputs import (
     write_json,
 )
 from simcast.cli.serving import add_engine_args, engine_kwargs
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import SimcastInputError, bounded_repr, require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -108,10 +110,24 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
     )
     p.add_argument(
+        "--random-prefix-len",
+        type=TOKENS,
+        default=0,
+        help="tokens of one prefix every random prompt starts with, before its --random-input-len own tokens "
+        "(as vllm bench serve): the prefix cache serves it [0]",
+    )
+    p.add_argument(
         "--dataset-name",
         default="random",
-        help="random (the --random-* lengths) or a shipped length distribution: sharegpt, arxiv_summarization, "
+        help="random (the --random-* lengths), multiturn (conversations: each turn's prompt is the history + a "
+        "new --random-input-len message) or a shipped length distribution: sharegpt, arxiv_summarization, "
         "azure_conv_2023, ... (`simcast workloads` lists them) [random]",
+    )
+    p.add_argument(
+        "--multiturn-turns",
+        type=int_in(1, 1000, "turns per conversation"),
+        default=None,
+        help="turns per conversation of --dataset-name multiturn [2: LMSYS-Chat-1M's mean, arXiv 2309.11998]",
     )
     p.add_argument(
         "--dataset-path",
@@ -119,8 +135,9 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         dest="dataset_path",
         default=None,
         help="your trace, .jsonl or .csv: input_len,output_len (or num_prefill_tokens,num_decode_tokens or "
-        "ContextTokens,GeneratedTokens) and optional arrival_s (or arrived_at): replayed when it has arrival "
-        "times, else its first --num-prompts rows at --request-rate",
+        "ContextTokens,GeneratedTokens), optional arrival_s (or arrived_at) and optional prefix_id,prefix_len "
+        "(a shared prefix, for the prefix cache): replayed when it has arrival times, else its first "
+        "--num-prompts rows at --request-rate",
     )
     p.add_argument(
         "--sharegpt-output-len",
@@ -145,6 +162,21 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed [0]")
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced")
     add_engine_args(p, default="vllm")
+    p.add_argument(
+        "--enable-dynamic-chunking",
+        action="store_true",
+        help="SGLang's dynamic chunking (--engine sglang, acts at --pp > 1 as in SGLang): a long prompt's chunks "
+        "after the first (--max-num-batched-tokens / --chunked-prefill-size) are sized to take as long as the "
+        "first, from a quadratic fit of stage 0's prefill time",
+    )
+    p.add_argument(
+        "--dynamic-chunking-smooth-factor",
+        type=float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+        default=SGLANG_SMOOTH_FACTOR,
+        help=f"how far a dynamic chunk moves from the first chunk's size toward the equal-time size "
+        f"(SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR) [default {SGLANG_SMOOTH_FACTOR}]",
+    )
+    add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
     p.add_argument(
@@ -206,6 +238,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.bench_tables import bench_metrics, format_bench, request_rows
+    from simcast.serving.chunk_search import next_chunk_fn
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import (
         ServingConfig,
@@ -220,7 +253,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     save_to = _checked_result_path(a, datetime.now(timezone.utc))  # before any work
     reqs, source, lengths_note = build_requests(a)
     if source == "random":
-        isl, osl = a.random_input_len, a.random_output_len
+        isl, osl = a.random_prefix_len + a.random_input_len, a.random_output_len
     else:  # the memory estimate's request: the mean lengths of the run's requests
         isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
@@ -241,6 +274,9 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         max_num_seqs=a.max_num_seqs or 0,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile,
+        dynamic_chunking=a.enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
+        speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
     )
     # the work the run implies, bounded before the simulation (simcast.serving.work)
@@ -269,7 +305,9 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         dp=a.dp,
         router=a.router,
         max_concurrency=a.max_concurrency or 0,
+        next_chunk=next_chunk_fn(cfg, use_disk_cache=not a.no_cache),
     )
+    has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     d = bench_metrics(
         res,
         request_rate=a.request_rate,
@@ -286,6 +324,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         steady_window_s=[win.start_s, win.end_s],
         model_id=model.name,
         engine=cfg.runtime,
+        prefix_caching=cfg.policy.prefix_caching,
         tp=a.tp,
         pp=a.pp,
         dp=a.dp,
@@ -297,6 +336,29 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + (
+            [
+                f"SGLang dynamic chunking from {cfg.policy.max_num_batched_tokens} (smooth factor "
+                f"{cfg.dynamic_chunking_smooth_factor:g}): a prompt's chunks after the first from the quadratic fit "
+                "of stage 0's prefill time, one chunk per microbatch"
+            ]
+            if cfg.dynamic_chunks
+            else (
+                ["--enable-dynamic-chunking has no effect at --pp 1 (SGLang sizes chunks dynamically only with PP)"]
+                if cfg.dynamic_chunking
+                else []
+            )
+        )
+        + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
+        + (
+            [
+                cfg.speculative.describe(),
+                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
+                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
+            ]
+            if cfg.speculative
+            else []
+        )
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{a.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]

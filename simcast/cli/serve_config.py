@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args, float_in, int_in
 from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.serving import add_engine_args
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
@@ -39,6 +41,7 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
         help="with --num-prompts: Poisson arrivals at this rate [the steady state's rate]",
     )
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="with --num-prompts: random seed [0]")
+    add_speculative_args(p)
     p.add_argument("--json", action="store_true", help="print the result row as JSON")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
 
@@ -96,6 +99,18 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     }
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
+    if a.prefix_caching is not None:  # --enable-prefix-caching / --no-... / --disable-radix-cache
+        cfg = replace(cfg, prefix_caching=a.prefix_caching)
+    spec = speculative_from_args(a, cfg.model)  # the flags override the YAML's speculative block
+    if spec is not None:
+        cfg = replace(cfg, speculative=spec)
+    if cfg.speculative is not None:
+        require(
+            values["serving_mode"] == "agg" and "prefill" not in doc and "decode" not in doc,
+            "speculative",
+            cfg.speculative.method,
+            "speculative decoding is modelled for aggregated serving only (serving_mode agg)",
+        )
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 

@@ -19,6 +19,7 @@ from simcast.cli.args import (
     add_partition_arg,
     add_precision_args,
     fabric_choice,
+    float_in,
     parse_int,
     positive_int,
     resolve_partition_arg,
@@ -35,10 +36,18 @@ from simcast.cli.outputs import (
     write_atomic,
     write_pareto_plot,
 )
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.cli.sweep import add_sweep_args, check_sweep_args, run_refine
 from simcast.core.engines import EMIT_ENGINES
-from simcast.core.errors import require
-from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_DEVICES, MAX_REQUESTS
+from simcast.core.errors import bounded_repr, require
+from simcast.inputs.limits import (
+    MAX_BATCH_SIZES,
+    MAX_BATCHED_TOKENS,
+    MAX_CHUNK_SIZES,
+    MAX_DEVICES,
+    MAX_MICROBATCHES,
+    MAX_REQUESTS,
+)
 from simcast.serving.engines import ENGINE_CHOICES
 
 NULL_ROWS = (
@@ -63,10 +72,12 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
     p.add_argument(
         "--max-num-batched-tokens",
         "--max-batched-tokens",
+        "--chunked-prefill-size",
         dest="max_batched_tokens",
         type=BATCHED_TOKENS,
         default=None,
-        help="token budget of one step [default: the engine's own; <= 10^9]",
+        help="token budget of one step, the prompt chunk size with chunked prefill (vLLM --max-num-batched-tokens, "
+        "SGLang --chunked-prefill-size) [default: the engine's own; <= 10^9]",
     )
     p.add_argument(
         "--max-num-seqs",
@@ -100,6 +111,30 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
         help="longest request the engine accepts (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM "
         "--max_seq_len); longer requests are refused, and the KV cache must hold one [default: not set]",
     )
+    pc = p.add_mutually_exclusive_group()
+    pc.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        dest="prefix_caching",
+        default=None,
+        help="prefix caching (vLLM's flag; --no-enable-prefix-caching: off): prompts reuse cached KV blocks of "
+        "shared prefixes [default: the engine's own: vLLM V1, SGLang radix cache and TensorRT-LLM block reuse on]",
+    )
+    pc.add_argument(
+        "--disable-radix-cache",
+        action="store_false",
+        dest="prefix_caching",
+        default=None,
+        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
+    )
+
+
+def _hit_rate(v: str) -> float:
+    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
+    x = float_in(-1.0, 1.0, "share of prompt tokens")(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1) (one prompt token is computed)")
+    return x
 
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
@@ -115,6 +150,8 @@ def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
             out.update(mem_fraction=v, mem_flag=flag)
     if getattr(a, "max_model_len", None):
         out["max_model_len"] = a.max_model_len
+    if getattr(a, "prefix_caching", None) is not None:
+        out["prefix_caching"] = a.prefix_caching
     return out
 
 
@@ -145,6 +182,15 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         help="a shipped request-length distribution (simcast workloads: sharegpt, arxiv_summarization, ...): the "
         "steady state takes its means and its KV per running request over the whole distribution, finite runs "
         "draw from it [default: fixed --input-length / --output-length]",
+    )
+    p.add_argument(
+        "--prefix-hit-rate",
+        type=_hit_rate,
+        default=0.0,
+        help="share of prompt tokens the prefix cache serves (a prefix every prompt shares, e.g. a system "
+        "prompt; bench-serve --random-prefix-len P --random-input-len I gives about P/(P+I)): only the rest is "
+        "prefilled, attention still spans the whole context, the shared prefix's KV is held once; 0 with "
+        "--no-enable-prefix-caching [0, < 1]",
     )
     p.add_argument(
         "--num-prompts",
@@ -190,10 +236,21 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
     p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
+    p.add_argument(
+        "--chunked-prefill-sizes",
+        nargs="*",
+        default=None,
+        help="search the prompt chunk size per layout (vLLM --max-num-batched-tokens, SGLang "
+        "--chunked-prefill-size; with SGLang at PP > 1 also --enable-dynamic-chunking on/off): each layout keeps "
+        "the setting with the lowest 1-prompt TTFT whose best point meets the limits (within 1%%: the higher "
+        "token/s/device); absent: the engine's own chunk only; no value: 2048 4096 8192 16384 and the engine's "
+        "own [each <= 10^9, at most 16 values]",
+    )
     p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
     add_fabric_args(p)
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest decode stage)")
     add_engine_args(p, default=None, help_default="the --emit engine, else vllm")
+    add_speculative_args(p)
     p.add_argument("--top", type=positive_int, default=10, help="rows to print")
     p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
     p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
@@ -216,8 +273,8 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     """The model id comes last; after a list flag (``--pp-sizes 1 2 Qwen/Qwen3-32B``, or an empty
     ``--pp-sizes``) argparse files it under that flag. Move it back, then check the lists are integers."""
     flag = getattr(a, "model_flag", None)
-    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
-        vals = getattr(a, name)
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
+        vals = getattr(a, name, None)
         if a.model is None and flag is None and vals and parse_int(vals[-1]) is None:
             a.model = vals.pop()
     require(
@@ -228,12 +285,19 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     )
     a.model = flag or a.model
     require(a.model is not None, "--model", None, "a model id or config.json path is required (--model M or last)")
-    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes"):
-        vals = getattr(a, name)
+    for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
+        vals = getattr(a, name, None)
         if vals is None:
             continue
         flag = "--" + name.replace("_", "-")
-        hi = MAX_REQUESTS if name == "batch_sizes" else MAX_DEVICES
+        hi = {"batch_sizes": MAX_REQUESTS, "chunked_prefill_sizes": MAX_BATCHED_TOKENS}.get(name, MAX_DEVICES)
+        if name == "chunked_prefill_sizes":  # each value is a concurrency sweep per layout
+            require(
+                len(vals) <= MAX_CHUNK_SIZES,
+                flag,
+                f"{len(vals)} values",
+                f"at most {MAX_CHUNK_SIZES} values (each is a concurrency sweep per layout searched)",
+            )
         if name == "batch_sizes":  # each value is a steady-state estimate per layout
             require(
                 len(vals) <= MAX_BATCH_SIZES,
@@ -259,7 +323,15 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             f"{a.input_length}/{a.output_length}",
             "both are required unless --dataset-name names a shipped distribution",
         )
-        return Workload(input_length=a.input_length, output_length=a.output_length, max_batched_tokens=budget), None
+        return (
+            Workload(
+                input_length=a.input_length,
+                output_length=a.output_length,
+                max_batched_tokens=budget,
+                prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
+            ),
+            None,
+        )
     from simcast.inputs.workloads import load_distribution
 
     dist = load_distribution(a.dataset_name)
@@ -277,6 +349,7 @@ def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
             max_batched_tokens=budget,
             length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
             name=a.dataset_name,
+            prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
         ),
         dist,
     )
@@ -332,6 +405,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.core.specs import ParallelSpec
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.search_tables import format_search
+    from simcast.serving.chunk_search import AUTO_CHUNK_SIZES
     from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig
     from simcast.serving.search import SearchSpace, check_space, meets, resolve_search_sizes, search
@@ -352,6 +426,9 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         batch_sizes=tuple(a.batch_sizes or ()),
         ttft_limit_s=a.ttft_limit / 1e3 if a.ttft_limit else float("inf"),
         tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else float("inf"),
+        chunk_sizes=tuple(
+            (a.chunked_prefill_sizes or list(AUTO_CHUNK_SIZES)) if a.chunked_prefill_sizes is not None else ()
+        ),
     )
     check_space(space)
     check_sweep_args(a)
@@ -374,7 +451,28 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
         engine_profile=profile_for(a.engine_profile, a.runtime, device) if a.engine_profile else None,
+        speculative=speculative_from_args(a, model),
         **engine_kwargs(a),
+    )
+    require(
+        base.speculative is None or not wanted(a),
+        "--serving-mode",
+        getattr(a, "serving_mode", None),
+        "speculative decoding is modelled for aggregated serving only (agg)",
+    )
+    for c in space.chunk_sizes:  # a chunk plan's microbatches are bounded like --microbatches
+        require(
+            -(-workload.input_length // c) <= MAX_MICROBATCHES,
+            "--chunked-prefill-sizes",
+            c,
+            f"gives {-(-workload.input_length // c)} chunks of the {workload.input_length}-token prompt; "
+            f"at most {MAX_MICROBATCHES} (raise the chunk size)",
+        )
+    require(
+        not space.chunk_sizes or not wanted(a),
+        "--chunked-prefill-sizes",
+        list(space.chunk_sizes),
+        "searches aggregated layouts only (not with --serving-mode disagg/both or a request rate)",
     )
     if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate
         return cmd_optimize_modes(a, base, space)

@@ -19,6 +19,7 @@ from simcast.cli.args import (
     resolve_partition_arg,
 )
 from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
+from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
@@ -129,6 +130,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-residual-send", action="store_true", help="send hidden states only, not the residual")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_speculative_args(p)
     add_output_args(p)
 
 
@@ -156,8 +158,18 @@ def build_spec(a: argparse.Namespace):
         f"must be <= {MAX_STAGE_MICROBATCHES // a.pp} with --pp {a.pp} (at most {MAX_STAGE_MICROBATCHES} "
         "stage x microbatch pairs)",
     )
+    spec_dec = speculative_from_args(a, model)
+    require(
+        spec_dec is None or a.phase == "decode",
+        "--phase",
+        a.phase,
+        "speculative decoding changes the decode step: use --phase decode (the verify step)",
+    )
     if a.phase == "prefill":
         batch = Batch.prefill(a.batch, a.input_length)
+    elif spec_dec is not None:  # the verify step: k + 1 query tokens per request against its context
+        ctx = a.context_length or a.input_length
+        batch = Batch(query_lens=(spec_dec.verify_tokens,), context_lens=(ctx,), counts=(a.batch,))
     else:
         batch = Batch.decode(a.batch, a.context_length or a.input_length)
     require(
@@ -187,6 +199,7 @@ def build_spec(a: argparse.Namespace):
         engine=kernel_engine(a.engine),
         expert_imbalance=a.expert_imbalance,
         kv_cache_dtype=a.kv_cache_dtype,
+        decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
     )
     return _chunked(a, spec)
 
@@ -255,13 +268,64 @@ def _chunked(a: argparse.Namespace, spec):
     return chunked_prefill_spec(spec, chunks, engine=a.engine if rule is not None else None, note=note)
 
 
+def _speculative(a: argparse.Namespace, report):
+    """The report of a verify step with the draft's time and the tokens per step in its assumptions, and
+    the JSON fields they give (speculative decoding), or the report unchanged."""
+    from dataclasses import replace
+
+    spec_dec = speculative_from_args(a, report.spec.model)
+    if spec_dec is None:
+        return report, {}
+    from simcast.serving.draft import FC_NOTE, draft_coster
+    from simcast.serving.engines import engine_policy
+    from simcast.serving.step import StepCoster
+
+    s = report.spec
+    target = StepCoster(
+        model=s.model,
+        device=s.device,
+        parallel=s.parallel,
+        partition=s.partition,
+        policy=engine_policy(a.engine, s.device, tp=s.parallel.tp, pp=s.parallel.pp),
+        expert_imbalance=s.expert_imbalance,
+        kv_cache_dtype=s.kv_cache_dtype,
+        engine=s.engine,
+        use_disk_cache=not a.no_cache,
+    )
+    draft_s = draft_coster(target, spec_dec)(a.batch, a.context_length or a.input_length)
+    step_s = report.latency_s + draft_s
+    tau = spec_dec.tokens_per_step
+    line = (
+        f"speculative step: the verify step above ({spec_dec.verify_tokens} tokens per request) "
+        f"{report.latency_s * 1e3:.3f} ms + the draft's {spec_dec.k} pass(es) on the last stage {draft_s * 1e3:.3f} ms "
+        f"= {step_s * 1e3:.3f} ms per step, {step_s / tau * 1e3:.3f} ms per emitted token ({tau:.3f} tokens per "
+        "request per step, the expected value); not in the stage times above: the draft"
+        + ("" if spec_dec.method == "ngram" else f"; {FC_NOTE}")
+    )
+    fields = {
+        "speculative": {
+            "method": spec_dec.method,
+            "num_speculative_tokens": spec_dec.k,
+            "acceptance": list(spec_dec.acceptance),
+            "acceptance_source": spec_dec.acceptance_source,
+            "tokens_per_step": tau,
+            "verify_step_ms": report.latency_s * 1e3,
+            "draft_ms": draft_s * 1e3,
+            "step_ms": step_s * 1e3,
+            "ms_per_token": step_s / tau * 1e3,
+        }
+    }
+    return replace(report, assumptions=report.assumptions + (spec_dec.describe(), line)), fields
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     from simcast.render.tables import format_report, report_to_dict
     from simcast.sim.partition import simulate_partitioned
 
     report = simulate_partitioned(build_spec(a), use_disk_cache=not a.no_cache)
+    report, spec_fields = _speculative(a, report)
     if a.json:
-        emit_json({**report_to_dict(report), "run": run_metadata(device=a.device, engine=a.engine)})
+        emit_json({**report_to_dict(report), **spec_fields, "run": run_metadata(device=a.device, engine=a.engine)})
     else:
         emit(format_report(report))
     write_outputs(a, report)

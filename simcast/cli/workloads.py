@@ -35,18 +35,22 @@ def cmd_workloads(a: argparse.Namespace) -> int:
         return 0
     head = ("dataset", "rows", "mean in", "p50 in", "p90 in", "mean out", "p50 out", "p90 out", "tokenizer")
     table: list[tuple[str, ...]] = [head]
+
+    def stat(v: Any) -> str:
+        return "-" if v is None else f"{v:g}"  # not published by the source
+
     for r in rows:
         si, so, prov = r["source_stats"]["input_tokens"], r["source_stats"]["output_tokens"], r["provenance"]
         table.append(
             (
-                r["name"],
-                str(prov["rows"]),
+                r["name"] + (" *" if prov.get("approximation") else ""),
+                "-" if prov.get("approximation") else str(prov["rows"]),
                 f"{r['mean_input_tokens']:.1f}",
-                f"{si['median']:g}",
-                f"{si['p90']:g}",
+                stat(si["median"]),
+                stat(si["p90"]),
                 f"{r['mean_output_tokens']:.1f}",
-                f"{so['median']:g}",
-                f"{so['p90']:g}",
+                stat(so["median"]),
+                stat(so["p90"]),
                 str(prov["tokenizer"]).split(" (")[0],
             )
         )
@@ -54,6 +58,13 @@ def cmd_workloads(a: argparse.Namespace) -> int:
     for row in table:
         emit("  ".join(c.ljust(w) if k in (0, 8) else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths))))
     emit("\nmeans are of the shipped histogram (equal to the source's within 0.1 token); p50/p90: the source's own.")
+    if any(r["provenance"].get("approximation") for r in rows):
+        emit(
+            "* approximation from summary statistics (the source publishes means only; the shape is assumed): "
+            + "; ".join(
+                f"{r['name']}: {r['provenance']['approximation']}" for r in rows if r["provenance"].get("approximation")
+            )
+        )
     emit("use: simcast bench-serve --dataset-name NAME ...; sources and derivation: docs/workloads.md")
     for r in rows:
         emit(f"  {r['name']}: {r['provenance']['source']}")

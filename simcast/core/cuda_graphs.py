@@ -41,6 +41,9 @@ class Batch(Protocol):
     @property
     def is_decode(self) -> bool: ...
 
+    @property
+    def query_lens(self) -> tuple[int, ...]: ...
+
 
 VLLM_MAX_CAPTURE_TOKENS = 512
 """vLLM's default ``max_cudagraph_capture_size``: ``min(2 · max_num_seqs, 512)`` with ``max_num_seqs`` >= 256."""
@@ -72,16 +75,20 @@ def capture_limit(engine: str | None, hbm_gib: float = 80.0, tp: int = 1) -> int
     return 0
 
 
-def captured(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 1) -> bool:
+def captured(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, decode_query_len: int = 1) -> bool:
     """Whether ``engine`` runs the GEMMs of a step on ``batch`` from a captured CUDA graph by default.
 
     vLLM: at most :data:`VLLM_MAX_CAPTURE_TOKENS` tokens (full graphs for decode, piecewise for the
-    rest); SGLang and TensorRT-LLM: decode-only steps of at most their capture batch size.
+    rest); SGLang and TensorRT-LLM: decode-only steps of at most their capture batch size. With
+    speculative decoding (``decode_query_len`` = k + 1) a verify step of at most k + 1 tokens per request
+    counts as decode: SGLang captures its TARGET_VERIFY steps and TensorRT-LLM its speculative generation
+    steps in graphs.
     """
     limit = capture_limit(engine, hbm_gib, tp)
     if engine == "vllm":
         return batch.num_tokens <= limit
-    return limit > 0 and batch.is_decode and batch.num_requests <= limit
+    decode = batch.is_decode or all(q <= decode_query_len for q in batch.query_lens)
+    return limit > 0 and decode and batch.num_requests <= limit
 
 
 def describe(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, forced: bool | None = None) -> str:

@@ -429,6 +429,8 @@ class SimSpec:
     chunked_prefill: ChunkedPrefill | None = None  # one prompt's chunks as the microbatches (replaces the split)
     cuda_graph: bool | None = None  # the step replays a captured CUDA graph; None: the engine's default rule
     # (simcast.core.cuda_graphs.captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
+    decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
+    # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 
     def __post_init__(self) -> None:
         if self.chunked_prefill is not None:
@@ -461,6 +463,7 @@ class SimSpec:
             "allowed: auto, bf16, fp8",
         )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
+        require(self.decode_query_len >= 1, "decode_query_len", self.decode_query_len, "must be >= 1")
         require(
             self.collective_algorithm in ("auto", "ring", "tree"),
             "collective_algorithm",
@@ -473,7 +476,9 @@ class SimSpec:
         given, else the engine's default (:func:`simcast.core.cuda_graphs.captured`)."""
         if self.cuda_graph is not None:
             return self.cuda_graph
-        return cuda_graphs.captured(self.engine, batch, self.device.hbm_bytes / GIB, self.parallel.tp)
+        return cuda_graphs.captured(
+            self.engine, batch, self.device.hbm_bytes / GIB, self.parallel.tp, self.decode_query_len
+        )
 
     @property
     def boundary_tensors(self) -> int:

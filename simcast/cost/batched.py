@@ -302,6 +302,7 @@ def _scalar_ctx(base: CostContext, batch: Batch, captured: bool) -> CostContext:
         expert_imbalance=base.expert_imbalance,
         kv_bytes=base.kv_bytes,
         captured=captured,
+        decode_query_len=base.decode_query_len,
     )
 
 

@@ -151,8 +151,9 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(cache)
     flops = bytes_ = 0.0
     bt = ctx.batch
-    pre = [(ql, cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql > 1]
-    dec = [(cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql == 1]
+    dq = ctx.decode_query_len  # speculative verify rows (q <= k + 1) run the absorbed decode kernel too
+    pre = [(ql, cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql > dq]
+    dec = [(ql, cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql <= dq]
     if pre:
         qs, cs, ns = (tuple(p[i] for p in pre) for i in range(3))
         pairs, tile_tokens = _attention_sums(qs, cs, ns, 1)
@@ -165,12 +166,12 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
             + q_tok * heads * (nope + rope + v) * b
             + heads * (nope + v) * lat * b
         )
-    if dec:
-        r = sum(n for _, n in dec)
-        ctxs = sum((cl + 1) * n for cl, n in dec)
-        flops += 2.0 * r * heads * (nope * lat + lat * v) + 2.0 * heads * ctxs * ((lat + rope) + lat)
-        tiles = math.ceil(heads / FA_QUERY_TILE)  # heads packed into the query tile (FlashMLA)
-        bytes_ += tiles * ctxs * (lat + rope) * kvb + r * heads * (nope + rope + v) * b + heads * (nope + v) * lat * b
+    if dec:  # per request: q rows absorbed, query i attends to cl + i keys; the latent read once per head tile
+        r = sum(ql * n for ql, _, n in dec)
+        pairs_d = sum(n * (ql * cl + ql * (ql + 1) / 2) for ql, cl, n in dec)
+        flops += 2.0 * r * heads * (nope * lat + lat * v) + 2.0 * heads * pairs_d * ((lat + rope) + lat)
+        reads = sum(n * math.ceil(heads * ql / FA_QUERY_TILE) * (cl + ql) for ql, cl, n in dec)  # FlashMLA tiles
+        bytes_ += reads * (lat + rope) * kvb + r * heads * (nope + rope + v) * b + heads * (nope + v) * lat * b
     return OpWork(flops=flops, bytes=bytes_, unit="cube")
 
 

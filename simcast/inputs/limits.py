@@ -23,6 +23,9 @@ MAX_MICROBATCHES = 4096
 MAX_STAGE_MICROBATCHES = 2**16
 """pp x microbatches: the stage-microbatch pairs a step's timeline holds. At the bound simulate takes
 ~6 s; 126 stages x 4096 microbatches took 50 s and 3 GB with --trace (measured, Llama-3.1-405B)."""
+MAX_CHUNK_SIZES = 16
+"""Values of ``optimize --chunked-prefill-sizes``: each is a full concurrency sweep per layout (twice with
+SGLang at PP > 1), so 16 values make a search up to 32x longer."""
 MAX_DEVICES = 65536
 """GPUs in a deployment or a collective group, and each of tp/pp/dp (the largest clusters run ~10**5 GPUs
 but no single model instance spans more than this)."""
@@ -43,6 +46,9 @@ request-steps over the requests in flight per replica: ~4e4 steps/s on one core,
 MAX_BATCH_SIZES = 256
 """Values of ``optimize --batch-sizes``: each is one steady-state estimate per layout (~10 ms each, up to
 tens of layouts); the default binary search sweeps ~25."""
+MAX_SPEC_TOKENS = 64
+"""Speculative tokens per step (``num_speculative_tokens``, ``--speculative-num-steps``): each is one
+sequential draft pass per step; published EAGLE/MTP setups use 1-8, SGLang's tree setups verify up to 64."""
 MAX_BALANCED_PP = 16
 """Pipeline stages ``--partition balanced`` searches: each layer it moves costs up to pp^2 trial simulations
 of pp stages (~pp^3; Llama-3.1-405B measured: pp 16 3.5 s, pp 24 142 s, pp 32 52-118 s, pp 63 > 300 s)."""
@@ -148,6 +154,13 @@ TABLE: tuple[tuple[str, float, str], ...] = (
         "4 * 10^6",
     ),
     ("values of `optimize --batch-sizes`", MAX_BATCH_SIZES, "256"),
+    ("values of `optimize --chunked-prefill-sizes`", MAX_CHUNK_SIZES, "16"),
+    (
+        "speculative tokens per step (`num_speculative_tokens`, `--speculative-num-steps`, "
+        "`--speculative-num-draft-tokens`)",
+        MAX_SPEC_TOKENS,
+        "64",
+    ),
     (
         "pipeline stages of `--partition balanced` (it costs ~pp^3 stage simulations per layer moved)",
         MAX_BALANCED_PP,

@@ -47,6 +47,9 @@ def bench_metrics(
         "output_throughput": tout / dur,
         "total_token_throughput": (tin + tout) / dur,
         "max_concurrent_requests": max((s.running + s.waiting for s in r.samples), default=0),
+        "prefix_cache_hit_rate": r.prefix_hit_rate,
+        "prefix_cache_hit_tokens": r.prefix_hit_tokens,
+        "prefix_cache_query_tokens": r.prefix_query_tokens,
     }
     for name, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
         v = v if v.size else np.zeros(1)
@@ -79,6 +82,11 @@ def format_bench(d: dict, header: str) -> str:
         ("Peak concurrent requests:", d["max_concurrent_requests"]),
         ("Total token throughput (tok/s):", f"{d['total_token_throughput']:.2f}"),
     ]
+    if d.get("prefix_cache_hit_tokens"):  # only when prompts share prefixes: other runs print as before
+        rows += [
+            ("Prefix cache hit rate (%):", f"{100 * d['prefix_cache_hit_rate']:.2f}"),
+            ("Prefill tokens skipped (cache hits):", d["prefix_cache_hit_tokens"]),
+        ]
     out = [header, "{s:{c}^50}".format(s=" Serving Benchmark Result (simulated) ", c="=")]
     out += [f"{k:<40}{v!s:<10}" for k, v in rows]
     for name, title in (
@@ -111,6 +119,7 @@ def request_rows(r: BenchResult) -> list[dict]:
             "tpot_s": (x.e2e_s - x.ttft_s) / (x.output_len - 1) if x.output_len > 1 else None,
             "preemptions": x.preemptions,
             "replica": x.replica,
+            "cached_tokens": x.cached_tokens,
         }
         for x in r.requests
     ]

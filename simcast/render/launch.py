@@ -37,6 +37,7 @@ bench-serve`` and gets the predicted output throughput and TTFT within 15 %.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, replace
 
@@ -133,7 +134,7 @@ def _vllm(cfg: ServingConfig, pol, b: int, notes: list[str]) -> list[tuple[str, 
                 f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
                 f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
             )
-    base += _precision_flags(cfg, "vllm")
+    base += _precision_flags(cfg, "vllm") + _speculative_flags(cfg, "vllm", notes)
     replica = par.tp * par.pp
     if par.world_size <= dpn:
         return [("", command_line(base))]
@@ -164,6 +165,8 @@ def _sglang(cfg: ServingConfig, pol, b: int, notes: list[str]) -> list[tuple[str
     running = b * par.dp if dp_attention else b
     cmd = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", tp, "--pp-size", par.pp]
     cmd += ["--dp-size", par.dp, "--max-running-requests", running, "--chunked-prefill-size", chunk]
+    if cfg.dynamic_chunks:  # the chunk setting optimize --chunked-prefill-sizes chose
+        cmd.append("--enable-dynamic-chunking")
     if dp_attention:
         cmd.append("--enable-dp-attention")
         notes.append(
@@ -176,7 +179,7 @@ def _sglang(cfg: ServingConfig, pol, b: int, notes: list[str]) -> list[tuple[str
         cmd += ["--ep-size", par.ep]
     if moe and par.moe_dp > 1:
         cmd += ["--moe-dp-size", par.moe_dp]
-    cmd += _precision_flags(cfg, "sglang")
+    cmd += _precision_flags(cfg, "sglang") + _speculative_flags(cfg, "sglang", notes)
     server_ranks = tp * par.pp  # GPUs of one launch_server
     if par.world_size <= dpn:
         return [("", command_line(cmd))]
@@ -232,6 +235,33 @@ def _precision_flags(cfg: ServingConfig, engine: str) -> list[str]:
     if cfg.kv_cache_dtype == "fp8":
         out += ["--kv-cache-dtype", "fp8" if engine == "vllm" else "fp8_e4m3"]
     return out
+
+
+VLLM_SPEC_METHOD = {"mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "ngram": "ngram"}
+SGLANG_SPEC_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM"}
+DRAFT_PLACEHOLDER = "DRAFT_MODEL"
+
+
+def _speculative_flags(cfg: ServingConfig, engine: str, notes: list[str]) -> list[str]:
+    """The engine's speculative-decoding flags for ``cfg.speculative`` (a chain of ``k`` drafts, top-k 1)."""
+    s = cfg.speculative
+    if s is None:
+        return []
+    needs_head = s.method in ("eagle", "eagle3") and not s.draft_model
+    if needs_head:
+        notes.append(f"replace {DRAFT_PLACEHOLDER} with the {s.method} draft head's checkpoint")
+    draft = s.draft_model or (DRAFT_PLACEHOLDER if needs_head else "")
+    notes.append(f"speculative acceptance assumed {','.join(f'{a:g}' for a in s.acceptance)}: check the engine's log")
+    if engine == "vllm":
+        conf: dict[str, object] = {"method": VLLM_SPEC_METHOD[s.method], "num_speculative_tokens": s.k}
+        if draft:
+            conf["model"] = draft
+        if s.method == "ngram":
+            conf["prompt_lookup_max"] = s.k  # vLLM requires it for ngram; the n-gram window is not modelled
+        return ["--speculative-config", json.dumps(conf, separators=(",", ":"))]
+    out = ["--speculative-algorithm", SGLANG_SPEC_ALGORITHM[s.method], "--speculative-num-steps", str(s.k)]
+    out += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(s.k + 1)]
+    return out + (["--speculative-draft-model-path", draft] if draft else [])
 
 
 def format_launch(entries: list[tuple[str, LaunchLines]], engine: str) -> str:

@@ -45,12 +45,18 @@ COLUMNS = [
     "ep",
     "moe_tp",
     "moe_dp",
+    "chunk_tokens",
+    "dynamic_chunking",
 ]
 
 
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
+    spec = r.config.speculative
+    extra = (
+        {"speculative": f"{spec.method} k={spec.k}", "spec_tokens_per_step": spec.tokens_per_step} if spec else {}
+    )  # only with speculative decoding on: the rows without it keep their columns
     return {
         "parallel": model_label(r.config),
         "tp": par.tp,
@@ -77,6 +83,9 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "capped_by": r.capped_by,
         "prefill_breakdown": r.prefill.breakdown_line,
         "decode_breakdown": r.decode.breakdown_line,
+        "chunk_tokens": r.config.policy.max_num_batched_tokens,
+        "dynamic_chunking": r.config.dynamic_chunks,
+        **extra,
     }
 
 
@@ -143,6 +152,7 @@ def format_search(
     """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
     then blames the limits, else the layouts themselves)."""
     best = best_rows(rows)[:top]
+    chunks = any(c.chunk_choices for c in rows[:top])  # --chunked-prefill-sizes searched the chunk setting
     cells = [
         [
             str(i + 1),
@@ -151,6 +161,7 @@ def format_search(
             str(r["concurrency"]),
             f"{r['ttft_ms']:.1f}",
             f"{r['ttft_idle_ms']:.1f}",
+            *([f"{r['chunk_tokens']}" + (" dyn" if r["dynamic_chunking"] else "")] if chunks else []),
             f"{r['tpot_ms']:.2f}",
             f"{r['tokens_per_s']:.1f}",
             f"{r['tokens_per_s_per_device']:.1f}",
@@ -172,6 +183,7 @@ def format_search(
                     "concurrency",
                     "ttft ms",
                     "1-prompt ttft ms",
+                    *(["chunk"] if chunks else []),
                     "tpot ms",
                     "token/s",
                     "token/s/device",
@@ -188,6 +200,13 @@ def format_search(
         for i, r in enumerate(best):
             out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
             out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
+        if chunks:
+            from simcast.serving.chunk_search import RULE
+
+            out += ["", f"chunk settings tried (1-prompt ttft ms, token/s/device; {RULE}):"]
+            for i, c in enumerate(rows[:top]):
+                tried = ", ".join(f"{lab}: {t * 1e3:.1f} ms, {x:.1f}" for lab, t, x in c.chunk_choices)
+                out.append(f"{i + 1:>2} {best[i]['parallel']:<{w}} {tried}")
     else:
         out.append(
             "no layout meets the limits (see --show-rejected)"
@@ -222,7 +241,13 @@ def format_serving(r: ServingResult, links: str) -> str:
         f"ttft {row['ttft_ms']:.1f} ms | tpot {row['tpot_ms']:.2f} ms | e2e {row['e2e_ms']:.0f} ms",
         f"token/s {row['tokens_per_s']:.1f} | token/s/device {row['tokens_per_s_per_device']:.1f} | "
         f"token/s/user {row['tokens_per_s_per_user']:.1f} | concurrency {row['concurrency']}",
-        f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
+        f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms"
+        + (
+            f" per token (verify + draft step / {c.speculative.tokens_per_step:.3f} tokens)"
+            if c.speculative is not None
+            else ""
+        )
+        + f" (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
         f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
         f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",
         f"links: {links}",

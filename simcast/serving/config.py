@@ -7,15 +7,18 @@ with the user's overrides.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, DeviceSpec, ModelSpec, ParallelSpec
 from simcast.serving.engines import ENGINE_CHOICES, MEMORY_FLAGS, RECORDS, USAGE, EnginePolicy, engine_policy
+from simcast.serving.speculative import SpeculativeSpec, require_supported
 
 SERVING_MODES = ("agg", "disagg", "both")
 """Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
@@ -32,8 +35,10 @@ class Workload:
     max_batched_tokens: int = 0  # 0: the engine's max_num_batched_tokens
     length_mix: tuple[tuple[float, int, int], ...] = ()
     name: str = ""  # the dataset the mix came from ("" : fixed lengths)
+    prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache (a prefix every prompt shares)
 
     def __post_init__(self) -> None:
+        require(0 <= self.prefix_hit_rate < 1, "--prefix-hit-rate", self.prefix_hit_rate, "must be in [0, 1)")
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")
         require(self.output_length >= 1, "--output-length", self.output_length, "must be >= 1")
         require(self.max_batched_tokens >= 0, "--max-batched-tokens", self.max_batched_tokens, "must be >= 0")
@@ -60,9 +65,26 @@ class ServingConfig:
     mem_flag: str = ""  # which flag gave mem_fraction (--gpu-memory-utilization, --mem-fraction-static, ...)
     max_model_len: int = 0  # 0: not set (the workload's longest request is accepted)
     usage: str = "server"  # server (vllm serve) | offline (LLM class, vllm bench throughput)
+    dynamic_chunking: bool = False  # SGLang --enable-dynamic-chunking (acts at PP > 1 only, as in SGLang)
+    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR  # SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR
+    prefix_caching: bool | None = None  # None: the engine's default (--enable-prefix-caching, --disable-radix-cache)
+    speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative`)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
+        require(
+            not self.dynamic_chunking
+            or (self.engine_profile.name if self.engine_profile else self.runtime) == "sglang",
+            "--enable-dynamic-chunking",
+            self.runtime,
+            "is SGLang's flag: needs --engine sglang",
+        )
+        require(
+            0 <= self.dynamic_chunking_smooth_factor <= 1,
+            "--dynamic-chunking-smooth-factor",
+            self.dynamic_chunking_smooth_factor,
+            "must be in [0, 1]",
+        )
         require(self.runtime in ENGINE_CHOICES, "--engine", self.runtime, f"allowed: {', '.join(ENGINE_CHOICES)}")
         require(self.max_num_seqs >= 0, "--max-num-seqs", self.max_num_seqs, "must be >= 0")
         require(0 <= self.mem_fraction <= 1, self.mem_flag or "mem_fraction", self.mem_fraction, "must be in (0, 1]")
@@ -77,6 +99,8 @@ class ServingConfig:
                 self.mem_fraction,
                 f"is engine {owner}'s memory flag; with --engine {engine} use {mine}",
             )
+        if self.speculative is not None:
+            require_supported(self.speculative, self.model)
         if self.max_model_len:
             longest = max(
                 [self.workload.input_length + self.workload.output_length]
@@ -94,9 +118,25 @@ class ServingConfig:
         return self.runtime
 
     @property
+    def hit_rate(self) -> float:
+        """The workload's prefix hit rate when the engine caches prefixes, else 0."""
+        h = self.workload.prefix_hit_rate
+        return h if h and self.policy.prefix_caching else 0.0  # h first: no policy look-up without a hit rate
+
+    def cached_tokens(self, input_len: float) -> int:
+        """Prompt tokens of an ``input_len`` prompt served from the prefix cache (at least one computed)."""
+        return min(int(self.hit_rate * input_len), max(0, math.ceil(input_len) - 1))
+
+    @property
     def kernel_engine(self) -> str | None:
         """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
         return kernel_engine(self.runtime)
+
+    @property
+    def dynamic_chunks(self) -> bool:
+        """SGLang's dynamic chunking sizes this deployment's prompt chunks (asked for, and PP > 1: SGLang's
+        predictor lives in its PP scheduler, python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3)."""
+        return self.dynamic_chunking and self.parallel.pp > 1
 
     @property
     def microbatches(self) -> int:
@@ -114,6 +154,7 @@ class ServingConfig:
             "max_num_seqs": self.max_num_seqs or None,
             "mem_fraction": self.mem_fraction or None,
             "max_model_len": self.max_model_len or None,
+            "prefix_caching": self.prefix_caching,
         }
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base

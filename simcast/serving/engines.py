@@ -65,7 +65,7 @@ class EngineRecord:
     kv_admission: str  # one of KV_ADMISSION
     memory_of: str  # one of MEMORY_OF
     memory_fraction: float  # default fraction (SGLang: replaced by its GPU-size rule)
-    prefix_caching: bool  # on by default: a preempted request's cached blocks are reused on re-admission
+    prefix_caching: bool  # on by default: cached blocks of shared prefixes (and of preempted requests) are reused
     step_overhead_s: float
     per_request_overhead_s: float
     overlap_cpu: bool
@@ -75,6 +75,12 @@ class EngineRecord:
     front_end_source: str
     flags: Mapping[str, str] = field(default_factory=dict)  # simcast concept -> the engine's own flag
     sources: tuple[str, ...] = ()
+    # pipeline parallelism (PP > 1): what the engine's PP loop does differently, read from its code
+    pp_overlap_cpu: bool | None = None  # the overlap scheduler at PP > 1 (None: as overlap_cpu)
+    pp_tp_sharded_send: bool = False  # each TP rank sends 1/tp of the stage's hidden states; the receiver all-gathers
+    pp_output_return: bool = False  # the last stage sends each microbatch's sampled tokens to stage 0 before
+    # stage 0 can schedule that microbatch's next step: one more hop on every microbatch's round trip
+    pp_sources: tuple[str, ...] = ()
 
 
 # --- the records -------------------------------------------------------------------------------------
@@ -117,6 +123,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--max-num-batched-tokens",
             "max_num_seqs": "--max-num-seqs",
             "max_model_len": "--max-model-len",
+            "prefix_caching": "--enable-prefix-caching",
         },
         sources=(
             "vllm/engine/arg_utils.py EngineArgs._set_default_args @99d7eb5: on GPUs >= 70 GiB and not A100 "
@@ -163,6 +170,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--chunked-prefill-size",
             "max_num_seqs": "--max-running-requests",
             "max_model_len": "--context-length",
+            "prefix_caching": "radix cache; --disable-radix-cache",
         },
         sources=(
             "python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (~v0.5.4): "
@@ -174,6 +182,28 @@ RECORDS: dict[str, EngineRecord] = {
             "init ratio 0.7 (x schedule_conservativeness 1.0), min factor 0.14, decay steps 600; "
             "retract_decode raises the ratio when a decode runs out of memory",
             "python/sglang/srt/model_executor/model_runner.py: max running requests clamp(.., 2048, 4096); page_size 1",
+            "python/sglang/srt/mem_cache/radix_cache.py: the radix cache (token-level tree, LRU eviction of "
+            "unreferenced leaves) is on unless --disable-radix-cache",
+        ),
+        pp_overlap_cpu=False,
+        pp_tp_sharded_send=True,
+        pp_output_return=True,
+        pp_sources=(
+            "python/sglang/srt/server_args.py _handle_pipeline_parallelism (stored versions incl. 8356329 and "
+            "the registered post-process _pipeline_parallel_overlap_disable): pp_size > 1 sets "
+            "disable_overlap_schedule ('Pipeline parallelism is incompatible with overlap schedule'), so each "
+            "microbatch's CPU scheduling runs between its GPU passes",
+            "python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3 init_pp_loop_state: "
+            "require_attn_tp_allgather = not enable_nsa_prefill_context_parallel (True by default); "
+            "_pp_send_dict_to_next_stage / _pp_recv_proxy_tensors pass all_gather_group=attn_tp_group, and "
+            "python/sglang/srt/distributed/parallel_state.py send_tensor_dict sends each tensor's "
+            "1/tp slice (reshape(all_gather_size, -1)[rank]); recv_tensor_dict all-gathers it back",
+            "scheduler_pp_mixin.py @00ff98d3 event_loop_pp / _pp_send_output_to_next_stage: the last rank "
+            "sends each microbatch's next_token_ids to rank 0 (msg_type 'output'); every rank waits for "
+            "microbatch i+1's outputs (d2h_event.synchronize) and processes them before scheduling it "
+            "(pp_loop_size = pp_size + pp_async_batch_depth, default 0)",
+            "not charged: the per-microbatch pickled objects (recv_reqs via point_to_point_pyobj, each tensor "
+            "dict's metadata via send_object) over the CPU (gloo) group: no measured latency for that path",
         ),
     ),
     "trtllm": EngineRecord(
@@ -202,6 +232,7 @@ RECORDS: dict[str, EngineRecord] = {
             "max_num_batched_tokens": "--max_num_tokens",
             "max_num_seqs": "--max_batch_size",
             "max_model_len": "--max_seq_len",
+            "prefix_caching": "KvCacheConfig.enable_block_reuse",
         },
         sources=(
             "tensorrt_llm/llmapi/llm_args.py: max_batch_size 2048, max_num_tokens 8192, "
@@ -269,6 +300,8 @@ class EnginePolicy:
     front_end_per_token_s: float = 0.0
     front_end_source: str = "no serving path"
     usage: str = "server"
+    tp_sharded_send: bool = False  # PP hand-off: 1/tp of the hidden states per TP rank, all-gathered on receipt
+    pp_output_return: bool = False  # PP: a return hop (last stage -> stage 0) on every microbatch's round trip
 
     def __post_init__(self) -> None:
         for f in ("max_num_batched_tokens", "max_num_seqs", "kv_block_tokens"):
@@ -320,6 +353,22 @@ class EnginePolicy:
             "recompute when full",
         }[self.kv_admission]
 
+    def prefix_cache_note(self) -> str:
+        """How the run treats shared prefixes (stated in a bench-serve result whose requests share some)."""
+        if not self.prefix_caching:
+            return "prefix caching off: every prompt token is computed"
+        unit = "token-level (page 1)" if self.kv_block_tokens == 1 else f"full {self.kv_block_tokens}-token blocks"
+        when = (
+            "cached when scheduled (vLLM V1 allocate_slots)"
+            if self.name in ("vllm", "none")
+            else "cached when scheduled (an approximation: the engine inserts them once computed)"
+        )
+        return (
+            f"prefix caching on ({self.record.flags.get('prefix_caching', 'default')}): hits in {unit}, {when}, "
+            "shared prefix blocks held once while referenced, unreferenced ones evicted oldest-freed first (free "
+            "queue as a FIFO; blocks reused out of its middle do not shift the others: an approximation)"
+        )
+
     def describe(self) -> str:
         order = "decode-first mixed steps" if self.decode_first else "prefill-first (prompts in their own steps)"
         return (
@@ -330,6 +379,12 @@ class EnginePolicy:
             + f"; CPU {self.step_overhead_s * 1e3:.3g} ms/step + {self.per_request_overhead_s * 1e6:.3g} us/request"
             f" ({'overlapped with the GPU' if self.overlap_cpu else 'serial with the GPU'})"
             f" — {self.overhead_source}"
+            + (
+                "; PP: overlap scheduler off, hidden states sent as 1/tp slices and all-gathered, sampled tokens "
+                "returned from the last stage to stage 0 each microbatch (engine record, SGLang's PP loop)"
+                if self.tp_sharded_send or self.pp_output_return
+                else ""
+            )
         )
 
     def serving_path_note(self) -> str:
@@ -398,9 +453,8 @@ def engine_policy(
         mem_fraction_of=rec.memory_of,
         step_overhead_s=rec.step_overhead_s,
         per_request_overhead_s=rec.per_request_overhead_s,
-        overlap_cpu=rec.overlap_cpu,
+        overlap_cpu=rec.overlap_cpu if pp == 1 or rec.pp_overlap_cpu is None else rec.pp_overlap_cpu,
         overhead_source=rec.cpu_source,
-        sources=rec.sources,
         kv_admission=rec.kv_admission,
         new_token_ratio=ratio,
         prefix_caching=rec.prefix_caching,
@@ -408,6 +462,9 @@ def engine_policy(
         front_end_per_token_s=rec.front_end_per_token_s,
         front_end_source=rec.front_end_source,
         usage=usage,
+        tp_sharded_send=pp > 1 and rec.pp_tp_sharded_send,
+        pp_output_return=pp > 1 and rec.pp_output_return,
+        sources=rec.sources + (rec.pp_sources if pp > 1 else ()),
     )
     if usage == "offline":  # an in-process run (vllm.LLM, vllm bench throughput, trtllm-bench, gptSessionBenchmark)
         # has no API server, HTTP or streaming, and its benchmarks pass token ids: no serving path

@@ -43,15 +43,19 @@ def finite_run(
     seed: int = 0,
     use_disk_cache: bool = True,
 ) -> FiniteRun:
-    """Simulate ``num_prompts`` prompts of ``cfg``'s workload (or drawn from ``lengths``) all sent at t = 0."""
+    """Simulate ``num_prompts`` prompts of ``cfg``'s workload (or drawn from ``lengths``) all sent at t = 0.
+    With a prefix hit rate (fixed lengths only) every prompt starts with the same ``floor(h·ISL)`` tokens,
+    which the engine's prefix cache then serves in its own block granularity."""
     w = cfg.workload
+    shared = cfg.cached_tokens(w.input_length) if lengths is None else 0
     reqs = make_requests(
         num_prompts=num_prompts,
         rate=math.inf,
-        input_len=w.input_length,
+        input_len=w.input_length - shared,
         output_len=w.output_length,
         seed=seed,
         lengths=lengths,
+        prefix_len=shared,
     )
     cfg = replace(cfg, batch_size=1)
     res = simulate_requests(

@@ -22,6 +22,9 @@ life), so the mean KV per running request is ``E[OSL · kv] / E[OSL]`` over the 
 * ``reserve_ratio``: the live tokens plus ``new_token_ratio`` × the remaining output clipped at
   ``clip_max_new_tokens`` (mean ``OSL/2`` below the clip).
 
+**Speculative decoding**: the draft's weights and its KV (one more layer per cached token) live on the
+last stage (:mod:`simcast.serving.draft`) and come out of that stage's KV budget.
+
 Pure arithmetic: no trace.
 """
 
@@ -37,6 +40,7 @@ from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch
 from simcast.serving.config import ServingConfig
+from simcast.serving.draft import draft_kv_bytes_per_token, draft_weight_bytes
 from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
 
 
@@ -86,6 +90,17 @@ def mean_request_kv_tokens(pol: EnginePolicy, lengths: Sequence[tuple[float, int
 def workload_lengths(cfg: ServingConfig) -> tuple[tuple[float, int, int], ...]:
     w = cfg.workload
     return w.length_mix or ((1.0, w.input_length, w.output_length),)
+
+
+def own_lengths(cfg: ServingConfig) -> tuple[tuple[float, int, int], ...]:
+    """:func:`workload_lengths` less each prompt's prefix-cache hit: the KV a request holds for itself (the
+    shared prefix's blocks are held once per replica, :func:`shared_prefix_tokens`)."""
+    return tuple((w, max(1, i - cfg.cached_tokens(i)), o) for w, i, o in workload_lengths(cfg))
+
+
+def shared_prefix_tokens(cfg: ServingConfig) -> int:
+    """KV tokens of the shared prefix a replica holds once (pinned while referenced), 0 without hits."""
+    return cfg.cached_tokens(cfg.workload.input_length)
 
 
 def longest_request(cfg: ServingConfig) -> int:
@@ -140,11 +155,26 @@ def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[float]]
         max(stage_activation_bytes(m, sd, s, chunk), stage_activation_bytes(m, sd, s, dec))
         for s in plan.stage_module_specs
     ]
-    kvb, tokens = kv_dtype_bytes(m, cfg.kv_cache_dtype), mean_request_kv_tokens(pol, workload_lengths(cfg))
+    kvb, tokens = kv_dtype_bytes(m, cfg.kv_cache_dtype), mean_request_kv_tokens(pol, own_lengths(cfg))
     # bytes at the rounded-up mean (sliding-window layers keep only their window; MLA its latent), scaled back
     t_int = max(1, math.ceil(tokens))
     per_req = [stage_kv_bytes_for(m, sd, i, 1, t_int, kvb) * tokens / t_int for i in plan.stage_infos]
+    if cfg.speculative is not None:  # the draft lives on the last stage
+        weights[-1] += draft_weight_bytes(m, cfg.speculative, par)
+        per_req[-1] += draft_kv_bytes_per_token(m, cfg.speculative, par.tp, cfg.kv_cache_dtype) * tokens
     return weights, act, per_req
+
+
+def pinned_prefix_bytes(cfg: ServingConfig) -> list[int]:
+    """KV bytes per stage of the shared prefix a replica holds once (:func:`shared_prefix_tokens`)."""
+    shared = shared_prefix_tokens(cfg)
+    if not shared:
+        return [0] * cfg.parallel.pp
+    m = cfg.model
+    sd = sharded_dims(m, cfg.parallel.tp)
+    plan = build_pipeline_stage_plan(m.num_layers, cfg.parallel.pp, cfg.partition, m.tie_word_embeddings)
+    kvb = kv_dtype_bytes(m, cfg.kv_cache_dtype)
+    return [stage_kv_bytes_for(m, sd, i, 1, shared, kvb) for i in plan.stage_infos]
 
 
 def kv_budgets(cfg: ServingConfig, weights: list[int], act: list[int]) -> list[int]:
@@ -161,7 +191,7 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     """Per-stage memory of ``cfg.batch_size`` running requests under the engine's rules."""
     weights, act, per_req = stage_fixed(cfg)
     budgets = kv_budgets(cfg, weights, act)
-    kv = [int(cfg.batch_size * p) for p in per_req]
+    kv = [int(cfg.batch_size * p) + s for p, s in zip(per_req, pinned_prefix_bytes(cfg))]
     return MemoryFit(
         stage_weight_bytes=tuple(weights),
         stage_kv_bytes=tuple(kv),
@@ -169,7 +199,7 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
         stage_kv_budget_bytes=tuple(budgets),
         reserved_bytes=cfg.reserved_bytes,
         budget_bytes=min(w + a + cfg.reserved_bytes + b for w, a, b in zip(weights, act, budgets)),
-        kv_tokens_per_request=mean_request_kv_tokens(cfg.policy, workload_lengths(cfg)),
+        kv_tokens_per_request=mean_request_kv_tokens(cfg.policy, own_lengths(cfg)),
     )
 
 
@@ -180,7 +210,8 @@ def max_batch_for_memory(cfg: ServingConfig) -> int:
     budgets = kv_budgets(cfg, weights, act)
     if kv_capacity_tokens(cfg, budgets=budgets) < longest_request(cfg):
         return 0
-    return max(0, min(int(b // max(p, 1e-9)) for b, p in zip(budgets, per_req)))
+    pinned = pinned_prefix_bytes(cfg)
+    return max(0, min(int((b - s) // max(p, 1e-9)) for b, p, s in zip(budgets, per_req, pinned)))
 
 
 def kv_capacity_tokens(cfg: ServingConfig, *, budgets: list[int] | None = None) -> int:
@@ -194,6 +225,8 @@ def kv_capacity_tokens(cfg: ServingConfig, *, budgets: list[int] | None = None) 
     kvb, ref = kv_dtype_bytes(m, cfg.kv_cache_dtype), max(1, longest_request(cfg))
     # bytes per token at the longest request's length (sliding-window layers stop growing at their window)
     per_tok = [stage_kv_bytes_for(m, sd, i, 1, ref, kvb) / ref for i in plan.stage_infos]
+    if cfg.speculative is not None:
+        per_tok[-1] += draft_kv_bytes_per_token(m, cfg.speculative, par.tp, cfg.kv_cache_dtype)
     return max(0, min(int(b // max(p, 1e-9)) for b, p in zip(budgets, per_tok)))
 
 
@@ -206,8 +239,19 @@ def memory_note(cfg: ServingConfig, b_mem: int) -> str:
         "free": f"{pol.mem_fraction:.3g} x (HBM - weights - activation buffers - "
         f"{cfg.reserved_bytes / 2**30:.1f} GiB reserve (assumption))",
     }[pol.mem_fraction_of]
-    tokens = mean_request_kv_tokens(pol, workload_lengths(cfg))
+    tokens = mean_request_kv_tokens(pol, own_lengths(cfg))
+    shared = shared_prefix_tokens(cfg)
+    spec = cfg.speculative
+    draft = (
+        f"; the {spec.method} draft takes {draft_weight_bytes(cfg.model, spec, cfg.parallel) / 2**30:.2f} GiB of "
+        f"weights and {draft_kv_bytes_per_token(cfg.model, spec, cfg.parallel.tp, cfg.kv_cache_dtype)} KV bytes "
+        "per token on the last stage"
+        if spec is not None and spec.method != "ngram"
+        else ""
+    )
     return (
         f"memory: KV = {rule} (engine {pol.name}); {pol.admission_note()}: {tokens:.0f} KV tokens per running "
-        f"request on average; memory allows {b_mem} requests/replica"
+        "request on average"
+        + (f" besides the {shared}-token shared prefix held once" if shared else "")
+        + f"; memory allows {b_mem} requests/replica{draft}"
     )

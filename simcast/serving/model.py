@@ -34,6 +34,11 @@ sustainable ``budget · L / (ISL + OSL - 1)`` or ``max_num_seqs`` is capped (the
 rest would wait in the queue). The idle-system TTFT of one request (serving path +
 prefill alone, chunks pipelined through the stages) is kept as ``ttft_idle_s``.
 
+Speculative decoding (:mod:`simcast.serving.speculative`): each decoding request emits ``τ = 1 + E``
+tokens per step, so it lives ``(OSL - 1)/τ`` decode steps; its step is the verify step (``k + 1`` query
+tokens per decoding request, counted against the token budget as the engines count them) plus the draft's
+``k`` passes on the last stage (:mod:`simcast.serving.draft`), and TPOT = step cycle / τ.
+
 Memory: :mod:`simcast.serving.kv_memory` (each engine's memory rule, and the mean
 KV a running request holds under its KV admission policy).
 """
@@ -43,10 +48,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simcast.core.chunking import chunk_plan
+from simcast.core.chunking import chunk_plan, describe_chunks
 from simcast.core.moe_memory import weight_format_note
 from simcast.core.specs import Batch, SimSpec
 from simcast.serving.config import ServingConfig, Workload
+from simcast.serving.draft import FC_NOTE, draft_coster
 from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
@@ -57,7 +63,7 @@ from simcast.serving.kv_memory import (
 )
 from simcast.serving.step import StepCoster, mixed_batch
 from simcast.sim.assumptions import layout_lines
-from simcast.sim.chunked import chunked_prefill_spec
+from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
@@ -79,7 +85,7 @@ class ServingResult:
     config: ServingConfig
     ttft_s: float  # under load: serving path + wait for the step in flight + the prompt's own chunk steps
     tpot_s: float  # mean step cycle a decoding request sees
-    decode_cycle_s: float  # a step of decodes only
+    decode_cycle_s: float  # a step of decodes only (speculative decoding: per emitted token, step / (1 + E))
     prefill_interference_s: float  # what other requests' prompt chunks add to the mean step
     step_overhead_s: float  # engine CPU time of a decode step
     e2e_latency_s: float
@@ -98,28 +104,47 @@ class ServingResult:
     step_wait_s: float = 0.0  # mean wait for the step in flight before a new prompt is scheduled
 
 
-def prefill_spec(cfg: ServingConfig) -> SimSpec:
+def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
     """One prompt alone on an idle system: with chunked prefill, chunks of the engine's token budget flow
     through the PP stages as a chunked pipeline, each attending to the chunks before it
-    (:mod:`simcast.sim.chunked`, the engine's overlap rule); without, the prompt in one piece."""
+    (:mod:`simcast.sim.chunked`, the engine's overlap rule); without, the prompt in one piece. With SGLang's
+    dynamic chunking at PP > 1 the chunks after the first follow its predictor
+    (:func:`simcast.core.chunking.chunk_plan`, stage 0's prefill time as the profiled step)."""
     w, pol = cfg.workload, cfg.policy
+    hit = cfg.cached_tokens(w.input_length)  # a prefix-cache hit: only the rest is computed, attending to it
     base = SimSpec(
         model=cfg.model,
         device=cfg.device,
         parallel=cfg.parallel,
-        batch=Batch.prefill(1, w.input_length),
+        batch=Batch.prefill(1, w.input_length - hit, hit),
         num_microbatches=1,
         partition=cfg.partition,
         expert_imbalance=cfg.expert_imbalance,
         kv_cache_dtype=cfg.kv_cache_dtype,
         engine=cfg.kernel_engine,
+        tp_sharded_send=pol.tp_sharded_send,
     )
-    if not pol.chunked_prefill or w.input_length <= pol.max_num_batched_tokens:
+    if not pol.chunked_prefill or w.input_length - hit <= pol.max_num_batched_tokens:
         return base
-    chunks = chunk_plan(w.input_length, pol.max_num_batched_tokens)
-    return chunked_prefill_spec(
-        base, chunks, engine=cfg.kernel_engine, note=f"engine {pol.name}: chunks of max_num_batched_tokens"
-    )
+    todo = w.input_length - hit
+    # with a hit, the chunks' attention to the cached prefix is not counted here (an approximation)
+    if cfg.dynamic_chunks:
+        chunks = plan_chunks(
+            base,
+            todo,
+            pol.max_num_batched_tokens,
+            dynamic=True,
+            smooth_factor=cfg.dynamic_chunking_smooth_factor,
+            use_disk_cache=use_disk_cache,
+        )
+        note = (
+            f"engine {pol.name}: SGLang dynamic chunking from {pol.max_num_batched_tokens} (smooth factor "
+            f"{cfg.dynamic_chunking_smooth_factor:g}): {describe_chunks(chunks)}"
+        )
+    else:
+        chunks = chunk_plan(todo, pol.max_num_batched_tokens)
+        note = f"engine {pol.name}: chunks of max_num_batched_tokens"
+    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=note)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -152,7 +177,8 @@ def kernels_note(cfg: ServingConfig, report: Report) -> str:
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
-    return StepCoster(
+    """The step coster of ``cfg``'s layout and engine (with its speculative draft, if any)."""
+    coster = StepCoster(
         model=cfg.model,
         device=cfg.device,
         parallel=cfg.parallel,
@@ -163,6 +189,11 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
         engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
     )
+    if cfg.speculative is not None:
+        coster.verify_tokens = cfg.speculative.verify_tokens
+        coster.tokens_per_step = cfg.speculative.tokens_per_step
+        coster.draft_s = draft_coster(coster, cfg.speculative)
+    return coster
 
 
 def _interp(cost, x: float) -> float:
@@ -187,11 +218,17 @@ def estimate_serving(
     cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
     pol, w, par = cfg.policy, cfg.workload, cfg.parallel
     coster = coster or coster_for(cfg, use_disk_cache)
-    isl, osl = w.input_length, w.output_length
+    osl = w.output_length
+    hit = cfg.cached_tokens(w.input_length)  # prompt tokens served by the prefix cache
+    isl = w.input_length - hit  # prompt tokens computed
+    spec = cfg.speculative
+    tau = spec.tokens_per_step if spec else 1.0  # tokens a decoding request emits per step
+    vt = spec.verify_tokens if spec else 1  # query tokens per decoding request per step
+    dec_steps = (osl - 1) / tau  # decode steps of one request
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
 
-    pre = prefill or simulate(prefill_spec(cfg), use_disk_cache=use_disk_cache)
-    front = pol.front_end_time_s(isl)
+    pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
+    front = pol.front_end_time_s(w.input_length)
     n_chunks = len(pre.spec.chunked_prefill.tokens) if pre.spec.chunked_prefill else 1
     ttft_idle = pre.latency_s + n_chunks * pol.step_cpu_s(1) + front
 
@@ -203,43 +240,43 @@ def estimate_serving(
     n_pf = 1
     for _ in range(3):  # chunk size depends on D, D on the request's lifetime, lifetime on chunk count
         b = served / m
-        life = osl - 1 + n_pf
-        d = b * (osl - 1) / life
-        if pol.decode_first and b * (osl - 1 + isl) / life > budget:  # prompts + decodes exceed the budget
-            served = max(1, int(budget * life / (osl - 1 + isl)) * m)
+        life = dec_steps + n_pf
+        d = b * dec_steps / life
+        if pol.decode_first and b * (dec_steps * vt + isl) / life > budget:  # prompts + decodes exceed the budget
+            served = max(1, int(budget * life / (dec_steps * vt + isl)) * m)
             capped = "token budget"
-            b, d = served / m, served / m * (osl - 1) / life
-        room = budget - math.ceil(d) if pol.decode_first else budget
+            b, d = served / m, served / m * dec_steps / life
+        room = budget - math.ceil(d) * vt if pol.decode_first else budget
         chunk = min(isl, max(1, room)) if pol.chunked_prefill else isl
         n_pf = math.ceil(isl / chunk)
     b = served / m
-    life = osl - 1 + n_pf
+    life = dec_steps + n_pf
     chunk = math.ceil(isl / n_pf)
-    dec_ctx = isl + osl // 2
-    chunk_ctx = (n_pf - 1) * chunk // 2
+    dec_ctx = w.input_length + osl // 2  # attention still over the whole context
+    chunk_ctx = hit + (n_pf - 1) * chunk // 2
     in_flight = m
     # a decoding request sees its own decode plus the others' decodes and prompt chunks in its step
-    others_dec = max(0.0, b - 1) * (osl - 1) / life
+    others_dec = max(0.0, b - 1) * dec_steps / life
     others_pf = max(0.0, b - 1) * isl / life  # other requests' prompt tokens per step
 
-    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0)
-    decode_cycle = coster.cycle_s(dec_batch, in_flight)
+    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0, vt)
+    decode_cycle = coster.cycle_s(dec_batch, in_flight, max(1, round(b)), dec_ctx) / tau
 
     def cyc(dec: int, prompts: int, tokens: int = chunk) -> float:
-        return coster.cycle_s(mixed_batch(dec, dec_ctx, prompts, tokens, chunk_ctx), in_flight)
+        return coster.cycle_s(mixed_batch(dec, dec_ctx, prompts, tokens, chunk_ctx, vt), in_flight, dec, dec_ctx)
 
     if pol.decode_first:
-        tpot = _interp(lambda k: _interp(lambda dd: cyc(1 + dd, k), others_dec), others_pf / chunk)
-        ttft_steps = n_pf * _interp(lambda dd: cyc(dd, 1), min(others_dec, budget - chunk))
+        tpot = _interp(lambda k: _interp(lambda dd: cyc(1 + dd, k), others_dec), others_pf / chunk) / tau
+        ttft_steps = n_pf * _interp(lambda dd: cyc(dd, 1), min(others_dec, (budget - chunk) / vt))
     else:
         per_prompt = min(isl, budget)
         size = min(max(others_pf, per_prompt), budget)  # tokens of one prefill step
         prompts = max(1, round(size / per_prompt))
         pf = coster.cycle_s(mixed_batch(0, 0, prompts, per_prompt, chunk_ctx), in_flight)
         dec_seen = _interp(lambda dd: cyc(1 + dd, 0), others_dec)
-        tpot = dec_seen + (others_pf / (prompts * per_prompt)) * pf
+        tpot = (dec_seen + (others_pf / (prompts * per_prompt)) * pf) / tau
         ttft_steps = n_pf * cyc(0, 1, per_prompt) + (n_pf - 1) * dec_seen
-    wait = step_wait_cycles(pol) * tpot if served > 1 else 0.0
+    wait = step_wait_cycles(pol) * tpot * tau if served > 1 else 0.0
     ttft = front + wait + ttft_steps
     if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
         ttft = ttft_idle
@@ -249,13 +286,22 @@ def estimate_serving(
     b_mem = max_batch_for_memory(cfg)
     dec_report = coster.report(dec_batch) if dec_batch else pre
     cpu_step = pol.step_cpu_s(dec_batch.num_requests if dec_batch else 0)
-    lengths = f"dataset {w.name} (mean ISL {isl}, OSL {osl})" if w.length_mix else f"ISL {isl}, OSL {osl}"
+    lengths = (
+        f"dataset {w.name} (mean ISL {w.input_length}, OSL {osl})"
+        if w.length_mix
+        else f"ISL {w.input_length}, OSL {osl}"
+    )
+    if hit:
+        lengths += (
+            f", prefix hit rate {cfg.hit_rate:.3g}: {hit} prompt tokens from the prefix cache, {isl} computed "
+            "(attention over the whole context; the shared prefix's KV held once per replica)"
+        )
     assumptions = (
         (
             pol.describe(),
             f"steady state at {served} requests/replica"
             + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
-            + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * (osl - 1) / life:.1f} decodes at "
+            + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * dec_steps / life:.1f} decodes at "
             f"context {dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
             + (
                 "(one mixed forward pass, decodes first)"
@@ -273,6 +319,14 @@ def estimate_serving(
         + pre.assumptions[:2]
         + tuple(a for a in layout_lines(pre.assumptions) if a not in pre.assumptions[:2])
     )
+    if spec is not None:
+        assumptions += (
+            spec.describe(),
+            f"speculative: TPOT = step cycle / {tau:.3f} tokens per step (the expected value, deterministic); the "
+            "draft runs after the verify step on the last stage; not modelled: tree drafts (top-k > 1), dynamic k, "
+            "draft/target overlap, the draft's own CPU launch time"
+            + ("" if spec.method == "ngram" else f"; {FC_NOTE}"),
+        )
     if weight_format_note(cfg.model):
         assumptions += (weight_format_note(cfg.model),)
     if cfg.kv_cache_dtype != "auto":

@@ -44,7 +44,8 @@ class Recorder(StepCoster):
         """A recorder for ``coster``'s layout and engine policy (what the scheduler reads)."""
         return Recorder(**{f.name: getattr(coster, f.name) for f in fields(StepCoster) if f.name != "_memo"})
 
-    def period_s(self, batches: list[Batch]) -> float:
+    def period_s(self, batches: list[Batch], drafting: Sequence[int] = (), context: int = 0) -> float:
+        # drafting follows from the batches (the decodes of each), so the shape key is the batches alone
         self.steps.append(self.shape_index.setdefault(tuple(batches), len(self.shape_index)))
         return 1.0
 

@@ -20,100 +20,35 @@ step's requests are split into ``pp`` microbatches in flight (decodes evenly,
 each prompt chunk whole to the least-loaded microbatch) and the step costs the
 period in which each microbatch advances once (``StepCoster.period_s``). Each
 distinct rounded batch is simulated once.
+
+Speculative decoding (the coster's ``verify_tokens`` = ``k + 1`` and ``draft_s``): a decode takes ``k + 1``
+query tokens of the step (and of its token budget, and ``k + 1`` KV slots), the draft's passes are added
+to the last stage, and a decoding request emits the **expected** ``1 + E`` tokens per step,
+deterministically: the fraction is carried to its next step (no random acceptance draws), so the run
+matches the steady state's mean and is reproducible.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simcast.core.errors import require
-from simcast.core.lengths import LengthDistribution
 from simcast.core.specs import Batch
 from simcast.serving.engines import SGLANG_RATIO
+from simcast.serving.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.step import StepCoster
 
 CTX_ROUND = 64  # tokens: context rounding of the step-cost cache key
 CHUNK_ROUND = 16  # tokens: prompt-chunk rounding of the step-cost cache key
 
-
-def make_requests(
-    *,
-    num_prompts: int,
-    rate: float,
-    input_len: int = 1024,
-    output_len: int = 128,
-    range_ratio: float = 0.0,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    lengths: LengthDistribution | None = None,
-) -> list[RequestSpec]:
-    """vLLM's random dataset and arrival process: lengths uniform on
-    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
-    rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0.
-
-    With ``lengths`` (a dataset's distribution: ``--dataset-name sharegpt`` ...) each request's
-    (input, output) pair is drawn from it instead, i.i.d.; the arrivals are the same process.
-    One generator seeded with ``seed`` draws the lengths, then the gaps.
-    """
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(0 <= range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
-    rng = np.random.default_rng(seed)
-    if lengths is not None:
-        ins, outs = lengths.sample(num_prompts, rng)
-    else:
-        ins = rng.integers(
-            max(1, math.floor(input_len * (1 - range_ratio))),
-            math.ceil(input_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-        outs = rng.integers(
-            max(1, math.floor(output_len * (1 - range_ratio))),
-            math.ceil(output_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def requests_from_lengths(
-    input_lens: Sequence[int],
-    output_lens: Sequence[int],
-    *,
-    num_prompts: int,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-) -> list[RequestSpec]:
-    """Requests whose lengths are a trace's rows in order (a ``--dataset-path`` file without arrival times):
-    the first ``num_prompts`` rows, and when the trace has fewer, the rest drawn from its rows uniformly with
-    replacement (as ``vllm bench serve`` oversamples a short dataset); arrivals as :func:`make_requests`."""
-    require(num_prompts >= 1, "--num-prompts", num_prompts, "must be >= 1")
-    require(len(input_lens) == len(output_lens) and len(input_lens) > 0, "trace", len(input_lens), "needs rows")
-    rng = np.random.default_rng(seed)
-    k = np.arange(min(num_prompts, len(input_lens)))
-    if num_prompts > len(k):
-        k = np.concatenate((k, rng.integers(0, len(input_lens), size=num_prompts - len(k))))
-    ins, outs = np.asarray(input_lens)[k], np.asarray(output_lens)[k]
-    arr = _arrivals(rng, num_prompts, rate, burstiness)
-    return [RequestSpec(arrival_s=float(a), input_len=int(i), output_len=int(o)) for a, i, o in zip(arr, ins, outs)]
-
-
-def _arrivals(rng: np.random.Generator, n: int, rate: float, burstiness: float) -> np.ndarray:
-    """Send times (s) of ``n`` requests: gamma gaps rescaled to end at ``n/rate``, first at 0; rate inf: all 0."""
-    require(burstiness > 0, "--burstiness", burstiness, "must be > 0")
-    require(rate > 0, "--request-rate", rate, "must be > 0 or inf")
-    if math.isinf(rate):
-        return np.zeros(n)
-    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
-    arr = np.cumsum(gaps)
-    arr = arr * (n / rate) / arr[-1]
-    return np.concatenate(([0.0], arr[:-1]))  # first request at t = 0
+__all__ = ["RequestSpec", "make_conversations", "make_requests", "requests_from_lengths", "simulate_requests"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +62,7 @@ class RequestResult:
     replica: int
     front_end_s: float = 0.0  # the serving path's share of ttft_s and e2e_s (API server, tokenise, stream)
     admitted_s: float = -1.0  # when the engine first admitted it (its replica's clock)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission (not computed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +86,13 @@ class BenchResult:
     distinct_batches: int
     step_end_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # when each step ended (its replica's clock)
     step_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # output tokens it made
+    prefix_hit_tokens: int = 0  # prompt tokens served from the prefix cache, all admissions (preemptions too)
+    prefix_query_tokens: int = 0  # prompt tokens looked up in it, all admissions
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of looked-up prompt tokens found in the prefix cache (vLLM's prefix cache hit rate)."""
+        return self.prefix_hit_tokens / self.prefix_query_tokens if self.prefix_query_tokens else 0.0
 
 
 def _round(x: float, to: int) -> int:
@@ -165,6 +108,7 @@ def simulate_requests(
     router: str = "round_robin",
     max_concurrency: int = 0,
     sample_every: int = 1,
+    next_chunk: Callable[[int], int] | None = None,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
@@ -200,8 +144,23 @@ def simulate_requests(
             r.input_len + r.output_len,
             f"longer than --max-model-len {pol.max_model_len}: the engine refuses it",
         )
-    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival_s)
-    pending = deque(Req(idx=i, spec=reqs[i]) for i in order)
+    for i, r in enumerate(reqs):
+        require(
+            r.parent < i and (r.parent < 0 or r.prefix_len <= reqs[r.parent].input_len + reqs[r.parent].output_len),
+            "request parent",
+            r.parent,
+            "must be an earlier request whose prompt + output holds the prefix",
+        )
+    all_q = [Req(idx=i, spec=r) for i, r in enumerate(reqs)]
+    children: dict[int, list[Req]] = {}
+    for q in all_q:
+        if q.spec.parent >= 0:
+            q.parent_req = all_q[q.spec.parent]
+            children.setdefault(q.spec.parent, []).append(q)
+    order = sorted((i for i in range(len(reqs)) if reqs[i].parent < 0), key=lambda i: reqs[i].arrival_s)
+    pending = deque(all_q[i] for i in order)
+    follow: list[tuple[float, int, Req]] = []  # (send time, idx, request): next turns, sent when the previous ends
+    sticky: dict[int, Replica] = {}  # a conversation's turns go to the replica of its first (its cache is there)
     out: list[RequestResult | None] = [None] * len(reqs)
     itl_v: list[float] = []
     itl_w: list[int] = []
@@ -213,20 +172,42 @@ def simulate_requests(
     step_tok: list[int] = []
     budget = pol.max_num_batched_tokens
     overlap = pol.overlap_cpu and pol.name != "none"
+    vt, tau = coster.verify_tokens, coster.tokens_per_step
+    piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
+
+    def prompt_cap(prefix: int) -> int:
+        """A prompt's tokens in one step: its next ``m`` chunks, one per microbatch (dynamic chunking)."""
+        got = 0
+        for _ in range(m):
+            got += piece(prefix + got)
+        return got
+
+    cap = prompt_cap if next_chunk is not None and m > 1 else None
+
+    def next_send() -> float:
+        a = pending[0].spec.arrival_s if pending else math.inf
+        return min(a, follow[0][0]) if follow else a
 
     def route(now: float) -> None:
         nonlocal rr, in_flight
-        while pending and pending[0].spec.arrival_s <= now and (not max_concurrency or in_flight < max_concurrency):
-            q = pending.popleft()
+        while (pending or follow) and next_send() <= now and (not max_concurrency or in_flight < max_concurrency):
+            if follow and (not pending or follow[0][0] <= pending[0].spec.arrival_s):
+                t, _, q = heapq.heappop(follow)
+            else:
+                q = pending.popleft()
+                t = q.spec.arrival_s
             # open loop: sent at its arrival (a step may be in flight: TTFT counts the wait); a client slot
             # freed by --max-concurrency: sent when this replica's clock reached it
-            q.sent_s = max(now, q.spec.arrival_s) if max_concurrency else q.spec.arrival_s
+            q.sent_s = max(now, t) if max_concurrency else t
             q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
-            if router == "round_robin":
+            if q.parent_req is not None:
+                rep = sticky[q.parent_req.idx]
+            elif router == "round_robin":
                 rep = reps[rr % dp]
                 rr += 1
             else:
                 rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
+            sticky[q.idx] = rep
             if not rep.running and not rep.waiting:
                 rep.clock = max(rep.clock, q.sent_s)
             rep.waiting.append(q)
@@ -235,11 +216,11 @@ def simulate_requests(
     while True:
         live = [r for r in reps if r.running or r.waiting]
         if not live:
-            if not pending:
+            if not pending and not follow:
                 break
             # all replicas idle: the next request goes out at its arrival, or, when the client's
             # --max-concurrency held it back, when the last request in flight finished (the latest clock)
-            nxt = max(pending[0].spec.arrival_s, max(rp.clock for rp in reps))
+            nxt = max(next_send(), max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
             route(nxt)
@@ -258,15 +239,25 @@ def simulate_requests(
             pol.max_num_seqs * m,
             prefill_first=not pol.decode_first and ready,
             cutoff_s=cutoff,
+            decode_tokens=vt,
+            prompt_cap=cap,
         )
         if not pol.decode_first and not chunks:
             decodes, chunks = form_step(
-                rep, pol, blk, budget * m, pol.max_num_seqs * m, prefill_first=False, cutoff_s=cutoff
+                rep,
+                pol,
+                blk,
+                budget * m,
+                pol.max_num_seqs * m,
+                prefill_first=False,
+                cutoff_s=cutoff,
+                decode_tokens=vt,
+                prompt_cap=cap,
             )
         if not decodes and not chunks:  # idle until the next request is ready (or arrives)
             later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
-            if pending and pending[0].spec.arrival_s > rep.clock:
-                later.append(pending[0].spec.arrival_s)
+            if (pending or follow) and next_send() > rep.clock:
+                later.append(next_send())
             require(
                 bool(later),
                 "request",
@@ -285,7 +276,7 @@ def simulate_requests(
         for q, n in chunks:
             done = 0
             while done < n:
-                take = min(budget, n - done) if m > 1 else n - done
+                take = min(piece(q.computed + done), n - done) if m > 1 else n - done
                 pieces.append((q, take, q.computed + done))
                 done += take
         per = max(1, min(m, len(decodes) + len(pieces)))
@@ -306,7 +297,7 @@ def simulate_requests(
         batches: list[Batch] = []
         mb_batch: list[Batch | None] = []
         for i in range(per):
-            q_l = [1] if dec_n[i] else []
+            q_l = [vt] if dec_n[i] else []
             c_l = [dec_ctx] if dec_n[i] else []
             n_l = [dec_n[i]] if dec_n[i] else []
             for ql, cl in sorted(mb_chunks[i]):
@@ -317,7 +308,8 @@ def simulate_requests(
             mb_batch.append(bt)
             if bt is not None:
                 batches.append(bt)
-        dt = coster.period_s(batches)
+        drafting = [dec_n[i] for i in range(per) if mb_batch[i] is not None]
+        dt = coster.period_s(batches, drafting, dec_ctx)
         start = rep.clock
         # with PP, a token leaves the pipeline no earlier than its own microbatch's pass through every stage
         # (the period averages microbatches; a request's own trip can be longer): per-request stamps
@@ -326,24 +318,32 @@ def simulate_requests(
         if m > 1:
             for i, bt in enumerate(mb_batch):
                 if bt is not None:
-                    st = coster.stage_times_s(bt)
+                    st = coster.with_draft(coster.stage_times_s(bt), dec_n[i], dec_ctx)
                     cpu = pol.step_cpu_s(bt.num_requests)
-                    own[i] = max(dt, max(cpu, sum(st)) if pol.overlap_cpu else cpu + sum(st))
+                    gpu = sum(st) + coster.return_s(bt)
+                    own[i] = max(dt, max(cpu, gpu) if pol.overlap_cpu else cpu + gpu)
                     first0[i] = st[0] if st else 0.0
         dec_mb = [i for i in range(per) for _ in range(dec_n[i])]
         steps += 1
         step_end.append(rep.clock + dt)
-        step_tok.append(len(decodes) + sum(1 for q, n in chunks if n == q.prefill_left))
         rep.clock += dt
         now = rep.clock
         # ---- apply it
         if decodes:
             itl_v.append(dt)
             itl_w.append(len(decodes))
+        emitted = sum(1 for q, n in chunks if n == q.prefill_left)
         for k, q in enumerate(decodes):
-            q.generated += 1
-            q.computed += 1
+            got = 1
+            if tau > 1.0:  # speculative: the expected 1 + E tokens, the fraction carried to the next step
+                credit = q.spec_credit + tau
+                got = max(1, min(int(credit), q.spec.output_len - q.generated))
+                q.spec_credit = credit - int(credit)
+            emitted += got
+            q.generated += got
+            q.computed += got
             q.token_s = start + own[dec_mb[k]] if m > 1 else now
+        step_tok.append(emitted)
         for q, n in chunks:
             q.computed += n  # its blocks were reserved when the step was formed
             if q.prefill_left == 0:  # prompt done: the step samples the next token
@@ -370,7 +370,10 @@ def simulate_requests(
                 admitted_s=q.admitted_s,
                 preemptions=q.preemptions,
                 replica=rep.rid,
+                cached_tokens=q.cached_tokens,
             )
+            for c in children.pop(q.idx, ()):  # the conversation's next turn: sent when the client has this one
+                heapq.heappush(follow, (max(now, q.token_s) + fe, c.idx, c))
         if steps % sample_every == 0:
             samples.append(
                 Sample(
@@ -394,4 +397,6 @@ def simulate_requests(
         distinct_batches=len(coster._memo),
         step_end_s=np.asarray(step_end),
         step_tokens=np.asarray(step_tok, dtype=np.int64),
+        prefix_hit_tokens=sum(rp.hit_tokens for rp in reps),
+        prefix_query_tokens=sum(rp.query_tokens for rp in reps),
     )

@@ -18,6 +18,21 @@ while ``max_num_seqs``, the step's token budget and the engine's **KV admission 
 * ``guaranteed_no_evict`` (TensorRT-LLM's default): a request is admitted only with blocks for its whole
   ``ISL + OSL``; nothing is ever preempted.
 
+**Prefix caching** (``EnginePolicy.prefix_caching``; vLLM V1's automatic prefix caching, SGLang's radix
+cache, TensorRT-LLM's KV block reuse): a request's tokens are modelled abstractly, never as token ids.
+``RequestSpec.prefix_id`` names a shared prefix of ``prefix_len`` tokens (``--random-prefix-len``, a trace's
+``prefix_id`` column), and ``RequestSpec.parent`` a request whose whole sequence (prompt + output) the prompt
+continues (a conversation's next turn). A hit is the longest run of cached **full** blocks from the start
+(vLLM's block-hash chain; SGLang's page size 1 makes it token-exact), capped below the prompt so at least
+one token is computed (``vllm/v1/core/kv_cache_manager.py get_computed_blocks``). A shared prefix's blocks
+are held **once** while any running request references them (ref count) and are cached by the request
+that schedules them (vLLM caches a block when it is allocated for scheduled tokens, so a request admitted
+later in the same step hits it); when the last reference goes they join the free queue after the request's
+own blocks (vLLM frees a request's blocks tail first, so the prefix is evicted last). Eviction: the free
+queue is FIFO by push index (LRU by free time, as vLLM's ``FreeKVCacheBlockQueue`` and, approximately, SGLang's
+LRU leaf eviction): a cached run survives until allocations have popped past it. Blocks touched out of the
+queue's middle do not shift the others' positions (an approximation).
+
 A request is schedulable from ``ready_s`` (when it is sent: the serving path — API server, tokenisation,
 detokenise and stream — is added to its TTFT and E2E instead of delaying it, an approximation that keeps
 which requests a step carries independent of the front end); an overlap scheduler has formed step n+1
@@ -27,8 +42,10 @@ while step n runs, so a request is seen one step later (``cutoff_s``).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from simcast.core.errors import require
 from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
 
 
@@ -38,6 +55,25 @@ class RequestSpec:
     input_len: int
     output_len: int
     kv_ready_tokens: int = 0  # prompt tokens whose KV arrives from elsewhere (a prefill pool): admitted uncomputed
+    prefix_id: int = -1  # shared prefix (-1: none): its first prefix_len tokens equal every other request's of this id
+    prefix_len: int = 0  # tokens of the shared prefix (<= input_len)
+    parent: int = -1  # index of the request whose prompt + output this prompt starts with (-1: none); sent when
+    # that request finishes (a conversation's next turn), its arrival_s then ignored
+
+    def __post_init__(self) -> None:
+        require(0 <= self.prefix_len <= self.input_len, "prefix_len", self.prefix_len, "must be in [0, input_len]")
+        require(self.prefix_id >= -1 and self.parent >= -1, "prefix_id", self.prefix_id, "must be >= -1")
+
+
+@dataclass(eq=False)
+class Prefix:
+    """One replica's cache state of a shared prefix: blocks held while referenced, else where they sit in the
+    free queue."""
+
+    held: int = 0  # blocks in memory for it while refs > 0 (counted once in used_blocks)
+    refs: int = 0  # running requests referencing it
+    cache_top: int = 0  # push index just past its blocks once unreferenced
+    cache_full: int = 0  # blocks it left in the free queue
 
 
 @dataclass(eq=False)
@@ -56,6 +92,12 @@ class Req:
     admitted_s: float = -1.0  # first admission
     cache_top: int = 0  # push index just past its freed blocks (prefix cache after a preemption)
     cache_full: int = 0  # full blocks it freed
+    cache_base: int = 0  # shared-prefix blocks it referenced when it freed them (its own blocks follow)
+    base: int = 0  # leading blocks it references in its shared prefix (held once, in Prefix.held)
+    px: Prefix | None = None  # the shared prefix it references while running
+    parent_req: Req | None = None  # the request whose sequence its prompt continues (RequestSpec.parent)
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
+    spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
 
     @property
     def prefill_left(self) -> int:
@@ -79,6 +121,9 @@ class Replica:
     ratio: float = 0.0  # SGLang's new_token_ratio now
     step_start_s: float = float("-inf")  # start of the step in flight (overlap schedulers)
     preemptions: int = 0
+    prefixes: dict = field(default_factory=dict)  # prefix_id -> Prefix
+    hit_tokens: int = 0  # prompt tokens served from the prefix cache, over all admissions
+    query_tokens: int = 0  # prompt tokens looked up, over all admissions
 
     def __post_init__(self) -> None:
         self.pushed = self.kv_blocks
@@ -87,19 +132,45 @@ class Replica:
     def free_blocks(self) -> int:
         return self.kv_blocks - self.used_blocks
 
-    def take(self, q: Req, n: int) -> None:
-        """Give ``q`` ``n`` more blocks from the head of the free queue."""
+    def take(self, q: Req, n: int, blk: int) -> None:
+        """Give ``q`` ``n`` more blocks from the head of the free queue; those inside its shared prefix, when
+        it is the one extending it, become the prefix's (cached for the requests that follow)."""
+        px = q.px
+        if px is not None and n and q.blocks == 0 and q.base == px.held:
+            pub = min(n, max(0, q.spec.prefix_len // blk - px.held))
+            px.held += pub
+            q.base += pub
+            n -= pub
+            self.used_blocks += pub
+            self.popped += pub
         q.blocks += n
         self.used_blocks += n
         self.popped += n
 
     def release(self, q: Req, blk: int) -> None:
-        """Free ``q``'s blocks (tail first, as vLLM frees them): they stay cached until reallocated."""
-        q.cache_full = min(q.blocks, q.computed // blk)
+        """Free ``q``'s blocks (tail first, as vLLM frees them): they stay cached until reallocated; its shared
+        prefix's blocks follow them into the free queue when no running request references it any more."""
+        q.cache_full = max(0, min(q.blocks, q.computed // blk - q.base))
+        q.cache_base = q.base
         self.pushed += q.blocks
         q.cache_top = self.pushed
         self.used_blocks -= q.blocks
         q.blocks = 0
+        px = q.px
+        if px is not None:
+            px.refs -= 1
+            if px.refs == 0:  # cached as far as the last holder computed it (conservative)
+                px.cache_full = min(px.held, q.computed // blk)
+                self.pushed += px.held
+                px.cache_top = self.pushed
+                self.used_blocks -= px.held
+                px.held = 0
+            q.px = None
+            q.base = 0
+
+    def present(self, top: int, full: int) -> int:
+        """Blocks of a run freed up to push index ``top`` (``full`` of them) not yet reallocated."""
+        return max(0, min(top - self.popped, full))
 
 
 def blocks_for(tokens: int, block: int) -> int:
@@ -130,19 +201,51 @@ def _preempt(rep: Replica, pol: EnginePolicy, blk: int) -> Req:
     return victim
 
 
-def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> int:
-    """Blocks a re-admitted request finds in the prefix cache: after a preemption, the full blocks of its
-    prefix still in the free queue (at least one token is always computed: the hit stops below the prompt)."""
-    if not pol.prefix_caching or q.preemptions == 0 or q.blocks or q.computed:
-        return 0
-    present = max(0, min(q.cache_top - rep.popped, q.cache_full))
-    return min(present, max(0, (q.spec.input_len + q.generated - 1) // blk))
+def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> tuple[int, int, Prefix | None]:
+    """Blocks a request finds in the prefix cache at admission (module docstring): ``(shared, own, prefix)``,
+    the leading blocks of its shared prefix, then blocks it takes over as its own (after a preemption, those
+    it freed; a conversation's next turn, those its parent freed), and the shared prefix it references.
+    At least one token is always computed: the hit stops below the prompt."""
+    spec = q.spec
+    if (
+        not pol.prefix_caching
+        or q.blocks
+        or q.computed
+        or (spec.prefix_id < 0 and not q.preemptions and q.parent_req is None)
+    ):
+        return 0, 0, None
+    cap = max(0, (spec.input_len + q.generated - 1) // blk)
+    shared, px = 0, None
+    if spec.prefix_id >= 0:
+        px = rep.prefixes.setdefault(spec.prefix_id, Prefix())
+        avail = px.held if px.refs else rep.present(px.cache_top, px.cache_full)
+        shared = min(avail, spec.prefix_len // blk, cap)
+    own = 0
+    if q.preemptions and q.cache_base == shared:
+        own = min(rep.present(q.cache_top, q.cache_full), cap - shared)
+    elif not q.preemptions and q.parent_req is not None and q.parent_req.cache_base == shared:
+        p = q.parent_req
+        own = min(rep.present(p.cache_top, p.cache_full), spec.prefix_len // blk - shared, cap - shared)
+    return shared, max(0, own), px
 
 
 def form_step(
-    rep: Replica, pol: EnginePolicy, blk: int, budget: int, max_seqs: int, *, prefill_first: bool, cutoff_s: float
+    rep: Replica,
+    pol: EnginePolicy,
+    blk: int,
+    budget: int,
+    max_seqs: int,
+    *,
+    prefill_first: bool,
+    cutoff_s: float,
+    decode_tokens: int = 1,
+    prompt_cap: Callable[[int], int] | None = None,
 ) -> tuple[list[Req], list[tuple[Req, int]]]:
-    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted."""
+    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
+    ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
+    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone).
+    ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
+    verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
     decodes: list[Req] = []
     chunks: list[tuple[Req, int]] = []
     left = budget
@@ -155,26 +258,28 @@ def form_step(
         if not q.prefilling:
             if prefill_first:
                 continue
-            need = 0 if gne else blocks_for(q.computed + 1, blk) - q.blocks
+            need = 0 if gne else max(0, blocks_for(q.computed + decode_tokens, blk) - q.blocks - q.base)
             while need > rep.free_blocks and rep.running:
                 victim = _preempt(rep, pol, blk)
                 gone.add(victim)
                 if victim in decodes:
                     decodes.remove(victim)
-                    left += 1
+                    left += decode_tokens
                 chunks = [(x, n) for x, n in chunks if x is not victim]
                 if victim is q:
                     break
             if q in gone:
                 continue
-            rep.take(q, need)
+            rep.take(q, need, blk)
             decodes.append(q)
-            left -= 1
+            left -= decode_tokens
         elif left > 0:  # a partial prefill continues
             n = min(q.prefill_left, left) if pol.chunked_prefill else q.prefill_left
-            grow = 0 if gne else blocks_for(q.computed + n, blk) - q.blocks
+            if prompt_cap is not None and pol.chunked_prefill:
+                n = min(n, prompt_cap(q.computed))
+            grow = 0 if gne else blocks_for(q.computed + n, blk) - q.blocks - q.base
             if n <= left and grow <= rep.free_blocks:
-                rep.take(q, grow)  # reserve now so later admissions in this step see it
+                rep.take(q, grow, blk)  # reserve now so later admissions in this step see it
                 chunks.append((q, n))
                 left -= n
     if ratio_mode and decodes:
@@ -186,26 +291,42 @@ def form_step(
         q = rep.waiting[0]
         if q.ready_s > cutoff_s:
             break
-        hits = _cache_hits(rep, q, pol, blk)
+        shared, own, px = _cache_hits(rep, q, pol, blk)
+        hits = shared + own
+        touch = own + (shared if px is not None and not px.refs else 0)  # cached blocks back in use
         # a disaggregated decode engine: the prompt's KV arrived by transfer (once; a preempted request recomputes)
         pre = q.spec.kv_ready_tokens if not (q.preemptions or q.computed or q.blocks) else 0
         todo = q.prefill_left - hits * blk - pre
         n = min(todo, left) if pol.chunked_prefill else todo
+        if prompt_cap is not None and pol.chunked_prefill:
+            n = min(n, prompt_cap(q.computed + hits * blk))
         if gne:
-            grow = blocks_for(q.spec.input_len + q.spec.output_len, blk) - q.blocks
+            grow = blocks_for(q.spec.input_len + q.spec.output_len, blk) - hits
         else:
-            grow = blocks_for(q.computed + hits * blk + pre + n, blk) - q.blocks - hits
+            grow = blocks_for(hits * blk + pre + n, blk) - hits
         extra = rep.ratio * _clip(q.remaining_output()) if ratio_mode else 0.0
-        if n > left or grow + hits + (reserved + extra) / blk > rep.free_blocks:
+        if n > left or grow + touch + (reserved + extra) / blk > rep.free_blocks:
             break
         rep.waiting.popleft()
         rep.running.append(q)
-        if hits:  # touched out of the free queue, not taken from its head
-            q.blocks += hits
-            rep.used_blocks += hits
-            q.computed = hits * blk
-        q.computed += pre
-        rep.take(q, grow)
+        if px is not None:
+            if not px.refs:  # touched out of the free queue (not from its head): held again
+                px.held = shared
+                px.cache_full = 0
+            px.refs += 1
+            q.px = px
+            q.base = shared
+        if own:  # touched out of the free queue, not taken from its head
+            q.blocks += own
+            if q.parent_req is not None and not q.preemptions:
+                q.parent_req.cache_full = 0  # now this request's blocks
+        rep.used_blocks += touch
+        q.computed = hits * blk + pre
+        rep.query_tokens += q.prefill_left + hits * blk
+        rep.hit_tokens += hits * blk
+        if q.admitted_s < 0:
+            q.cached_tokens = hits * blk
+        rep.take(q, grow, blk)
         reserved += extra
         if q.admitted_s < 0:
             q.admitted_s = rep.clock

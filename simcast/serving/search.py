@@ -72,6 +72,7 @@ class SearchSpace:
     ep_sizes: tuple[int, ...] = (1,)
     moe_dp_sizes: tuple[int, ...] = (1,)
     moe_replicas: bool = False  # MoE: moe_dp = dp (each replica its own experts) instead of moe_dp_sizes
+    chunk_sizes: tuple[int, ...] = ()  # prompt chunk sizes to search per layout (empty: the engine's own only)
 
     def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
         """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
@@ -143,6 +144,7 @@ class Candidate:
     result: ServingResult
     links: str  # which links the layout's TP groups and PP hops use
     points: tuple[ServingResult, ...] = ()  # every swept concurrency (the layout's curve)
+    chunk_choices: tuple[tuple[str, float, float], ...] = ()  # searched chunk settings: (label, idle TTFT s, tok/s/dev)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,7 +187,26 @@ def meets(r: ServingResult, space: SearchSpace) -> bool:
 
 def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> Candidate | Rejection:
     """Sweep the layout's concurrency (memory-limited) and keep every point; the best one meeting the limits
-    (highest token/s/device) represents the layout."""
+    (highest token/s/device) represents the layout. With ``space.chunk_sizes``, once per chunk setting
+    (:func:`simcast.serving.chunk_search.chunk_settings`), keeping one by :data:`~simcast.serving.chunk_search.RULE`."""
+    if not space.chunk_sizes:
+        return _sweep_layout(base, space, use_disk_cache)
+    from simcast.serving.chunk_search import chunk_label, chunk_settings, pick, with_setting
+
+    got = [
+        _sweep_layout(with_setting(base, c, d), space, use_disk_cache)
+        for c, d in chunk_settings(base, space.chunk_sizes)
+    ]
+    ok = [c for c in got if isinstance(c, Candidate)]
+    if not ok:
+        return got[0]
+    tried = tuple((chunk_label(c.result.config), c.result.ttft_idle_s, c.result.tokens_per_s_per_device) for c in ok)
+    best = ok[pick([(t, x) for _, t, x in tried])]
+    return replace(best, chunk_choices=tried)
+
+
+def _sweep_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> Candidate | Rejection:
+    """:func:`evaluate_layout` for one chunk setting."""
     label = model_label(base)
     try:
         base = resolve_partition(base, use_disk_cache=use_disk_cache)  # "balanced": once per layout
@@ -203,12 +224,15 @@ def evaluate_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: boo
     if not grid:
         return Rejection(parallel=label, reason=f"no listed batch size <= {b_mem} (memory limit)")
     coster = coster_for(base, use_disk_cache)
-    prefill = coster.simulate(prefill_spec(base))
+    prefill = coster.simulate(prefill_spec(base, use_disk_cache=use_disk_cache))
     # the whole frontier's steps costed in one pass: a dry run records which batches each point asks for
     rec = BatchRecorder.like(coster, placeholder=prefill)
     for b in grid:
         estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=rec)
     coster.prefetch(list(rec.wanted), list(rec.wanted_reports))
+    prefetch_drafts = getattr(coster.draft_s, "prefetch", None)  # speculative decoding: the draft's steps too
+    if prefetch_drafts is not None:
+        prefetch_drafts(list(rec.wanted_drafts))
     points: dict[int, ServingResult] = {}
     for b in grid:
         r = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=coster)

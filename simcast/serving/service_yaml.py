@@ -32,6 +32,10 @@ gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (on
 max_model_len: 8192                 # optional: longest request the engine accepts
 serving_mode: disagg                # optional: agg (default) | disagg (simcast.serving.disagg_yaml)
 kv_transfer: whole                  # disagg: whole | per-layer
+speculative:                        # optional (agg): vLLM's --speculative-config keys, plus acceptance
+  method: eagle3                    #   mtp (deepseek_mtp, ...) | eagle | eagle3 | ngram
+  num_speculative_tokens: 3         #   draft tokens per step (MTP: default the model's MTP layers)
+  acceptance: [0.8, 0.6, 0.4]       #   optional: one rate or one per token (default: the method's, cited)
 request_rate: 20                    # disagg, optional: requests/s (default: the decode pool's at its batch)
 prefill: {replicas: 2, tp_size: 1}  # disagg: the prefill pool (tp/pp/dp/ep_size, enable_dp_attention, device,
 decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, replicas; decode also batch_size)
@@ -58,6 +62,7 @@ from simcast.inputs.limits import (
     MAX_LINK_LATENCY_US,
     MAX_MICROBATCHES,
     MAX_REQUESTS,
+    MAX_SPEC_TOKENS,
     MAX_STAGE_MICROBATCHES,
     MAX_TOKENS,
 )
@@ -65,6 +70,7 @@ from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.engine_profile import profile_for
 from simcast.serving.model import ServingConfig, Workload
+from simcast.serving.speculative import from_mapping
 
 _DEVICES = Int(1, MAX_DEVICES)
 _MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)
@@ -120,6 +126,12 @@ SCHEMA: dict[str, Any] = {
     "request_rate?": Num(0.0, MAX_RATE, lo_open=True),
     "prefill?": POOL_SCHEMA,
     "decode?": POOL_SCHEMA,
+    "speculative?": {
+        "method": Str(32),
+        "num_speculative_tokens?": Int(1, MAX_SPEC_TOKENS),
+        "acceptance?": [Num(0.0, 1.0)],
+        "model?": Str(),
+    },
 }
 """Types and ranges of every key (bounds from :mod:`simcast.inputs.limits`); errors name the YAML key."""
 T = TypeVar("T")
@@ -267,6 +279,11 @@ def build_serving_config(
         max_num_seqs=v["max_num_seqs"],
         engine_profile=profile,
         max_model_len=v["max_model_len"] or 0,
+        speculative=(
+            from_mapping(yaml_values["speculative"], mtp_layers=model.num_mtp_layers)
+            if yaml_values.get("speculative")
+            else None
+        ),
         **mem_kw,
     )
     return cfg, v

@@ -15,7 +15,7 @@ scheduler prepares it during the GPU work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -25,14 +25,19 @@ from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
 
 
-def step_cycle_s(stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int, overlap_cpu: bool) -> float:
-    """Time between two steps of one microbatch with ``in_flight`` microbatches sharing the stages and the CPU."""
-    gpu = sum(stage_times_s)
+def step_cycle_s(
+    stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int, overlap_cpu: bool, return_s: float = 0.0
+) -> float:
+    """Time between two steps of one microbatch with ``in_flight`` microbatches sharing the stages and the CPU;
+    ``return_s``: the hop that brings a microbatch's sampled tokens from the last stage back to stage 0 (PP)."""
+    gpu = sum(stage_times_s) + return_s
     trip = max(cpu_s, gpu) if overlap_cpu else cpu_s + gpu
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
 
 
-def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool) -> float:
+def microbatch_period_s(
+    stage_times_s: list[tuple[float, ...]], cpu_s: list[float], overlap_cpu: bool, return_s: list[float] | None = None
+) -> float:
     """Mean time for each of ``len(stage_times_s)`` different microbatches in flight to make one step.
 
     Assumption: the microbatches are scheduled independently (vLLM's virtual engines, SGLang's PP
@@ -42,20 +47,24 @@ def microbatch_period_s(stage_times_s: list[tuple[float, ...]], cpu_s: list[floa
     trip (``cpu + Σ stage``, ``max(cpu, Σ stage)`` overlapped), which binds on average: the mean
     trip. Equal microbatches reduce this to :func:`step_cycle_s`.
     """
-    trips = [max(c, sum(t)) if overlap_cpu else c + sum(t) for t, c in zip(stage_times_s, cpu_s)]
+    back = return_s or [0.0] * len(cpu_s)
+    trips = [max(c, sum(t) + r) if overlap_cpu else c + sum(t) + r for t, c, r in zip(stage_times_s, cpu_s, back)]
     per_stage = [sum(col) for col in zip(*stage_times_s)]
     mean_trip = sum(trips) / len(trips) if trips else 0.0
     return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))
 
 
-def mixed_batch(decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int) -> Batch | None:
-    """``decodes`` requests at ``decode_context`` plus ``prompts`` chunks of ``chunk_tokens`` after
-    ``chunk_context`` cached tokens; None for an empty step."""
+def mixed_batch(
+    decodes: int, decode_context: int, prompts: int, chunk_tokens: int, chunk_context: int, decode_tokens: int = 1
+) -> Batch | None:
+    """``decodes`` requests at ``decode_context`` (``decode_tokens`` query tokens each: 1, or ``k + 1`` in a
+    speculative verify step) plus ``prompts`` chunks of ``chunk_tokens`` after ``chunk_context`` cached
+    tokens; None for an empty step."""
     q: list[int] = []
     c: list[int] = []
     n: list[int] = []
     if decodes > 0:
-        q.append(1)
+        q.append(decode_tokens)
         c.append(decode_context)
         n.append(decodes)
     if prompts > 0 and chunk_tokens > 0:
@@ -100,6 +109,9 @@ class StepCoster:
     kv_cache_dtype: str = "auto"
     engine: str | None = None  # whose fitted kernels cost the ops (None: the generic roofline)
     use_disk_cache: bool = True
+    verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
+    tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
+    draft_s: Callable[[int, int], float] | None = None  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
 
     def _layout(self) -> LayoutCoster:
@@ -119,7 +131,22 @@ class StepCoster:
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
             engine=self.engine,
+            decode_query_len=self.verify_tokens,
+            tp_sharded_send=self.policy.tp_sharded_send,
         )
+
+    def return_s(self, batch: Batch | None) -> float:
+        """The hop bringing a microbatch's sampled tokens (8 bytes each) from the last stage back to stage 0,
+        for an engine whose stage 0 waits for them (``policy.pp_output_return``); 0 otherwise."""
+        par = self.parallel
+        if batch is None or par.pp == 1 or not self.policy.pp_output_return:
+            return 0.0
+        from simcast.core.layout import pp_hop_path
+        from simcast.core.plan import SendRecvEdge
+        from simcast.cost.comm import p2p_s
+
+        path = pp_hop_path(SendRecvEdge(src_stage=par.pp - 1, dst_stage=0), par, self.device.links)
+        return p2p_s(8 * batch.num_requests, path)
 
     def reports(self, batches: Sequence[Batch]) -> list[Report]:
         """The :class:`Report` of one step on each of ``batches``, the new ones costed in one pass."""
@@ -165,22 +192,36 @@ class StepCoster:
     def stage_times_s(self, batch: Batch | None) -> tuple[float, ...]:
         return self.stage_times_many([batch])[0]
 
-    def period_s(self, batches: list[Batch]) -> float:
-        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`)."""
-        if len(set(batches)) <= 1:
-            return self.cycle_s(batches[0] if batches else None, len(batches))
+    def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
+        """``times`` with the speculative draft of ``drafting`` requests at ``context`` added to the last
+        stage (the proposer runs after the verify step on the rank that samples); unchanged without one."""
+        if self.draft_s is None or drafting <= 0 or not times:
+            return times
+        return times[:-1] + (times[-1] + self.draft_s(drafting, context),)
+
+    def period_s(self, batches: list[Batch], drafting: Sequence[int] = (), context: int = 0) -> float:
+        """One step of each of ``batches``, the microbatches in flight (:func:`microbatch_period_s`);
+        ``drafting[i]``: the requests of ``batches[i]`` that draft (speculative decoding) at ``context``."""
+        drafts = list(drafting) or [0] * len(batches)
+        if len(set(zip(batches, drafts))) <= 1:
+            return self.cycle_s(batches[0] if batches else None, len(batches), drafts[0] if drafts else 0, context)
         return microbatch_period_s(
-            self.stage_times_many(batches),  # the new ones costed in one pass
+            [
+                self.with_draft(t, d, context) for t, d in zip(self.stage_times_many(batches), drafts)
+            ],  # the new ones costed in one pass
             [self.policy.step_cpu_s(b.num_requests) for b in batches],
             self.policy.overlap_cpu,
+            [self.return_s(b) for b in batches],
         )
 
-    def cycle_s(self, batch: Batch | None, in_flight: int) -> float:
-        """One microbatch's step cycle (s) with ``in_flight`` microbatches like it."""
+    def cycle_s(self, batch: Batch | None, in_flight: int, drafting: int = 0, context: int = 0) -> float:
+        """One microbatch's step cycle (s) with ``in_flight`` microbatches like it; ``drafting`` requests of
+        it run the speculative draft at ``context``."""
         if batch is None:
             return 0.0
         cpu = self.policy.step_cpu_s(batch.num_requests)
-        return step_cycle_s(self.stage_times_s(batch), cpu, in_flight, self.policy.overlap_cpu)
+        times = self.with_draft(self.stage_times_s(batch), drafting, context)
+        return step_cycle_s(times, cpu, in_flight, self.policy.overlap_cpu, self.return_s(batch))
 
 
 @dataclass(kw_only=True)
@@ -193,6 +234,7 @@ class BatchRecorder(StepCoster):
     placeholder: Report  # returned by :meth:`report`
     wanted: dict[Batch, None] = field(default_factory=dict)
     wanted_reports: dict[Batch, None] = field(default_factory=dict)
+    wanted_drafts: dict[tuple[int, int], None] = field(default_factory=dict)  # (drafting requests, context)
 
     @staticmethod
     def like(coster: StepCoster, placeholder: Report) -> BatchRecorder:
@@ -209,3 +251,8 @@ class BatchRecorder(StepCoster):
     def stage_times_many(self, batches: Sequence[Batch | None]) -> list[tuple[float, ...]]:
         self.wanted.update(dict.fromkeys(b for b in batches if b is not None))
         return [(1e-3,) * self.parallel.pp for _ in batches]
+
+    def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
+        if self.draft_s is not None and drafting > 0:
+            self.wanted_drafts[(drafting, context)] = None
+        return times

@@ -232,6 +232,7 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         expert_imbalance=spec.expert_imbalance,
         kv_bytes=kv_bytes,
         captured=spec.captured(mb),
+        decode_query_len=spec.decode_query_len,
     )
 
 

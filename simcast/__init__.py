@@ -48,6 +48,8 @@ _API: dict[str, str] = {
     "evaluate_pools": "simcast.serving.disagg_search",
     "search_disagg": "simcast.serving.disagg_search",
     "mechanism": "simcast.serving.disagg_search",
+    # speculative decoding (aggregated only): SGLang's --speculative-* flags -> SpeculativeSpec
+    "from_sglang_flags": "simcast.serving.speculative",
 }
 __all__ = ["__version__", *_API]
 

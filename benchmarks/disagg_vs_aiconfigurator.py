@@ -179,9 +179,10 @@ def _f(row: dict, *names: str) -> float:
 
 def _layout(r: dict, side: str = "") -> str:
     """AIConfigurator's parallel columns (``tp``, ``pp``, ``dp``, ``moe_tp``, ``moe_ep``; ``(p)``/``(d)`` prefixed)."""
-    g = {k: r.get(side + k, "") for k in ("tp", "pp", "dp", "moe_tp", "moe_ep")}
+    g = {k: r.get(side + k, "") for k in ("tp", "pp", "dp", "cp", "moe_tp", "moe_ep")}
     moe = f" etp{g['moe_tp']} ep{g['moe_ep']}" if g["moe_ep"] not in ("", "1") or g["moe_tp"] not in ("", "1") else ""
-    return f"tp{g['tp']} pp{g['pp']} dp{g['dp'] or 1}{moe}"
+    cp = f" cp{g['cp']}" if g["cp"] not in ("", "1") else ""
+    return f"tp{g['tp']} pp{g['pp']} dp{g['dp'] or 1}{cp}{moe}"
 
 
 def _aic_best(save_dir: str, mode: str, total_gpus: int) -> Best | None:

@@ -44,6 +44,12 @@ _API: dict[str, str] = {
     "search": "simcast.serving.search",
     "SearchSpace": "simcast.serving.search",
     "to_dataframe": "simcast.render.search_tables",
+    # disaggregated prefill/decode (docs/serving_modes.md)
+    "evaluate_pools": "simcast.serving.disagg_search",
+    "search_disagg": "simcast.serving.disagg_search",
+    "mechanism": "simcast.serving.disagg_search",
+    # speculative decoding (aggregated only): SGLang's --speculative-* flags -> SpeculativeSpec
+    "from_sglang_flags": "simcast.serving.speculative",
 }
 __all__ = ["__version__", *_API]
 

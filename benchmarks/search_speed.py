@@ -11,7 +11,11 @@ with the load, the CPU time much less. AIConfigurator's time is its measured run
 (set AIC_PYTHON to an interpreter that has it, or install it in this venv: ``aiconfigurator cli exp``,
 agg, tp/pp candidates [1,2,4,8]), else the recorded :data:`AIC_RECORDED_S`.
 
-Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve]
+The first run reads the shipped stage traces (simcast/data/traces) where they apply; ``--skip-compile``
+leaves out the fallback's figure (shipped traces off: ``import torch`` and a compile per stage). The machine's
+load average is printed before and after: on a shared machine every wall time moves with it.
+
+Run: .venv/bin/python benchmarks/search_speed.py [--runs N] [--skip-bench-serve] [--skip-compile] [--skip-refine]
 """
 
 from __future__ import annotations
@@ -71,7 +75,11 @@ TARGET_WARM_X, TARGET_COLD_X, TARGET_BENCH_SERVE_S = 15.0, 3.0, 180.0
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the child: user + system) of one run."""
+    """(wall seconds, CPU seconds of the child: user + system) of one run. The child may write and read
+    byte-code caches (``PYTHONDONTWRITEBYTECODE`` dropped: an installed package has its ``.pyc`` files; without
+    them every run compiles simcast's sources anew, ~0.3 s)."""
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -117,8 +125,8 @@ def _has_rows(csv_path: str) -> bool:
         return len(f.read().strip().splitlines()) > 1
 
 
-def aiconfigurator_s(tmp: str) -> float | None:
-    """Wall time of AIConfigurator's equivalent agg search (`aiconfigurator cli exp`, offline).
+def aiconfigurator_s(tmp: str) -> tuple[float, float] | None:
+    """(wall, CPU) seconds of AIConfigurator's equivalent agg search (`aiconfigurator cli exp`, offline).
 
     Returns None when no `aiconfigurator` executable sits next to AIC_PYTHON (default: this
     interpreter); raises AICFailed when the command fails or produces no result CSV.
@@ -133,9 +141,12 @@ def aiconfigurator_s(tmp: str) -> float | None:
         f.write(AIC_EXP_YAML)
     cmd = [exe, "cli", "exp", "--yaml-path", yaml_path, "--save-dir", save_dir]
     env = dict(os.environ, HF_HUB_OFFLINE="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise AICFailed(f"exit code {proc.returncode}; {_tail(proc)}")
     csvs = glob.glob(os.path.join(save_dir, "**", "best_config_topn.csv"), recursive=True)
@@ -143,21 +154,41 @@ def aiconfigurator_s(tmp: str) -> float | None:
         raise AICFailed(
             f"exit code 0 but no results (no non-empty best_config_topn.csv under {save_dir}); {_tail(proc)}"
         )
-    return elapsed
+    return elapsed, cpu
+
+
+def _ratio(aic: list[float], ours: list[float]) -> float:
+    """Median over rounds of AIConfigurator's time over simcast's in the same round (both see the same
+    load), or the recorded wall time over simcast's median when AIConfigurator was not run."""
+    if aic:
+        return statistics.median(a / o for a, o in zip(aic, ours))
+    return AIC_RECORDED_S / statistics.median(ours)
 
 
 def main() -> None:
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
     simcast = os.path.join(os.path.dirname(sys.executable), "simcast")
-    cold_runs = []
-    for _ in range(runs):  # each first run in its own empty trace cache
-        with tempfile.TemporaryDirectory() as fresh:
-            cold_runs.append(timed([simcast] + ARGS, dict(os.environ, SIMCAST_CACHE_DIR=fresh)))
-    with tempfile.TemporaryDirectory() as cache:
+    load_before = os.getloadavg()
+    cold_runs, compile_runs, warm_runs, aic_runs = [], [], [], []
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, SIMCAST_CACHE_DIR=cache)
-        timed([simcast] + ARGS, env)  # fills the cache
-        warm_runs = [timed([simcast] + ARGS, env) for _ in range(runs)]
-        refine = timed([simcast] + ARGS + REFINE, env)
+        timed([simcast] + ARGS, env)  # fills the cache (and the interpreter's byte-code caches)
+        for _ in range(runs):  # one round: simcast's runs and AIConfigurator's, back to back
+            with tempfile.TemporaryDirectory() as fresh:
+                cold_runs.append(timed([simcast] + ARGS, dict(os.environ, SIMCAST_CACHE_DIR=fresh)))
+            if "--skip-compile" not in sys.argv:  # the fallback: nothing shipped applies, every stage compiled
+                with tempfile.TemporaryDirectory() as fresh:
+                    off = dict(os.environ, SIMCAST_CACHE_DIR=fresh, SIMCAST_SHIPPED_TRACES="0")
+                    compile_runs.append(timed([simcast] + ARGS, off))
+            warm_runs.append(timed([simcast] + ARGS, env))
+            try:
+                aic = aiconfigurator_s(tmp)
+            except AICFailed as e:
+                print(f"  aiconfigurator cli exp       : FAILED ({e})")
+                aic = None
+            if aic is not None:
+                aic_runs.append(aic)
+        refine = timed([simcast] + ARGS + REFINE, env) if "--skip-refine" not in sys.argv else None
         os.environ["SIMCAST_CACHE_DIR"] = cache
         import contextlib
         import io
@@ -174,34 +205,47 @@ def main() -> None:
         if "--skip-bench-serve" not in sys.argv:
             timed([simcast] + BENCH_SERVE[:-1] + ["10"], env)  # warm the 8B trace cache
             bench = median_of([timed([simcast] + BENCH_SERVE, env) for _ in range(runs)])
+    load_after = os.getloadavg()
     cold, warm = median_of(cold_runs), median_of(warm_runs)
     print(f"simcast optimize, Llama-3.1-70B, 8 x H100, tp x pp in 4 x 4, ISL 2048 / OSL 512; median of {runs}")
-    print(f"  first run, empty trace cache : {cold[0]:6.2f} s wall, {cold[1]:6.2f} s CPU  (import torch + compile)")
+    print(f"  load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after, on {os.cpu_count()} cores")
+    print(f"  first run, empty trace cache : {cold[0]:6.2f} s wall, {cold[1]:6.2f} s CPU  (shipped traces)")
+    if compile_runs:
+        comp = median_of(compile_runs)
+        print(
+            f"  same, shipped traces off     : {comp[0]:6.2f} s wall, {comp[1]:6.2f} s CPU  "
+            "(SIMCAST_SHIPPED_TRACES=0: import torch + compile every stage)"
+        )
     print(f"  repeated run (disk cache)    : {warm[0]:6.2f} s wall, {warm[1]:6.2f} s CPU  (no torch import)")
     print(f"  in-process (memory cache)    : {inproc:6.2f} s  (torch imported in-process: {torch_imported})")
-    print(f"  + {' '.join(REFINE)} : {refine[0]:6.2f} s wall (request-level bisection, disk cache)")
+    if refine is not None:
+        print(f"  + {' '.join(REFINE)} : {refine[0]:6.2f} s wall (request-level bisection, disk cache)")
     if bench is not None:
         print(
             f"simcast bench-serve, 100,000 prompts (Llama-3.1-8B, 1 x H100, ISL 1024 / OSL 128): {bench[0]:6.1f} s, "
             f"{bench[1]:6.1f} s CPU (target < {TARGET_BENCH_SERVE_S:.0f} s wall)"
         )
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            aic = aiconfigurator_s(tmp)
-    except AICFailed as e:
-        print(f"  aiconfigurator cli exp       : FAILED ({e})")
-        return
-    if aic is None:
-        aic, how = AIC_RECORDED_S, "recorded (not importable here: pip install aiconfigurator, or set AIC_PYTHON)"
-    else:
-        how = "measured now"
-    print(f"  aiconfigurator cli exp       : {aic:6.2f} s ({how})")
-    for name, (wall, cpu), target in (("repeated", warm, TARGET_WARM_X), ("first run", cold, TARGET_COLD_X)):
+    aic_wall = [a[0] for a in aic_runs]
+    aic_cpu = [a[1] for a in aic_runs]
+    if aic_runs:
         print(
-            f"  ratio aiconfigurator / simcast, {name}: {aic / wall:.1f}x on wall time, {aic / cpu:.1f}x on CPU time "
+            f"  aiconfigurator cli exp       : {statistics.median(aic_wall):6.2f} s wall, "
+            f"{statistics.median(aic_cpu):6.2f} s CPU (measured now, median of {len(aic_runs)}, one per round)"
+        )
+    else:
+        how = "recorded wall time (not installed here: pip install aiconfigurator==0.12.0, or set AIC_PYTHON)"
+        print(f"  aiconfigurator cli exp       : {AIC_RECORDED_S:6.2f} s ({how})")
+    rounds = [("repeated", warm_runs, TARGET_WARM_X), ("first run", cold_runs, TARGET_COLD_X)]
+    if compile_runs:
+        rounds.append(("first run, shipped traces off", compile_runs, TARGET_COLD_X))
+    for name, rs, target in rounds:
+        walls, cpus = [r[0] for r in rs], [r[1] for r in rs]
+        cpu_part = f", {_ratio(aic_cpu, cpus):.1f}x on CPU time" if aic_runs else ""
+        print(
+            f"  ratio aiconfigurator / simcast, {name}: {_ratio(aic_wall, walls):.1f}x on wall time{cpu_part} "
             f"(target >= {target:g}x)"
         )
-    print(f"  ratio in-process: {aic / inproc:.1f}x")
+    print(f"  ratio in-process: {(statistics.median(aic_wall) if aic_runs else AIC_RECORDED_S) / inproc:.1f}x")
 
 
 if __name__ == "__main__":

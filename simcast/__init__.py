@@ -93,6 +93,12 @@ _API: dict[str, str] = {
     "plot_pareto": "simcast.render.pareto_plot",
     "plot_bench": "simcast.render.bench_plots",
     "chrome_trace": "simcast.render.chrome_trace",
+    # disaggregated prefill/decode (docs/serving_modes.md)
+    "evaluate_pools": "simcast.serving.disagg_search",
+    "search_disagg": "simcast.serving.disagg_search",
+    "mechanism": "simcast.serving.disagg_search",
+    # speculative decoding (aggregated only): SGLang's --speculative-* flags -> SpeculativeSpec
+    "from_sglang_flags": "simcast.serving.speculative",
 }
 __all__ = ["__version__", *_API]
 

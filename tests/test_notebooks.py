@@ -19,7 +19,14 @@ pytestmark = pytest.mark.notebook  # executes notebooks/*.ipynb (minutes): make 
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
-MINE = ["01_quickstart.ipynb", "02_tp_vs_pp.ipynb", "03_partition_and_bubble.ipynb", "04_serving.ipynb", "05_moe.ipynb"]
+MINE = [
+    "01_quickstart.ipynb",
+    "02_tp_vs_pp.ipynb",
+    "03_partition_and_bubble.ipynb",
+    "04_serving.ipynb",
+    "05_moe.ipynb",
+    "06_serving_modes.ipynb",
+]
 KERNEL = "python3"  # the venv's ipykernel (.venv/share/jupyter/kernels/python3); it inherits SIMCAST_CACHE_DIR
 
 

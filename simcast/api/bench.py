@@ -16,6 +16,7 @@ from simcast.api.common import (
     check_float,
     check_int,
     engine_limits,
+    engine_profile_for,
     resolve_device,
     resolve_model,
 )
@@ -144,7 +145,6 @@ def bench_serve(
     from simcast.render.bench_tables import bench_metrics
     from simcast.serving.bench_window import steady_window
     from simcast.serving.chunk_search import next_chunk_fn
-    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig, Workload, coster_for, kv_capacity_tokens, resolve_partition
     from simcast.serving.requests import simulate_requests
     from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
@@ -199,7 +199,7 @@ def bench_serve(
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
     m = resolve_model(model, quantization=quantization)
     dev = resolve_device(device, fabric=fabric)
-    profile = profile_for(engine_profile, engine, dev, tp=tp, pp=pp) if engine_profile else None
+    profile = engine_profile_for(engine_profile, engine, dev, tp=tp, pp=pp)
     cfg = ServingConfig(
         model=m,
         device=dev,

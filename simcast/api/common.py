@@ -7,6 +7,7 @@ API gets the same bounds here (:mod:`simcast.inputs.limits`), as one :class:`Sim
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
@@ -118,3 +119,13 @@ def engine_limits(
     if prefix_caching is not None:
         out["prefix_caching"] = prefix_caching
     return out
+
+
+def engine_profile_for(name: str | None, engine: str, device: DeviceSpec, *, tp: int = 1, pp: int = 1) -> Any:
+    """``--engine-profile``'s :class:`~simcast.serving.engines.EnginePolicy`, or None when not given; its
+    module (and the overhead fit's) is imported only then (``tp``, ``pp``: the layout the fit is for)."""
+    if not name:
+        return None
+    from simcast.serving.engine_profile import profile_for
+
+    return profile_for(name, engine, device, tp=tp, pp=pp)

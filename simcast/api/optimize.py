@@ -13,6 +13,7 @@ from simcast.api.common import (
     ModelArg,
     check_int,
     engine_limits,
+    engine_profile_for,
     resolve_device,
     resolve_model,
 )
@@ -147,7 +148,6 @@ def optimize_setup(
     ``explicit_moe_sizes``: ep or moe_dp sizes were given, else an MoE model's TP groups are replicas)."""
     from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import ParallelSpec
-    from simcast.serving.engine_profile import profile_for
     from simcast.serving.model import ServingConfig
 
     require(usage in ("server", "offline"), "--usage", usage, "allowed: server, offline")
@@ -192,7 +192,7 @@ def optimize_setup(
         max_num_seqs=max_num_seqs or 0,
         expert_imbalance=expert_imbalance,
         kv_cache_dtype=kv_cache_dtype,
-        engine_profile=profile_for(engine_profile, engine, dev) if engine_profile else None,
+        engine_profile=engine_profile_for(engine_profile, engine, dev),
         speculative=speculative_spec(
             m,
             speculative_config=speculative_config,

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from simcast.cli import bench_serve as cli_bench_serve
-from simcast.cli import calibrate_serving as cli_calibrate_serving
-from simcast.cli import catalog as cli_catalog
-from simcast.cli import kernel as cli_kernel
-from simcast.cli import microbench as cli_microbench
-from simcast.cli import serve_config as cli_serve_config
-from simcast.cli import serving as cli_serving
-from simcast.cli import simulate as cli_simulate
-from simcast.cli import workloads as cli_workloads
 from simcast.cli.exits import EPILOG, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from simcast.cli.outputs import emit, flush_stdout, note_model_alias
 from simcast.core.errors import SimcastInputError, one_line
@@ -30,80 +23,106 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+def _lazy(module: str, name: str) -> Callable[[Any], Any]:
+    """``simcast.cli.<module>.<name>``, imported when first called: a run imports only its own command's
+    module (the others' imports cost ~0.1 s of every run)."""
+
+    def call(arg: Any) -> Any:
+        return getattr(importlib.import_module(f"simcast.cli.{module}"), name)(arg)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int], str]] = {
     "simulate": (
-        cli_simulate.add_simulate_args,
-        cli_simulate.cmd_simulate,
+        _lazy("simulate", "add_simulate_args"),
+        _lazy("simulate", "cmd_simulate"),
         "simulate one forward step of one TP x PP x DP layout",
     ),
     "optimize": (
-        cli_serving.add_optimize_args,
-        cli_serving.cmd_optimize,
+        _lazy("serving", "add_optimize_args"),
+        _lazy("serving", "cmd_optimize"),
         "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits",
     ),
     "serve-config": (
-        cli_serve_config.add_serve_config_args,
-        cli_serve_config.cmd_serve_config,
+        _lazy("serve_config", "add_serve_config_args"),
+        _lazy("serve_config", "cmd_serve_config"),
         "estimate serving (TTFT, TPOT, token/s, memory) of a service YAML",
     ),
     "bench-serve": (
-        cli_bench_serve.add_bench_serve_args,
-        cli_bench_serve.cmd_bench_serve,
+        _lazy("bench_serve", "add_bench_serve_args"),
+        _lazy("bench_serve", "cmd_bench_serve"),
         "simulate a vllm bench serve run request by request (arrivals, scheduler, KV blocks)",
     ),
     "workloads": (
-        cli_workloads.add_workloads_args,
-        cli_workloads.cmd_workloads,
+        _lazy("workloads", "add_workloads_args"),
+        _lazy("workloads", "cmd_workloads"),
         "list the shipped request-length distributions of bench-serve --dataset-name (means, source)",
     ),
     "calibrate-serving": (
-        cli_calibrate_serving.add_calibrate_serving_args,
-        cli_calibrate_serving.cmd_calibrate_serving,
+        _lazy("calibrate_serving", "add_calibrate_serving_args"),
+        _lazy("calibrate_serving", "cmd_calibrate_serving"),
         "fit an engine's CPU time per step and per request to measured vllm bench serve runs; write an engine profile",
     ),
     "kernel": (
-        cli_kernel.add_kernel_args,
-        cli_kernel.cmd_kernel,
+        _lazy("kernel", "add_kernel_args"),
+        _lazy("kernel", "cmd_kernel"),
         "predict one kernel (gemm, attention, allreduce, allgather, p2p) on a device",
     ),
     "calibrate": (
-        cli_kernel.add_calibrate_args,
-        cli_kernel.cmd_calibrate,
+        _lazy("kernel", "add_calibrate_args"),
+        _lazy("kernel", "cmd_calibrate"),
         "fit a device profile's efficiency and link parameters to measured times",
     ),
     "microbench": (
-        cli_microbench.add_microbench_args,
-        cli_microbench.cmd_microbench,
+        _lazy("microbench", "add_microbench_args"),
+        _lazy("microbench", "cmd_microbench"),
         "time this machine's GEMMs, attention, adds and all-reduce with torch; write the measured-kernel CSV "
         "for simcast calibrate --device-template",
     ),
     "validate": (
-        cli_kernel.add_validate_args,
-        cli_kernel.cmd_validate,
+        _lazy("kernel", "add_validate_args"),
+        _lazy("kernel", "cmd_validate"),
         "predicted vs measured kernel times, median and p90 error per kind",
     ),
     "models": (
-        cli_catalog.add_models_args,
-        cli_catalog.cmd_models,
+        _lazy("catalog", "add_models_args"),
+        _lazy("catalog", "cmd_models"),
         "list the shipped models: architecture, parameter count, the Instruct/Chat names that resolve to them",
     ),
     "devices": (
-        cli_catalog.add_devices_args,
-        cli_catalog.cmd_devices,
+        _lazy("catalog", "add_devices_args"),
+        _lazy("catalog", "cmd_devices"),
         "list the shipped device profiles: fitted or unfitted, where their efficiencies and engine kernels come from",
     ),
 }
 
 
-def make_parser() -> argparse.ArgumentParser:
+class _Version(argparse._VersionAction):
+    """``--version``: the package metadata is read only when the flag is given (its import and lookup cost
+    ~0.05 s of every run otherwise)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        self.version = f"simcast {simcast_version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
+def make_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``only``) of the one command a run names: building the others'
+    parsers costs ~0.03 s a run and parses nothing differently (their flags are never seen)."""
     p = _Parser(
         prog="simcast",
         description="Stage-first performance simulator for distributed LLM inference.",
         epilog=EPILOG,
     )
-    p.add_argument("--version", action="version", version=f"simcast {simcast_version()}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (add, _, help_) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         add(sub.add_parser(name, help=help_, description=help_, epilog=EPILOG))
     return p
 
@@ -126,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:
-            args = make_parser().parse_args(argv)
+            argv = sys.argv[1:] if argv is None else list(argv)
+            args = make_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
             note_model_alias(getattr(args, "model", None))  # optimize's --model: noted by the command
             rc = COMMANDS[args.command][1](args)
             flush_stdout()  # a full device fails here, not in the interpreter's exit

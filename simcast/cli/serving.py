@@ -429,7 +429,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         from simcast.render.search_tables import points_dataframe
 
         pts = points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
-    meta = run_metadata(device=a.device, engine=a.runtime)
+    meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
     if a.csv:
         table_ = pts.assign(**{k: v for k, v in meta.items() if k not in pts.columns})
         write_atomic(a.csv, "--csv", lambda tmp: table_.to_csv(tmp, index=False))

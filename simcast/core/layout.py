@@ -2,8 +2,10 @@
 
 Global ranks reshape to ``[-1, dp, pp, tp]`` (vLLM's and the RFC's layout): TP
 groups are contiguous ranks, PP groups stride by ``tp``. Ranks fill nodes of
-``devices_per_node`` consecutive ranks. The cluster is a networkx graph (GPUs,
-one switch per node, one inter-node fabric) built from the link table. The
+``devices_per_node`` consecutive ranks. The cluster is a graph (GPUs, one switch
+per node, one inter-node fabric as nodes; links with bandwidth and latency as edges:
+:class:`ClusterGraph`, a plain edge map: networkx cost 0.2 s of import per run for two
+edge look-ups, ../shared/design/ARCHITECTURE.md "Rank groups") built from the link table. The
 route between two ranks follows the topology, never the lower latency: two
 ranks of one node talk through their node's switch (the intra-node link),
 ranks of different nodes through the fabric (the inter-node link). A route's
@@ -21,8 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-
-import networkx as nx
 
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
@@ -77,20 +77,40 @@ def node_of(rank: int, devices_per_node: int) -> int:
     return rank // devices_per_node
 
 
+@dataclass(frozen=True, kw_only=True)
+class Edge:
+    """One cluster-graph edge: its link and its share of the link's latency (s)."""
+
+    link: LinkSpec
+    latency_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterGraph:
+    """An undirected graph as an edge map: ``edges[u, v]`` is ``edges[v, u]`` (both orientations kept)."""
+
+    edges: dict[tuple[str, str], Edge]
+
+    def edge(self, u: str, v: str) -> Edge:
+        return self.edges[u, v]
+
+
 @lru_cache(maxsize=64)
-def cluster_graph(links: LinkTable, world_size: int) -> nx.Graph:
+def cluster_graph(links: LinkTable, world_size: int) -> ClusterGraph:
     """GPUs ``gpu{r}``, a switch ``sw{n}`` per node, and one fabric ``net``.
 
     Each GPU has an intra-node edge to its node's switch and an inter-node edge
     (its NIC) to the fabric. Edge latency is split in half so a two-edge path
     costs one link latency.
     """
-    g = nx.Graph()
+    edges: dict[tuple[str, str], Edge] = {}
+    intra = Edge(link=links.intra_node, latency_s=links.intra_node.latency_s / 2)
+    inter = Edge(link=links.inter_node, latency_s=links.inter_node.latency_s / 2)
     for r in range(world_size):
-        n = node_of(r, links.devices_per_node)
-        g.add_edge(f"gpu{r}", f"sw{n}", link=links.intra_node, latency_s=links.intra_node.latency_s / 2)
-        g.add_edge(f"gpu{r}", "net", link=links.inter_node, latency_s=links.inter_node.latency_s / 2)
-    return g
+        gpu, sw = f"gpu{r}", f"sw{node_of(r, links.devices_per_node)}"
+        edges[gpu, sw] = edges[sw, gpu] = intra
+        edges[gpu, "net"] = edges["net", gpu] = inter
+    return ClusterGraph(edges=edges)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,12 +157,13 @@ def path_between(a: int, b: int, links: LinkTable, world_size: int) -> Path:
         return Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)
     g = cluster_graph(links, world_size)
     nodes = route(a, b, links.devices_per_node)
-    edges: list[LinkSpec] = [g.edges[u, v]["link"] for u, v in zip(nodes, nodes[1:])]
+    hops = [g.edge(u, v) for u, v in zip(nodes, nodes[1:])]
+    edges: list[LinkSpec] = [e.link for e in hops]
     slowest = min(edges, key=lambda e: e.effective_bw_bytes_per_s / max(1, e.mesh_links))
     return Path(
         name=slowest.name,
         bw_bytes_per_s=slowest.bw_bytes_per_s / max(1, slowest.mesh_links),
-        latency_s=sum(g.edges[u, v]["latency_s"] for u, v in zip(nodes, nodes[1:])),
+        latency_s=sum(e.latency_s for e in hops),
         efficiency=slowest.efficiency,
         collectives=slowest.collectives,
         cross_node=node_of(a, links.devices_per_node) != node_of(b, links.devices_per_node),

@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simcast.core.errors import SimcastInputError, require
 
@@ -197,10 +198,12 @@ def describe_partition(partition: str, counts: Sequence[int]) -> str:
     return f"partition: explicit layer counts {layers} (as VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION)"
 
 
+@lru_cache(maxsize=256)
 def build_pipeline_stage_plan(
     total_layers: int, pp: int, partition: str = "vllm", tie_word_embeddings: bool = False
 ) -> PipelineStagePlan:
-    """Stage infos, edge-module ownership and send/recv edges for ``pp`` stages."""
+    """Stage infos, edge-module ownership and send/recv edges for ``pp`` stages (a frozen plan, built once
+    per argument set: the demo search asks for the same few plans ~300 times)."""
     counts = partition_layers(total_layers, pp, partition)
     infos, specs, start = [], [], 0
     for i, c in enumerate(counts):

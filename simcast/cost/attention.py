@@ -121,7 +121,14 @@ def _kv_grid(split_tokens: float) -> np.ndarray:
     """Contexts the decode padding envelope is computed on: every integer up to four split-KV lengths (at
     least 4096: the short-context and split-KV dips lie there), then 400 log-spaced points to 1e8."""
     dense = float(min(1 << 17, max(4096, 4 * int(split_tokens))))
-    return np.unique(np.concatenate([np.arange(1.0, dense + 1.0), np.round(np.geomspace(dense, 1e8, 400))]))
+    return sorted_unique(np.concatenate([np.arange(1.0, dense + 1.0), np.round(np.geomspace(dense, 1e8, 400))]))
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` of a 1-D array (sorted distinct values) without its ``np.ma`` check: that check
+    imports ``numpy.ma`` (~0.02 s of a run)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
 
 
 KV_TAIL_STEP = 1024

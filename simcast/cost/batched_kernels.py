@@ -114,7 +114,7 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
     ctx1 = bs.c[dec].astype(float) + 1
     kv = np.empty_like(ctx1)
     g_batch = wsum[owner]
-    for b in np.unique(g_batch):  # the envelope depends on the batch's decodes: once per distinct count
+    for b in attn.sorted_unique(g_batch):  # the envelope depends on the batch's decodes: once per distinct count
         sel = g_batch == b
         kv[sel] = attn.decode_kv_padded(fit, peak, bw, heads, kv_heads, head_dim, float(b), ctx1[sel])
 

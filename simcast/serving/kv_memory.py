@@ -203,9 +203,24 @@ def memory_fit(cfg: ServingConfig) -> MemoryFit:
     )
 
 
+_MAX_BATCH: dict[tuple, tuple[ServingConfig, int]] = {}
+
+
 def max_batch_for_memory(cfg: ServingConfig) -> int:
     """Largest concurrency per replica whose mean KV fits every stage's budget (0: not even one), and 0
-    when the longest request alone (its full ISL + OSL) does not fit."""
+    when the longest request alone (its full ISL + OSL) does not fit.
+
+    Memoised like :func:`stage_fixed` (it reads no ``batch_size``): every point of a sweep asks for it."""
+    key = _fixed_key(cfg)
+    hit = _MAX_BATCH.get(key)
+    if hit is None:
+        if len(_MAX_BATCH) >= _FIXED_MAX:
+            _MAX_BATCH.clear()
+        hit = _MAX_BATCH[key] = (cfg, _max_batch_for_memory(cfg))
+    return hit[1]
+
+
+def _max_batch_for_memory(cfg: ServingConfig) -> int:
     weights, act, per_req = stage_fixed(cfg)
     budgets = kv_budgets(cfg, weights, act)
     if kv_capacity_tokens(cfg, budgets=budgets) < longest_request(cfg):

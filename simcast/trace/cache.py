@@ -21,10 +21,10 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import warnings
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,39 @@ MAX_GROUP = MAX_DEVICES  # ranks of a collective group
 @lru_cache(maxsize=1)
 def _torch_version() -> str:
     """The installed torch's version ("none" without torch); read once: the package metadata is parsed on
-    every lookup and the cache folder is asked for at every stage."""
+    every lookup and the cache folder is asked for at every stage. The ``Version:`` line of the first
+    ``torch-*.dist-info/METADATA`` on ``sys.path`` (what ``importlib.metadata.version`` reads, without
+    its ~0.1 s import), else ``importlib.metadata`` (eggs, zips and other layouts)."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("torch-") and name.endswith(".dist-info"):
+                v = _metadata_version(Path(entry or ".") / name / "METADATA")
+                if v:
+                    return v
+    from importlib import metadata
+
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return "none"
+
+
+def _metadata_version(path: Path) -> str:
+    """The ``Version:`` header of a dist-info METADATA file ("" when unreadable or absent)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.removeprefix("Version:").strip()
+                if not line.strip():  # the headers end at the first blank line
+                    break
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
 
 
 def versions() -> str:
@@ -217,26 +245,88 @@ def _read_entry(path: Path, key: StageKey) -> StageTrace | None:
         return None
 
 
+# ------------------------------------------------------------------ shipped traces
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
+"""Pre-built entries (package data, written by ``scripts/build_shipped_traces.py``): the same artifact as a
+disk-cache entry, compiled ahead of time from the same stage-local modules, verified the same way."""
+TRACER_SOURCES = ("ir.py", "key.py", "ops.py", "moe.py", "stage.py", "tracer.py")
+"""The files of :mod:`simcast.trace` a traced graph depends on: a shipped set is used only while their
+SHA-256 is the one it was built from."""
+
+
+def tracer_sha256() -> str:
+    """SHA-256 over the tracer's sources (:data:`TRACER_SOURCES`, in that order)."""
+    h = hashlib.sha256()
+    for name in TRACER_SOURCES:
+        h.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def public_version(v: str) -> str:
+    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``): CPU and CUDA builds of one torch
+    release share dynamo, so they trace the same graph."""
+    return v.split("+", 1)[0]
+
+
+@lru_cache(maxsize=1)
+def shipped_usable() -> bool:
+    """Whether the shipped traces apply here: their manifest reads, names this trace format, the installed
+    torch's public version and the tracer sources' SHA-256. Otherwise (another torch, an edited tracer, no
+    torch) every trace is compiled as before: the fallback. ``SIMCAST_SHIPPED_TRACES=0`` turns them off."""
+    if os.environ.get("SIMCAST_SHIPPED_TRACES", "1") == "0":
+        return False
+    try:
+        m = load_json(SHIPPED_DIR / "manifest.json", "shipped trace manifest")
+    except SimcastInputError:
+        return False
+    return (
+        isinstance(m, dict)
+        and m.get("format") == TRACE_FORMAT
+        and m.get("torch") == public_version(_torch_version())
+        and m.get("tracer_sha256") == tracer_sha256()
+    )
+
+
+def _shipped_path(key: StageKey) -> Path:
+    return SHIPPED_DIR / f"{_key_hash(key)}.json"
+
+
+def _shipped(key: StageKey) -> StageTrace | None:
+    """The verified shipped trace of ``key``, or None (none shipped for it, or not usable here)."""
+    return _read_entry(_shipped_path(key), key) if shipped_usable() else None
+
+
+def entry_json(tr: StageTrace) -> str:
+    """The text of a cache (or shipped) entry for ``tr``."""
+    return json.dumps(_to_json(tr), allow_nan=False)
+
+
 _MEMORY: dict[StageKey, StageTrace] = {}
 
 
 def is_cached(key: StageKey) -> bool:
-    """Whether ``key``'s trace is in memory or has a disk entry (not verified: an estimate of the work ahead)."""
+    """Whether ``key``'s trace is in memory or has a disk or shipped entry (not verified: an estimate of the
+    work ahead)."""
     if key in _MEMORY:
         return True
     try:
+        if shipped_usable() and is_file(_shipped_path(key), "shipped trace"):
+            return True
         return is_file(cache_dir() / f"{_key_hash(key)}.json", "trace cache entry")
     except SimcastInputError:  # an unusable cache folder: nothing is cached
         return False
 
 
 def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
-    """The trace of the stage module for ``key``: memory, then a verified disk entry, then compile."""
+    """The trace of the stage module for ``key``: memory, then a verified disk entry, then a verified shipped
+    entry, then compile. ``use_disk_cache=False`` (``--no-cache``) compiles (neither disk nor shipped)."""
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
     path = cache_dir() / f"{_key_hash(key)}.json"
     tr = _read_entry(path, key) if use_disk_cache else None
+    if tr is None and use_disk_cache:
+        tr = _shipped(key)
     if tr is None:
         from simcast.trace.tracer import compile_trace
 
@@ -244,7 +334,7 @@ def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
         if use_disk_cache and _usable(path.parent):
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             try:
-                tmp.write_text(json.dumps(_to_json(tr), allow_nan=False))
+                tmp.write_text(entry_json(tr))
                 tmp.replace(path)  # atomic: nothing half-written is left
             except OSError:
                 pass

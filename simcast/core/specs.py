@@ -13,7 +13,9 @@ from simcast.core.chunking import ChunkedPrefill
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, MLASpec, MoESpec, QuantSpec
+from simcast.core.mla import MLASpec
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, MoESpec
+from simcast.core.quant import QuantSpec
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 

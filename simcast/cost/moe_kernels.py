@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.core.moe import WEIGHT_FORMAT_BYTES
+from simcast.core.quant import WEIGHT_FORMAT_BYTES
 from simcast.cost.gemm import smooth_max
 
 PEAK_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "mxfp4": "bf16"}

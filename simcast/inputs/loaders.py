@@ -27,7 +27,7 @@ from simcast.core.kernel_fits import (
     MoeFit,
     PrefillAttentionFit,
 )
-from simcast.core.moe import QuantSpec
+from simcast.core.quant import QuantSpec
 from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.aliases import model_alias, models_dir
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml

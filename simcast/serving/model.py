@@ -44,8 +44,8 @@ import math
 from dataclasses import dataclass, replace
 
 from simcast.core.chunking import chunk_plan
-from simcast.core.moe_memory import weight_format_note
 from simcast.core.specs import Batch, SimSpec
+from simcast.core.weights import weight_format_note
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy
 from simcast.serving.kv_memory import (

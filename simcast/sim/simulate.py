@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
-from simcast.core.moe_memory import kv_dtype_bytes, moe_shard
+from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
-from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
+from simcast.cost import attention_variants, mla, moe, quant_linear  # noqa: F401  (register their op formulas)
 from simcast.cost.compute import CostContext, OpCost, op_cost
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
 from simcast.trace.cache import get_trace

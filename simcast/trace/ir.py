@@ -56,7 +56,7 @@ KNOWN_OPS = frozenset(
             "all_gather",
             "vocab_embedding",
             "sample",
-            # MoE / MLA / sliding-window leaf ops of simcast.trace.moe
+            # MoE, MLA, sliding-window and quantised leaf ops (simcast.trace.moe, .mla, .ops, .quant)
             "moe_topk",
             "moe_dispatch",
             "moe_combine",

@@ -24,21 +24,11 @@ import numpy as np
 from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
 from simcast.cost import batched_kernels as bk
 from simcast.cost import comm, engine_cost
+from simcast.cost.attention_ops import FA_QUERY_TILE
 from simcast.cost.batches import Batches
-from simcast.cost.compute import (
-    _ENGINE_BOUNDS,
-    FA_QUERY_TILE,
-    OP_FORMULAS,
-    CostContext,
-    OpCost,
-    OpWork,
-    _io_bytes,
-    gemm_family,
-    launch_s,
-    nbytes,
-    op_cost,
-    roofline_parts,
-)
+from simcast.cost.compute import _ENGINE_BOUNDS, gemm_family, launch_s, op_cost, roofline_parts
+from simcast.cost.formulas import OP_FORMULAS
+from simcast.cost.op_work import CostContext, OpCost, OpWork, io_bytes, nbytes
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 
@@ -127,7 +117,7 @@ def _engine_bounds(kind: np.ndarray) -> np.ndarray:
 
 
 def _attention_work(rec: OpRecord, ctx: ArrayContext) -> OpWork:
-    """``simcast::attention``'s formula (:func:`simcast.cost.compute._attention`) over the batches."""
+    """``simcast::attention``'s formula (:func:`simcast.cost.attention_ops.attention`) over the batches."""
     q, kc = rec.args[0], rec.args[1]
     bs = ctx.many
     d = shape_fn(kc.shape[-1])(0, 0, 0)
@@ -198,7 +188,7 @@ def _one_op(rec: OpRecord, ctx: ArrayContext, dtype: str, count: int) -> OpArray
     elif rec.op in ARRAY_FORMULA_OPS:
         work = OP_FORMULAS[rec.op](rec, ctx)
     elif rec.op not in OP_FORMULAS:  # unregistered: the memory-bound estimate op_cost makes
-        work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
+        work = OpWork(flops=0.0, bytes=io_bytes(rec, ctx.dims), unit="vec")
     else:
         return None
     dt = work.dtype or dtype

@@ -6,19 +6,18 @@ from __future__ import annotations
 import math
 
 from simcast.core.specs import DTYPE_BYTES
-from simcast.cost.compute import FA_QUERY_TILE, CostContext, OpWork, _attention_sums, formula, nbytes
+from simcast.cost.attention_ops import FA_QUERY_TILE, attention_sums
+from simcast.cost.op_work import CostContext, OpWork, nbytes
 from simcast.trace.ir import OpRecord, shape_fn
 
 
-@formula("simcast::mla_cache_write")
-def _mla_write(rec: OpRecord, ctx: CostContext) -> OpWork:
+def mla_cache_write(rec: OpRecord, ctx: CostContext) -> OpWork:
     read = nbytes(rec.args[0], ctx.dims) + nbytes(rec.args[1], ctx.dims)
     moved = read + read * ctx.cache_bytes(rec.args[2]) / DTYPE_BYTES[rec.args[0].dtype]
     return OpWork(flops=0.0, bytes=moved, unit="vec")
 
 
-@formula("simcast::mla_attention")
-def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
+def mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     """MLA as vLLM/SGLang run it.
 
     Prefill rows (q > 1): the latent of context + new tokens is decompressed by kv_b
@@ -38,7 +37,7 @@ def _mla_attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     dec = [(cl, n) for ql, cl, n in zip(bt.query_lens, bt.context_lens, bt.counts) if ql == 1]
     if pre:
         qs, cs, ns = (tuple(p[i] for p in pre) for i in range(3))
-        pairs, tile_tokens = _attention_sums(qs, cs, ns, 1)
+        pairs, tile_tokens = attention_sums(qs, cs, ns, 1)
         q_tok = sum(ql * n for ql, n in zip(qs, ns))
         kv_tokens = q_tok + sum(cl * n for cl, n in zip(cs, ns))
         flops += 2.0 * kv_tokens * lat * heads * (nope + v) + 2.0 * heads * (nope + rope + v) * pairs

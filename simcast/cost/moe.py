@@ -27,8 +27,8 @@ import math
 from simcast.core.quant import WEIGHT_FORMAT_BYTES
 from simcast.core.specs import DTYPE_BYTES
 from simcast.cost import comm, engine_cost
-from simcast.cost.compute import CostContext, OpWork, _io_bytes, formula, numel
 from simcast.cost.moe_kernels import ranks_per_token
+from simcast.cost.op_work import CostContext, OpWork, io_bytes, numel
 from simcast.cost.quant_linear import gemm_compute_dtype
 from simcast.trace.ir import OpRecord, shape_fn
 
@@ -49,8 +49,7 @@ def active_experts(tokens: float, top_k: int, num_experts: int, ep: int) -> floa
     return (num_experts / ep) * (1 - (1 - top_k / num_experts) ** tokens)
 
 
-@formula("simcast::moe_experts")
-def _moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
+def moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
     x, w13 = rec.args[0], rec.args[3]
     fmt, top_k, num_e, ep, moe_dp, dp = rec.args[5:11]
     dims = ctx.dims
@@ -78,7 +77,7 @@ def _moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
     )
 
 
-def _a2a(rec: OpRecord, ctx: CostContext) -> OpWork:
+def dispatch_combine(rec: OpRecord, ctx: CostContext) -> OpWork:
     x = rec.args[0]
     mode, ep, dp, num_e, tp = rec.args[2:7]
     dims = ctx.dims
@@ -100,11 +99,7 @@ def _a2a(rec: OpRecord, ctx: CostContext) -> OpWork:
     return OpWork(flops=0.0, bytes=sent, unit="comm", comm_s=comm.all_to_all_s(sent, path))
 
 
-formula("simcast::moe_dispatch", "simcast::moe_combine")(_a2a)
-
-
-@formula("simcast::moe_topk")
-def _topk(rec: OpRecord, ctx: CostContext) -> OpWork:
+def moe_topk(rec: OpRecord, ctx: CostContext) -> OpWork:
     """Router softmax/sigmoid + top-k: logits read once, ~5 FLOPs per logit."""
     n = numel(rec.args[0], ctx.dims)
-    return OpWork(flops=5.0 * n, bytes=_io_bytes(rec, ctx.dims), unit="vec")
+    return OpWork(flops=5.0 * n, bytes=io_bytes(rec, ctx.dims), unit="vec")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from simcast.core.quant import WEIGHT_FORMAT_BYTES
 from simcast.core.specs import DTYPE_BYTES
-from simcast.cost.compute import CostContext, OpWork, formula, numel
+from simcast.cost.op_work import CostContext, OpWork, numel
 from simcast.trace.ir import OpRecord, shape_fn
 
 
@@ -18,8 +18,7 @@ def gemm_compute_dtype(fmt: str, model_dtype: str) -> str:
     return "fp8" if fmt.startswith("fp8") else model_dtype
 
 
-@formula("simcast::quant_linear")
-def _quant_linear(rec: OpRecord, ctx: CostContext) -> OpWork:
+def quant_linear(rec: OpRecord, ctx: CostContext) -> OpWork:
     x, w, fmt = rec.args[0], rec.args[1], rec.args[2]
     dims = ctx.dims
     m = numel(x, dims) // shape_fn(x.shape[-1])(*dims)

@@ -20,7 +20,7 @@ from simcast.core.schedule import (
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, ModelSpec, SimSpec
 from simcast.cost.comm import all_gather_s, p2p_s
-from simcast.cost.compute import OpCost
+from simcast.cost.op_work import OpCost
 from simcast.sim.assumptions import assumptions
 
 

@@ -12,8 +12,8 @@ from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
-from simcast.cost import attention_variants, mla, moe, quant_linear  # noqa: F401  (register their op formulas)
-from simcast.cost.compute import CostContext, OpCost, op_cost
+from simcast.cost.compute import op_cost
+from simcast.cost.op_work import CostContext, OpCost
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
 from simcast.trace.cache import get_trace
 from simcast.trace.ir import OpRecord, StageTrace

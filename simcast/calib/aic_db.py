@@ -25,6 +25,7 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
+from simcast.core.dtypes import element_bytes
 from simcast.core.errors import SimcastInputError
 
 PACKAGE = "aiconfigurator_core"
@@ -157,7 +158,8 @@ def system_yaml(system: str) -> dict:
 # nodes, time_s, op (the kernel the engine ran), source (system/kind/engine/version/table).
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}
 """GEMM families simcast models; int4/int8 weight-only and nvfp4 rows are left out."""
-_ELEM_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "int8": 1, "float32": 4, "fp8": 1}
+_ELEM_BYTES = {a: int(element_bytes(a)) for a in ("half", "float16", "bfloat16", "int8", "float32", "fp8")}
+"""Bytes per element of the NCCL / all-reduce dtype names the database uses (:mod:`simcast.core.dtypes`)."""
 _KV_DTYPES = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8"}
 
 

@@ -8,8 +8,9 @@ most the window.
 
 from __future__ import annotations
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.shards import ShardedDims
-from simcast.core.specs import DTYPE_BYTES, ModelSpec
+from simcast.core.specs import ModelSpec
 
 
 def kv_elements_per_token_layer(model: ModelSpec, sd: ShardedDims) -> int:

@@ -1,4 +1,4 @@
-"""Weight formats of quantised checkpoints: bytes per weight element and :class:`QuantSpec`.
+"""Weight formats of quantised checkpoints: :class:`QuantSpec` (bytes per element: :mod:`simcast.core.dtypes`).
 
 :class:`QuantSpec` is the frozen sub-spec :class:`simcast.core.specs.ModelSpec` carries when a
 config has a ``quantization_config`` (or ``--quantization`` sets one); ``None`` keeps every weight in
@@ -9,19 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcast.core.dtypes import WEIGHT_FORMAT_BYTES
 from simcast.core.errors import require
-
-# Bytes per weight element, scales included:
-#   fp8 block-scaled: 1 byte + one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8 checkpoints)
-#   mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits
-WEIGHT_FORMAT_BYTES: dict[str, float] = {
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp32": 4.0,
-    "fp8": 1.0,
-    "fp8_block": 1.0 + 4.0 / (128 * 128),
-    "mxfp4": 4.25 / 8,
-}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 
 from simcast.core import cuda_graphs
 from simcast.core.chunking import ChunkedPrefill
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
 from simcast.core.mla import MLASpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, MoESpec
 from simcast.core.quant import QuantSpec
-
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
 
 GIB = 2**30
 """Bytes in a GiB (the unit of every memory figure simcast prints)."""

@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
+from simcast.core.dtypes import WEIGHT_FORMAT_BYTES
 from simcast.core.moe_memory import moe_shard
-from simcast.core.quant import WEIGHT_FORMAT_BYTES
 from simcast.core.shards import ShardedDims
 from simcast.core.specs import ModelSpec, ParallelSpec
 

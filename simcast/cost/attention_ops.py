@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simcast.core.specs import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.cost.op_work import CostContext, OpWork
 from simcast.trace.ir import OpRecord, shape_fn
 

@@ -21,7 +21,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
+from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.specs import Batch, DeviceSpec
 from simcast.cost import batched_kernels as bk
 from simcast.cost import comm, engine_cost
 from simcast.cost.attention_ops import FA_QUERY_TILE

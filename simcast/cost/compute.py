@@ -15,8 +15,9 @@ cached trace is costed without importing torch.
 
 from __future__ import annotations
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import GEMM_DTYPES
-from simcast.core.specs import DTYPE_BYTES, DeviceSpec
+from simcast.core.specs import DeviceSpec
 from simcast.cost import engine_cost
 from simcast.cost.formulas import OP_FORMULAS
 from simcast.cost.moe_kernels import moe_family

@@ -7,7 +7,7 @@ Bytes are what a kernel really addresses: each input read once and each output w
 
 from __future__ import annotations
 
-from simcast.core.specs import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.cost import comm, engine_cost
 from simcast.cost.op_work import CostContext, OpWork, io_bytes, nbytes, numel
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn

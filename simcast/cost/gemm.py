@@ -28,16 +28,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from simcast.core.dtypes import PEAK_DTYPE, element_bytes
 from simcast.core.kernel_fits import GemmFit
 
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1}
-PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8"}
-"""The matmul peak a family runs at (block-scaled fp8 on the fp8 tensor cores)."""
+__all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s", "smooth_max"]
 
 
 def gemm_bytes(m, n, k, dtype: str):
     """Bytes a GEMM addresses: inputs once in the family's element size, a 2-byte output once."""
-    eb = ELEMENT_BYTES[dtype]
+    eb = element_bytes(dtype)
     return eb * (m * k + n * k) + 2 * m * n
 
 

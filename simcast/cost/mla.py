@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from simcast.core.specs import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.cost.attention_ops import FA_QUERY_TILE, attention_sums
 from simcast.cost.op_work import CostContext, OpWork, nbytes
 from simcast.trace.ir import OpRecord, shape_fn

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import math
 
-from simcast.core.quant import WEIGHT_FORMAT_BYTES
-from simcast.core.specs import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, WEIGHT_FORMAT_BYTES, gemm_compute_dtype
 from simcast.cost import comm, engine_cost
 from simcast.cost.moe_kernels import ranks_per_token
 from simcast.cost.op_work import CostContext, OpWork, io_bytes, numel
-from simcast.cost.quant_linear import gemm_compute_dtype
 from simcast.trace.ir import OpRecord, shape_fn
 
 MOE_BLOCK_M = 16

@@ -26,19 +26,19 @@ import math
 
 import numpy as np
 
-from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.core.quant import WEIGHT_FORMAT_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, PEAK_DTYPE, WEIGHT_FORMAT_BYTES
+from simcast.core.kernel_fits import MOE_DTYPES, AllToAllFit, MoeFit
+
+__all__ = ["PEAK_DTYPE"]  # the matmul peak of each expert weight format (simcast.core.dtypes)
 from simcast.cost.gemm import smooth_max
 
-PEAK_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "mxfp4": "bf16"}
-"""Matmul peak of each expert weight format (mxfp4 on Hopper/Ampere runs w4a16: 16-bit tensor cores)."""
-ACT_BYTES = 2  # activations enter and leave the experts in 16 bits (fp8 kernels quantise x inside)
+ACT_BYTES = DTYPE_BYTES["bf16"]  # activations enter and leave the experts in 16 bits (fp8 kernels quantise x inside)
 
 
 def moe_family(fmt: str) -> str | None:
     """The MoE fit family of an expert weight format (``fp16`` shares bf16's); None when none exists."""
     fam = "bf16" if fmt in ("bf16", "fp16") else fmt
-    return fam if fam in PEAK_DTYPE else None
+    return fam if fam in MOE_DTYPES else None
 
 
 def _sat(x, half: float):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.layout import Path
-from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
+from simcast.core.specs import Batch, DeviceSpec
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 

@@ -1,21 +1,14 @@
 """Cost formula of ``simcast::quant_linear``: a GEMM with fp8 (block-scaled) or mxfp4 weights.
 
-Bytes: the weights in their format (scales included, :data:`simcast.core.quant.WEIGHT_FORMAT_BYTES`)
+Bytes: the weights in their format (scales included, :data:`simcast.core.dtypes.WEIGHT_FORMAT_BYTES`)
 plus the activations in and out; FLOPs ``2·M·N·K`` at the peak of the GEMM's compute dtype.
 """
 
 from __future__ import annotations
 
-from simcast.core.quant import WEIGHT_FORMAT_BYTES
-from simcast.core.specs import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, WEIGHT_FORMAT_BYTES, gemm_compute_dtype
 from simcast.cost.op_work import CostContext, OpWork, numel
 from simcast.trace.ir import OpRecord, shape_fn
-
-
-def gemm_compute_dtype(fmt: str, model_dtype: str) -> str:
-    """Compute dtype of a GEMM with weights in ``fmt``: fp8 weights run w8a8 at the fp8 peak;
-    mxfp4 on Hopper runs w4a16 (weights dequantised in the kernel) at the 16-bit peak."""
-    return "fp8" if fmt.startswith("fp8") else model_dtype
 
 
 def quant_linear(rec: OpRecord, ctx: CostContext) -> OpWork:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import (
     A2A_MODES,
@@ -28,7 +29,7 @@ from simcast.core.kernel_fits import (
     PrefillAttentionFit,
 )
 from simcast.core.quant import QuantSpec
-from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.aliases import model_alias, models_dir
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml
 from simcast.inputs.limits import (

@@ -43,7 +43,7 @@ import numpy as np
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
-from simcast.cost.gemm import smooth_max
+from simcast.cost.curves import saturation, smooth_max
 
 
 def causal_pairs(q_len, cached):
@@ -159,11 +159,6 @@ def decode_kv_padded(
         fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(max(1.0, round(batch))), start
     )
     return np.where(on_grid, pad[np.maximum(i - start, 0)], kv)
-
-
-def saturation(x, half: float):
-    """``x / (x + half)``; 1 when ``half`` is 0 (array-friendly)."""
-    return x / (x + half) if half > 0 else 1.0
 
 
 def prefill_parts(

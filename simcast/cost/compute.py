@@ -19,17 +19,13 @@ from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import GEMM_DTYPES
 from simcast.core.specs import DeviceSpec
 from simcast.cost import engine_cost
+from simcast.cost.curves import saturation
 from simcast.cost.formulas import OP_FORMULAS
 from simcast.cost.moe_kernels import moe_family
 from simcast.cost.op_work import CostContext, OpCost, OpWork, io_bytes
 from simcast.trace.ir import OpRecord
 
 __all__ = ["CostContext", "OpCost", "OpWork", "engine_roofline", "op_cost", "roofline", "roofline_parts"]
-
-
-def _saturation(size, half: float):
-    """``size / (size + half)``; 1 when the curve is disabled (``half <= 0``). Works on numpy arrays."""
-    return size / (size + half) if half > 0 else 1.0
 
 
 def matmul_efficiency(dev: DeviceSpec, mnk: tuple | None = None, dtype: str | None = None) -> float:
@@ -46,8 +42,8 @@ def matmul_efficiency(dev: DeviceSpec, mnk: tuple | None = None, dtype: str | No
         if e.matmul_half_m_ridge > 0:
             dt = dtype or "bf16"
             ridge_tokens = dev.matmul_peak(dt) * DTYPE_BYTES.get(dt, 2) / (2.0 * dev.hbm_bw_bytes_per_s)
-            eff = eff * _saturation(m, e.matmul_half_m_ridge * ridge_tokens)
-        eff = eff * _saturation(n, e.matmul_half_n) * _saturation(k, e.matmul_half_k)
+            eff = eff * saturation(m, e.matmul_half_m_ridge * ridge_tokens)
+        eff = eff * saturation(n, e.matmul_half_n) * saturation(k, e.matmul_half_k)
     return eff
 
 

@@ -30,8 +30,9 @@ import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
 from simcast.core.kernel_fits import GemmFit
+from simcast.cost.curves import saturation, smooth_max
 
-__all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s", "smooth_max"]
+__all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s"]
 
 
 def gemm_bytes(m, n, k, dtype: str):
@@ -40,24 +41,19 @@ def gemm_bytes(m, n, k, dtype: str):
     return eb * (m * k + n * k) + 2 * m * n
 
 
-def smooth_max(*terms, p: float):
-    """``(Σ t^p)^(1/p)``, computed relative to the largest term (no overflow for large ``p``)."""
-    big = np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])
-    safe = np.where(big > 0, big, 1.0)
-    return big * sum((np.asarray(t, dtype=float) / safe) ** p for t in terms) ** (1.0 / p)
-
-
-def _sat(x, half: float):
-    return x / (x + half) if half > 0 else 1.0
-
-
 def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
     """(compute_s, memory_s) of the GEMM, before the smooth maximum and the launch time."""
     m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
     tiles = np.ceil(m / fit.tile_m) * np.ceil(n / fit.tile_n)
     waves = np.ceil(tiles / fit.sm_count)
     wave_eff = tiles / (waves * fit.sm_count)
-    eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff**fit.wave_exp
+    eff = (
+        fit.matmul
+        * saturation(m, fit.half_m)
+        * saturation(n, fit.half_n)
+        * saturation(k, fit.half_k)
+        * wave_eff**fit.wave_exp
+    )
     t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
     par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)

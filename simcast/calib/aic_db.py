@@ -142,16 +142,6 @@ def _read_parquet(path: str):
     return pd.read_parquet(path)
 
 
-def system_yaml(system: str) -> dict:
-    """The package's ``systems/<system>.yaml`` (datasheet peaks, link bandwidths); cited, not fitted."""
-    import yaml
-
-    p = data_root().parent / f"{system}.yaml"
-    if not p.is_file():
-        raise SimcastInputError("--system", system, f"allowed: {', '.join(systems())}")
-    return yaml.safe_load(p.read_text())
-
-
 # ------------------------------------------------------------------ conversion to the generic schema
 # Every converter returns rows of simcast's generic measured schema (see simcast.calib.validate):
 # kind, device, engine, dtype, m, n, k, batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus,

@@ -40,7 +40,6 @@ A2A_MODES = {
 A2A_TABLE = {"vllm": "moe_a2a_perf", "trtllm": "moe_a2a_perf", "sglang": "wideep_deepep_ll_perf"}
 DEEPEP_SMS = 20
 """DeepEP normal mode's default SM count (``deep_ep.Buffer.num_sms = 20``); rows at other counts are tuning sweeps."""
-SHAPE = ("kind", "dtype", "tokens", "hidden", "inter", "topk", "experts", "tp", "ep", "mode", "phase")
 
 
 def moe_rows(system: str, engine: str, version: str) -> pd.DataFrame:

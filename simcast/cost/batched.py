@@ -16,7 +16,7 @@ paths equal (to 1e-9 relative) on every shipped model family and engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
 import numpy as np
@@ -250,19 +250,7 @@ def cost_ops_many(
     and paths once: a stage's first layer and its representative one, the same layer on other stages.
     """
     memo = {} if memo is None else memo
-    ctx = ArrayContext(
-        batch=batches.batches[0],
-        device=base.device,
-        tp_path=base.tp_path,
-        collective_algorithm=base.collective_algorithm,
-        engine=base.engine,
-        attention_phase=base.attention_phase,
-        moe_path=base.moe_path,
-        expert_imbalance=base.expert_imbalance,
-        kv_bytes=base.kv_bytes,
-        many=batches,
-        captured_each=captured,
-    )
+    ctx = ArrayContext(**_shared_fields(base), batch=batches.batches[0], many=batches, captured_each=captured)
     per_batch: list[CostContext] | None = None
     out: list[OpArrays] = []
     for rec, count in ops:
@@ -281,19 +269,13 @@ def cost_ops_many(
     return out
 
 
+def _shared_fields(base: CostContext) -> dict:
+    """``base``'s fields but its batch and CUDA-graph flag: what every batch's context shares."""
+    return {f.name: getattr(base, f.name) for f in fields(CostContext) if f.name not in ("batch", "captured")}
+
+
 def _scalar_ctx(base: CostContext, batch: Batch, captured: bool) -> CostContext:
-    return CostContext(
-        batch=batch,
-        device=base.device,
-        tp_path=base.tp_path,
-        collective_algorithm=base.collective_algorithm,
-        engine=base.engine,
-        attention_phase=base.attention_phase,
-        moe_path=base.moe_path,
-        expert_imbalance=base.expert_imbalance,
-        kv_bytes=base.kv_bytes,
-        captured=captured,
-    )
+    return CostContext(**_shared_fields(base), batch=batch, captured=captured)
 
 
 def _per_batch_op(rec: OpRecord, ctxs: list[CostContext], dtype: str, count: int) -> OpArrays:

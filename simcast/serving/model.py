@@ -47,7 +47,7 @@ from simcast.core.chunking import chunk_plan
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format_note
 from simcast.serving.config import ServingConfig, Workload
-from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy
+from simcast.serving.engines import EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
     kv_capacity_tokens,
@@ -61,7 +61,6 @@ from simcast.sim.chunked import chunked_prefill_spec
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
-RUNTIME_PROFILES = ENGINE_CHOICES  # the old ``--runtime`` names (vllm, sglang, none) are engines now
 __all__ = [
     "MemoryFit",
     "ServingConfig",

@@ -248,6 +248,9 @@ class DeviceSpec:
     links: LinkTable
     engines: Mapping[str, EngineKernels] = field(default_factory=dict)
     """Per-engine fitted kernels (optional, see :mod:`simcast.core.kernel_fits`)."""
+    reported_name: str = ""
+    """The name the driver reports (``nvidia-smi``, ``torch.cuda.get_device_name()``): an engine that picks
+    defaults by device name reads this, never the profile's ``name``; empty when the profile does not say."""
 
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""

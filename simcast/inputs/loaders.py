@@ -342,6 +342,7 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
         efficiency=Efficiency(**d["efficiency"]),
         links=links,
         engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()},
+        reported_name=d.get("reported_name", ""),
     )
 
 

@@ -8,8 +8,9 @@ from simcast.core.specs import GIB, DeviceSpec
 
 def vllm_limits(device: DeviceSpec, usage: str) -> tuple[int, int]:
     """vLLM's ``_set_default_args`` table: (max_num_batched_tokens, max_num_seqs) by GPU memory and name
-    (vLLM tests the device's name for "a100") and usage context (server vs LLM class)."""
-    big = device.hbm_bytes >= 70 * GIB and "a100" not in device.name.lower()
+    (vLLM tests the name the driver reports for "a100": the profile's ``reported_name``) and usage context
+    (server vs LLM class)."""
+    big = device.hbm_bytes >= 70 * GIB and "a100" not in device.reported_name.lower()
     if big:
         return (8192 if usage == "server" else 16384), 1024
     return (2048 if usage == "server" else 8192), 256

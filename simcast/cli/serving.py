@@ -26,6 +26,7 @@ from simcast.cli.args import (
 )
 from simcast.cli.disagg import add_disagg_args, check_disagg_args, cmd_optimize_modes, wanted
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
+from simcast.cli.optimize_workload import optimize_workload
 from simcast.cli.outputs import (
     add_output_args,
     emit,
@@ -48,6 +49,7 @@ from simcast.inputs.limits import (
     MAX_MICROBATCHES,
     MAX_REQUESTS,
 )
+from simcast.render.finite_tables import finite_row, format_finite, workload_label
 from simcast.serving.engines import ENGINE_CHOICES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -313,95 +315,6 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
             n = parse_int(v)
             require(n is not None and 1 <= n <= hi, flag, v, f"each value must be a positive integer <= {hi}")
         setattr(a, name, [parse_int(v) for v in vals])
-
-
-def optimize_workload(a: argparse.Namespace) -> tuple[Any, Any]:
-    """(Workload, LengthDistribution | None) from ``--dataset-name`` or the fixed lengths."""
-    from simcast.serving.model import Workload
-
-    budget = a.max_batched_tokens or 0
-    if a.dataset_name in (None, "random"):
-        require(
-            a.input_length is not None and a.output_length is not None,
-            "--input-length/--output-length",
-            f"{a.input_length}/{a.output_length}",
-            "both are required unless --dataset-name names a shipped distribution",
-        )
-        return (
-            Workload(
-                input_length=a.input_length,
-                output_length=a.output_length,
-                max_batched_tokens=budget,
-                prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
-            ),
-            None,
-        )
-    from simcast.inputs.workloads import load_distribution
-
-    dist = load_distribution(a.dataset_name)
-    require(
-        a.input_length is None and a.output_length is None,
-        "--input-length/--output-length",
-        f"{a.input_length}/{a.output_length}",
-        f"not with --dataset-name {a.dataset_name} (its lengths come from the distribution)",
-    )
-    p, i, o = dist.support()
-    return (
-        Workload(
-            input_length=max(1, round(dist.mean_input_tokens)),
-            output_length=max(1, round(dist.mean_output_tokens)),
-            max_batched_tokens=budget,
-            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
-            name=a.dataset_name,
-            prefix_hit_rate=getattr(a, "prefix_hit_rate", 0.0),
-        ),
-        dist,
-    )
-
-
-def workload_label(w: Any) -> str:
-    if w.length_mix:
-        return f"dataset {w.name} (mean ISL {w.input_length} / OSL {w.output_length})"
-    return f"ISL {w.input_length} / OSL {w.output_length}"
-
-
-def finite_row(f: Any) -> dict[str, Any]:
-    from simcast.serving.search import model_label
-
-    return {
-        "parallel": model_label(f.config),
-        "num_prompts": f.num_prompts,
-        "duration_s": f.duration_s,
-        "whole_run_output_tokens_per_s": f.output_tokens_per_s,
-        "whole_run_output_tokens_per_s_per_device": f.output_tokens_per_s_per_device,
-        "steady_output_tokens_per_s": f.steady.output_tokens_per_s if f.steady.reached else None,
-        "steady_state": f.steady.describe(),
-        "preemptions": f.preemptions,
-        "max_running": f.max_running,
-    }
-
-
-def format_finite(runs: list[Any]) -> str:
-    """The finite-run table: what a run of N prompts sent at once measures, beside its steady window."""
-    head = (
-        f"finite runs: {runs[0].num_prompts} prompts sent at once (vllm bench throughput, MLPerf Offline, "
-        "bench-serve --request-rate inf), simulated request by request with the engine's scheduler; "
-        "whole-run token/s includes ramp-up and drain, steady is the window between the first completion "
-        "and the last admission"
-    )
-    lines = [
-        head,
-        f"{'#':>2}  {'parallel':<48} {'duration s':>10} {'token/s':>10} {'token/s/dev':>11} "
-        f"{'steady tok/s':>12} {'max running':>11} {'preempt':>7}",
-    ]
-    for k, f in enumerate(runs):
-        row = finite_row(f)
-        steady = f"{row['steady_output_tokens_per_s']:.1f}" if f.steady.reached else "not reached"
-        lines.append(
-            f"{k + 1:>2}  {row['parallel']:<48} {f.duration_s:>10.2f} {f.output_tokens_per_s:>10.1f} "
-            f"{f.output_tokens_per_s_per_device:>11.1f} {steady:>12} {f.max_running:>11} {f.preemptions:>7}"
-        )
-    return "\n".join(lines)
 
 
 def _engine_profile(a: argparse.Namespace, device: DeviceSpec) -> EnginePolicy | None:

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.cost.compute import _attention_sums
+from simcast.cost.attention_ops import attention_sums
 from simcast.sim.simulate import simulate, split_batch
 
 
@@ -31,8 +31,8 @@ def test_bad_count_is_an_input_error():
 
 
 def test_attention_sums_scale_with_count():
-    one = _attention_sums((1, 300), (900, 40), (1, 1), 4)
-    many = _attention_sums((1, 300), (900, 40), (10**9, 10**9), 4)
+    one = attention_sums((1, 300), (900, 40), (1, 1), 4)
+    many = attention_sums((1, 300), (900, 40), (10**9, 10**9), 4)
     assert many == pytest.approx((one[0] * 10**9, one[1] * 10**9), rel=1e-12)
 
 
@@ -40,8 +40,8 @@ def test_attention_sums_vectorised_path_equals_loop():
     q = tuple(range(1, 200))
     c = tuple(range(1000, 1199))
     n = tuple((i % 7) + 1 for i in range(199))
-    vec = _attention_sums(q, c, n, 8)
-    loop = tuple(sum(_attention_sums((qi,), (ci,), (ni,), 8)[k] for qi, ci, ni in zip(q, c, n)) for k in range(2))
+    vec = attention_sums(q, c, n, 8)
+    loop = tuple(sum(attention_sums((qi,), (ci,), (ni,), 8)[k] for qi, ci, ni in zip(q, c, n)) for k in range(2))
     assert vec == pytest.approx(loop, rel=1e-12)
 
 

@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from simcast.core.errors import SimcastInputError
-from simcast.core.layout import rank_coords, rank_groups
-from simcast.core.moe_layout import moe_groups, moe_layout_rule, parallel_label, stage_ranks
+from simcast.core.layout import parallel_label, rank_coords, rank_groups
+from simcast.core.moe_layout import moe_groups, moe_layout_rule, stage_ranks
 from simcast.core.specs import ParallelSpec
 from simcast.serving.search import SearchSpace, check_space
 

@@ -2,11 +2,12 @@
 
 import pytest
 
-from simcast.core.moe_memory import kv_elements_per_token_layer
+from simcast.core.kv import kv_elements_per_token_layer
 from simcast.core.params import active_params, total_params
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.cost.moe import active_experts, busiest_rank_pairs, ranks_per_token
+from simcast.cost.moe import active_experts, busiest_rank_pairs
+from simcast.cost.moe_kernels import ranks_per_token
 from simcast.inputs.loaders import load_device, load_model
 from simcast.sim.simulate import simulate
 

@@ -115,7 +115,7 @@ def test_known_ops_cover_every_leaf_op_and_formula():
     import re
     from pathlib import Path
 
-    from simcast.cost.compute import OP_FORMULAS
+    from simcast.cost.formulas import OP_FORMULAS
     from simcast.trace.ir import KNOWN_OPS
 
     src = "".join(p.read_text() for p in (Path(__file__).parents[1] / "simcast" / "trace").glob("*.py"))

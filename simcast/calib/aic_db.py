@@ -25,6 +25,7 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
+from simcast.core.dtypes import element_bytes
 from simcast.core.errors import SimcastInputError
 
 PACKAGE = "aiconfigurator_core"
@@ -141,23 +142,14 @@ def _read_parquet(path: str):
     return pd.read_parquet(path)
 
 
-def system_yaml(system: str) -> dict:
-    """The package's ``systems/<system>.yaml`` (datasheet peaks, link bandwidths); cited, not fitted."""
-    import yaml
-
-    p = data_root().parent / f"{system}.yaml"
-    if not p.is_file():
-        raise SimcastInputError("--system", system, f"allowed: {', '.join(systems())}")
-    return yaml.safe_load(p.read_text())
-
-
 # ------------------------------------------------------------------ conversion to the generic schema
 # Every converter returns rows of simcast's generic measured schema (see simcast.calib.validate):
 # kind, device, engine, dtype, m, n, k, batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus,
 # nodes, time_s, op (the kernel the engine ran), source (system/kind/engine/version/table).
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}
 """GEMM families simcast models; int4/int8 weight-only and nvfp4 rows are left out."""
-_ELEM_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "int8": 1, "float32": 4, "fp8": 1}
+_ELEM_BYTES = {a: int(element_bytes(a)) for a in ("half", "float16", "bfloat16", "int8", "float32", "fp8")}
+"""Bytes per element of the NCCL / all-reduce dtype names the database uses (:mod:`simcast.core.dtypes`)."""
 _KV_DTYPES = {"bfloat16": "bf16", "float16": "bf16", "fp8": "fp8"}
 
 

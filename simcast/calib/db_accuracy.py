@@ -20,8 +20,6 @@ from simcast.calib.validate import predict_frame
 from simcast.core.engines import ENGINES
 from simcast.core.specs import DeviceSpec
 
-KIND_LABELS = {"gemm": "GEMM", "attention_prefill": "prefill", "attention_decode": "decode", "allreduce": "all-reduce"}
-
 
 def _summary(pred: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
     out = []

@@ -26,6 +26,7 @@ import pandas as pd
 
 from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.cost import kernels
+from simcast.cost.collectives import factor
 from simcast.cost.compute import launch_s, roofline_parts
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
@@ -225,9 +226,8 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
         for (kind, gpus), grp in sel[sel["kind"].isin(("allreduce", "allgather"))].groupby(["kind", "gpus"]):
             n = int(gpus)
             ck = "all_reduce" if kind == "allreduce" else "all_gather"
-            factor = (2.0 if ck == "all_reduce" else 1.0) * (n - 1) / n
             a, b, err = _fit_alpha_beta(
-                grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor, 4 * link.bw_bytes_per_s
+                grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), factor(ck, n), 4 * link.bw_bytes_per_s
             )
             fits[(ck, n)] = [CollectiveFit(kind=ck, gpus=n, latency_s=a, bus_bw_bytes_per_s=b)]
             errors[f"{name}.{ck}.{n}"] = err

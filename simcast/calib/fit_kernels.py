@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -297,10 +296,6 @@ def predict_all_reduce(fits: tuple[CollectiveFit, ...], rows: pd.DataFrame) -> n
         if regs:
             out[sel] = piecewise_array_s(regs, "all_reduce", int(gpus), rows.loc[sel, "bytes"].to_numpy(float))
     return out
-
-
-def as_dict(fit: Any) -> dict[str, Any]:
-    return dataclasses.asdict(fit)
 
 
 def transfer_engines(src: DeviceSpec, dst: DeviceSpec, sm_count: int | None = None) -> DeviceSpec:

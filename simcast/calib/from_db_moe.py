@@ -25,6 +25,7 @@ import pandas as pd
 from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
 from simcast.calib.db_split import errors, held_out, newest, version_key
+from simcast.core import kernel_fits
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
 from simcast.core.specs import DeviceSpec
 from simcast.cost import moe_kernels as mk
@@ -39,7 +40,6 @@ A2A_MODES = {
 A2A_TABLE = {"vllm": "moe_a2a_perf", "trtllm": "moe_a2a_perf", "sglang": "wideep_deepep_ll_perf"}
 DEEPEP_SMS = 20
 """DeepEP normal mode's default SM count (``deep_ep.Buffer.num_sms = 20``); rows at other counts are tuning sweeps."""
-SHAPE = ("kind", "dtype", "tokens", "hidden", "inter", "topk", "experts", "tp", "ep", "mode", "phase")
 
 
 def moe_rows(system: str, engine: str, version: str) -> pd.DataFrame:
@@ -255,7 +255,7 @@ def fit_moe_engine(
     moe, a2a, tables = moe_engine_data(system, engine)
     fits: list[MoeFit] = []
     errs: dict[str, tuple[float, float]] = {}
-    for fam in mk.PEAK_DTYPE:
+    for fam in kernel_fits.MOE_DTYPES:
         rows = moe[moe["dtype"] == fam] if len(moe) else moe
         if len(rows) < 50:
             continue

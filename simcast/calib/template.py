@@ -3,7 +3,8 @@
 ``simcast calibrate my_gpu.csv --device-template l40s --out my_gpu.yaml`` starts from the template's
 YAML and rewrites it line by line (:func:`template_text`):
 
-* ``name`` and ``description`` name the new device (the CSV's ``device`` column, its ``gpu_name``);
+* ``name`` and ``description`` name the new device (the CSV's ``device`` column, its ``gpu_name``), and
+  ``reported_name`` is its ``gpu_name`` (the template's is never carried over);
 * **measured** values replace the template's: each measured dtype's ``matmul_flops_per_s`` becomes the
   best GEMM throughput the CSV holds (2MNK / time) over :data:`HEADROOM`, ``hbm_bw_bytes_per_s`` the best
   bytes/time of its GEMMs and adds (bytes as the simulator counts them) over :data:`HEADROOM` — not
@@ -180,6 +181,10 @@ def template_text(text: str, template: DeviceSpec, dev: MeasuredDevice, csv: str
             out.append(f"name: {name}")
         elif path == "description":
             out.append(f"description: {json.dumps(f'{what} (measured by simcast microbench; the rest from {t})')}")
+            if dev.meta.get("gpu_name"):  # what the driver reports for the new device (engines test it)
+                out.append(_pad(f"reported_name: {json.dumps(dev.meta['gpu_name'])}", f"{MEASURED_NOTE}: torch's name"))
+        elif path == "reported_name":
+            continue  # the template's hardware name, never the new device's
         elif path in measured:
             v, note = measured.pop(path)
             out.append(_pad(f"{' ' * indent}{key}: {v}", f"{note}; {t} has {value}"))

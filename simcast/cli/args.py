@@ -71,11 +71,6 @@ def positive_int(v: str) -> int:
     return int_in(1, 2**63 - 1)(v)
 
 
-def positive_float(v: str) -> float:
-    """A finite number > 0."""
-    return float_in(0.0, math.inf)(v)
-
-
 # The bounded flag types, one per kind of size (bounds and their reasons: simcast.inputs.limits).
 REQUESTS = int_in(1, limits.MAX_REQUESTS, "requests per step")
 TOKENS = int_in(1, limits.MAX_TOKENS, "tokens per request")

@@ -200,12 +200,6 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_path(name_or_path: str) -> Path:
-    from simcast.inputs.loaders import profile_path
-
-    return profile_path(name_or_path)
-
-
 # ------------------------------------------------------------------ validate
 def add_validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("measured", help="measured CSV (generic schema, see docs/accuracy.md) or a Vidur profiling file")

@@ -235,3 +235,12 @@ def pp_hop_cross_pairs(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) 
 def pp_hop_path(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) -> Path:
     """The slowest path of a send/recv edge's pairs (lowest effective bandwidth, then highest latency)."""
     return min(pp_hop_paths(edge, par, links), key=lambda p: (p.effective_bw_bytes_per_s, -p.latency_s))
+
+
+def parallel_label(par: ParallelSpec, moe: bool) -> str:
+    """``TP=.. | PP=.. | DP=..``, with ``| EP=.. | MoE-TP=.. | MoE-DP=..`` for MoE models."""
+    s = f"TP={par.tp} | PP={par.pp} | DP={par.dp}"
+    if not moe:
+        return s
+    s += f" | EP={par.ep} | MoE-TP={par.moe_tp} | MoE-DP={par.moe_dp}"
+    return s + " (replicas)" if par.dp > 1 and par.moe_dp == par.dp else s

@@ -5,10 +5,11 @@ Shapes are the TP-sharded ones of :mod:`simcast.core.shards`.
 
 from __future__ import annotations
 
-from simcast.core.moe_memory import kv_elements_per_token_layer, layer_weight_bytes_at, sliding_tokens
+from simcast.core.kv import kv_elements_per_token_layer, sliding_tokens
 from simcast.core.plan import PipelineStageInfo, StageModuleSpec
 from simcast.core.shards import ShardedDims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec
+from simcast.core.weights import layer_weight_bytes_at
 
 
 def layer_weight_bytes(model: ModelSpec, sd: ShardedDims) -> int:
@@ -20,7 +21,7 @@ def stage_weight_bytes(
     model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, mods: StageModuleSpec, par: ParallelSpec | None = None
 ) -> int:
     """Owned layers plus edge modules (embedding / norm / lm_head) on one rank of a stage.
-    MoE / MLA / quantised models: per layer from :mod:`simcast.core.moe_memory` (``par`` gives ep, moe_tp)."""
+    MoE / MLA / quantised models: per layer from :mod:`simcast.core.weights` (``par`` gives ep, moe_tp)."""
     emb = sd.vocab_shard * model.hidden_size * model.dtype_bytes
     if model.moe is not None or model.mla is not None or model.quant is not None or model.o_proj_bias:
         p = par or ParallelSpec(tp=sd.tp)

@@ -1,8 +1,8 @@
-"""Architecture extensions of a decoder layer: mixture of experts, MLA, quantisation.
+"""Mixture of experts: the routed-expert sub-spec and the default routing skew.
 
-Frozen sub-specs that :class:`simcast.core.specs.ModelSpec` carries when a config
-has them (``None`` for a plain dense Llama-style model). Element counts, not bytes;
-bytes come from :class:`QuantSpec`. Constructors validate and never touch files.
+:class:`MoESpec` is the frozen sub-spec :class:`simcast.core.specs.ModelSpec` carries when a config
+has routed experts (``None`` for a dense model). Element counts, not bytes; bytes come from
+:class:`simcast.core.quant.QuantSpec`. Constructors validate and never touch files.
 """
 
 from __future__ import annotations
@@ -65,77 +65,3 @@ class MoESpec:
 
     def is_moe_layer(self, layer: int) -> bool:
         return layer >= self.first_k_dense
-
-
-@dataclass(frozen=True, kw_only=True)
-class MLASpec:
-    """Multi-head latent attention (DeepSeek-V2/V3).
-
-    Queries: ``hidden -> q_lora_rank -> heads·(qk_nope + qk_rope)`` (``q_lora_rank`` 0:
-    one projection). Keys/values: ``hidden -> kv_lora_rank + qk_rope``; the cache keeps
-    that compressed latent (``kv_lora_rank + qk_rope_head_dim`` elements per token per
-    layer), and ``kv_b_proj`` expands it to ``heads·(qk_nope + v_head)``.
-    """
-
-    q_lora_rank: int
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-
-    def __post_init__(self) -> None:
-        require(self.q_lora_rank >= 0, "model.mla.q_lora_rank", self.q_lora_rank, "must be >= 0 (0: no q compression)")
-        for f in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            v = getattr(self, f)
-            require(isinstance(v, int) and v > 0, f"model.mla.{f}", v, "a positive integer is required")
-
-    @property
-    def qk_head_dim(self) -> int:
-        return self.qk_nope_head_dim + self.qk_rope_head_dim
-
-    @property
-    def cache_width(self) -> int:
-        """Elements per token per layer in the compressed KV cache."""
-        return self.kv_lora_rank + self.qk_rope_head_dim
-
-
-# Bytes per weight element, scales included:
-#   fp8 block-scaled: 1 byte + one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8 checkpoints)
-#   mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits
-WEIGHT_FORMAT_BYTES: dict[str, float] = {
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp32": 4.0,
-    "fp8": 1.0,
-    "fp8_block": 1.0 + 4.0 / (128 * 128),
-    "mxfp4": 4.25 / 8,
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class QuantSpec:
-    """Weight formats read from ``quantization_config``.
-
-    ``expert_format`` applies to routed (and shared) expert GEMMs, ``dense_format``
-    to the other linear layers (attention, dense MLP); embeddings, lm_head, norms
-    and the router stay in the model dtype (``modules_to_not_convert``).
-    """
-
-    method: str
-    expert_format: str
-    dense_format: str
-    block: tuple[int, int] = (0, 0)
-    source: str = "quantization_config"  # where the formats came from (config.json, or --quantization)
-
-    def __post_init__(self) -> None:
-        for f in ("expert_format", "dense_format"):
-            v = getattr(self, f)
-            require(v in WEIGHT_FORMAT_BYTES, f"model.quantization.{f}", v, f"allowed: {sorted(WEIGHT_FORMAT_BYTES)}")
-
-    @property
-    def expert_bytes(self) -> float:
-        return WEIGHT_FORMAT_BYTES[self.expert_format]
-
-    @property
-    def dense_bytes(self) -> float:
-        return WEIGHT_FORMAT_BYTES[self.dense_format]

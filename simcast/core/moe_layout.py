@@ -82,15 +82,6 @@ def stage_moe_path(stage: int, par: ParallelSpec, links: LinkTable) -> Path:
     return group_path(ranks, links, par.world_size)
 
 
-def parallel_label(par: ParallelSpec, moe: bool) -> str:
-    """``TP=.. | PP=.. | DP=..``, with ``| EP=.. | MoE-TP=.. | MoE-DP=..`` for MoE models."""
-    s = f"TP={par.tp} | PP={par.pp} | DP={par.dp}"
-    if not moe:
-        return s
-    s += f" | EP={par.ep} | MoE-TP={par.moe_tp} | MoE-DP={par.moe_dp}"
-    return s + " (replicas)" if par.dp > 1 and par.moe_dp == par.dp else s
-
-
 def moe_replica_sizes(devices: int, tp: int, pp: int, ep: int) -> tuple[int, int]:
     """``(moe_dp, moe_tp)`` when each of the ``dp = devices/(tp·pp)`` replicas holds its own experts, split
     ``ep × moe_tp = tp`` inside the replica (what a user means by ``--tp-sizes T`` on more devices than T:

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 from simcast.core import cuda_graphs
 from simcast.core.chunking import ChunkedPrefill
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, MLASpec, MoESpec, QuantSpec
-
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
+from simcast.core.mla import MLASpec
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, MoESpec
+from simcast.core.quant import QuantSpec
 
 GIB = 2**30
 """Bytes in a GiB (the unit of every memory figure simcast prints)."""
@@ -248,6 +248,9 @@ class DeviceSpec:
     links: LinkTable
     engines: Mapping[str, EngineKernels] = field(default_factory=dict)
     """Per-engine fitted kernels (optional, see :mod:`simcast.core.kernel_fits`)."""
+    reported_name: str = ""
+    """The name the driver reports (``nvidia-smi``, ``torch.cuda.get_device_name()``): an engine that picks
+    defaults by device name reads this, never the profile's ``name``; empty when the profile does not say."""
 
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""

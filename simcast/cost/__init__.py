@@ -1,1 +1,13 @@
-"""Roofline cost of traced ops (compute.py) and of collectives and p2p (comm.py)."""
+"""Cost of traced ops: FLOPs and bytes per op, roofline or engine-fitted kernel time, collectives.
+
+Where to add:
+
+- an op's formula: the module of its concept (``dense_ops.py``, ``attention_ops.py``, ``moe.py``,
+  ``mla.py``, ``quant_linear.py``) and one row in the explicit table ``formulas.py``;
+  array form for many batches at once: ``batched.py`` (``ARRAY_FORMULA_OPS``);
+- a roofline or efficiency term: ``compute.py``; a curve shape shared by kernel fits: ``curves.py``;
+- an engine-fitted kernel family: ``gemm.py``, ``attention.py``, ``moe_kernels.py``, dispatched by
+  ``engine_cost.py`` (vectorised: ``batched_kernels.py``);
+- a collective or p2p time: ``comm.py`` (analytic, hierarchical) and ``collectives.py`` (fitted
+  ``α + factor · bytes / β`` regimes).
+"""

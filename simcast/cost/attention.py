@@ -41,10 +41,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
-from simcast.cost.gemm import smooth_max
-
-KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+from simcast.cost.curves import saturation, smooth_max
 
 
 def causal_pairs(q_len, cached):
@@ -107,7 +106,7 @@ def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
     """Q read and O written once (2 bytes), K and V read once per query tile group (KV dtype)."""
     q, c = np.asarray(q_len, float), np.asarray(cached, float)
     b, h, hkv, d = (np.asarray(v, float) for v in (batch, heads, kv_heads, head_dim))
-    return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * KV_BYTES[dtype])
+    return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * DTYPE_BYTES[dtype])
 
 
 def padded_q(q_len: float, heads: int, kv_heads: int, tile: int) -> float:
@@ -169,11 +168,6 @@ def decode_kv_padded(
     return np.where(on_grid, pad[np.maximum(i - start, 0)], kv)
 
 
-def saturation(x, half: float):
-    """``x / (x + half)``; 1 when ``half`` is 0 (array-friendly)."""
-    return x / (x + half) if half > 0 else 1.0
-
-
 def prefill_parts(
     fit: PrefillAttentionFit,
     peak_flops_per_s: float,
@@ -230,7 +224,7 @@ def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group
     """
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
     reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
-    return b * (2 * s * hkv * d * KV_BYTES[dtype] * reads + 2 * h * d * 2)
+    return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
 
 
 def l2_factor(fit: DecodeAttentionFit, nbytes):

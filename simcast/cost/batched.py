@@ -16,29 +16,20 @@ paths equal (to 1e-9 relative) on every shipped model family and engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, cast
 
 import numpy as np
 
-from simcast.core.specs import DTYPE_BYTES, Batch, DeviceSpec
+from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.specs import Batch, DeviceSpec
 from simcast.cost import batched_kernels as bk
 from simcast.cost import comm, engine_cost
+from simcast.cost.attention_ops import FA_QUERY_TILE
 from simcast.cost.batches import Batches
-from simcast.cost.compute import (
-    _ENGINE_BOUNDS,
-    FA_QUERY_TILE,
-    OP_FORMULAS,
-    CostContext,
-    OpCost,
-    OpWork,
-    _io_bytes,
-    gemm_family,
-    launch_s,
-    nbytes,
-    op_cost,
-    roofline_parts,
-)
+from simcast.cost.compute import _ENGINE_BOUNDS, gemm_family, launch_s, op_cost, roofline_parts
+from simcast.cost.formulas import OP_FORMULAS
+from simcast.cost.op_work import CostContext, OpCost, OpWork, io_bytes, nbytes
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 
@@ -127,7 +118,7 @@ def _engine_bounds(kind: np.ndarray) -> np.ndarray:
 
 
 def _attention_work(rec: OpRecord, ctx: ArrayContext) -> OpWork:
-    """``simcast::attention``'s formula (:func:`simcast.cost.compute._attention`) over the batches."""
+    """``simcast::attention``'s formula (:func:`simcast.cost.attention_ops.attention`) over the batches."""
     q, kc = rec.args[0], rec.args[1]
     bs = ctx.many
     d = shape_fn(kc.shape[-1])(0, 0, 0)
@@ -198,7 +189,7 @@ def _one_op(rec: OpRecord, ctx: ArrayContext, dtype: str, count: int) -> OpArray
     elif rec.op in ARRAY_FORMULA_OPS:
         work = OP_FORMULAS[rec.op](rec, ctx)
     elif rec.op not in OP_FORMULAS:  # unregistered: the memory-bound estimate op_cost makes
-        work = OpWork(flops=0.0, bytes=_io_bytes(rec, ctx.dims), unit="vec")
+        work = OpWork(flops=0.0, bytes=io_bytes(rec, ctx.dims), unit="vec")
     else:
         return None
     dt = work.dtype or dtype
@@ -259,19 +250,7 @@ def cost_ops_many(
     and paths once: a stage's first layer and its representative one, the same layer on other stages.
     """
     memo = {} if memo is None else memo
-    ctx = ArrayContext(
-        batch=batches.batches[0],
-        device=base.device,
-        tp_path=base.tp_path,
-        collective_algorithm=base.collective_algorithm,
-        engine=base.engine,
-        attention_phase=base.attention_phase,
-        moe_path=base.moe_path,
-        expert_imbalance=base.expert_imbalance,
-        kv_bytes=base.kv_bytes,
-        many=batches,
-        captured_each=captured,
-    )
+    ctx = ArrayContext(**_shared_fields(base), batch=batches.batches[0], many=batches, captured_each=captured)
     per_batch: list[CostContext] | None = None
     out: list[OpArrays] = []
     for rec, count in ops:
@@ -290,20 +269,13 @@ def cost_ops_many(
     return out
 
 
+def _shared_fields(base: CostContext) -> dict:
+    """``base``'s fields but its batch and CUDA-graph flag: what every batch's context shares."""
+    return {f.name: getattr(base, f.name) for f in fields(CostContext) if f.name not in ("batch", "captured")}
+
+
 def _scalar_ctx(base: CostContext, batch: Batch, captured: bool) -> CostContext:
-    return CostContext(
-        batch=batch,
-        device=base.device,
-        tp_path=base.tp_path,
-        collective_algorithm=base.collective_algorithm,
-        engine=base.engine,
-        attention_phase=base.attention_phase,
-        moe_path=base.moe_path,
-        expert_imbalance=base.expert_imbalance,
-        kv_bytes=base.kv_bytes,
-        captured=captured,
-        decode_query_len=base.decode_query_len,
-    )
+    return CostContext(**_shared_fields(base), batch=batch, captured=captured)
 
 
 def _per_batch_op(rec: OpRecord, ctxs: list[CostContext], dtype: str, count: int) -> OpArrays:

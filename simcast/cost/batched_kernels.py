@@ -17,8 +17,9 @@ import numpy as np
 from simcast.core.specs import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
+from simcast.cost.curves import smooth_max
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
-from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, smooth_max
+from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s
 
 
 def gemm_many(

@@ -37,7 +37,7 @@ import math
 
 from simcast.core.layout import Path
 from simcast.core.specs import CollectiveFit
-from simcast.cost.collectives import regime_for, regimes
+from simcast.cost.collectives import factor, fitted_s, regime_for, regimes
 
 
 def collective_fit(path: Path, kind: str, n: int, message_bytes: float = 0.0) -> CollectiveFit | None:
@@ -53,12 +53,6 @@ def collective_fit(path: Path, kind: str, n: int, message_bytes: float = 0.0) ->
     return None
 
 
-def fitted_collective_s(message_bytes: float, n: int, fit: CollectiveFit, kind: str) -> float:
-    """``α + factor · bytes / β``; factor ``2(n-1)/n`` (all-reduce) or ``(n-1)/n`` (all-gather)."""
-    factor = (2.0 if kind == "all_reduce" else 1.0) * (n - 1) / n
-    return fit.latency_s + factor * message_bytes / fit.bus_bw_bytes_per_s
-
-
 def hierarchical(path: Path, kind: str, n: int) -> bool:
     """Cost ``kind`` over ``n`` ranks hierarchically: the group spans nodes evenly, and the cross-node
     link has no fit measured on a whole group of exactly ``n`` ranks (such a fit is used as it is)."""
@@ -72,7 +66,7 @@ def ring_all_reduce_s(message_bytes: float, n: int, path: Path) -> float:
     """Ring all-reduce: reduce-scatter + all-gather, ``2(n-1)`` steps of ``bytes/n``."""
     if n <= 1 or message_bytes <= 0:
         return 0.0
-    return 2 * (n - 1) * path.latency_s + 2 * (n - 1) / n * message_bytes / path.effective_bw_bytes_per_s
+    return 2 * (n - 1) * path.latency_s + factor("all_reduce", n) * message_bytes / path.effective_bw_bytes_per_s
 
 
 def tree_all_reduce_s(message_bytes: float, n: int, path: Path) -> float:
@@ -96,7 +90,7 @@ def all_reduce_s(message_bytes: float, n: int, path: Path, algorithm: str = "aut
         )
     fit = collective_fit(path, "all_reduce", n, message_bytes)
     if fit is not None and n > 1 and message_bytes > 0:
-        return fitted_collective_s(message_bytes, n, fit, "all_reduce")
+        return fitted_s(fit, "all_reduce", n, message_bytes)
     if algorithm == "ring":
         return ring_all_reduce_s(message_bytes, n, path)
     if algorithm == "tree":
@@ -115,8 +109,8 @@ def all_gather_s(output_bytes: float, n: int, path: Path) -> float:
         )
     fit = collective_fit(path, "all_gather", n, output_bytes)
     if fit is not None:
-        return fitted_collective_s(output_bytes, n, fit, "all_gather")
-    return (n - 1) * path.latency_s + (n - 1) / n * output_bytes / path.effective_bw_bytes_per_s
+        return fitted_s(fit, "all_gather", n, output_bytes)
+    return (n - 1) * path.latency_s + factor("all_gather", n) * output_bytes / path.effective_bw_bytes_per_s
 
 
 def p2p_s(message_bytes: float, path: Path) -> float:

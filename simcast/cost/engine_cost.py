@@ -27,7 +27,8 @@ from simcast.core.kernel_fits import EngineKernels
 from simcast.core.specs import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost import collectives, moe_kernels
-from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s, smooth_max
+from simcast.cost.curves import smooth_max
+from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 
 FALLBACK: dict[str, tuple[str, ...]] = {
     "vllm": ("sglang", "trtllm"),

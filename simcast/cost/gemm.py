@@ -28,28 +28,17 @@ from functools import lru_cache
 
 import numpy as np
 
+from simcast.core.dtypes import PEAK_DTYPE, element_bytes
 from simcast.core.kernel_fits import GemmFit
+from simcast.cost.curves import saturation, smooth_max
 
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1}
-PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8"}
-"""The matmul peak a family runs at (block-scaled fp8 on the fp8 tensor cores)."""
+__all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s"]
 
 
 def gemm_bytes(m, n, k, dtype: str):
     """Bytes a GEMM addresses: inputs once in the family's element size, a 2-byte output once."""
-    eb = ELEMENT_BYTES[dtype]
+    eb = element_bytes(dtype)
     return eb * (m * k + n * k) + 2 * m * n
-
-
-def smooth_max(*terms, p: float):
-    """``(Σ t^p)^(1/p)``, computed relative to the largest term (no overflow for large ``p``)."""
-    big = np.maximum.reduce([np.asarray(t, dtype=float) for t in terms])
-    safe = np.where(big > 0, big, 1.0)
-    return big * sum((np.asarray(t, dtype=float) / safe) ** p for t in terms) ** (1.0 / p)
-
-
-def _sat(x, half: float):
-    return x / (x + half) if half > 0 else 1.0
 
 
 def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
@@ -58,7 +47,13 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
     tiles = np.ceil(m / fit.tile_m) * np.ceil(n / fit.tile_n)
     waves = np.ceil(tiles / fit.sm_count)
     wave_eff = tiles / (waves * fit.sm_count)
-    eff = fit.matmul * _sat(m, fit.half_m) * _sat(n, fit.half_n) * _sat(k, fit.half_k) * wave_eff**fit.wave_exp
+    eff = (
+        fit.matmul
+        * saturation(m, fit.half_m)
+        * saturation(n, fit.half_n)
+        * saturation(k, fit.half_k)
+        * wave_eff**fit.wave_exp
+    )
     t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
     par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)

@@ -20,7 +20,8 @@ from simcast.core.layout import Path, group_path, path_between
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
 from simcast.cost import comm, engine_cost
-from simcast.cost.compute import CostContext, op_cost
+from simcast.cost.compute import op_cost
+from simcast.cost.op_work import CostContext
 from simcast.trace.ir import OpRecord, TensorArg
 
 _NO_PATH = Path(name="local", bw_bytes_per_s=float("inf"), latency_s=0.0, efficiency=1.0, cross_node=False)

@@ -26,23 +26,19 @@ import math
 
 import numpy as np
 
-from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.core.moe import WEIGHT_FORMAT_BYTES
-from simcast.cost.gemm import smooth_max
+from simcast.core.dtypes import DTYPE_BYTES, PEAK_DTYPE, WEIGHT_FORMAT_BYTES
+from simcast.core.kernel_fits import MOE_DTYPES, AllToAllFit, MoeFit
 
-PEAK_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "mxfp4": "bf16"}
-"""Matmul peak of each expert weight format (mxfp4 on Hopper/Ampere runs w4a16: 16-bit tensor cores)."""
-ACT_BYTES = 2  # activations enter and leave the experts in 16 bits (fp8 kernels quantise x inside)
+__all__ = ["PEAK_DTYPE"]  # the matmul peak of each expert weight format (simcast.core.dtypes)
+from simcast.cost.curves import saturation, smooth_max
+
+ACT_BYTES = DTYPE_BYTES["bf16"]  # activations enter and leave the experts in 16 bits (fp8 kernels quantise x inside)
 
 
 def moe_family(fmt: str) -> str | None:
     """The MoE fit family of an expert weight format (``fp16`` shares bf16's); None when none exists."""
     fam = "bf16" if fmt in ("bf16", "fp16") else fmt
-    return fam if fam in PEAK_DTYPE else None
-
-
-def _sat(x, half: float):
-    return x / (x + half) if half > 0 else 1.0
+    return fam if fam in MOE_DTYPES else None
 
 
 def moe_bytes(pairs, active, i, h, fmt: str):
@@ -78,11 +74,11 @@ def moe_parts(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, p
         tile = fit.block_m * fit.tile_n * fit.sm_count  # rows x columns one wave covers
         waves_up = np.ceil(blocks * np.ceil(2.0 * i / fit.tile_n) / fit.sm_count)
         waves_dn = np.ceil(blocks * np.ceil(h / fit.tile_n) / fit.sm_count)
-        eff = fit.matmul * _sat(i, fit.half_n) * _sat(h, fit.half_k)
+        eff = fit.matmul * saturation(i, fit.half_n) * saturation(h, fit.half_k)
         t_c = 2.0 * tile * (waves_up * h + waves_dn * i) / (peak_flops_per_s * eff)
         return t_c, t_m
     rows = pairs / np.maximum(active, 1.0)
-    eff = fit.matmul * _sat(rows, fit.half_rows) * _sat(i, fit.half_n) * _sat(h, fit.half_k)
+    eff = fit.matmul * saturation(rows, fit.half_rows) * saturation(i, fit.half_n) * saturation(h, fit.half_k)
     t_c = 2.0 * pairs * h * 3.0 * i / (peak_flops_per_s * eff)
     return t_c, t_m
 

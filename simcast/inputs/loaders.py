@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import (
     A2A_MODES,
@@ -27,8 +28,8 @@ from simcast.core.kernel_fits import (
     MoeFit,
     PrefillAttentionFit,
 )
-from simcast.core.moe import QuantSpec
-from simcast.core.specs import DTYPE_BYTES, CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
+from simcast.core.quant import QuantSpec
+from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.aliases import model_alias, models_dir
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml
 from simcast.inputs.limits import (
@@ -341,6 +342,7 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
         efficiency=Efficiency(**d["efficiency"]),
         links=links,
         engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()},
+        reported_name=d.get("reported_name", ""),
     )
 
 

@@ -127,6 +127,7 @@ _ENGINE_SCHEMA: dict[str, Any] = {
 PROFILE_SCHEMA: dict[str, Any] = {
     "name": Str(256),
     "description": Str(MAX_TEXT_CHARS),
+    "reported_name?": Str(256),
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
     "memory": {"hbm_bytes": Int(1, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
     "efficiency": {

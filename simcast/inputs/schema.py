@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.specs import DTYPE_BYTES
 from simcast.core.text import printable
 from simcast.inputs.limits import MAX_FLOPS, MAX_NAME_CHARS
 

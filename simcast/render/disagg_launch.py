@@ -24,7 +24,6 @@ import shlex
 from simcast.render.launch import LaunchLines, command_line, launch_lines
 from simcast.serving.disagg import DisaggResult
 
-DISAGG_EMIT = ("vllm", "sglang", "dynamo")
 NIXL_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 SGLANG_ROUTER_PORT = 8000
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 
 from simcast.core.engines import ENGINES, NO_ENGINE
 from simcast.core.errors import require
-from simcast.core.specs import GIB, DeviceSpec
+from simcast.core.specs import DeviceSpec
+from simcast.serving.engine_defaults import sglang_limits, vllm_limits
 
 ENGINE_CHOICES: tuple[str, ...] = ENGINES + (NO_ENGINE,)
 """``none``: vLLM's scheduling limits with no CPU time and the generic roofline kernels (the old ``--runtime none``)."""
@@ -394,36 +395,6 @@ class EnginePolicy:
         )
 
 
-# --- device-dependent defaults -----------------------------------------------------------------------
-
-
-def _vllm_limits(device: DeviceSpec, usage: str) -> tuple[int, int]:
-    """vLLM's ``_set_default_args`` table: (max_num_batched_tokens, max_num_seqs) by GPU memory and name
-    (vLLM tests the device's name for "a100") and usage context (server vs LLM class)."""
-    big = device.hbm_bytes >= 70 * GIB and "a100" not in device.name.lower()
-    if big:
-        return (8192 if usage == "server" else 16384), 1024
-    return (2048 if usage == "server" else 8192), 256
-
-
-def _sglang_limits(device: DeviceSpec, tp: int, pp: int) -> tuple[int, float]:
-    """SGLang's ``_handle_gpu_memory_settings``: (chunked_prefill_size, mem_fraction_static) by GPU size."""
-    gpu_mb = device.hbm_bytes / 2**20
-    gb = gpu_mb / 1024
-    if gb < 35:
-        chunk, graph_bs = 2048, (24 if tp < 4 else 80)
-    elif gb < 60:
-        chunk, graph_bs = 4096, (32 if tp < 4 else 160)
-    elif gb < 160:
-        chunk, graph_bs = 8192, (256 if tp < 4 else 512)
-    else:
-        chunk, graph_bs = 16384, 512
-    reserved_mb = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * pp / 8 * 1024
-    if gb > 60:
-        reserved_mb = max(reserved_mb, 10 * 1024)
-    return chunk, round((gpu_mb - reserved_mb) / gpu_mb, 3)
-
-
 def engine_policy(
     name: str, device: DeviceSpec, *, tp: int = 1, pp: int = 1, usage: str = "server", **overrides
 ) -> EnginePolicy:
@@ -435,13 +406,13 @@ def engine_policy(
     frac = rec.memory_fraction
     ratio = 0.0
     if name == "sglang":
-        budget, frac = _sglang_limits(device, tp, pp)
+        budget, frac = sglang_limits(device, tp, pp)
         seqs = 4096
         ratio = SGLANG_RATIO["init"] * SGLANG_RATIO["min_factor"]
     elif name == "trtllm":
         budget, seqs = 8192, 2048
     else:
-        budget, seqs = _vllm_limits(device, usage)
+        budget, seqs = vllm_limits(device, usage)
     pol = EnginePolicy(
         name=name,
         max_num_batched_tokens=budget,

@@ -34,8 +34,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
+from simcast.core.kv import kv_dtype_bytes
 from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
-from simcast.core.moe_memory import kv_dtype_bytes
 from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch

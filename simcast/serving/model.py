@@ -49,11 +49,11 @@ import math
 from dataclasses import dataclass, replace
 
 from simcast.core.chunking import chunk_plan, describe_chunks
-from simcast.core.moe_memory import weight_format_note
 from simcast.core.specs import Batch, SimSpec
+from simcast.core.weights import weight_format_note
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.draft import FC_NOTE, draft_coster
-from simcast.serving.engines import ENGINE_CHOICES, EnginePolicy
+from simcast.serving.engines import EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
     kv_capacity_tokens,
@@ -67,7 +67,6 @@ from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
 
-RUNTIME_PROFILES = ENGINE_CHOICES  # the old ``--runtime`` names (vllm, sglang, none) are engines now
 __all__ = [
     "MemoryFit",
     "ServingConfig",

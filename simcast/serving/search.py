@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.layout import pp_hop_path, stage_tp_path
+from simcast.core.layout import parallel_label, pp_hop_path, stage_tp_path
 from simcast.core.moe_layout import moe_layout_rule, moe_replica_sizes
-from simcast.core.moe_layout import parallel_label as _label
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import GIB, ParallelSpec
 from simcast.serving.model import (
@@ -153,14 +152,9 @@ class Rejection:
     reason: str
 
 
-def parallel_label(tp: int, pp: int, dp: int, par: ParallelSpec | None = None) -> str:
-    """``TP=.. | PP=.. | DP=..``; with ``par`` (an MoE model) also ``| EP=.. | MoE-TP=.. | MoE-DP=..``."""
-    return _label(par, True) if par is not None else f"TP={tp} | PP={pp} | DP={dp}"
-
-
 def model_label(cfg: ServingConfig) -> str:
-    par = cfg.parallel
-    return parallel_label(par.tp, par.pp, par.dp, par if cfg.model.moe is not None else None)
+    """``TP=.. | PP=.. | DP=..``, with the MoE groups for an MoE model (:func:`simcast.core.layout.parallel_label`)."""
+    return parallel_label(cfg.parallel, cfg.model.moe is not None)
 
 
 def layout_links(cfg: ServingConfig) -> str:

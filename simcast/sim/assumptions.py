@@ -11,9 +11,9 @@ from simcast.core.fabrics import describe_inter_node
 from simcast.core.layout import Path, pp_hop_cross_pairs
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, ROUTING_GINI
 from simcast.core.moe_layout import moe_comm_mode
-from simcast.core.moe_memory import weight_format_note
 from simcast.core.plan import SendRecvEdge, describe_partition
 from simcast.core.specs import GIB, Batch, SimSpec
+from simcast.core.weights import weight_format_note
 from simcast.cost import engine_cost
 from simcast.cost.comm import hierarchical
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
-from simcast.core.moe_memory import kv_dtype_bytes, moe_shard
+from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
-from simcast.cost import moe as _moe_formulas  # noqa: F401  (registers the MoE / MLA op formulas)
-from simcast.cost.compute import CostContext, OpCost, op_cost
+from simcast.cost.compute import op_cost
+from simcast.cost.op_work import CostContext, OpCost
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
 from simcast.trace.cache import get_trace
 from simcast.trace.ir import OpRecord, StageTrace
@@ -168,9 +169,15 @@ def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
     return {"pre": 1, "post": 1, **{f"layer{i}": c for i, c in enumerate(layer_counts)}}
 
 
-def cost_stage(trace: StageTrace, layer_counts: Sequence[int], ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
+def running_ops(trace: StageTrace, layer_counts: Sequence[int]) -> list[tuple[OpRecord, int]]:
+    """The trace's ops that run, with their replay counts, in trace order (one list for both cost paths:
+    :func:`cost_stage` per batch and :func:`simcast.cost.batched.cost_ops_many` over many batches)."""
     counts = replay_counts(layer_counts)
-    return tuple(op_cost(rec, ctx, dtype, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0)
+    return [(rec, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0]
+
+
+def cost_stage(trace: StageTrace, layer_counts: Sequence[int], ctx: CostContext, dtype: str) -> tuple[OpCost, ...]:
+    return tuple(op_cost(rec, ctx, dtype, count) for rec, count in running_ops(trace, layer_counts))
 
 
 StageCoster = Callable[[Batch], tuple[OpCost, ...]]
@@ -189,8 +196,7 @@ class StageSetup:
 
     def ops(self) -> list[tuple[OpRecord, int]]:
         """The trace's ops that run, with their replay counts (the order :func:`cost_stage` costs them in)."""
-        counts = replay_counts(self.layer_counts)
-        return [(rec, counts[rec.scope]) for rec in self.trace.ops if counts.get(rec.scope, 0) > 0]
+        return running_ops(self.trace, self.layer_counts)
 
 
 def stage_setups(spec: SimSpec, *, use_disk_cache: bool = True) -> tuple[PipelineStagePlan, list[StageSetup], int]:

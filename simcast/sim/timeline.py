@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simcast.cost.compute import OpCost
+    from simcast.cost.op_work import OpCost
     from simcast.sim.simulate import Report
 
 SEND_RECV_MODES = ("receiver", "blocking", "overlap")

@@ -1,4 +1,4 @@
-"""Leaf ops and layer pieces for MoE, MLA, sliding-window attention and quantised linears.
+"""Leaf ops and the layer block of a mixture-of-experts MLP.
 
 Like :mod:`simcast.trace.ops`, every op has only a fake kernel and stays one graph node
 at the place the engine launches it:
@@ -9,30 +9,23 @@ at the place the engine launches it:
 - ``moe_experts``: the fused grouped expert GEMMs (gate/up, activation, down) of this
   rank's ``experts_local`` experts, weights in ``fmt`` (``bf16``, ``fp8_block``, ``mxfp4``).
   Its tokens per rank come from the routing model at cost time (:mod:`simcast.cost.moe`).
-- ``mla_attention``: DeepSeek MLA over the compressed latent cache; the cost model picks
-  decompressed K/V for prefill rows and weight absorption for decode rows.
-- ``attention_sliding``: attention over the last ``window`` tokens (gpt-oss sliding layers).
-- ``quant_linear``: a GEMM with fp8 block-scaled or mxfp4 weights.
+
+MLA: :mod:`simcast.trace.mla`; quantised linears: :mod:`simcast.trace.quant`; sliding-window
+attention: :mod:`simcast.trace.ops`.
 
 Importing this module imports torch.
 """
 
 from __future__ import annotations
 
-import math
-from typing import NoReturn
-
 import torch
 from torch import nn
 
 from simcast.trace import ops
 from simcast.trace.key import StageKey
-
-_LIB = "simcast"
-
-
-def _no_kernel(*_a: object, **_k: object) -> NoReturn:
-    raise RuntimeError("simcast ops have no real kernel")
+from simcast.trace.ops import _LIB
+from simcast.trace.ops import no_kernel as _no_kernel
+from simcast.trace.quant import Linear
 
 
 @torch.library.custom_op(f"{_LIB}::moe_topk", mutates_args=())
@@ -96,83 +89,6 @@ def _(x, topk_weights, topk_ids, w13, w2, fmt, top_k, num_experts, ep, moe_dp, d
     return torch.empty_like(x)
 
 
-@torch.library.custom_op(f"{_LIB}::quant_linear", mutates_args=())
-def quant_linear(x: torch.Tensor, weight: torch.Tensor, fmt: str) -> torch.Tensor:
-    """x (..., K) @ weight (N, K)^T with weights stored in ``fmt``; output in x's dtype."""
-    _no_kernel()
-
-
-@quant_linear.register_fake
-def _(x, weight, fmt):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-@torch.library.custom_op(f"{_LIB}::mla_cache_write", mutates_args=("cache",))
-def mla_cache_write(latent: torch.Tensor, k_pe: torch.Tensor, cache: torch.Tensor) -> None:
-    """Scatter the T new tokens' latent (T, kv_lora) and rope key (T, rope) into the cache (S, 1, kv_lora + rope)."""
-    _no_kernel()
-
-
-@mla_cache_write.register_fake
-def _(latent, k_pe, cache):
-    return None
-
-
-@torch.library.custom_op(f"{_LIB}::mla_attention", mutates_args=())
-def mla_attention(
-    q: torch.Tensor,
-    cache: torch.Tensor,
-    w_kv_b: torch.Tensor,
-    query_lens: torch.Tensor,
-    context_lens: torch.Tensor,
-    heads: int,
-    nope: int,
-    rope: int,
-    v_dim: int,
-    scale: float,
-) -> torch.Tensor:
-    """MLA over the latent cache. q (T, heads·(nope+rope)); cache (S, kv_lora+rope); w_kv_b (heads·(nope+v), kv_lora)
-    -> (T, heads·v)."""
-    _no_kernel()
-
-
-@mla_attention.register_fake
-def _(q, cache, w_kv_b, query_lens, context_lens, heads, nope, rope, v_dim, scale):
-    return q.new_empty((q.shape[0], heads * v_dim))
-
-
-@torch.library.custom_op(f"{_LIB}::attention_sliding", mutates_args=())
-def attention_sliding(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    query_lens: torch.Tensor,
-    context_lens: torch.Tensor,
-    scale: float,
-    window: int,
-) -> torch.Tensor:
-    """Causal attention restricted to the last ``window`` keys (sliding window; sinks add one logit per head)."""
-    _no_kernel()
-
-
-@attention_sliding.register_fake
-def _(q, k_cache, v_cache, query_lens, context_lens, scale, window):
-    return torch.empty_like(q)
-
-
-class Linear(nn.Module):
-    """``nn.Linear`` (traced as ``linear``) or, with a quantised ``fmt``, ``quant_linear``."""
-
-    def __init__(self, n_in: int, n_out: int, bias: bool, fmt: str, **mk) -> None:
-        super().__init__()
-        self.fmt = fmt
-        self.lin = nn.Linear(n_in, n_out, bias=bias, **mk) if not fmt else None
-        self.weight = nn.Parameter(torch.empty(n_out, n_in, **mk)) if fmt else None
-
-    def forward(self, x):
-        return self.lin(x) if self.lin is not None else quant_linear(x, self.weight, self.fmt)
-
-
 class MoEBlock(nn.Module):
     """Router, top-k, dispatch, grouped experts, combine, shared experts, reduction (one rank)."""
 
@@ -206,46 +122,3 @@ class MoEBlock(nn.Module):
         if k.moe_comm == "all_reduce":  # EP / MoE-TP inside the TP group: partial sums reduced like a dense MLP
             out = ops.all_reduce(out, k.tp)
         return out
-
-
-class MLAAttention(nn.Module):
-    """DeepSeek MLA on one TP rank: heads / tp; the latent cache is replicated on every TP rank (as vLLM/SGLang)."""
-
-    def __init__(self, k: StageKey, **mk) -> None:
-        super().__init__()
-        self.k = k
-        h, hr, fmt = k.hidden_size, k.q_heads, k.dense_format
-        qk = k.qk_nope_head_dim + k.qk_rope_head_dim
-        self.q_a: Linear | None
-        if k.q_lora_rank:
-            self.q_a = Linear(h, k.q_lora_rank, False, fmt, **mk)
-            self.q_a_norm = nn.Parameter(torch.empty(k.q_lora_rank, **mk))
-            self.q_b = Linear(k.q_lora_rank, hr * qk, False, fmt, **mk)
-        else:
-            self.q_a, self.q_b = None, Linear(h, hr * qk, False, fmt, **mk)
-        self.kv_a = Linear(h, k.kv_lora_rank + k.qk_rope_head_dim, False, fmt, **mk)
-        self.kv_a_norm = nn.Parameter(torch.empty(k.kv_lora_rank, **mk))
-        self.w_kv_b = nn.Parameter(torch.empty(hr * (k.qk_nope_head_dim + k.v_head_dim), k.kv_lora_rank, **mk))
-        self.o_proj = Linear(hr * k.v_head_dim, h, False, fmt, **mk)
-
-    def forward(self, positions, hidden, cache, query_lens, context_lens):
-        k, eps = self.k, self.k.rms_norm_eps
-        q = self.q_b(ops.rms_norm(self.q_a(hidden), self.q_a_norm, eps)) if self.q_a is not None else self.q_b(hidden)
-        latent, k_pe = self.kv_a(hidden).split([k.kv_lora_rank, k.qk_rope_head_dim], dim=-1)
-        latent = ops.rms_norm(latent, self.kv_a_norm, eps)
-        q, k_pe = ops.rope(positions, q, k_pe, k.qk_rope_head_dim, k.rope_theta)
-        mla_cache_write(latent, k_pe, cache)
-        scale = 1.0 / math.sqrt(k.qk_nope_head_dim + k.qk_rope_head_dim)
-        out = mla_attention(
-            q,
-            cache,
-            self.w_kv_b,
-            query_lens,
-            context_lens,
-            k.q_heads,
-            k.qk_nope_head_dim,
-            k.qk_rope_head_dim,
-            k.v_head_dim,
-            scale,
-        )
-        return self.o_proj(out)

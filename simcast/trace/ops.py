@@ -15,9 +15,15 @@ Importing this module imports torch; it is only imported when a trace is built.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import torch
 
 _LIB = "simcast"
+
+
+def no_kernel(*_a: object, **_k: object) -> NoReturn:
+    raise RuntimeError("simcast ops have no real kernel")
 
 
 @torch.library.custom_op(f"{_LIB}::rms_norm", mutates_args=())
@@ -147,3 +153,22 @@ def sample(logits: torch.Tensor) -> torch.Tensor:
 @sample.register_fake
 def _(logits):
     return logits.new_empty((logits.shape[0],), dtype=torch.int64)
+
+
+@torch.library.custom_op(f"{_LIB}::attention_sliding", mutates_args=())
+def attention_sliding(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    query_lens: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+    window: int,
+) -> torch.Tensor:
+    """Causal attention restricted to the last ``window`` keys (sliding window; sinks add one logit per head)."""
+    no_kernel()
+
+
+@attention_sliding.register_fake
+def _(q, k_cache, v_cache, query_lens, context_lens, scale, window):
+    return torch.empty_like(q)

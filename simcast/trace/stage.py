@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcast.trace import moe, ops
+from simcast.trace import mla, moe, ops
 from simcast.trace.key import StageKey
+from simcast.trace.quant import Linear
 
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}
 
@@ -35,17 +36,17 @@ class DecoderLayer(nn.Module):
         mk: dict[str, Any] = {"device": "meta", "dtype": dt}
         fmt = k.dense_format
         self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
-        self.mla = moe.MLAAttention(k, **mk) if k.kv_lora_rank else None
+        self.mla = mla.MLAAttention(k, **mk) if k.kv_lora_rank else None
         if self.mla is None:
-            self.qkv_proj = moe.Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, fmt, **mk)
-            self.o_proj = moe.Linear(self.q_size, k.hidden_size, k.o_proj_bias, fmt, **mk)
+            self.qkv_proj = Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, fmt, **mk)
+            self.o_proj = Linear(self.q_size, k.hidden_size, k.o_proj_bias, fmt, **mk)
         self.q_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.k_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.post_attention_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
         self.moe = moe.MoEBlock(k, **mk) if kind.startswith("moe") else None
         if self.moe is None:
-            self.gate_up_proj = moe.Linear(k.hidden_size, 2 * k.intermediate, False, fmt, **mk)
-            self.down_proj = moe.Linear(k.intermediate, k.hidden_size, False, fmt, **mk)
+            self.gate_up_proj = Linear(k.hidden_size, 2 * k.intermediate, False, fmt, **mk)
+            self.down_proj = Linear(k.intermediate, k.hidden_size, False, fmt, **mk)
 
     def forward(self, positions, hidden, residual, k_cache, v_cache, query_lens, context_lens):
         k, eps = self.k, self.k.rms_norm_eps
@@ -77,7 +78,7 @@ class DecoderLayer(nn.Module):
         q, kk = ops.rope(positions, q, kk, d, k.rope_theta)
         ops.kv_cache_write(kk, v, k_cache, v_cache)
         if self.sliding:
-            attn = moe.attention_sliding(
+            attn = ops.attention_sliding(
                 q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.sliding_window
             )
         else:

@@ -1,0 +1,112 @@
+"""The one table of number formats: bytes per element, the matmul peak a GEMM in it runs at, aliases.
+
+Every byte size simcast uses for a dtype or a weight format is read from :data:`FORMATS` (through the
+views below); no other module writes a name -> bytes mapping (``tests/test_dtypes.py`` greps for one).
+
+- ``element_bytes``: bytes of one stored value, scales excluded (what a kernel's shape model counts).
+- ``bytes_per_element``: bytes per weight element with its scales (what memory holds):
+  fp8 block-scaled: 1 byte + one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8 checkpoints);
+  mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits.
+- ``peak_dtype``: whose matmul peak a GEMM with weights in this format runs at: fp8 weights run w8a8
+  at the fp8 peak; mxfp4 on Hopper runs w4a16 (weights dequantised in the kernel) at the 16-bit peak.
+- ``aliases``: the names torch and the measured-kernel database (aiconfigurator-core) use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class NumberFormat:
+    """One dtype or weight format (bytes per element, see the module docstring)."""
+
+    name: str
+    element_bytes: float
+    bytes_per_element: float
+    peak_dtype: str
+    is_float8: bool = False
+    activation: bool = False  # a model / activation / KV-cache dtype (``torch_dtype``, ``--dtype``)
+    weight: bool = False  # a weight format of ``quantization_config`` (``model.quantization.*``)
+    aliases: tuple[str, ...] = ()
+
+
+FORMATS: tuple[NumberFormat, ...] = (
+    NumberFormat(
+        name="fp32",
+        element_bytes=4,
+        bytes_per_element=4.0,
+        peak_dtype="fp32",
+        activation=True,
+        weight=True,
+        aliases=("float32",),
+    ),
+    NumberFormat(
+        name="bf16",
+        element_bytes=2,
+        bytes_per_element=2.0,
+        peak_dtype="bf16",
+        activation=True,
+        weight=True,
+        aliases=("bfloat16",),
+    ),
+    NumberFormat(
+        name="fp16",
+        element_bytes=2,
+        bytes_per_element=2.0,
+        peak_dtype="fp16",
+        activation=True,
+        weight=True,
+        aliases=("float16", "half"),
+    ),
+    NumberFormat(
+        name="fp8",
+        element_bytes=1,
+        bytes_per_element=1.0,
+        peak_dtype="fp8",
+        is_float8=True,
+        activation=True,
+        weight=True,
+        aliases=("float8_e4m3fn",),
+    ),
+    NumberFormat(
+        name="fp8_block",
+        element_bytes=1,
+        bytes_per_element=1.0 + 4.0 / (128 * 128),
+        peak_dtype="fp8",
+        is_float8=True,
+        weight=True,
+    ),
+    NumberFormat(name="mxfp4", element_bytes=0.5, bytes_per_element=4.25 / 8, peak_dtype="bf16", weight=True),
+    NumberFormat(name="int8", element_bytes=1, bytes_per_element=1.0, peak_dtype="int8"),
+)
+"""Every format simcast knows, canonical name first."""
+
+_BY_NAME = {f.name: f for f in FORMATS}
+_BY_ALIAS = {a: f for f in FORMATS for a in (f.name, *f.aliases)}
+
+DTYPE_BYTES: dict[str, int] = {f.name: int(f.element_bytes) for f in FORMATS if f.activation}
+"""Bytes per element of the model / activation / KV-cache dtypes (``fp32``, ``bf16``, ``fp16``, ``fp8``)."""
+
+WEIGHT_FORMAT_BYTES: dict[str, float] = {f.name: f.bytes_per_element for f in FORMATS if f.weight}
+"""Bytes per weight element, scales included, of every weight format a checkpoint may declare."""
+
+PEAK_DTYPE: dict[str, str] = {f.name: f.peak_dtype for f in FORMATS if f.weight}
+"""Weight format -> the dtype of the matmul peak its GEMMs run at."""
+
+
+def number_format(name: str) -> NumberFormat:
+    """The format called ``name`` or one of its aliases (``bfloat16``, ``half``); KeyError if unknown."""
+    return _BY_ALIAS[name]
+
+
+def element_bytes(name: str) -> float:
+    """Bytes of one stored value of ``name`` (or an alias), scales excluded."""
+    return _BY_ALIAS[name].element_bytes
+
+
+def gemm_compute_dtype(fmt: str, model_dtype: str) -> str:
+    """Compute dtype of a GEMM with weights in ``fmt``: float8 weights run w8a8 at the fp8 peak; any other
+    format (mxfp4 on Hopper: w4a16, weights dequantised in the kernel) at the model dtype's."""
+    f = _BY_NAME.get(fmt)
+    return "fp8" if f is not None and f.is_float8 else model_dtype

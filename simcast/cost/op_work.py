@@ -1,0 +1,84 @@
+"""What one traced op does and costs: :class:`CostContext` (the concrete dims it runs at),
+:class:`OpWork` (FLOPs, bytes, unit), :class:`OpCost` (its time), and the byte counts every
+formula shares (:func:`numel`, :func:`nbytes`, :func:`io_bytes`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.layout import Path
+from simcast.core.specs import Batch, DeviceSpec
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostContext:
+    """Concrete dims for one microbatch on one stage."""
+
+    batch: Batch
+    device: DeviceSpec
+    tp_path: Path
+    collective_algorithm: str = "auto"
+    engine: str | None = None  # vllm | sglang | trtllm: the profile's fitted kernels for that engine
+    attention_phase: str = "auto"  # "prefill": cost 1-token prompts with the prefill fit (kernel benchmarks)
+    moe_path: Path | None = None  # MoE dispatch/combine group (None: the TP path)
+    expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
+    kv_bytes: float = 0.0  # bytes per KV-cache element (--kv-cache-dtype); 0: the traced cache tensor's dtype
+    captured: bool = True  # the step replays a captured CUDA graph (core.cuda_graphs); False: host floors apply
+    decode_query_len: int = 1  # rows of up to this many query tokens run as decode rows (speculative verify: k + 1)
+
+    def cache_bytes(self, cache: TensorArg) -> float:
+        """Bytes per element of the KV cache ``cache`` as stored (an fp8 cache halves a bf16 one)."""
+        return self.kv_bytes or DTYPE_BYTES[cache.dtype]
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        return self.batch.num_tokens, self.batch.num_requests, self.batch.kv_tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpWork:
+    """What an op does: FLOPs, HBM bytes, which unit it runs on; comm ops carry their time."""
+
+    flops: float
+    bytes: float
+    unit: str  # "cube" | "vec" | "comm"
+    comm_s: float = 0.0
+    mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
+    attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
+    dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
+    moe: tuple[float, float, int, int] | None = None  # routed experts: (pairs, active experts, i per rank, h)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCost:
+    op: str
+    scope: str
+    count: int  # times this op runs in the stage (layer replay)
+    flops: float
+    bytes: float
+    time_s: float  # one instance
+    bound: str  # Cube | Vec | Mem | Comm
+
+
+def numel(t: TensorArg, dims: tuple[int, int, int], addressed: bool = False) -> int:
+    n = 1
+    for i, e in enumerate(t.shape):
+        if addressed and i in t.broadcast_dims:
+            continue
+        n *= shape_fn(e)(*dims)
+    return n
+
+
+def nbytes(t: TensorArg | None, dims: tuple[int, int, int]) -> float:
+    """Bytes a kernel addresses for ``t`` (stride-0 dims counted once)."""
+    if not isinstance(t, TensorArg):
+        return 0.0
+    return numel(t, dims, addressed=True) * DTYPE_BYTES.get(t.dtype, 8 if t.dtype == "int64" else 4)
+
+
+def io_bytes(rec: OpRecord, dims) -> float:
+    return sum(nbytes(a, dims) for a in rec.args if isinstance(a, TensorArg)) + sum(
+        nbytes(o, dims) for o in rec.outputs
+    )

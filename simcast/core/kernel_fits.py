@@ -189,6 +189,11 @@ class MoeFit:
     With ``block_m`` > 0 (tile/wave form; ``half_rows`` unused): every active expert's rows are padded to
     the kernel's M tile of ``block_m`` rows and the tiles (``tile_n`` columns wide) run in waves over
     ``sm_count`` SMs, so compute is whole waves of whole tiles (see :func:`simcast.cost.moe_kernels.moe_parts`).
+
+    ``routed_pair_s`` (0 = none): seconds per routed (token, expert) pair of the whole layer input, before
+    expert parallelism keeps the rank's own: top-k routing, the sort/align of the pairs into expert blocks
+    and the permutation touch every token's top-k choices on every rank, however few experts it holds.
+    Fitted because the held-out residuals of the form without it fell with EP (experts per rank).
     """
 
     dtype: str
@@ -202,6 +207,7 @@ class MoeFit:
     block_m: int = 0
     tile_n: int = 128
     sm_count: int = 0
+    routed_pair_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(self.dtype in MOE_DTYPES, "engines.moe.dtype", self.dtype, f"allowed: {', '.join(MOE_DTYPES)}")

@@ -247,15 +247,24 @@ def all_reduce_s(
 
 
 def moe_s(
-    dev: DeviceSpec, engine: str | None, family: str, pairs: float, active: float, i: int, h: int
+    dev: DeviceSpec,
+    engine: str | None,
+    family: str,
+    pairs: float,
+    active: float,
+    i: int,
+    h: int,
+    routed_pairs: float,
 ) -> tuple[float, str] | None:
-    """(seconds, compute|memory) of one rank's routed experts with the engine's MoE fit; None without one."""
+    """(seconds, compute|memory) of one rank's routed experts with the engine's MoE fit; None without one.
+
+    ``routed_pairs``: the layer input's tokens × top-k (all ranks' pairs, :func:`moe_kernels.routing_s`)."""
     fit, _ = pick(dev, engine, "moe", family)
     if fit is None:
         return None
     peak = dev.matmul_peak(moe_kernels.PEAK_DTYPE[fit.dtype])
     t_c, t_m = moe_kernels.moe_parts(fit, peak, dev.hbm_bw_bytes_per_s, pairs, active, i, h)
-    t = float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s
+    t = float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s + float(moe_kernels.routing_s(fit, routed_pairs))
     return t, "compute" if float(t_c) >= float(t_m) else "memory"
 
 

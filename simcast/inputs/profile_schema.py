@@ -108,6 +108,7 @@ _MOE_FIT_SCHEMA: dict[str, Any] = {
     "block_m?": Int(0, 4096),
     "tile_n?": _SMS,
     "sm_count?": Int(0, MAX_SM_COUNT),
+    "routed_pair_s?": _SECONDS,
 }
 _A2A_FIT_SCHEMA: dict[str, Any] = {
     "mode": Str(64),

@@ -105,6 +105,13 @@ def db_markdown() -> list[str]:
         "on L40S): vLLM's own fp8-block rows are timed without CUDA graphs (host-bound, ~0.2-0.4 ms at small "
         'shapes) and checked against max(fit, host floor) under "Host-bound rows and CUDA graphs".',
         "",
+        "TensorRT-LLM's decode cells on h100_sxm, h200_sxm, a100_sxm_80gb and l40s use two declared kernel "
+        "families (`kernel_rule: trtllm_xqa` in the profile), chosen per launch by the engine's own rule "
+        "(`simcast.cost.attention.xqa_runs`, from TensorRT-LLM's `decoderXQAImplJIT`/`kernelUtils.cpp`): XQA for "
+        "GQA groups 2-32 and head sizes <= 256 when `4 · kv_heads · batch · max(1, history / 128) >= SMs` or the "
+        "KV cache is fp8, else masked MHA (vanilla MHA and groups > 32 always), each with its own fitted per-wave "
+        "time; on Blackwell the engine runs its trtllm-gen kernels and one kernel is fitted.",
+        "",
     ]
     # transfer checks
     md += [
@@ -195,7 +202,9 @@ def moe_markdown() -> list[str]:
         "Formulas: `simcast.cost.moe_kernels`: per expert format either the saturation form (efficiency "
         "saturating in rows per expert) or the tile/wave form (each active expert's rows padded to the kernel's "
         "M tile of 16-128 rows, the tiles of both grouped GEMMs run in waves over the SMs), whichever fits the "
-        "even half better (`block_m` in the profile; 0 = saturation). Target: held-out median <= "
+        "even half better (`block_m` in the profile; 0 = saturation), plus a routing term per routed (token, "
+        "expert) pair of the layer input before the EP filter (`routed_pair_s`: top-k, sort/align and permutation "
+        "run over every pair on every rank). Target: held-out median <= "
         f"{MOE_TARGET_PCT:.0f} % (median of the medians below: {med:.1f} %).",
         "",
         "Shapes held out (odd CRC32 half of each table; the profiles were fitted on the even half):",

@@ -468,3 +468,76 @@ def test_shipped_hopper_profiles_meet_targets_on_held_out_half(system, profile):
         e = pred[pred["kind"] == kind]["abs_err_pct"].dropna()
         assert len(e) > 100
         assert np.median(e) <= 10.0 and np.percentile(e, 90) <= 25.0, (kind, np.median(e), np.percentile(e, 90))
+
+
+# ------------------------------------------------------------------ TensorRT-LLM decode kernel families
+def _xqa_fit(dtype: str = "bf16", **kw) -> DecodeAttentionFit:
+    base = dict(
+        memory=0.9,
+        half_units=50.0,
+        split_tokens=600.0,
+        half_kv_len=10.0,
+        matmul=0.1,
+        wave_s=4e-6,
+        smooth_p=1.5,
+        launch_s=7e-6,
+        sm_count=132,
+        group_share=2.0,
+        kernel_rule="trtllm_xqa",
+        fallback_wave_s=1e-6,
+    )
+    return DecodeAttentionFit(dtype=dtype, **{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "batch,kv,heads,kv_heads,head_dim,dtype,xqa",
+    [
+        (64, 1000, 32, 8, 128, "bf16", True),  # group 4, 4·8·64·7 blocks >= 132 SMs
+        (64, 1000, 32, 32, 128, "bf16", False),  # vanilla MHA: never XQA
+        (64, 1000, 64, 1, 128, "bf16", False),  # group 64 > 32: MMHA
+        (64, 1000, 32, 8, 192, "bf16", True),  # 192 % 16 == 0 and <= 256
+        (64, 1000, 32, 8, 320, "bf16", False),  # head size > 256
+        (4, 100, 32, 8, 128, "bf16", False),  # 4 · 8 KV heads · 4 requests · 1 block = 128 < 132 SMs: MMHA
+        (5, 100, 32, 8, 128, "bf16", True),  # 4 · 8 · 5 · 1 = 160 >= 132: XQA
+        (1, 100, 32, 8, 128, "bf16", False),  # 4·8·1·1 = 32 < 132: no gain, MMHA
+        (1, 100, 32, 8, 128, "fp8", True),  # fp8 KV with bf16 queries: MMHA cannot, XQA forced
+        (1, 2049, 32, 8, 128, "bf16", True),  # history 2048 -> 16 blocks: 4·8·16 = 512 >= 132
+    ],
+)
+def test_xqa_rule_is_the_engines(batch, kv, heads, kv_heads, head_dim, dtype, xqa):
+    fit = _xqa_fit(dtype)
+    assert bool(attn.xqa_runs(fit, batch, kv, heads, kv_heads, head_dim)) is xqa
+
+
+def test_decode_families_split_ctas_reads_and_wave_time():
+    fit = _xqa_fit()
+    # XQA: one CTA per request and KV head, keys read once, wave_s per wave
+    reads, cta_heads, wave_s = (float(v) for v in attn.decode_kernel(fit, 64, 1000, 32, 8, 128))
+    assert (reads, cta_heads, wave_s) == (1.0, 8.0, 4e-6)
+    # MMHA (group 64): one CTA per query head, keys read 64 / group_share = 32 times, fallback_wave_s
+    reads, cta_heads, wave_s = (float(v) for v in attn.decode_kernel(fit, 64, 1000, 64, 1, 128))
+    assert (reads, cta_heads, wave_s) == (32.0, 64.0, 1e-6)
+    t_c, t_m, t_w = attn.decode_parts(fit, 1e15, 3e12, 64, 1000, 64, 1, 128)
+    assert float(t_w) == pytest.approx(math.ceil(64 * 64 / 132) * 1e-6)
+    kv_bytes = 64 * 2 * 1000 * 1 * 128 * 2 * 32 + 64 * 2 * 64 * 128 * 2
+    assert float(attn.decode_bytes(64, 1000, 64, 1, 128, "bf16", reads=32.0)) == kv_bytes
+    # one-kernel fits keep their old form: CTAs per KV head, one read below max_group
+    plain = dataclasses.replace(fit, kernel_rule="", max_group=0)
+    assert [float(v) for v in attn.decode_kernel(plain, 64, 1000, 64, 1, 128)] == [1.0, 1.0, 4e-6]
+
+
+def test_decode_rule_on_a_batch_equals_the_per_call_form(h100):
+    """The serving path (engine_cost.attention_s, one launch over a batch) picks the same family as the
+    per-call form for equal requests, so both give one time."""
+    from simcast.cost.engine_cost import attention_s
+
+    fit = _xqa_fit()
+    ek = EngineKernels(engine="trtllm", decode=(fit,))
+    dev = dataclasses.replace(h100, engines={"trtllm": ek})
+    peak, bw = dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s
+    for batch, ctx, heads, kv_heads in ((64, 4095, 32, 8), (2, 99, 32, 8), (16, 511, 64, 1), (8, 2047, 32, 32)):
+        got = attention_s(dev, "trtllm", "bf16", [1] * batch, [ctx] * batch, heads, kv_heads, 128)
+        assert got is not None
+        kv = attn.decode_kv_padded(fit, peak, bw, heads, kv_heads, 128, batch, np.array([ctx + 1.0]))
+        want = attn.decode_time_s(fit, peak, bw, batch, kv, heads, kv_heads, 128)
+        assert got[0] == pytest.approx(float(want[0]), rel=1e-9), (batch, ctx, heads, kv_heads)

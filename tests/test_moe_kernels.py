@@ -26,8 +26,13 @@ def test_moe_time_by_hand(h100):
     flops = 2 * pairs * h * 3 * i
     nbytes = active * 3 * h * i * 2 + pairs * (2 * h + 3 * i) * 2
     want = max(flops / (h100.matmul_peak("bf16") * 0.5), nbytes / (h100.hbm_bw_bytes_per_s * 0.8)) + 2e-5
-    got = mk.moe_time_s(FIT, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, pairs, active, i, h)
+    got = mk.moe_time_s(FIT, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, pairs, active, i, h, routed_pairs=8192)
     assert float(got) == pytest.approx(want, rel=1e-3)  # smooth_p 200: the smooth maximum is the maximum
+    # the routing term: every routed pair of the layer input (512 tokens x top-8 = 4096 per rank at ep 2 ->
+    # 8192 before the EP filter) at routed_pair_s each, on top of the experts' time
+    fit = dataclasses.replace(FIT, routed_pair_s=5e-9)
+    got = mk.moe_time_s(fit, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, pairs, active, i, h, routed_pairs=8192)
+    assert float(got) == pytest.approx(want + 8192 * 5e-9, rel=1e-3)
 
 
 def test_a2a_bytes_by_hand():
@@ -40,14 +45,15 @@ def test_a2a_bytes_by_hand():
 
 def test_moe_fit_recovers_a_synthetic_kernel(h100):
     truth = MoeFit(
-        dtype="fp8", matmul=0.45, half_rows=40.0, half_n=200.0, half_k=0.0, memory=0.85, smooth_p=3.0, launch_s=3e-5
-    )
+        dtype="fp8", matmul=0.45, half_rows=40.0, half_n=200.0, half_k=0.0, memory=0.85, smooth_p=3.0, launch_s=3e-5,
+        routed_pair_s=4e-9,
+    )  # fmt: skip
     grid = [(n, k, e, ep, h, i) for n in (1, 8, 64, 512, 4096) for k, e in ((8, 128), (2, 8)) for ep in (1, 4)
             for h, i in ((2048, 768), (4096, 1536))]  # fmt: skip
     rows = pd.DataFrame(
         [
             {"dtype": "fp8", "pairs": n * k / ep, "active": max(1.0, min(e / ep, math.ceil(n * k / ep))), "i": i,
-             "hidden": h}
+             "hidden": h, "tokens": n, "topk": k}
             for n, k, e, ep, h, i in grid
         ]
     )  # fmt: skip
@@ -55,6 +61,7 @@ def test_moe_fit_recovers_a_synthetic_kernel(h100):
     fit, err = fm.fit_moe(rows, h100, "fp8")
     assert err < 1.0  # median abs % error on the rows it was fitted on
     assert np.allclose(fm.predict_moe(fit, rows, h100), rows["time_s"], rtol=0.03)
+    assert fit.routed_pair_s == pytest.approx(4e-9, rel=0.25)  # the routing term is recovered, not absorbed
 
 
 def _with(dev, **engines):
@@ -182,7 +189,7 @@ def test_tile_wave_form_by_hand(h100):
     waves_up, waves_dn = math.ceil(blocks * 224 / 132), math.ceil(blocks * 32 / 132)
     t_c = 2 * 64 * 128 * 132 * (waves_up * h + waves_dn * i) / (h100.matmul_peak("bf16") * 0.5)
     t_m = (active * 3 * h * i * 2 + pairs * (2 * h + 3 * i) * 2) / (h100.hbm_bw_bytes_per_s * 0.8)
-    got = mk.moe_time_s(fit, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, pairs, active, i, h)
+    got = mk.moe_time_s(fit, h100.matmul_peak("bf16"), h100.hbm_bw_bytes_per_s, pairs, active, i, h, routed_pairs=1)
     assert float(got) == pytest.approx(max(t_c, t_m) + 2e-5, rel=1e-3)
     # the padding and wave waste against the unpadded work
     assert t_c > 2 * pairs * h * 3 * i / (h100.matmul_peak("bf16") * 0.5) * 1.1
@@ -196,8 +203,8 @@ def test_moe_fit_picks_the_tile_form_on_tile_quantised_rows(h100):
     grid = [(n, k, e, h, i) for n in (1, 16, 64, 200, 512, 1024, 4096) for k, e in ((2, 8), (8, 128))
             for h, i in ((4096, 14336), (2048, 768))]  # fmt: skip
     rows = pd.DataFrame(
-        [{"dtype": "fp8", "pairs": n * k, "active": max(1.0, min(e, math.ceil(n * k))), "i": i, "hidden": h}
-         for n, k, e, h, i in grid]
+        [{"dtype": "fp8", "pairs": n * k, "active": max(1.0, min(e, math.ceil(n * k))), "i": i, "hidden": h,
+          "tokens": n, "topk": k} for n, k, e, h, i in grid]
     )  # fmt: skip
     rows["time_s"] = fm.predict_moe(truth, rows, h100)
     fit, err = fm.fit_moe(rows, h100, "fp8", sm_count=132)

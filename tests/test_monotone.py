@@ -96,7 +96,7 @@ def test_moe_experts_non_decreasing_in_tokens(device, engine, t, dt, shape):
         for tok in (t, t + dt):
             pairs = busiest_rank_pairs(tok, k, e, ep)
             act = max(1.0, min(e / ep, active_experts(tok, k, e, ep)))
-            times.append(engine_cost.moe_s(dev, engine, fam, pairs, act, i, h))
+            times.append(engine_cost.moe_s(dev, engine, fam, pairs, act, i, h, tok * k))
         if times[0] is not None:
             assert _le(times[0][0], times[1][0]), (fam, t, t + dt, shape)
 

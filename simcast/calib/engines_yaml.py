@@ -70,7 +70,7 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
             ]
         if ek.decode:
             out.append("    decode:                         # simcast.cost.attention.decode_time_s: per KV dtype")
-            optional = ("max_group", "group_share", "l2_boost", "l2_half_bytes")
+            optional = ("max_group", "group_share", "l2_boost", "l2_half_bytes", "kernel_rule", "fallback_wave_s")
             out += [f"      - {flow(a, optional)}  # {note.format(_err(errs, 'decode.' + a.dtype))}" for a in ek.decode]
         if ek.all_reduce:
             out.append(
@@ -82,7 +82,7 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
             out.append(
                 "    moe:                            # simcast.cost.moe_kernels: routed experts per weight format"
             )
-            tile = ("block_m", "tile_n", "sm_count")
+            tile = ("block_m", "tile_n", "sm_count", "routed_pair_s")
             out += [f"      - {flow(m, tile)}  # {note.format(_err(errs, 'moe.' + m.dtype))}" for m in ek.moe]
         if ek.all_to_all:
             out.append("    all_to_all:                     # DeepEP dispatch/combine: latency_s + bytes/bw per mode")

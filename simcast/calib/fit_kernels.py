@@ -161,8 +161,16 @@ def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128
     return make(params), err
 
 
-def fit_decode(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -> tuple[DecodeAttentionFit, float]:
-    """A :class:`DecodeAttentionFit` on ``attention_decode`` rows of KV dtype ``dtype``."""
+def fit_decode(
+    rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int, kernel_rules: tuple[str, ...] = ("",)
+) -> tuple[DecodeAttentionFit, float]:
+    """A :class:`DecodeAttentionFit` on ``attention_decode`` rows of KV dtype ``dtype``.
+
+    Candidates: one kernel, one kernel with a large-group fallback at each ``max_group``, and each of
+    ``kernel_rules`` beyond "" (a declared pair of kernel families chosen by the engine's rule, e.g.
+    ``"trtllm_xqa"``, each family with its own fitted per-wave time); a candidate replaces the simpler one
+    only when it lowers the mean abs log error on these rows by 3 %.
+    """
     r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
     if not len(r):
         raise ValueError(f"no attention_decode rows of dtype {dtype}")
@@ -171,14 +179,18 @@ def fit_decode(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int) -
 
     best: tuple[DecodeAttentionFit, float, float] | None = None
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
-    for max_group in [0] + [g for g in (8, 16, 32, 64) if g < max(groups)]:  # a kernel switch, chosen by error
+    candidates = [(mg, "") for mg in [0] + [g for g in (8, 16, 32, 64) if g < max(groups)]]
+    candidates += [(0, rule) for rule in kernel_rules if rule]
+    for max_group, rule in candidates:  # a kernel switch, chosen by error
 
-        def make(p: dict[str, float], mg: int = max_group) -> DecodeAttentionFit:
-            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, **p)
+        def make(p: dict[str, float], mg: int = max_group, kr: str = rule) -> DecodeAttentionFit:
+            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **p)
 
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
-        if max_group:
+        if max_group or rule:
             spec["group_share"] = (4.0, 1.0, 128.0)
+        if rule:
+            spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
         params, err = _fit(
             spec,
             lambda p: attn.decode_time_s(

@@ -98,6 +98,10 @@ HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
 """Where the engine's own host-bound rows of a system are reserved (H100/H200 vLLM), the floor comes from
 its own rows on these x86 HGX systems."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
+DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")}
+"""(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
+rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
+its trtllm-gen kernels instead, so one kernel is fitted there."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 
 
@@ -266,7 +270,8 @@ def fit_engine(
                 )
                 pre.append(fp)
             else:
-                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count)
+                rules = DECODE_KERNEL_RULES.get((engine, system), ("",))
+                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules)
                 p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
                 dec.append(fd)
             errs[f"{kind.split('_')[1]}.{dt}"] = errors(p, a["t"])

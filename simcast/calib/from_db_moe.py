@@ -142,6 +142,7 @@ _MOE = {
     "memory": (0.7, 0.05, 1.0),
     "smooth_p": (3.0, 1.0, 20.0),
     "launch_s": (2e-5, 0.0, 1e-3),
+    "routed_pair_s": (1e-9, 0.0, 1e-6),
 }
 
 
@@ -162,6 +163,7 @@ def fit_moe(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int = 0) 
         raise ValueError(f"no moe rows of dtype {dtype}")
     peak, bw = dev.matmul_peak(mk.PEAK_DTYPE[dtype]), dev.hbm_bw_bytes_per_s
     a = {c: r[c].to_numpy(float) for c in ("pairs", "active", "i", "hidden", "time_s")}
+    a["routed"] = (r["tokens"] * r["topk"]).to_numpy(float)
     best: tuple[MoeFit, float, float] | None = None
     for block_m in (0, *BLOCK_M) if sm_count else (0,):
 
@@ -178,17 +180,20 @@ def fit_moe(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int = 0) 
                 memory=q["memory"],
                 smooth_p=q["smooth_p"],
                 launch_s=q["launch_s"],
+                routed_pair_s=q["routed_pair_s"],
             )
 
         spec = {k: v for k, v in _MOE.items() if not (block_m and k == "half_rows")}
         params, err = fk._fit(
             spec,
-            lambda p: mk.moe_time_s(make(p), peak, bw, a["pairs"], a["active"], a["i"], a["hidden"]),
+            lambda p: mk.moe_time_s(
+                make(p), peak, bw, a["pairs"], a["active"], a["i"], a["hidden"], routed_pairs=a["routed"]
+            ),
             a["time_s"],
             starts=[{"launch_s": float(np.min(a["time_s"])) * 0.8, "smooth_p": 8.0}],
         )
         fit = make(params)
-        pred = mk.moe_time_s(fit, peak, bw, a["pairs"], a["active"], a["i"], a["hidden"])
+        pred = mk.moe_time_s(fit, peak, bw, a["pairs"], a["active"], a["i"], a["hidden"], routed_pairs=a["routed"])
         cost = float(np.mean(np.abs(np.log(pred / a["time_s"]))))
         if best is None or cost < best[2]:
             best = (fit, err, cost)
@@ -206,7 +211,16 @@ def fit_a2a(rows: pd.DataFrame, mode: str, phase: str) -> AllToAllFit:
 def predict_moe(fit: MoeFit, rows: pd.DataFrame, dev: DeviceSpec) -> np.ndarray:
     peak = dev.matmul_peak(mk.PEAK_DTYPE[fit.dtype])
     return np.asarray(
-        mk.moe_time_s(fit, peak, dev.hbm_bw_bytes_per_s, rows["pairs"], rows["active"], rows["i"], rows["hidden"])
+        mk.moe_time_s(
+            fit,
+            peak,
+            dev.hbm_bw_bytes_per_s,
+            rows["pairs"],
+            rows["active"],
+            rows["i"],
+            rows["hidden"],
+            routed_pairs=rows["tokens"] * rows["topk"],
+        )
     )
 
 

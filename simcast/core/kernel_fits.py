@@ -23,6 +23,8 @@ GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
 """GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
 ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
 """KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
+DECODE_KERNEL_RULES = ("", "trtllm_xqa")
+"""How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -124,6 +126,11 @@ class DecodeAttentionFit:
     ``l2_boost``, ``l2_half_bytes``: the bandwidth rises by ``1 + l2_boost · L/(L + bytes)`` when the
     keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
     L2 next to slow memory, e.g. L40S).
+    ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
+    TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
+    (:func:`simcast.cost.attention.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
+    once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
+    and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
     """
 
     dtype: str
@@ -140,8 +147,16 @@ class DecodeAttentionFit:
     group_share: float = 1.0
     l2_boost: float = 0.0
     l2_half_bytes: float = 0.0
+    kernel_rule: str = ""
+    fallback_wave_s: float = 0.0
 
     def __post_init__(self) -> None:
+        require(
+            self.kernel_rule in DECODE_KERNEL_RULES,
+            f"engines.decode[{self.dtype}].kernel_rule",
+            self.kernel_rule,
+            f"allowed: {', '.join(repr(r) for r in DECODE_KERNEL_RULES)}",
+        )
         require(
             self.dtype in ATTENTION_DTYPES,
             "engines.decode.dtype",
@@ -174,6 +189,11 @@ class MoeFit:
     With ``block_m`` > 0 (tile/wave form; ``half_rows`` unused): every active expert's rows are padded to
     the kernel's M tile of ``block_m`` rows and the tiles (``tile_n`` columns wide) run in waves over
     ``sm_count`` SMs, so compute is whole waves of whole tiles (see :func:`simcast.cost.moe_kernels.moe_parts`).
+
+    ``routed_pair_s`` (0 = none): seconds per routed (token, expert) pair of the whole layer input, before
+    expert parallelism keeps the rank's own: top-k routing, the sort/align of the pairs into expert blocks
+    and the permutation touch every token's top-k choices on every rank, however few experts it holds.
+    Fitted because the held-out residuals of the form without it fell with EP (experts per rank).
     """
 
     dtype: str
@@ -187,6 +207,7 @@ class MoeFit:
     block_m: int = 0
     tile_n: int = 128
     sm_count: int = 0
+    routed_pair_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(self.dtype in MOE_DTYPES, "engines.moe.dtype", self.dtype, f"allowed: {', '.join(MOE_DTYPES)}")

@@ -216,15 +216,65 @@ def prefill_time_s(
     return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
 
 
-def decode_bytes(batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0, group_share: float = 1.0):
+def decode_bytes(
+    batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0, group_share: float = 1.0, reads=None
+):
     """K and V of every request read once (KV dtype) + q read and o written (2 bytes).
 
     With ``max_group`` > 0 and a GQA group larger than it, K and V are read
-    ``max(1, group / group_share)`` times.
+    ``max(1, group / group_share)`` times; ``reads`` (array-friendly) overrides that count
+    (:func:`decode_kernel` gives it per launch).
     """
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
-    reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
+    if reads is None:
+        reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
     return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
+
+
+XQA_MAX_GROUP = 32
+XQA_MAX_HEAD_DIM = 256
+XQA_MIN_HISTORY_TOKENS_PER_BLOCK = 128
+XQA_MIN_BLOCK_FACTOR = 4
+"""TensorRT-LLM's XQA dispatch constants (NVIDIA/TensorRT-LLM
+``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQAConstants.h``:
+``kMinHistoryTokensPerBlock = 128``, ``kEnableMinBlockFactor = 4``; group and head-size limits from
+``decoderXQAImplJIT/kernelUtils.cpp`` ``supportConfigHMMA``/``supportConfigQGMMA``)."""
+
+
+def xqa_runs(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
+    """Whether TensorRT-LLM launches its XQA decode kernel (else masked MHA), as the engine decides
+    (array-friendly).
+
+    XQA is supported for a GQA group of 2..32 query heads per KV head (vanilla MHA, group 1, is left to
+    MMHA "for performance reasons"), head sizes that are multiples of 16 up to 256
+    (``kernelUtils.cpp`` ``supportConfigCommon``/``supportConfigHMMA``); it is used when it may gain
+    (``decoderXQAImplJIT.cpp`` ``mayHavePerfGain``: ``4 · kv_heads · batch · max(1, history / 128) >=
+    SMs``, history = the longest cached context) or when the KV cache is fp8, which MMHA does not take
+    with bf16 queries (``decoderXQARunner.cpp`` ``shouldUse``).
+    """
+    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
+    g = h / hkv
+    supported = (g > 1) & (g <= XQA_MAX_GROUP) & (d % 16 == 0) & (d <= XQA_MAX_HEAD_DIM)
+    blocks = b * hkv * np.maximum(1.0, np.floor((s - 1) / XQA_MIN_HISTORY_TOKENS_PER_BLOCK))
+    gain = XQA_MIN_BLOCK_FACTOR * blocks >= fit.sm_count
+    return supported & (gain | (fit.dtype == "fp8"))
+
+
+def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
+    """The kernel family a decode launch runs, as (KV reads, heads per request that make CTAs, per-wave s).
+
+    One kernel (``kernel_rule`` ""): CTAs per KV head, keys read once (``max_group`` fallback: more
+    reads). ``"trtllm_xqa"``: :func:`xqa_runs` picks XQA (per KV head, one read, ``wave_s``) or masked
+    MHA (per query head, ``group / group_share`` reads, ``fallback_wave_s``). Array-friendly.
+    """
+    h, hkv = np.asarray(heads, float), np.asarray(kv_heads, float)
+    g = h / hkv
+    fallback_reads = np.maximum(1.0, g / fit.group_share)
+    if fit.kernel_rule != "trtllm_xqa":
+        reads = np.where(g > fit.max_group, fallback_reads, 1.0) if fit.max_group else np.ones_like(g)
+        return reads, hkv, np.full_like(g, fit.wave_s)
+    x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
+    return np.where(x, 1.0, fallback_reads), np.where(x, hkv, h), np.where(x, fit.wave_s, fit.fallback_wave_s)
 
 
 def l2_factor(fit: DecodeAttentionFit, nbytes):
@@ -246,12 +296,13 @@ def decode_parts(
 ):
     """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
-    units = b * hkv * np.maximum(1.0, s / fit.split_tokens)
-    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share)
+    reads, cta_heads, wave_s = decode_kernel(fit, b, s, h, hkv, d)
+    units = b * cta_heads * np.maximum(1.0, s / fit.split_tokens)
+    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, reads=reads)
     eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
-    t_w = np.ceil(b * hkv / fit.sm_count) * fit.wave_s
+    t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
     return t_c, t_m, t_w
 
 

@@ -123,9 +123,15 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
         return np.bincount(owner, weights=v, minlength=nb)
 
     safe = np.where(wsum > 0, wsum, 1.0)
-    units = tot(w * kv_heads * np.maximum(1.0, kv / fit.split_tokens))
+    kv_max = np.zeros(nb)
+    np.maximum.at(kv_max, owner, kv)
+    # the kernel family each batch's launch runs (its decodes and longest context), per batch
+    reads, cta_heads, wave_s = (
+        np.broadcast_to(v, (nb,)) for v in attn.decode_kernel(fit, wsum, kv_max, heads, kv_heads, head_dim)
+    )
+    units = tot(w * cta_heads[owner] * np.maximum(1.0, kv / fit.split_tokens))
     mean_kv = tot(w * kv) / safe
-    nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
+    nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads[owner]))
     eff_m = (
         fit.memory
         * attn.saturation(units, fit.half_units)
@@ -134,7 +140,7 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
     )
     t_m = nbytes / (bw * np.where(eff_m > 0, eff_m, 1.0))
     t_c = tot(w * 4.0 * heads * head_dim * kv) / (peak * fit.matmul)
-    t_w = np.ceil(wsum * kv_heads / fit.sm_count) * fit.wave_s
+    t_w = np.ceil(wsum * cta_heads / fit.sm_count) * wave_s
     t = smooth_max(t_c, t_m, t_w, p=fit.smooth_p)
     kind = np.where(t_m >= np.maximum(t_c, t_w), "memory", np.where(t_c >= t_w, "compute", "latency"))
     return np.asarray(t, dtype=float), kind

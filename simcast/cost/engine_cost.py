@@ -164,11 +164,13 @@ def attention_s(
             fit, peak, dev.hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(np.sum(w)), c[dec] + 1
         )
         # the batch's totals: for equal requests this is attention.decode_parts exactly
-        units = float(np.sum(w * kv_heads * np.maximum(1.0, kv / fit.split_tokens)))
-        mean_kv = float(np.sum(w * kv) / np.sum(w))
-        nbytes = float(
-            np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, fit.max_group, fit.group_share))
+        # the kernel family the engine picks for this launch (its batch and longest context)
+        reads, cta_heads, wave_s = (
+            float(v) for v in attn.decode_kernel(fit, float(np.sum(w)), float(np.max(kv)), heads, kv_heads, head_dim)
         )
+        units = float(np.sum(w * cta_heads * np.maximum(1.0, kv / fit.split_tokens)))
+        mean_kv = float(np.sum(w * kv) / np.sum(w))
+        nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads)))
         eff_m = (
             fit.memory
             * attn.saturation(units, fit.half_units)
@@ -177,7 +179,7 @@ def attention_s(
         )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
-        t_w = float(np.ceil(np.sum(w) * kv_heads / fit.sm_count)) * fit.wave_s
+        t_w = float(np.ceil(np.sum(w) * cta_heads / fit.sm_count)) * wave_s
         parts.append(
             (
                 float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
@@ -246,15 +248,24 @@ def all_reduce_s(
 
 
 def moe_s(
-    dev: DeviceSpec, engine: str | None, family: str, pairs: float, active: float, i: int, h: int
+    dev: DeviceSpec,
+    engine: str | None,
+    family: str,
+    pairs: float,
+    active: float,
+    i: int,
+    h: int,
+    routed_pairs: float,
 ) -> tuple[float, str] | None:
-    """(seconds, compute|memory) of one rank's routed experts with the engine's MoE fit; None without one."""
+    """(seconds, compute|memory) of one rank's routed experts with the engine's MoE fit; None without one.
+
+    ``routed_pairs``: the layer input's tokens × top-k (all ranks' pairs, :func:`moe_kernels.routing_s`)."""
     fit, _ = pick(dev, engine, "moe", family)
     if fit is None:
         return None
     peak = dev.matmul_peak(moe_kernels.PEAK_DTYPE[fit.dtype])
     t_c, t_m = moe_kernels.moe_parts(fit, peak, dev.hbm_bw_bytes_per_s, pairs, active, i, h)
-    t = float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s
+    t = float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s + float(moe_kernels.routing_s(fit, routed_pairs))
     return t, "compute" if float(t_c) >= float(t_m) else "memory"
 
 

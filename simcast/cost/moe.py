@@ -71,7 +71,7 @@ def moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
         unit="cube",
         mnk=(int(rows), 2 * i_r, h),
         dtype=gemm_compute_dtype(fmt, x.dtype),
-        moe=(pairs, act, i_r, h),
+        moe=(pairs, act, i_r, h, tokens * top_k),
     )
 
 

@@ -83,10 +83,19 @@ def moe_parts(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, p
     return t_c, t_m
 
 
-def moe_time_s(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, pairs, active, i, h):
-    """Seconds for one MoE layer's routed experts on one rank (array-friendly)."""
+def moe_time_s(fit: MoeFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, pairs, active, i, h, *, routed_pairs):
+    """Seconds for one MoE layer's routed experts on one rank (array-friendly).
+
+    ``pairs``: the rank's (token, expert) pairs; ``routed_pairs``: the layer input's tokens × top-k, all
+    ranks' pairs before the EP filter (:func:`routing_s`)."""
     t_c, t_m = moe_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, pairs, active, i, h)
-    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
+    return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s + routing_s(fit, routed_pairs)
+
+
+def routing_s(fit: MoeFit, routed_pairs):
+    """``routed_pair_s · tokens · top_k``: routing, sort/align and permutation over every routed pair of the
+    layer input (each rank does it for all pairs before keeping its own experts'); array-friendly."""
+    return fit.routed_pair_s * np.asarray(routed_pairs, dtype=float)
 
 
 def ranks_per_token(top_k: int, num_experts: int, ep: int) -> float:

@@ -48,7 +48,8 @@ class OpWork:
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
     attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
     dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
-    moe: tuple[float, float, int, int] | None = None  # routed experts: (pairs, active experts, i per rank, h)
+    # routed experts: (pairs, active experts, i per rank, h, routed pairs = layer tokens · top_k)
+    moe: tuple[float, float, int, int, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

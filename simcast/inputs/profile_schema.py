@@ -93,6 +93,8 @@ _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "group_share?": Num(1.0, MAX_FIT_BOOST),
     "l2_boost?": _BOOST,
     "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
+    "kernel_rule?": Str(64),
+    "fallback_wave_s?": _SECONDS,
 }
 _MOE_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),
@@ -106,6 +108,7 @@ _MOE_FIT_SCHEMA: dict[str, Any] = {
     "block_m?": Int(0, 4096),
     "tile_n?": _SMS,
     "sm_count?": Int(0, MAX_SM_COUNT),
+    "routed_pair_s?": _SECONDS,
 }
 _A2A_FIT_SCHEMA: dict[str, Any] = {
     "mode": Str(64),

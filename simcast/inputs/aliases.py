@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcast.inputs.files import is_dir, is_file
+from simcast.inputs.files import is_dir, is_file, package_data_dir
 
 
 def models_dir() -> Path:
-    """The shipped model configs (``models/``; ``SIMCAST_MODELS_DIR`` overrides it)."""
+    """The shipped model configs (package data ``simcast/data/models``; the repository's ``models`` links
+    there); ``SIMCAST_MODELS_DIR`` overrides it."""
     import os
 
-    return Path(os.environ.get("SIMCAST_MODELS_DIR", Path(__file__).resolve().parents[2] / "models"))
+    env = os.environ.get("SIMCAST_MODELS_DIR")
+    return Path(env) if env else package_data_dir("models")
 
 
 MODEL_ALIASES: dict[str, str] = {

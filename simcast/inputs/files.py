@@ -49,6 +49,15 @@ MAX_NODES = 1_000_000
 """Scalars, lists and mappings in one YAML document."""
 
 
+def package_data_dir(name: str) -> Path:
+    """The folder ``simcast/data/<name>`` of the shipped data (model configs, device profiles, workloads),
+    found with ``importlib.resources`` so an installed wheel reads its own copy. simcast installs as files
+    (a wheel unpacked into site-packages, or an editable source tree), never as a zip, so it is a real path."""
+    from importlib import resources
+
+    return Path(str(resources.files("simcast").joinpath("data").joinpath(name)))
+
+
 def read_text(path: str | Path, field: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The text of a regular file: at most ``max_bytes`` bytes of strict UTF-8 (a BOM is dropped)."""
     return decode_utf8(read_bytes(path, field, max_bytes), field, str(path))

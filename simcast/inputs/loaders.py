@@ -31,7 +31,7 @@ from simcast.core.kernel_fits import (
 from simcast.core.quant import QuantSpec
 from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.aliases import model_alias, models_dir
-from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml
+from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml, package_data_dir
 from simcast.inputs.limits import (
     MAX_HEADS,
     MAX_HIDDEN,
@@ -42,7 +42,6 @@ from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
 from simcast.inputs.profile_schema import PROFILE_SCHEMA
 from simcast.inputs.schema import Int, Num, check
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: models/ and device_profiles/ sit beside simcast/
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
     "MistralForCausalLM": "mistral",
@@ -54,7 +53,10 @@ _HF_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": 
 
 
 def profiles_dir() -> Path:
-    return Path(os.environ.get("SIMCAST_DEVICE_PROFILES_DIR", ROOT / "device_profiles"))
+    """The shipped device profiles (package data ``simcast/data/device_profiles``; the repository's
+    ``device_profiles`` links there); ``SIMCAST_DEVICE_PROFILES_DIR`` overrides it."""
+    env = os.environ.get("SIMCAST_DEVICE_PROFILES_DIR")
+    return Path(env) if env else package_data_dir("device_profiles")
 
 
 def shipped_models() -> list[str]:

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from simcast.calib import aic_db
+from simcast.core.device import CollectiveFit
 from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import (
     DecodeAttentionFit,
     EngineKernels,
     GemmFit,
 )
-from simcast.core.specs import CollectiveFit
 from simcast.cost import attention as attn
 
 

@@ -145,7 +145,7 @@ def test_vidur_link_fit_replaces_only_its_group_size(h100):
     import pandas as pd
 
     from simcast.calib.fit import fit_links
-    from simcast.core.specs import CollectiveFit
+    from simcast.core.device import CollectiveFit
 
     regimes = tuple(
         CollectiveFit(kind="all_reduce", gpus=g, latency_s=1e-5, bus_bw_bytes_per_s=b, max_bytes=m, algorithm=a)

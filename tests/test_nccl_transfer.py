@@ -7,7 +7,7 @@ import pytest
 
 from simcast.calib import aic_db
 from simcast.calib import nccl_transfer as nt
-from simcast.core.specs import CollectiveFit
+from simcast.core.device import CollectiveFit
 
 
 def _fit(gpus: int, lat: float, bw: float, max_bytes: float = 0.0) -> CollectiveFit:

@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass, field
 
 from simcast.core.errors import SimcastInputError
+from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import sharded_dims
-from simcast.core.specs import ModelSpec
 
 FULL_MODELS = (
     "Qwen/Qwen3-0.6B",

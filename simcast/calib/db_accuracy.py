@@ -17,8 +17,8 @@ import pandas as pd
 from simcast.calib import aic_db
 from simcast.calib.from_db import SYSTEMS, engine_data, held_out, newest
 from simcast.calib.validate import predict_frame
+from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES
-from simcast.core.specs import DeviceSpec
 
 
 def _summary(pred: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:

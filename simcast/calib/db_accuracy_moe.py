@@ -15,7 +15,7 @@ import pandas as pd
 
 from simcast.calib import from_db_moe as fm
 from simcast.calib.db_split import held_out
-from simcast.core.specs import DeviceSpec
+from simcast.core.device import DeviceSpec
 from simcast.cost import moe_kernels as mk
 
 

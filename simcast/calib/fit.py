@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
+from simcast.core.device import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.cost import kernels
 from simcast.cost.collectives import factor
 from simcast.cost.compute import launch_s, roofline_parts

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from simcast.calib.fit import least_squares
+from simcast.core.device import CollectiveFit, DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
-from simcast.core.specs import CollectiveFit, DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.collectives import factor, piecewise_array_s
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s

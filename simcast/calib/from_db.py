@@ -37,10 +37,10 @@ from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
 from simcast.calib.db_split import errors, held_out, newest
 from simcast.calib.from_db_moe import fit_moe_engine
+from simcast.core.device import CollectiveFit, DeviceSpec
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
-from simcast.core.specs import CollectiveFit, DeviceSpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,8 +26,8 @@ from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
 from simcast.calib.db_split import errors, held_out, newest, version_key
 from simcast.core import kernel_fits
+from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.core.specs import DeviceSpec
 from simcast.cost import moe_kernels as mk
 
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}

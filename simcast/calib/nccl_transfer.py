@@ -23,8 +23,8 @@ import pandas as pd
 from simcast.calib import aic_db
 from simcast.calib import fit_kernels as fk
 from simcast.calib.db_split import errors, newest, version_key
+from simcast.core.device import CollectiveFit
 from simcast.core.engines import ENGINES
-from simcast.core.specs import CollectiveFit
 
 NAMES = ("nccl_small", "nccl_medium", "nccl_large")
 NVSWITCH = ("b200_sxm", "b300_sxm", "gb200", "gb300", "a100_sxm")

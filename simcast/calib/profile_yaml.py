@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterator
 
 from simcast.calib.fit import GEMM_PARAMS
+from simcast.core.device import DeviceSpec, LinkSpec
 from simcast.core.errors import SimcastInputError
-from simcast.core.specs import DeviceSpec, LinkSpec
 from simcast.inputs.files import loads_yaml
 
 FIT_NOTE = "fit by simcast calibrate"

@@ -30,8 +30,8 @@ import pandas as pd
 
 from simcast.calib.measured_schema import META_COLUMNS
 from simcast.calib.profile_yaml import CARRIED_NOTE, FIT_NOTE, key_line
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec
 from simcast.cost import kernels
 
 MEASURED_NOTE = "measured by simcast microbench"

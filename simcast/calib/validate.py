@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.specs import DeviceSpec, ModelSpec
+from simcast.core.model_spec import ModelSpec
 from simcast.core.text import format_number
 from simcast.cost import kernels
 from simcast.inputs.files import load_csv, numeric_column

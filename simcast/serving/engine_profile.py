@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_LATENCY_S, MAX_REQUESTS, MAX_TOKENS
 from simcast.inputs.schema import Int, Num, Str, check

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES, NO_ENGINE
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec
 from simcast.serving.engine_defaults import sglang_limits, vllm_limits
 
 ENGINE_CHOICES: tuple[str, ...] = ENGINES + (NO_ENGINE,)

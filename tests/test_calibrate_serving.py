@@ -17,7 +17,8 @@ from simcast.core.specs import ParallelSpec
 from simcast.inputs.bench_results import MeasuredRun, read_run_file
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.engine_profile import profile_text, read_engine_profile
-from simcast.serving.engines import RECORDS, engine_policy
+from simcast.serving.engine_records import RECORDS
+from simcast.serving.engines import engine_policy
 from simcast.serving.model import ServingConfig, Workload
 from simcast.serving.overhead_fit import RunModel, RunPrediction, fit_overheads
 

@@ -48,7 +48,7 @@ from simcast.inputs.limits import (
     MAX_REQUESTS,
 )
 from simcast.render.finite_tables import finite_row, format_finite, workload_label
-from simcast.serving.engines import ENGINE_CHOICES
+from simcast.serving.engine_records import ENGINE_CHOICES
 
 NULL_ROWS = (
     "steady_rate_per_s and refined_* are null on rows --refine-top did not refine (it fills each refined layout's "

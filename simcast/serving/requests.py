@@ -40,7 +40,7 @@ import numpy as np
 
 from simcast.core.errors import require
 from simcast.core.specs import Batch
-from simcast.serving.engines import SGLANG_RATIO
+from simcast.serving.engine_records import SGLANG_RATIO
 from simcast.serving.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.step import StepCoster

@@ -7,8 +7,8 @@ import argparse
 import datetime
 
 from simcast.cli.args import DEVICES, add_fabric_args, add_precision_args, fabric_choice, float_in
+from simcast.cli.engine_args import add_engine_args, engine_kwargs
 from simcast.cli.outputs import emit, output_path, write_text
-from simcast.cli.serving import add_engine_args, engine_kwargs
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 

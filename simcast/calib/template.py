@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from simcast.calib.measured_schema import META_COLUMNS
-from simcast.calib.profile_yaml import CARRIED_NOTE, FIT_NOTE, key_line
+from simcast.calib.profile_lines import CARRIED_NOTE, FIT_NOTE, key_line
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.cost import kernels

@@ -153,6 +153,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     require(a.device is not None, "--device", None, "is required (the profile to start from)")
     import pandas as pd
 
+    from simcast.calib import profile_lines as pl
     from simcast.calib import profile_yaml as py
     from simcast.calib.fit import calibrate, transfer
     from simcast.calib.validate import check_fit_columns, read_measured
@@ -193,7 +194,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
         body = py.update_profile_yaml(text, dev, notes, [])
         out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
-        summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+        summary = f"{pl.parameters(py.fitted_paths(errors))} parameters fitted in this run"
     device_from_text(out, "--out")  # it must load before it replaces a file
     write_text(a.out, "--out", out)
     emit(f"wrote {a.out} ({summary})")

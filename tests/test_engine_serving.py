@@ -131,8 +131,8 @@ def test_gemm_family_of_linear_and_quantised_linear():
 
 # ------------------------------------------------------------------ provenance counts
 def test_recount_after_from_db_replaced_carried_lines():
-    from simcast.calib import profile_lines as pl
-    from simcast.calib import profile_yaml as py
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
     from simcast.inputs.files import loads_yaml
 
     text = (profiles_dir() / "b200.yaml").read_text()
@@ -146,7 +146,7 @@ def test_recount_after_from_db_replaced_carried_lines():
 def test_vidur_link_fit_replaces_only_its_group_size(h100):
     import pandas as pd
 
-    from simcast.calib.fit import fit_links
+    from simcast.calib.fitting.fit import fit_links
     from simcast.core.device import CollectiveFit
 
     regimes = tuple(

@@ -1,12 +1,12 @@
-"""NCCL all-reduce transfer for systems without a usable NCCL table (simcast.calib.nccl_transfer)."""
+"""NCCL all-reduce transfer for systems without a usable NCCL table (simcast.calib.fitting.nccl_transfer)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from simcast.calib import aic_db
-from simcast.calib import nccl_transfer as nt
+from simcast.calib.fitting import nccl_transfer as nt
+from simcast.calib.readers import aic_db
 from simcast.core.device import CollectiveFit
 
 

@@ -62,16 +62,16 @@ def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
 
 
 def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
-    from simcast.calib import aic_db
-    from simcast.calib import profile_lines as pl
-    from simcast.calib import profile_yaml as py
-    from simcast.calib.engines_yaml import (
+    from simcast.calib.fitting.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.profiles.engines_yaml import (
         render_engines,
         replace_engines_block,
         replace_link_collectives,
         set_calibration_entry,
     )
-    from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.calib.readers import aic_db
     from simcast.inputs.files import loads_yaml, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
 

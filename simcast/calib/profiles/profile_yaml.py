@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
-from simcast.calib.fit import GEMM_PARAMS
-from simcast.calib.profile_lines import (
+from simcast.calib.fitting.fit import GEMM_PARAMS
+from simcast.calib.profiles.profile_lines import (
     CARRIED_NOTE,
     FIT_NOTE,
     carried_counts,
@@ -59,7 +59,7 @@ def collective_paths(dev: DeviceSpec) -> list[str]:
 
 
 def fitted_paths(errors: dict[str, float]) -> list[str]:
-    """The parameter paths a :func:`simcast.calib.fit.calibrate` run fitted, from its error groups."""
+    """The parameter paths a :func:`simcast.calib.fitting.fit.calibrate` run fitted, from its error groups."""
     out: list[str] = []
     for group in errors:
         if group == "gemm":

@@ -1,5 +1,5 @@
 """Reading a device profile's YAML line by line: each value's path, text and source comment, and counts of
-the values fits produced or carried over (the notes :mod:`simcast.calib.profile_yaml` writes).
+the values fits produced or carried over (the notes :mod:`simcast.calib.profiles.profile_yaml` writes).
 
 A profile is read as lines, not as YAML, so every source comment stays attached to its value.
 """

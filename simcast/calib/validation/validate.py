@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.model_spec import ModelSpec
@@ -320,7 +320,7 @@ def with_generic_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_measured(path: str | Path) -> pd.DataFrame:
     """A measured CSV in the generic schema, or a Vidur profiling file as it is, through the checked loader."""
-    from simcast.calib.vidur import is_vidur_file, read_vidur
+    from simcast.calib.readers.vidur import is_vidur_file, read_vidur
 
     p = Path(path)
     field = f"measured {p.name}"

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/accuracy_db.
 
 import pandas as pd
 
-from simcast.calib.fit import calibrate, transfer
-from simcast.calib.validate import error_table, markdown_table, predict_frame
-from simcast.calib.vidur import VIDUR_SNAPSHOT, read_vidur
+from simcast.calib.fitting.fit import calibrate, transfer
+from simcast.calib.readers.vidur import VIDUR_SNAPSHOT, read_vidur
+from simcast.calib.validation.validate import error_table, markdown_table, predict_frame
 from simcast.inputs.loaders import load_device, profiles_dir, read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simcast.calib.validate import markdown_table
+from simcast.calib.validation.validate import markdown_table
 
 DEVICES = [
     ("h100_sxm", "h100_sxm"),
@@ -43,7 +43,7 @@ def _cell(t: pd.DataFrame) -> str:
 
 def db_markdown() -> list[str]:
     """Markdown lines for docs/accuracy.md — no tables when the extra is missing."""
-    from simcast.calib import aic_db
+    from simcast.calib.readers import aic_db
 
     if not aic_db.available():
         return [
@@ -52,7 +52,7 @@ def db_markdown() -> list[str]:
             "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').",
             "",
         ]
-    from simcast.calib import db_accuracy as dba
+    from simcast.calib.validation import db_accuracy as dba
     from simcast.inputs.loaders import load_device
 
     version = aic_db.package_version()
@@ -146,7 +146,7 @@ def db_markdown() -> list[str]:
         "a 45-50 us fixed cost against NCCL-tests' 10-30 us, so small messages differ by 2-3x; at 16-64 MiB the "
         "two are 13-27 % apart). h100_sxm and h200_sxm: every non-reserved NCCL table of theirs lacks all-reduce "
         "(nccl/2.23) or holds rows tagged with the reserved version 2.29.2 (h100 nccl/2.27.3, h200 nccl/2.26.2, "
-        "refused by the reader). Their link carries a transfer (simcast.calib.nccl_transfer): a donor system's "
+        "refused by the reader). Their link carries a transfer (simcast.calib.fitting.nccl_transfer): a donor system's "
         "piecewise fit with its latencies kept and its bus bandwidths scaled per group size by the ratio of the "
         "two systems' large-message (>= 64 MiB) all-reduce bandwidth in the engines' own tables. The donor is "
         "chosen by the check below: each NVSwitch system with its own NCCL table predicts every other one (all "
@@ -176,7 +176,7 @@ MOE_TARGET_PCT = 20.0
 
 def moe_markdown() -> list[str]:
     """MoE kernels: held-out shapes per system and engine, B200's fits on B300/GB200 and H100's on H200."""
-    from simcast.calib import db_accuracy_moe as dam
+    from simcast.calib.validation import db_accuracy_moe as dam
     from simcast.core.engines import ENGINES
     from simcast.inputs.loaders import load_device
 
@@ -221,7 +221,7 @@ def moe_markdown() -> list[str]:
 
 
 def nccl_transfer_check() -> pd.DataFrame:
-    """The held-out check that picks the NCCL donor of h100_sxm / h200_sxm (simcast.calib.nccl_transfer)."""
-    from simcast.calib import nccl_transfer
+    """The held-out check that picks the NCCL donor of h100_sxm / h200_sxm (simcast.calib.fitting.nccl_transfer)."""
+    from simcast.calib.fitting import nccl_transfer
 
     return nccl_transfer.check(nccl_transfer.donors())

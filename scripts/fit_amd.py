@@ -1,8 +1,8 @@
 """Fit the AMD profiles' kernels (mi300x, mi325x, mi355x) on public measurements transcribed under
 ``benchmarks/data/amd/`` (every row cites its page) and write their ``engines:`` sections and NCCL link fits.
 
-Each table is split as the aiconfigurator fits are (:func:`simcast.calib.db_split.held_out`: CRC32 of the
-shape odd = held out), fitted on the other half with :mod:`simcast.calib.fit_kernels`, and its held-out
+Each table is split as the aiconfigurator fits are (:func:`simcast.calib.readers.db_split.held_out`: CRC32 of the
+shape odd = held out), fitted on the other half with :mod:`simcast.calib.fitting.fit_kernels`, and its held-out
 median / p90 error goes into the profile and ``docs/accuracy.md``. Where a device has no table of its own,
 the fit of the nearest one is *transferred* and labelled so (same CDNA 3 die for MI300X / MI325X; the
 MAF ratio carries MI325X's hipBLASLt compute fraction to MI300X's lower sustained clock).
@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from simcast.calib import fit_kernels as fk
-from simcast.calib import profile_yaml as py
-from simcast.calib.db_split import errors, held_out
-from simcast.calib.engines_yaml import (
+from simcast.calib.fitting import fit_kernels as fk
+from simcast.calib.profiles import profile_yaml as py
+from simcast.calib.profiles.engines_yaml import (
     render_engines,
     replace_engines_block,
     replace_link_collectives,
     set_calibration_entry,
 )
+from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s

@@ -58,8 +58,8 @@ _API: dict[str, str] = {
     "SimSpec": "simcast.core.specs",
     "ParallelSpec": "simcast.core.specs",
     "Batch": "simcast.core.specs",
-    "ModelSpec": "simcast.core.specs",
-    "DeviceSpec": "simcast.core.specs",
+    "ModelSpec": "simcast.core.model_spec",
+    "DeviceSpec": "simcast.core.device",
     "FabricChoice": "simcast.core.fabrics",
     "SimcastInputError": "simcast.core.errors",
     # inputs

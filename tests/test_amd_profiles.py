@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcast.calib import fit_kernels as fk
+from simcast.calib.fitting import fit_kernels as fk
 from simcast.cost import attention as attn
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bytes, gemm_time_s
 from simcast.inputs.loaders import load_device

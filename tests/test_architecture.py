@@ -101,3 +101,15 @@ def test_package_level_graph_is_acyclic() -> None:
         if pa and pb and pa != pb:
             g.add_edge(pa[0], pb[0])
     assert nx.is_directed_acyclic_graph(g), list(nx.simple_cycles(g))
+
+
+def test_calib_readers_import_no_other_calib_role() -> None:
+    """``calib/readers`` turn files into rows; fitting, validation and profile writing sit on top of them."""
+    bad = [
+        f"{a} -> {b}"
+        for a, b in _graph().edges
+        if a.startswith("simcast.calib.readers.")
+        and b.startswith("simcast.calib.")
+        and not b.startswith("simcast.calib.readers")
+    ]
+    assert bad == []

@@ -891,7 +891,7 @@ def test_trace_cache_entry_that_makes_no_sense_is_rebuilt(tmp_path, monkeypatch,
 # ------------------------------------------------------------------ output and validation
 def test_optimize_json_is_strict_with_null_reasons(capsys, monkeypatch):
     """--refine-top fills the refined_* columns of one row per refined layout; the other rows wrote NaN."""
-    import simcast.cli.serving as cli_serving
+    import simcast.cli.optimize as cli_optimize
     from simcast.render.refine_tables import REFINED_COLUMNS
     from simcast.serving.search import model_label
 
@@ -899,7 +899,7 @@ def test_optimize_json_is_strict_with_null_reasons(capsys, monkeypatch):
         label = model_label(rows[0].result.config)
         return [], [{"parallel": label, "steady_rate_per_s": 1.0, **dict.fromkeys(REFINED_COLUMNS, 2.0)}]
 
-    monkeypatch.setattr(cli_serving, "run_refine", fake_refine)
+    monkeypatch.setattr(cli_optimize, "run_refine", fake_refine)
     args = ["optimize", "--device", DEV, "--num-devices", 1, "--input-length", 64, "--output-length", 8]
     rc, out, err = run(args + ["--refine-top", 1, "--ttft-limit", 1e6, "--json", MODEL], capsys, seconds=120)
     assert rc == 0, err

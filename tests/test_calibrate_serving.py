@@ -17,9 +17,11 @@ from simcast.core.specs import ParallelSpec
 from simcast.inputs.bench_results import MeasuredRun, read_run_file
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.engine_profile import profile_text, read_engine_profile
-from simcast.serving.engines import RECORDS, engine_policy
+from simcast.serving.engine_records import RECORDS
+from simcast.serving.engines import engine_policy
 from simcast.serving.model import ServingConfig, Workload
-from simcast.serving.overhead_fit import RunModel, RunPrediction, fit_overheads
+from simcast.serving.overhead_fit import fit_overheads
+from simcast.serving.run_model import RunModel, RunPrediction
 
 HERE = Path(__file__).parent
 DEV = str(HERE / "data" / "golden_device.yaml")
@@ -314,7 +316,7 @@ def test_read_run_file_reads_vllm_keys_and_units(tmp_path):
 def test_closed_loop_replay_is_recorded_once_and_retimed_exactly(monkeypatch, range_ratio):
     """A run sent at rate inf to one replica is replayed once, then re-timed for every trial (a, b): the
     predictions equal a full replay's bit for bit (200 requests at concurrency 1 took 172 s of replays)."""
-    import simcast.serving.overhead_fit as of
+    import simcast.serving.run_model as of
 
     base = ServingConfig(
         model=load_model(MODEL),
@@ -343,7 +345,7 @@ def test_closed_loop_replay_is_recorded_once_and_retimed_exactly(monkeypatch, ra
 
 def test_runs_at_a_finite_rate_are_replayed_in_full(monkeypatch):
     """Arrivals over time: the step times decide what a step carries, so each evaluation replays (stated)."""
-    import simcast.serving.overhead_fit as of
+    import simcast.serving.run_model as of
 
     base = ServingConfig(
         model=load_model(MODEL),

@@ -18,7 +18,7 @@ pytestmark = [
 def _rows(rel):
     if not (VIDUR / rel).is_file():
         pytest.skip(f"{VIDUR / rel} missing")
-    from simcast.calib.vidur import read_vidur
+    from simcast.calib.readers.vidur import read_vidur
 
     return read_vidur(VIDUR / rel)
 
@@ -51,8 +51,8 @@ def test_vidur_reader_maps_files_as_they_are(h70):
 
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
 def test_held_out_model_within_targets(request, fit, test):
-    from simcast.calib.fit import calibrate
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.fitting.fit import calibrate
+    from simcast.calib.validation.validate import predict_frame
     from simcast.inputs.loaders import load_device
 
     fit_rows, test_rows = request.getfixturevalue(fit), request.getfixturevalue(test)
@@ -72,8 +72,8 @@ KNOWN_MISSES = {("h7", "h70", "mlp_down_proj"): (12.0, 30.0)}
 
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
 def test_held_out_gemms_per_op(request, fit, test):
-    from simcast.calib.fit import calibrate
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.fitting.fit import calibrate
+    from simcast.calib.validation.validate import predict_frame
     from simcast.inputs.loaders import load_device
 
     dev, _ = calibrate(request.getfixturevalue(fit), load_device("h100_sxm"))
@@ -91,8 +91,8 @@ def test_held_out_gemms_per_op(request, fit, test):
 def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
     import pandas as pd
 
-    from simcast.calib.fit import calibrate, transfer
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.fitting.fit import calibrate, transfer
+    from simcast.calib.validation.validate import predict_frame
     from simcast.inputs.loaders import load_device
 
     a70 = _rows("compute/a100/Llama-2-70b-hf_mlp.csv")
@@ -107,12 +107,12 @@ def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
 def test_shipped_profiles_predict_network(device, folder):
     import pandas as pd
 
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.validation.validate import predict_frame
 
     rows = pd.concat([_rows(f"network/{folder}/all_reduce.csv"), _rows(f"network/{folder}/send_recv.csv")])
     rows = rows[(rows["bytes"] >= 64 * 2**10) & (rows["bytes"] <= 64 * 2**20)].iloc[::3]
     pred = predict_frame(rows, device)
-    # h100_sxm's link holds NCCL's own all-reduce (transferred, simcast.calib.nccl_transfer), which Vidur's
+    # h100_sxm's link holds NCCL's own all-reduce (transferred, simcast.calib.fitting.nccl_transfer), which Vidur's
     # torch.distributed timings exceed by their host path: below 1 MiB they must measure slower than it
     kinds = ("allreduce", "p2p") if device != "h100_sxm" else ("p2p",)
     for kind in kinds:

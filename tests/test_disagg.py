@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from simcast.core.specs import LinkSpec, ParallelSpec
+from simcast.core.device import LinkSpec
+from simcast.core.specs import ParallelSpec
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.disagg import DisaggConfig, estimate_disagg, md1_wait_s

@@ -9,14 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcast.calib import aic_db
+from simcast.calib.readers import aic_db
+from simcast.core.device import CollectiveFit
 from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import (
     DecodeAttentionFit,
     EngineKernels,
     GemmFit,
 )
-from simcast.core.specs import CollectiveFit
 from simcast.cost import attention as attn
 
 
@@ -168,7 +168,7 @@ def test_tiled_flops_bound_exact_flops():
 
 # ------------------------------------------------------------------ fits recover known parameters
 def test_gemm_fit_recovers_synthetic_device(h100):
-    from simcast.calib.fit_kernels import fit_gemm
+    from simcast.calib.fitting.fit_kernels import fit_gemm
     from simcast.cost.gemm import gemm_time_s
 
     true = GemmFit(
@@ -199,7 +199,7 @@ def test_gemm_fit_recovers_synthetic_device(h100):
 
 
 def test_decode_fit_recovers_synthetic_kernel(h100):
-    from simcast.calib.fit_kernels import fit_decode
+    from simcast.calib.fitting.fit_kernels import fit_decode
 
     true = DecodeAttentionFit(
         dtype="bf16",
@@ -236,7 +236,7 @@ def test_decode_fit_recovers_synthetic_kernel(h100):
 
 
 def test_piecewise_fit_finds_the_switch():
-    from simcast.calib.fit_kernels import fit_piecewise
+    from simcast.calib.fitting.fit_kernels import fit_piecewise
 
     b = 2.0 ** np.arange(8, 30)
     fac = 2 * 7 / 8
@@ -456,9 +456,9 @@ def test_shipped_hopper_profiles_meet_targets_on_held_out_half(system, profile):
     attention on the held-out half of the tables it was fitted on (proxies: see from_db)."""
     pytest.importorskip("aiconfigurator_core")
     pytest.importorskip("pyarrow")
-    from simcast.calib.db_accuracy import engine_rows
-    from simcast.calib.from_db import held_out
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.fitting.from_db import held_out
+    from simcast.calib.validation.db_accuracy import engine_rows
+    from simcast.calib.validation.validate import predict_frame
     from simcast.inputs.loaders import load_device
 
     rows = engine_rows(system, "vllm")

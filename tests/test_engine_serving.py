@@ -131,12 +131,14 @@ def test_gemm_family_of_linear_and_quantised_linear():
 
 # ------------------------------------------------------------------ provenance counts
 def test_recount_after_from_db_replaced_carried_lines():
-    from simcast.calib import profile_yaml as py
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
+    from simcast.inputs.files import loads_yaml
 
     text = (profiles_dir() / "b200.yaml").read_text()
-    block = py.loads_yaml(text, "b200")["calibration"]
-    assert py.count_fitted(text) == block["fitted_parameters"] == block["from_db"]["fitted_parameters"] > 0
-    assert py.carried_counts(text) == (block["carried_over_parameters"], block["carried_over_fitted_on_source"])
+    block = loads_yaml(text, "b200")["calibration"]
+    assert pl.count_fitted(text) == block["fitted_parameters"] == block["from_db"]["fitted_parameters"] > 0
+    assert pl.carried_counts(text) == (block["carried_over_parameters"], block["carried_over_fitted_on_source"])
     stale = text.replace(f"fitted_parameters: {block['fitted_parameters']}\n", "fitted_parameters: 99\n")
     assert py.recount_calibration(stale) == text
 
@@ -144,8 +146,8 @@ def test_recount_after_from_db_replaced_carried_lines():
 def test_vidur_link_fit_replaces_only_its_group_size(h100):
     import pandas as pd
 
-    from simcast.calib.fit import fit_links
-    from simcast.core.specs import CollectiveFit
+    from simcast.calib.fitting.fit import fit_links
+    from simcast.core.device import CollectiveFit
 
     regimes = tuple(
         CollectiveFit(kind="all_reduce", gpus=g, latency_s=1e-5, bus_bw_bytes_per_s=b, max_bytes=m, algorithm=a)

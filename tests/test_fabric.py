@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_bad_input import DEV, SERVICE, bad, run, write
 
+from simcast.core.device import LinkSpec, LinkTable
 from simcast.core.fabrics import FABRICS, FabricChoice, fabric_links, with_fabric
 from simcast.core.layout import group_path, pp_hop_cross_pairs, pp_hop_path, pp_hop_paths
 from simcast.core.plan import (
@@ -19,7 +20,7 @@ from simcast.core.plan import (
     describe_partition,
     partition_layers,
 )
-from simcast.core.specs import LinkSpec, LinkTable, ParallelSpec
+from simcast.core.specs import ParallelSpec
 from simcast.cost.comm import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from simcast.inputs.loaders import load_device
 
@@ -107,7 +108,7 @@ def test_hierarchical_all_reduce_named_fabric_and_flags():
 
 def test_a_fit_measured_on_the_whole_group_is_kept():
     """A cross-node link fitted on whole n-rank groups (a100_sxm_80gb's Vidur fits) keeps its fit for n."""
-    from simcast.core.specs import CollectiveFit
+    from simcast.core.device import CollectiveFit
 
     fit = CollectiveFit(kind="all_reduce", gpus=16, latency_s=4e-4, bus_bw_bytes_per_s=2e10)
     inter = LinkSpec(name="fitted-ib", bw_bytes_per_s=5.0e10, latency_s=8.0e-6, efficiency=0.8, collectives=(fit,))

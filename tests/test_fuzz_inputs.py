@@ -22,7 +22,7 @@ from conftest import time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.inputs.files import load_csv, load_json, load_yaml
@@ -302,7 +302,7 @@ def test_bench_serve_result(tmp_path_factory, run, raw, data):
 
 
 # ------------------------------------------------------------------ measured CSVs
-COLUMNS = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.measured_schema)
+COLUMNS = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.readers.measured_schema)
 BAD_CELLS = st.sampled_from(
     ["", "abc", "inf", "-inf", "nan", "-1", "0", "1e400", "3.5", "99999999999999999999", '"a,b"', "²", "1e12"]
 )
@@ -349,7 +349,7 @@ def csv_text(draw):
 @FAST
 @given(text=csv_text(), raw=st.booleans(), data=st.data())
 def test_measured_csv_validate(tmp_path_factory, text, raw, data):
-    from simcast.calib.validate import error_table, predict_frame, read_measured
+    from simcast.calib.validation.validate import error_table, predict_frame, read_measured
 
     p = tmp_path_factory.mktemp("csv") / "m.csv"
     p.write_bytes(spliced(data.draw, text) if raw else text.encode())

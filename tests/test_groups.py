@@ -33,7 +33,7 @@ def test_links_follow_node_placement(h100):
 
 def test_full_mesh_links_scale_with_group_size():
     # MI300X-like: 7 peer links sharing 448 GB/s; a pair sees one link, 8 GPUs drive all 7
-    from simcast.core.specs import LinkSpec, LinkTable
+    from simcast.core.device import LinkSpec, LinkTable
 
     mesh = LinkSpec(name="xgmi", bw_bytes_per_s=448e9, latency_s=5e-6, efficiency=0.7, mesh_links=7)
     ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=8e-6, efficiency=0.8)
@@ -53,7 +53,7 @@ def test_full_mesh_links_scale_with_group_size():
 def test_same_node_pair_uses_intra_node_link_even_when_inter_node_latency_is_lower():
     # a slow-latency intra-node fabric (e.g. PCIe through a host bridge) beside a low-latency NIC:
     # two GPUs of one node still talk over the intra-node link; the topology decides, not the latency
-    from simcast.core.specs import LinkSpec, LinkTable
+    from simcast.core.device import LinkSpec, LinkTable
 
     pcie = LinkSpec(name="pcie", bw_bytes_per_s=32e9, latency_s=20e-6, efficiency=0.8)
     ib = LinkSpec(name="ib", bw_bytes_per_s=50e9, latency_s=2e-6, efficiency=0.8)

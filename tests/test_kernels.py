@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from simcast.calib.fit import calibrate
-from simcast.calib.profile_yaml import update_profile_yaml
+from simcast.calib.fitting.fit import calibrate
+from simcast.calib.profiles.profile_yaml import update_profile_yaml
 from simcast.core.errors import SimcastInputError
 from simcast.cost import kernels
 from simcast.cost.compute import OpWork, roofline

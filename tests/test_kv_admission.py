@@ -10,7 +10,8 @@ import pytest
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.engines import SGLANG_RATIO, engine_policy
+from simcast.serving.engine_records import SGLANG_RATIO
+from simcast.serving.engines import engine_policy
 from simcast.serving.kv_memory import kv_budgets, mean_request_kv_tokens, request_kv_tokens, stage_fixed
 from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving, kv_capacity_tokens
 from simcast.serving.requests import make_requests, simulate_requests
@@ -134,7 +135,8 @@ def test_guaranteed_no_evict_never_preempts_and_on_demand_does_when_memory_is_sh
 def test_docs_engines_page_names_every_engine_policy_and_memory_flag():
     from pathlib import Path
 
-    from simcast.serving.engines import KV_ADMISSION, MEMORY_FLAGS, RECORDS
+    from simcast.serving.engine_records import KV_ADMISSION, RECORDS
+    from simcast.serving.engines import MEMORY_FLAGS
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "engines.md").read_text()
     assert all(p in text for p in KV_ADMISSION)

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from conftest import time_limit
 
-from simcast.calib import bench_plan as bp
-from simcast.calib.measured_schema import GENERIC_COLUMNS, META_COLUMNS
-from simcast.calib.template import HEADROOM
-from simcast.calib.validate import check_fit_columns, read_measured
+from simcast.calib.fitting.template import HEADROOM
+from simcast.calib.ondevice import bench_plan as bp
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS, META_COLUMNS
+from simcast.calib.validation.validate import check_fit_columns, read_measured
 from simcast.cli.main import main
 from simcast.cost import kernels
 from simcast.inputs.loaders import load_device, load_model
@@ -209,7 +209,7 @@ def test_template_fit_recovers_a_known_device(tmp_path, capsys):
 # ------------------------------------------------------------------ all-reduce through torch.distributed (gloo)
 @pytest.mark.slow
 def test_allreduce_over_two_cpu_processes():
-    from simcast.calib import microbench as mb
+    from simcast.calib.ondevice import microbench as mb
 
     with time_limit(120):
         times = mb.measure_allreduce(mb.Backend(name="cpu"), 2, (1024, 65536), bp.QUICK_TIMING)
@@ -222,7 +222,7 @@ def test_unknown_device(tmp_path, capsys):
 
 
 def test_unavailable_device(tmp_path, capsys):
-    from simcast.calib.microbench import Backend
+    from simcast.calib.ondevice.microbench import Backend
 
     if Backend(name="npu").available():
         pytest.skip("an NPU is available here")
@@ -273,7 +273,7 @@ def test_onboarding_an_h100_from_vidur_rows(tmp_path, capsys):
     (docs/onboarding.md quotes the figures)."""
     from conftest import CALIBRATION
 
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.validation.validate import predict_frame
 
     vidur = CALIBRATION / "vidur" / "compute" / "h100"
     if not (vidur / "Llama-2-70b-hf_mlp.csv").is_file():

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simcast.calib import aic_db
-from simcast.calib import from_db_moe as fm
+from simcast.calib.fitting import from_db_moe as fm
+from simcast.calib.readers import aic_db
 from simcast.core.kernel_fits import AllToAllFit, EngineKernels, MoeFit
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost import moe_kernels as mk
@@ -168,7 +168,7 @@ def test_profile_moe_fits_are_checked(tmp_path):
 def test_shipped_moe_fits_meet_the_held_out_median_target(system, profile):
     pytest.importorskip("aiconfigurator_core")
     pytest.importorskip("pyarrow")
-    from simcast.calib.db_accuracy_moe import held_out_table
+    from simcast.calib.validation.db_accuracy_moe import held_out_table
     from simcast.inputs.loaders import load_device
 
     t = held_out_table([(system, load_device(profile))], ("vllm", "sglang", "trtllm"))

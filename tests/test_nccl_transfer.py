@@ -1,13 +1,13 @@
-"""NCCL all-reduce transfer for systems without a usable NCCL table (simcast.calib.nccl_transfer)."""
+"""NCCL all-reduce transfer for systems without a usable NCCL table (simcast.calib.fitting.nccl_transfer)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from simcast.calib import aic_db
-from simcast.calib import nccl_transfer as nt
-from simcast.core.specs import CollectiveFit
+from simcast.calib.fitting import nccl_transfer as nt
+from simcast.calib.readers import aic_db
+from simcast.core.device import CollectiveFit
 
 
 def _fit(gpus: int, lat: float, bw: float, max_bytes: float = 0.0) -> CollectiveFit:

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.cli.main import main
 from simcast.cost import kernels
 from simcast.inputs.loaders import load_device
 
 PROFILES = Path(__file__).resolve().parents[1] / "device_profiles"
-GENERIC = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.measured_schema)
+GENERIC = list(GENERIC_COLUMNS)  # the generic measured schema (simcast.calib.readers.measured_schema)
 FIT = "fit by simcast calibrate"
 
 
@@ -123,7 +123,7 @@ def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     block = calibration_block(text)
     assert block["fitted_parameters"] == fitted_count(text) == 0  # no measurement on this device
     # h100_sxm's 12 fitted numbers, its `vector` prior (0.5, never fitted) and the 12 NCCL values h100_sxm itself
-    # carries over from b200_sxm (simcast.calib.nccl_transfer)
+    # carries over from b200_sxm (simcast.calib.fitting.nccl_transfer)
     assert block["carried_over_fitted_on_source"] == 12 and block["carried_over_parameters"] == 25
     assert (
         block["source_calibration"]["source"] == calibration_block((PROFILES / "h100_sxm.yaml").read_text())["source"]
@@ -132,7 +132,7 @@ def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     assert "carried over from h100_sxm, where fit by simcast calibrate on" in lines[("efficiency", "matmul")]
     assert "Llama-2-70b-hf_mlp.csv" in lines[("efficiency", "matmul")]
     assert "send_recv.csv" in lines[("links.intra_node", "latency_s")]
-    # h100_sxm's NCCL fit is itself carried over (from the donor of simcast.calib.nccl_transfer)
+    # h100_sxm's NCCL fit is itself carried over (from the donor of simcast.calib.fitting.nccl_transfer)
     assert "NCCL's own all-reduce" in lines[("links.intra_node", "all_reduce", 8)]
     assert "; prior 0.80: H100 SXM measured 80.3%" in lines[("efficiency", "matmul")]  # h200's own prior kept
 

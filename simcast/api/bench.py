@@ -29,8 +29,8 @@ from simcast.inputs import limits
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.serving.bench_result import BenchResult as RequestRun
     from simcast.serving.model import ServingConfig
-    from simcast.serving.requests import BenchResult as RequestRun
 
 
 @dataclass(frozen=True, kw_only=True)

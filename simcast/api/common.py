@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
-from simcast.core.specs import DeviceSpec, ModelSpec
+from simcast.core.model_spec import ModelSpec
 
 ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""

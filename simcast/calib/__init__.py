@@ -1,10 +1,20 @@
 """Fitting device and engine profiles from measured data, and measuring the fits' accuracy.
 
-Roles: readers of measured data (``aic_db.py`` the measured-kernel database, ``vidur.py``,
-``measured_schema.py`` the generic CSV schema, ``from_db.py``/``from_db_moe.py`` rows and splits,
-``db_split.py``); fitting (``fit.py`` efficiency and links, ``fit_kernels.py`` engine kernels,
-``nccl_transfer.py``); validation (``validate.py``, ``db_accuracy.py``, ``db_accuracy_moe.py``);
-profile writing (``profile_yaml.py``, ``engines_yaml.py``, ``template.py``); on-device measurement
-(``microbench.py``, ``bench_plan.py``). A new kernel family: its fit in ``fit_kernels.py`` (or a
-``from_db_<family>.py``), its YAML section in ``engines_yaml.py``, its accuracy table beside the others.
+One subpackage per role. Readers import no other role; fitting, validation and profile writing
+import one another module by module without cycles (``fitting/fit.py`` predicts rows with
+``validation/validate.py``, ``profiles/profile_yaml.py`` reads ``fitting/fit.py``'s parameter names);
+``tests/test_architecture.py`` checks both.
+
+
+- ``readers/``: measured-data readers (``aic_db.py`` the measured-kernel database, ``vidur.py``,
+  ``measured_schema.py`` the generic CSV schema, ``db_split.py`` the held-out split);
+- ``fitting/``: ``fit.py`` efficiency and links, ``fit_kernels.py`` engine kernels, ``from_db.py`` /
+  ``from_db_moe.py`` the database's tables, ``nccl_transfer.py``, ``template.py`` a new device's profile;
+- ``validation/``: ``validate.py``, ``db_accuracy.py``, ``db_accuracy_moe.py``;
+- ``profiles/``: profile writing (``profile_lines.py``, ``profile_yaml.py``, ``engines_yaml.py``);
+- ``ondevice/``: microbenchmarks (``bench_plan.py``, ``microbench.py``).
+
+Where to add: a new measured-data source is a reader in ``readers/`` returning rows of the generic
+schema; a new kernel family is its fit in ``fitting/fit_kernels.py`` (or a ``fitting/from_db_<family>.py``),
+its YAML section in ``profiles/engines_yaml.py`` and its accuracy table in ``validation/`` beside the others.
 """

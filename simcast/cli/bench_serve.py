@@ -21,6 +21,7 @@ from simcast.cli.args import (
     float_in,
     int_in,
 )
+from simcast.cli.engine_args import add_engine_args, engine_limit_args
 from simcast.cli.outputs import (
     add_output_args,
     check_output_path,
@@ -31,7 +32,6 @@ from simcast.cli.outputs import (
     write_bench_plot,
     write_json,
 )
-from simcast.cli.serving import add_engine_args, engine_limit_args
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import SimcastInputError, bounded_repr, require

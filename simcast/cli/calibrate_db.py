@@ -62,15 +62,16 @@ def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
 
 
 def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
-    from simcast.calib import aic_db
-    from simcast.calib import profile_yaml as py
-    from simcast.calib.engines_yaml import (
+    from simcast.calib.fitting.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.profiles.engines_yaml import (
         render_engines,
         replace_engines_block,
         replace_link_collectives,
         set_calibration_entry,
     )
-    from simcast.calib.from_db import SYSTEMS, fit_engine, nccl_fits
+    from simcast.calib.readers import aic_db
     from simcast.inputs.files import loads_yaml, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
 
@@ -109,16 +110,16 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     if not nerr:
         donor = note.split("transferred: ", 1)[-1].split("/", 1)[0]
         carried = (
-            f"{py.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
+            f"{pl.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
             f"its nccl_perf table; bus bandwidth scaled to this system's engine tables (calibration.from_db.nccl)"
         )
         text = replace_link_collectives(text, "intra_node", fits, {"": carried})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
-    elif py.link_fitted_here(text, "intra_node"):
+    elif pl.link_fitted_here(text, "intra_node"):
         nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
     else:
         med, p90 = nerr["nccl.all_reduce"]
-        fit_note = f"{py.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
+        fit_note = f"{pl.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
         text = replace_link_collectives(text, "intra_node", fits, {"": fit_note})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
         nccl["fitted_parameters"] = 2 * len(fits)

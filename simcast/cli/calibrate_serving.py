@@ -7,8 +7,8 @@ import argparse
 import datetime
 
 from simcast.cli.args import DEVICES, add_fabric_args, add_precision_args, fabric_choice, float_in
+from simcast.cli.engine_args import add_engine_args, engine_kwargs
 from simcast.cli.outputs import emit, output_path, write_text
-from simcast.cli.serving import add_engine_args, engine_kwargs
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 
@@ -68,7 +68,8 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.render.overhead_tables import format_overhead_fit
     from simcast.serving.engine_profile import calibrated_policy, profile_for, profile_text
     from simcast.serving.model import ServingConfig, Workload
-    from simcast.serving.overhead_fit import RunModel, fit_overheads
+    from simcast.serving.overhead_fit import fit_overheads
+    from simcast.serving.run_model import RunModel
 
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
     model = load_model(a.model, quantization=a.quantization)

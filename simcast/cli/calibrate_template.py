@@ -2,7 +2,7 @@
 
 The CSV (``simcast microbench --out``) names the new device in its ``device`` column; the template,
 the closest shipped profile, supplies every value the CSV does not measure (labelled carried over);
-:mod:`simcast.calib.template` builds the text, :func:`simcast.calib.fit.calibrate` fits what the rows
+:mod:`simcast.calib.fitting.template` builds the text, :func:`simcast.calib.fitting.fit.calibrate` fits what the rows
 cover, and the profile must load before it is written.
 """
 
@@ -29,11 +29,12 @@ def check_profile_name(name: str, field: str) -> str:
 def cmd_calibrate_template(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from simcast.calib import profile_yaml as py
-    from simcast.calib.fit import calibrate, gemm_fit_dtype
-    from simcast.calib.template import error_report, measured_device, template_provenance, template_text
-    from simcast.calib.validate import check_fit_columns, markdown_table, read_measured
-    from simcast.calib.vidur import VIDUR_SNAPSHOT
+    from simcast.calib.fitting.fit import calibrate, gemm_fit_dtype
+    from simcast.calib.fitting.template import error_report, measured_device, template_provenance, template_text
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.readers.vidur import VIDUR_SNAPSHOT
+    from simcast.calib.validation.validate import check_fit_columns, markdown_table, read_measured
     from simcast.inputs.files import MAX_CSV_BYTES, read_bytes, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
 
@@ -65,14 +66,14 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     body = py.update_profile_yaml(text, dev, notes, [])
     prov = template_provenance(template, measured_device(rows, template, name), path.name, sha, held)
     prov += py.fit_provenance(body, files[0], _dt.date.today().isoformat(), errors, None)
-    carried, _ = py.carried_counts(body)
+    carried, _ = pl.carried_counts(body)
     prov.append(f"carried_over_values: {carried}")
     out = py.update_profile_yaml(text, dev, notes, prov)
     device_from_text(out, "--out")  # it must load before it replaces a file
     write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
     emit(
         f"simcast calibrate: {name} from {path.name} (sha256 {sha[:16]}...), template {template.name}: "
-        f"{py.parameters(py.fitted_paths(errors))} parameters fitted, {carried} values carried over from "
+        f"{pl.parameters(py.fitted_paths(errors))} parameters fitted, {carried} values carried over from "
         f"{template.name}"
     )
     emit()

@@ -153,10 +153,11 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     require(a.device is not None, "--device", None, "is required (the profile to start from)")
     import pandas as pd
 
-    from simcast.calib import profile_yaml as py
-    from simcast.calib.fit import calibrate, transfer
-    from simcast.calib.validate import check_fit_columns, read_measured
-    from simcast.calib.vidur import VIDUR_SNAPSHOT
+    from simcast.calib.fitting.fit import calibrate, transfer
+    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.readers.vidur import VIDUR_SNAPSHOT
+    from simcast.calib.validation.validate import check_fit_columns, read_measured
     from simcast.inputs.files import read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path, read_yaml
 
@@ -193,7 +194,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
         body = py.update_profile_yaml(text, dev, notes, [])
         out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
-        summary = f"{py.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+        summary = f"{pl.parameters(py.fitted_paths(errors))} parameters fitted in this run"
     device_from_text(out, "--out")  # it must load before it replaces a file
     write_text(a.out, "--out", out)
     emit(f"wrote {a.out} ({summary})")
@@ -214,7 +215,7 @@ def add_validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from simcast.calib.validate import error_table, markdown_table, predict_frame, read_measured
+    from simcast.calib.validation.validate import error_table, markdown_table, predict_frame, read_measured
 
     df = read_measured(a.measured)
     if a.device is not None:

@@ -41,8 +41,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[a
         "simulate one forward step of one TP x PP x DP layout",
     ),
     "optimize": (
-        _lazy("serving", "add_optimize_args"),
-        _lazy("serving", "cmd_optimize"),
+        _lazy("optimize_args", "add_optimize_args"),
+        _lazy("optimize", "cmd_optimize"),
         "search TP x PP x DP layouts and batch sizes for the most token/s within latency limits",
     ),
     "serve-config": (

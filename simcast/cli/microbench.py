@@ -1,9 +1,9 @@
 """``simcast microbench --out my_gpu.csv``: measure this machine's kernels for a new device profile (edge module).
 
-Plans the sweep (:mod:`simcast.calib.bench_plan`), times it with torch (:mod:`simcast.calib.microbench`),
-and writes the generic measured-kernel CSV (:mod:`simcast.calib.measured_schema`) with what it ran on
-in the metadata columns; ``simcast calibrate my_gpu.csv --device-template T --out my_gpu.yaml`` turns it
-into a profile.
+Plans the sweep (:mod:`simcast.calib.ondevice.bench_plan`), times it with torch
+(:mod:`simcast.calib.ondevice.microbench`), and writes the generic measured-kernel CSV
+(:mod:`simcast.calib.readers.measured_schema`) with what it ran on in the metadata columns;
+``simcast calibrate my_gpu.csv --device-template T --out my_gpu.yaml`` turns it into a profile.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from simcast.cli.calibrate_template import check_profile_name
 from simcast.cli.outputs import emit, output_path, write_atomic
 
 FULL_SWEEP_MINUTES = 4
-"""The full sweep's estimate on one accelerator at :data:`simcast.calib.bench_plan.ASSUMED_RATES` (rounded;
-tests/test_microbench.py keeps it equal to :func:`~simcast.calib.bench_plan.estimate_s`)."""
+"""The full sweep's estimate on one accelerator at :data:`simcast.calib.ondevice.bench_plan.ASSUMED_RATES` (rounded;
+tests/test_microbench.py keeps it equal to :func:`~simcast.calib.ondevice.bench_plan.estimate_s`)."""
 
 
 def add_microbench_args(p: argparse.ArgumentParser) -> None:
@@ -58,8 +58,8 @@ def add_microbench_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_microbench(a: argparse.Namespace) -> int:
-    from simcast.calib import bench_plan as bp
-    from simcast.calib import microbench as mb
+    from simcast.calib.ondevice import bench_plan as bp
+    from simcast.calib.ondevice import microbench as mb
     from simcast.inputs.loaders import load_model
 
     name = check_profile_name(a.name or Path(a.out).stem, "--name")
@@ -123,7 +123,7 @@ def _counts(cases) -> dict[str, int]:
 
 
 def _plan_text(plan, models: tuple[str, ...], backend: str) -> str:
-    from simcast.calib.bench_plan import QUICK_TIMING
+    from simcast.calib.ondevice.bench_plan import QUICK_TIMING
 
     counts = plan.counts()
     t = plan.timing
@@ -162,7 +162,7 @@ def _progress(total: int):
 
 
 def _csv_text(rows, name: str, env: dict[str, object]) -> str:
-    from simcast.calib.measured_schema import GENERIC_COLUMNS, META_COLUMNS
+    from simcast.calib.readers.measured_schema import GENERIC_COLUMNS, META_COLUMNS
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

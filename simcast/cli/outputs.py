@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from simcast.serving.requests import BenchResult
+    from simcast.serving.bench_result import BenchResult
     from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

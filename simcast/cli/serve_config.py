@@ -7,8 +7,8 @@ import argparse
 from dataclasses import replace
 
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args, float_in, int_in
+from simcast.cli.engine_args import add_engine_args
 from simcast.cli.outputs import emit, emit_json, run_metadata
-from simcast.cli.serving import add_engine_args
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS

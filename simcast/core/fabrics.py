@@ -5,7 +5,7 @@ across nodes often have another fabric than the profile's (RoCE, plain TCP, fewe
 CLI and the service YAML can replace it: ``--fabric NAME`` (a row of :data:`FABRICS`), and/or
 ``--inter-node-bandwidth GBPS`` / ``--inter-node-latency US`` (which override the named fabric's
 values, or the profile's when no fabric is named). The result says where each number came from
-(:attr:`simcast.core.specs.LinkTable.inter_node_origin`, printed in the assumptions).
+(:attr:`simcast.core.device.LinkTable.inter_node_origin`, printed in the assumptions).
 
 Bandwidth is per GPU, per direction (the link table's convention): every named fabric is one NIC
 of that line rate per GPU, as in DGX/HGX nodes. Where GPUs share a NIC, give the share with
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from simcast.core.device import DeviceSpec, LinkSpec, LinkTable
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec, LinkSpec, LinkTable
 
 # The one measured inter-node send/recv simcast has: vidur's DGX H100 cross-node send_recv table
 # (2 ranks on 2 nodes over ConnectX-7 InfiniBand NDR), fitted by `simcast calibrate` (median error

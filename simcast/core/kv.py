@@ -9,8 +9,8 @@ most the window.
 from __future__ import annotations
 
 from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import ShardedDims
-from simcast.core.specs import ModelSpec
 
 
 def kv_elements_per_token_layer(model: ModelSpec, sd: ShardedDims) -> int:

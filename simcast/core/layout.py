@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from simcast.core.device import CollectiveFit, LinkSpec, LinkTable
 from simcast.core.plan import SendRecvEdge
-from simcast.core.specs import CollectiveFit, LinkSpec, LinkTable, ParallelSpec
+from simcast.core.specs import ParallelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

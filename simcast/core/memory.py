@@ -6,9 +6,10 @@ Shapes are the TP-sharded ones of :mod:`simcast.core.shards`.
 from __future__ import annotations
 
 from simcast.core.kv import kv_elements_per_token_layer, sliding_tokens
+from simcast.core.model_spec import ModelSpec
 from simcast.core.plan import PipelineStageInfo, StageModuleSpec
 from simcast.core.shards import ShardedDims
-from simcast.core.specs import Batch, ModelSpec, ParallelSpec
+from simcast.core.specs import Batch, ParallelSpec
 from simcast.core.weights import layer_weight_bytes_at
 
 

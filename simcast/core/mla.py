@@ -1,4 +1,4 @@
-"""Multi-head latent attention (DeepSeek-V2/V3): the frozen sub-spec of :class:`simcast.core.specs.ModelSpec`.
+"""Multi-head latent attention (DeepSeek-V2/V3): the frozen sub-spec of :class:`simcast.core.model_spec.ModelSpec`.
 
 Element counts, not bytes; the constructor validates and never touches files.
 """

@@ -1,6 +1,6 @@
 """Mixture of experts: the routed-expert sub-spec and the default routing skew.
 
-:class:`MoESpec` is the frozen sub-spec :class:`simcast.core.specs.ModelSpec` carries when a config
+:class:`MoESpec` is the frozen sub-spec :class:`simcast.core.model_spec.ModelSpec` carries when a config
 has routed experts (``None`` for a dense model). Element counts, not bytes; bytes come from
 :class:`simcast.core.quant.QuantSpec`. Constructors validate and never touch files.
 """

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcast.core.device import LinkTable
 from simcast.core.layout import ParallelGroup, Path, group_path, rank_coords, rank_of
-from simcast.core.specs import LinkTable, ParallelSpec
+from simcast.core.specs import ParallelSpec
 
 
 def moe_layout_rule(devices: int, tp: int, pp: int, ep: int, moe_dp: int) -> tuple[int, str]:

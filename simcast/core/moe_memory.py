@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcast.core.errors import require
-from simcast.core.specs import ModelSpec, ParallelSpec
+from simcast.core.model_spec import ModelSpec
+from simcast.core.specs import ParallelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcast.core.specs import ModelSpec
+from simcast.core.model_spec import ModelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

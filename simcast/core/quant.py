@@ -1,6 +1,6 @@
 """Weight formats of quantised checkpoints: :class:`QuantSpec` (bytes per element: :mod:`simcast.core.dtypes`).
 
-:class:`QuantSpec` is the frozen sub-spec :class:`simcast.core.specs.ModelSpec` carries when a
+:class:`QuantSpec` is the frozen sub-spec :class:`simcast.core.model_spec.ModelSpec` carries when a
 config has a ``quantization_config`` (or ``--quantization`` sets one); ``None`` keeps every weight in
 the model dtype. The constructor validates and never touches files.
 """

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from simcast.core.errors import require
-from simcast.core.specs import ModelSpec
+from simcast.core.model_spec import ModelSpec
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 from simcast.core.dtypes import WEIGHT_FORMAT_BYTES
+from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_memory import moe_shard
 from simcast.core.shards import ShardedDims
-from simcast.core.specs import ModelSpec, ParallelSpec
+from simcast.core.specs import ParallelSpec
 
 
 def _fmt_bytes(model: ModelSpec, expert: bool) -> float:

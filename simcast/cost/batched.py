@@ -21,8 +21,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from simcast.core.device import DeviceSpec
 from simcast.core.dtypes import DTYPE_BYTES
-from simcast.core.specs import Batch, DeviceSpec
+from simcast.core.specs import Batch
 from simcast.cost import batched_kernels as bk
 from simcast.cost import comm, engine_cost
 from simcast.cost.attention_ops import FA_QUERY_TILE

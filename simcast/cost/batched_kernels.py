@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from simcast.core.specs import DeviceSpec
+from simcast.core.device import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max

@@ -1,6 +1,6 @@
 """Piecewise collective fits: NCCL's own protocols and the engines' all-reduce as they issue it.
 
-A fit is ``t = latency_s + factor · bytes / bus_bw`` (:class:`~simcast.core.specs.CollectiveFit`,
+A fit is ``t = latency_s + factor · bytes / bus_bw`` (:class:`~simcast.core.device.CollectiveFit`,
 ``factor = 2(n-1)/n`` for all-reduce, ``(n-1)/n`` for all-gather). Several fits of one
 collective and group size with ``max_bytes`` form a piecewise-linear curve, each up to its
 ``max_bytes``:
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from simcast.core.specs import CollectiveFit
+from simcast.core.device import CollectiveFit
 
 
 def factor(kind: str, n: int) -> float:

@@ -4,7 +4,7 @@ Bandwidths are per-GPU unidirectional link bandwidths (the link table's
 ``bw_bytes_per_s``) scaled by the link's achievable efficiency.
 
 A :class:`~simcast.core.layout.Path` carries its bottleneck link's calibrated collective fits
-(:class:`~simcast.core.specs.CollectiveFit`, per collective and group size); then a
+(:class:`~simcast.core.device.CollectiveFit`, per collective and group size); then a
 collective costs ``α + factor · bytes / β`` with the fit of the nearest
 measured group size, instead of the generic per-step formula.
 
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import math
 
+from simcast.core.device import CollectiveFit
 from simcast.core.layout import Path
-from simcast.core.specs import CollectiveFit
 from simcast.cost.collectives import factor, fitted_s, regime_for, regimes
 
 

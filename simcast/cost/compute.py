@@ -15,9 +15,9 @@ cached trace is costed without importing torch.
 
 from __future__ import annotations
 
+from simcast.core.device import DeviceSpec
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import GEMM_DTYPES
-from simcast.core.specs import DeviceSpec
 from simcast.cost import engine_cost
 from simcast.cost.curves import saturation
 from simcast.cost.formulas import OP_FORMULAS

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
-from simcast.core.specs import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost import collectives, moe_kernels
 from simcast.cost.curves import smooth_max

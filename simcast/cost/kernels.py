@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from simcast.core.device import DeviceSpec, LinkTable
 from simcast.core.errors import require
 from simcast.core.layout import Path, group_path, path_between
+from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import sharded_dims
-from simcast.core.specs import Batch, DeviceSpec, LinkTable, ModelSpec
+from simcast.core.specs import Batch
 from simcast.cost import comm, engine_cost
 from simcast.cost.compute import op_cost
 from simcast.cost.op_work import CostContext

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcast.core.device import DeviceSpec
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.layout import Path
-from simcast.core.specs import Batch, DeviceSpec
+from simcast.core.specs import Batch
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 

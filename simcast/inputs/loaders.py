@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from simcast.core.device import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import (
@@ -28,8 +29,8 @@ from simcast.core.kernel_fits import (
     MoeFit,
     PrefillAttentionFit,
 )
+from simcast.core.model_spec import ModelSpec
 from simcast.core.quant import QuantSpec
-from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable, ModelSpec
 from simcast.inputs.aliases import model_alias, models_dir
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml, package_data_dir
 from simcast.inputs.limits import (

@@ -2,7 +2,7 @@
 
 The ``quantization_config`` block is read by :mod:`simcast.inputs.quant_config`.
 
-:func:`architecture_fields` returns the extra :class:`~simcast.core.specs.ModelSpec`
+:func:`architecture_fields` returns the extra :class:`~simcast.core.model_spec.ModelSpec`
 keyword arguments of one architecture family; every problem is one
 :class:`~simcast.core.errors.SimcastInputError` line naming the key.
 Key names follow the hub configs of Mixtral (``MixtralForCausalLM``), Qwen3-MoE

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from simcast.serving.requests import BenchResult
+from simcast.serving.bench_result import BenchResult
 
 PERCENTILES = (50, 90, 99)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simcast.serving.requests import BenchResult
+from simcast.serving.bench_result import BenchResult
 
 MIN_SHARE = 0.2  # of the run's duration
 MIN_COMPLETIONS = 20

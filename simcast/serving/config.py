@@ -13,11 +13,14 @@ from functools import cached_property
 from typing import Any
 
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
+from simcast.core.device import DeviceSpec
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
+from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
-from simcast.core.specs import GIB, DeviceSpec, ModelSpec, ParallelSpec
-from simcast.serving.engines import ENGINE_CHOICES, MEMORY_FLAGS, RECORDS, USAGE, EnginePolicy, engine_policy
+from simcast.core.specs import GIB, ParallelSpec
+from simcast.serving.engine_records import ENGINE_CHOICES, RECORDS, USAGE
+from simcast.serving.engines import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.serving.speculative import SpeculativeSpec, require_supported
 
 SERVING_MODES = ("agg", "disagg", "both")

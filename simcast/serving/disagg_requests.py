@@ -37,11 +37,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simcast.serving.bench_result import BenchResult, RequestResult
 from simcast.serving.disagg import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
 from simcast.serving.kv_transfer import kv_transfer
 from simcast.serving.model import coster_for, resolve_partition
-from simcast.serving.requests import BenchResult, RequestResult, simulate_requests
+from simcast.serving.requests import simulate_requests
 from simcast.serving.scheduler import RequestSpec
 
 __all__ = ["DisaggBench", "DisaggRequest", "simulate_disagg_requests"]

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from simcast.core.device import DeviceSpec
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.memory import kv_bytes_per_token, layer_weight_bytes
+from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import sharded_dims
-from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec
+from simcast.core.specs import Batch, ParallelSpec
 from simcast.core.weights import layer_weight_bytes_at
 from simcast.cost.compute import OpWork, roofline
 from simcast.serving.speculative import NGRAM_CPU_S_PER_REQUEST, SpeculativeSpec

@@ -3,7 +3,8 @@ engine picks from the GPU it runs on (read by :func:`simcast.serving.engines.eng
 
 from __future__ import annotations
 
-from simcast.core.specs import GIB, DeviceSpec
+from simcast.core.device import DeviceSpec
+from simcast.core.specs import GIB
 
 
 def vllm_limits(device: DeviceSpec, usage: str) -> tuple[int, int]:

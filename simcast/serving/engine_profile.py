@@ -24,12 +24,13 @@ from typing import Any
 
 import yaml
 
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_LATENCY_S, MAX_REQUESTS, MAX_TOKENS
 from simcast.inputs.schema import Int, Num, Str, check
-from simcast.serving.engines import ENGINE_CHOICES, MEMORY_OF, EnginePolicy, engine_policy
+from simcast.serving.engine_records import ENGINE_CHOICES, MEMORY_OF
+from simcast.serving.engines import EnginePolicy, engine_policy
 from simcast.serving.overhead_fit import OverheadFit, RunFit
 
 SCHEMA: dict[str, Any] = {

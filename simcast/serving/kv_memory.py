@@ -41,7 +41,8 @@ from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch
 from simcast.serving.config import ServingConfig
 from simcast.serving.draft import draft_kv_bytes_per_token, draft_weight_bytes
-from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
+from simcast.serving.engine_records import SGLANG_RATIO
+from simcast.serving.engines import EnginePolicy
 
 
 @dataclass(frozen=True, kw_only=True)

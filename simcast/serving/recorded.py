@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from simcast.core.specs import Batch
-from simcast.serving.requests import BenchResult, RequestSpec
+from simcast.serving.bench_result import BenchResult
+from simcast.serving.requests import RequestSpec
 from simcast.serving.step import StepCoster
 
 

@@ -46,7 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simcast.core.errors import require
-from simcast.serving.engines import SGLANG_RATIO, EnginePolicy
+from simcast.serving.engine_records import SGLANG_RATIO
+from simcast.serving.engines import EnginePolicy
 
 
 @dataclass(frozen=True, kw_only=True)

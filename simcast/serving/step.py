@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
+from simcast.core.device import DeviceSpec
+from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
-from simcast.core.specs import Batch, DeviceSpec, ModelSpec, ParallelSpec, SimSpec
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.serving.engines import EnginePolicy
 from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report

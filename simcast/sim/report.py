@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, pp_hop_paths
 from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
+from simcast.core.model_spec import ModelSpec
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.schedule import (
     PipelineRuntimeEstimate,
@@ -18,7 +19,7 @@ from simcast.core.schedule import (
     format_breakdowns,
 )
 from simcast.core.shards import sharded_dims
-from simcast.core.specs import Batch, ModelSpec, SimSpec
+from simcast.core.specs import Batch, SimSpec
 from simcast.cost.comm import all_gather_s, p2p_s
 from simcast.cost.op_work import OpCost
 from simcast.sim.assumptions import assumptions

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
+from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
 from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
 from simcast.core.shards import ShardedDims, sharded_dims
-from simcast.core.specs import Batch, ModelSpec, ParallelSpec, SimSpec
+from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.compute import op_cost
 from simcast.cost.op_work import CostContext, OpCost
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops

@@ -13,15 +13,21 @@ earlier run fitted, stays exactly as it was, label and all. The
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-from simcast.calib.fit import GEMM_PARAMS
-from simcast.core.errors import SimcastInputError
-from simcast.core.specs import DeviceSpec, LinkSpec
-from simcast.inputs.files import loads_yaml
+from simcast.calib.fitting.fit import GEMM_PARAMS
+from simcast.calib.profiles.profile_lines import (
+    CARRIED_NOTE,
+    FIT_NOTE,
+    carried_counts,
+    collective_key,
+    count_fitted,
+    key_line,
+    parameters,
+    profile_comments,
+    walk_profile,
+)
+from simcast.core.device import DeviceSpec, LinkSpec
 
-FIT_NOTE = "fit by simcast calibrate"
-CARRIED_NOTE = "carried over from"
 LINKS = ("intra_node", "inter_node")
 # Efficiency fields a profile file holds; the optional ones are unset at 0 (curves, vector_memory) or None.
 EFF_FIELDS = (
@@ -31,82 +37,6 @@ EFF_FIELDS = (
 )
 _OPTIONAL = set(GEMM_PARAMS[1:4]) | {"vector_memory", "vector_launch_overhead_s"}
 _CALIBRATION_HEAD = "calibration:                         # provenance of the fitted numbers (simcast calibrate)"
-
-
-# ------------------------------------------------------------------ reading a profile's lines
-def key_line(line: str) -> tuple[int, str, str, str] | None:
-    """(indent, key, value text, comment) of a ``key: value  # comment`` line; None for other lines."""
-    body = line.split("#", 1)[0]
-    if ":" not in body or body.strip().startswith("-"):
-        return None
-    indent = len(line) - len(line.lstrip())
-    key, _, value = body.strip().partition(":")
-    return indent, key.strip(), value.strip(), line.split("#", 1)[1] if "#" in line else ""
-
-
-def collective_key(link_path: str, kind: object, gpus: object, algorithm: object = "") -> str:
-    """Path of one collective fit: ``links.<link>.<kind>.<gpus>``, plus ``.<algorithm>`` for a regime of a
-    piecewise curve (several fits of one kind and group size, e.g. ``nccl_small`` and ``nccl_large``)."""
-    return f"{link_path}.{kind}.{gpus}" + (f".{algorithm}" if algorithm else "")
-
-
-def _walk(text: str) -> Iterator[tuple[str, str, str]]:
-    """``(path, value text, comment)`` of every key line and collective item of a profile.
-
-    Paths are dotted (``efficiency.matmul``, ``links.intra_node.latency_s``);
-    a collective item is ``links.<link>.<kind>.<gpus>[.<algorithm>]`` (:func:`collective_key`) with its
-    whole flow mapping as value.
-    """
-    stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        stripped = line.split("#", 1)[0].strip()
-        if not stripped:
-            continue
-        indent = len(line) - len(line.lstrip())
-        comment = line.split("#", 1)[1].strip() if "#" in line else ""
-        if stripped.startswith("- {"):
-            try:  # one line of a profile that already loaded; a flow mapping split over lines is skipped
-                item = loads_yaml(stripped[2:], "device profile")
-            except SimcastInputError:
-                item = None
-            if not isinstance(item, dict):
-                continue
-            link = next((p for _, p in reversed(stack) if p.count(".") == 1 and p.startswith("links.")), None)
-            if link is not None:  # items of other lists (the engines: fits) are not link collectives
-                yield (
-                    collective_key(link, item.get("kind"), item.get("gpus"), item.get("algorithm")),
-                    stripped[2:],
-                    comment,
-                )
-            continue
-        parsed = key_line(line)
-        if parsed is None:
-            continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = ".".join([p for _, p in stack][-1:] + [parsed[1]])
-        yield path, parsed[2], comment
-        if not parsed[2]:
-            stack.append((indent, path))
-
-
-def profile_comments(text: str) -> dict[str, tuple[str, str]]:
-    """``{path: (value text, comment)}`` of a profile's YAML text (see :func:`_walk`)."""
-    return {path: (value, comment) for path, value, comment in _walk(text)}
-
-
-def count_fitted(text: str) -> int:
-    """Values whose line says a fit produced them (``fit by simcast calibrate``); a collective fit counts two."""
-    n = 0
-    for _path, value, comment in _walk(text):
-        if comment.startswith(FIT_NOTE):
-            n += 2 if value.startswith("{") else 1
-    return n
-
-
-def parameters(paths: list[str] | set[str]) -> int:
-    """Numbers behind ``paths``: one per scalar, two (α, β) per collective ``links.<link>.<kind>.<gpus>[.<alg>]``."""
-    return sum(2 if p.startswith("links.") and p.count(".") >= 3 else 1 for p in paths)
 
 
 # ------------------------------------------------------------------ which values a run produced
@@ -129,7 +59,7 @@ def collective_paths(dev: DeviceSpec) -> list[str]:
 
 
 def fitted_paths(errors: dict[str, float]) -> list[str]:
-    """The parameter paths a :func:`simcast.calib.fit.calibrate` run fitted, from its error groups."""
+    """The parameter paths a :func:`simcast.calib.fitting.fit.calibrate` run fitted, from its error groups."""
     out: list[str] = []
     for group in errors:
         if group == "gemm":
@@ -239,7 +169,7 @@ def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], prove
     exactly as the old line had them. ``provenance`` lines become the ``calibration`` block.
     """
     values = {p: v for p, v in scalar_values(dev).items() if p in notes}
-    old_items = {p: (value, comment) for p, value, comment in _walk(text) if value.startswith("{")}
+    old_items = {p: (value, comment) for p, value, comment in walk_profile(text) if value.startswith("{")}
     out: list[str] = []
     stack: list[tuple[int, str]] = []
     seen: set[str] = set()
@@ -355,29 +285,6 @@ def transfer_provenance(
 
 
 # ------------------------------------------------------------------ counts after another run rewrote lines
-def link_fitted_here(text: str, link: str) -> bool:
-    """Whether ``links.<link>`` holds collective fits an earlier run made on this device's own measured CSVs
-    (``fit by simcast calibrate on ...``; a ``--from-db`` fit of the same database may be refreshed)."""
-    return any(
-        path.startswith(f"links.{link}.")
-        and value.startswith("{")
-        and comment.startswith(FIT_NOTE)
-        and not comment.startswith(f"{FIT_NOTE} --from-db")
-        for path, value, comment in _walk(text)
-    )
-
-
-def carried_counts(text: str) -> tuple[int, int]:
-    """(values carried over from another profile, of those fitted there), from the lines' own notes."""
-    carried = fitted = 0
-    for _path, value, comment in _walk(text):
-        if comment.startswith(CARRIED_NOTE):
-            k = 2 if value.startswith("{") else 1
-            carried += k
-            fitted += k if "where fit by simcast calibrate" in comment else 0
-    return carried, fitted
-
-
 def recount_calibration(text: str) -> str:
     """``text`` with its ``calibration:`` counts recomputed from its lines (after a run that replaced some).
 

@@ -1,8 +1,8 @@
-"""Time a :class:`~simcast.calib.bench_plan.Plan` on this machine with torch (the measuring edge).
+"""Time a :class:`~simcast.calib.ondevice.bench_plan.Plan` on this machine with torch (the measuring edge).
 
 This module runs kernels and reads the device's properties; it writes no files (``simcast
 microbench`` in :mod:`simcast.cli.microbench` writes the CSV) and fits nothing (``simcast calibrate``
-does, in :mod:`simcast.calib.fit`). torch is imported inside the functions, so importing this module
+does, in :mod:`simcast.calib.fitting.fit`). torch is imported inside the functions, so importing this module
 stays cheap.
 
 A backend is a small adapter (:class:`Backend`): how to find and count its devices, synchronise,
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from simcast.calib.bench_plan import Case, Timing
+from simcast.calib.ondevice.bench_plan import Case, Timing
 from simcast.core.errors import SimcastInputError, require
 
 BACKENDS = ("cpu", "cuda", "xpu", "npu")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.core.errors import require
 from simcast.core.shards import shard
 from simcast.inputs.files import load_csv, numeric_column

@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from simcast.calib import aic_db
+from simcast.calib.readers import aic_db
 
 
 def held_out(df: pd.DataFrame) -> np.ndarray:
@@ -32,7 +32,7 @@ def held_out(df: pd.DataFrame) -> np.ndarray:
             "head_dim",
             "bytes",
             "gpus",
-            "tokens",  # MoE and all-to-all rows (simcast.calib.from_db_moe)
+            "tokens",  # MoE and all-to-all rows (simcast.calib.fitting.from_db_moe)
             "hidden",
             "inter",
             "topk",

@@ -1,8 +1,8 @@
 """Held-out accuracy of the shipped profiles' engine kernels against the measured database.
 
-The split is the one the profiles were fitted with (:func:`simcast.calib.from_db.held_out`:
+The split is the one the profiles were fitted with (:func:`simcast.calib.fitting.from_db.held_out`:
 a CRC32 of each row's shape; odd = held out). Predictions go through the simulator's own
-per-row path (:func:`simcast.calib.validate.predict_frame`), so a number here is what
+per-row path (:func:`simcast.calib.validation.validate.predict_frame`), so a number here is what
 ``simcast validate`` prints for the same rows. Reserved tables are never read (the reader's
 guard refuses them).
 """
@@ -14,11 +14,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from simcast.calib import aic_db
-from simcast.calib.from_db import SYSTEMS, engine_data, held_out, newest
-from simcast.calib.validate import predict_frame
+from simcast.calib.fitting.from_db import SYSTEMS, engine_data, held_out, newest
+from simcast.calib.readers import aic_db
+from simcast.calib.validation.validate import predict_frame
+from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES
-from simcast.core.specs import DeviceSpec
 
 
 def _summary(pred: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:
@@ -96,7 +96,7 @@ def cross_engine(system: str, dev: DeviceSpec, fit_engine: str, test_engine: str
 
 def cross_device(src: DeviceSpec, dst: DeviceSpec, system: str, engines: tuple[str, ...] = ENGINES) -> pd.DataFrame:
     """Transfer check: ``src``'s engine fits on ``dst``'s peaks, against ``dst``'s tables (all rows)."""
-    from simcast.calib.fit_kernels import transfer_engines
+    from simcast.calib.fitting.fit_kernels import transfer_engines
 
     dev = transfer_engines(src, dataclasses.replace(dst, engines={}), SYSTEMS[system].sm_count)
     out = []

@@ -1,6 +1,6 @@
 """What ``simcast microbench`` measures, and how long that takes: a pure plan, no torch, no I/O.
 
-Every case is one row of the generic measured-kernel CSV (:mod:`simcast.calib.measured_schema`)
+Every case is one row of the generic measured-kernel CSV (:mod:`simcast.calib.readers.measured_schema`)
 without its time. Shapes come from the shipped models' own per-rank layer sizes
 (:func:`simcast.core.shards.sharded_dims`) at the TP sizes engines run, so the fit sees the GEMMs,
 attention heads and hidden widths the simulator later costs:
@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass, field
 
 from simcast.core.errors import SimcastInputError
+from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import sharded_dims
-from simcast.core.specs import ModelSpec
 
 FULL_MODELS = (
     "Qwen/Qwen3-0.6B",

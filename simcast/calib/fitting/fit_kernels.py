@@ -1,8 +1,8 @@
 """Fit an engine's kernel parameters (GEMM, attention, all-reduce) to measured rows.
 
-Rows follow the generic measured schema (:mod:`simcast.calib.validate`). Each
+Rows follow the generic measured schema (:mod:`simcast.calib.validation.validate`). Each
 kind is fitted by Levenberg–Marquardt on ``log(predicted / measured)``
-(:func:`simcast.calib.fit.least_squares`, robust IRLS towards L1 so a few outliers
+(:func:`simcast.calib.fitting.fit.least_squares`, robust IRLS towards L1 so a few outliers
 do not pull the fit), through the same formulas the simulator uses
 (:mod:`simcast.cost.gemm`, :mod:`simcast.cost.attention`,
 :mod:`simcast.cost.collectives`). All parameters are physical and shared by
@@ -18,9 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from simcast.calib.fit import least_squares
+from simcast.calib.fitting.fit import least_squares
+from simcast.core.device import CollectiveFit, DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
-from simcast.core.specs import CollectiveFit, DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.collectives import factor, piecewise_array_s
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s

@@ -143,7 +143,7 @@ def _read_parquet(path: str):
 
 
 # ------------------------------------------------------------------ conversion to the generic schema
-# Every converter returns rows of simcast's generic measured schema (see simcast.calib.validate):
+# Every converter returns rows of simcast's generic measured schema (see simcast.calib.validation.validate):
 # kind, device, engine, dtype, m, n, k, batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus,
 # nodes, time_s, op (the kernel the engine ran), source (system/kind/engine/version/table).
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}

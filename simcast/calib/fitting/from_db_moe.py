@@ -3,7 +3,7 @@ rows, and the fits of :mod:`simcast.cost.moe_kernels` on them.
 
 Every system's MoE tables are read, h100_sxm and h200_sxm included: the reservation covers only
 their ``gemm/vllm/0.24.0``, ``attention/vllm/0.24.0`` and NCCL 2.29.2 folders, which
-:func:`simcast.calib.aic_db.guard` refuses on every read (MoE and DeepEP tables live under ``moe/``
+:func:`simcast.calib.readers.aic_db.guard` refuses on every read (MoE and DeepEP tables live under ``moe/``
 and ``comm/<engine>/``, never there). Table semantics, from the collectors
 (ai-dynamo/aiconfigurator ``collector/vllm/collect_moe.py``, ``collector/deep_collector``):
 
@@ -22,12 +22,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simcast.calib import aic_db
-from simcast.calib import fit_kernels as fk
-from simcast.calib.db_split import errors, held_out, newest, version_key
+from simcast.calib.fitting import fit_kernels as fk
+from simcast.calib.readers import aic_db
+from simcast.calib.readers.db_split import errors, held_out, newest, version_key
 from simcast.core import kernel_fits
+from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.core.specs import DeviceSpec
 from simcast.cost import moe_kernels as mk
 
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}

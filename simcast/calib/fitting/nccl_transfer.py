@@ -1,7 +1,7 @@
 """NCCL's own all-reduce for a system whose NCCL tables are reserved or missing: a transfer, chosen by check.
 
 Systems with a usable NCCL all-reduce table of their own (nccl-tests ``all_reduce_perf`` in the
-database) are fitted on it (:func:`simcast.calib.from_db.nccl_fits`). H100 and H200 have none that
+database) are fitted on it (:func:`simcast.calib.fitting.from_db.nccl_fits`). H100 and H200 have none that
 simcast may read, so their fit comes from another NVSwitch system of the database (the *donor*):
 the donor's piecewise fit (protocol switches as breakpoints) with its latencies kept and its bus
 bandwidths scaled per group size by the ratio of the two systems' large-message (>= 64 MiB)
@@ -20,11 +20,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from simcast.calib import aic_db
-from simcast.calib import fit_kernels as fk
-from simcast.calib.db_split import errors, newest, version_key
+from simcast.calib.fitting import fit_kernels as fk
+from simcast.calib.readers import aic_db
+from simcast.calib.readers.db_split import errors, newest, version_key
+from simcast.core.device import CollectiveFit
 from simcast.core.engines import ENGINES
-from simcast.core.specs import CollectiveFit
 
 NAMES = ("nccl_small", "nccl_medium", "nccl_large")
 NVSWITCH = ("b200_sxm", "b300_sxm", "gb200", "gb300", "a100_sxm")

@@ -1,6 +1,6 @@
 """``simcast calibrate --from-db aiconfigurator``: fit engine kernels and NCCL fits from the database.
 
-For one system and engine: select the tables (:mod:`simcast.calib.aic_db`, which
+For one system and engine: select the tables (:mod:`simcast.calib.readers.aic_db`, which
 refuses the reserved ones), convert them to the generic measured schema, split
 them into a fitting half and a held-out half by a hash of the shape (every
 other shape; the split is stated in provenance and docs), fit on the first
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simcast.calib import aic_db
-from simcast.calib import fit_kernels as fk
-from simcast.calib.db_split import errors, held_out, newest
-from simcast.calib.from_db_moe import fit_moe_engine
+from simcast.calib.fitting import fit_kernels as fk
+from simcast.calib.fitting.from_db_moe import fit_moe_engine
+from simcast.calib.readers import aic_db
+from simcast.calib.readers.db_split import errors, held_out, newest
+from simcast.core.device import CollectiveFit, DeviceSpec
 from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
-from simcast.core.specs import CollectiveFit, DeviceSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,9 +306,9 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
     """NCCL's own all-reduce on ``system``: piecewise fits, held-out errors ({} for a transfer), provenance note.
 
     Fitted on the even half of the system's own NCCL table; without a usable one (h100_sxm, h200_sxm), the
-    transfer of :mod:`simcast.calib.nccl_transfer` (donor chosen by a held-out check on other systems).
+    transfer of :mod:`simcast.calib.fitting.nccl_transfer` (donor chosen by a held-out check on other systems).
     """
-    from simcast.calib import nccl_transfer
+    from simcast.calib.fitting import nccl_transfer
 
     got = nccl_transfer.own_rows(system)
     if got is not None:

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simcast.calib.measured_schema import GENERIC_COLUMNS
+from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.specs import DeviceSpec, ModelSpec
+from simcast.core.model_spec import ModelSpec
 from simcast.core.text import format_number
 from simcast.cost import kernels
 from simcast.inputs.files import load_csv, numeric_column
@@ -319,7 +320,7 @@ def with_generic_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_measured(path: str | Path) -> pd.DataFrame:
     """A measured CSV in the generic schema, or a Vidur profiling file as it is, through the checked loader."""
-    from simcast.calib.vidur import is_vidur_file, read_vidur
+    from simcast.calib.readers.vidur import is_vidur_file, read_vidur
 
     p = Path(path)
     field = f"measured {p.name}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simcast.core.specs import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
+from simcast.core.device import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.cost import kernels
 from simcast.cost.collectives import factor
 from simcast.cost.compute import launch_s, roofline_parts
@@ -125,7 +125,7 @@ def _gemm_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
 
 
 def _elementwise_work(rows: pd.DataFrame, dev: DeviceSpec) -> _Work:
-    from simcast.calib.validate import predict_row
+    from simcast.calib.validation.validate import predict_row
 
     preds = [predict_row(r, dev)[0] for r in rows.to_dict("records")]
     return _Work(
@@ -239,7 +239,7 @@ def fit_links(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[LinkTable, dict[str,
 
 def calibrate(rows: pd.DataFrame, dev: DeviceSpec) -> tuple[DeviceSpec, dict[str, float]]:
     """Fit everything the rows cover; returns the new device and median abs % error per fitted group."""
-    from simcast.calib.validate import with_generic_columns
+    from simcast.calib.validation.validate import with_generic_columns
 
     rows = with_generic_columns(rows)  # a GEMM-only CSV has no nodes/gpus/bytes columns
     eff, e1 = fit_compute(rows, dev)

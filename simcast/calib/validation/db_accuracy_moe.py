@@ -1,9 +1,9 @@
 """Held-out accuracy of the shipped profiles' MoE kernels (routed experts, DeepEP all-to-all).
 
-Shapes: each table's rows split by the fitting CRC32 (:func:`simcast.calib.db_split.held_out`); the
+Shapes: each table's rows split by the fitting CRC32 (:func:`simcast.calib.readers.db_split.held_out`); the
 profiles were fitted on the even half, errors are on the odd half. Systems: one system's fits (B200)
 on another system's own peaks and bandwidth against that system's tables, all rows. Reserved tables
-are never read (:func:`simcast.calib.aic_db.guard`); none of them is a MoE table.
+are never read (:func:`simcast.calib.readers.aic_db.guard`); none of them is a MoE table.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from simcast.calib import from_db_moe as fm
-from simcast.calib.db_split import held_out
-from simcast.core.specs import DeviceSpec
+from simcast.calib.fitting import from_db_moe as fm
+from simcast.calib.readers.db_split import held_out
+from simcast.core.device import DeviceSpec
 from simcast.cost import moe_kernels as mk
 
 

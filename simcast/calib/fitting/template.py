@@ -15,9 +15,9 @@ YAML and rewrites it line by line (:func:`template_text`):
 * the template's ``engines:`` kernel fits (tables measured on the template's hardware) and its
   ``calibration:`` block are dropped: ``--engine`` on the new profile falls back to the generic roofline.
 
-The fit itself (:func:`simcast.calib.fit.calibrate`) then replaces the efficiency and link values the CSV
+The fit itself (:func:`simcast.calib.fitting.fit.calibrate`) then replaces the efficiency and link values the CSV
 covers, labelled ``fit by simcast calibrate on my_gpu.csv (sha256 ...)`` by
-:func:`simcast.calib.profile_yaml.update_profile_yaml`.
+:func:`simcast.calib.profiles.profile_yaml.update_profile_yaml`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from simcast.calib.measured_schema import META_COLUMNS
-from simcast.calib.profile_yaml import CARRIED_NOTE, FIT_NOTE, key_line
+from simcast.calib.profiles.profile_lines import CARRIED_NOTE, FIT_NOTE, key_line
+from simcast.calib.readers.measured_schema import META_COLUMNS
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.core.specs import DeviceSpec
 from simcast.cost import kernels
 
 MEASURED_NOTE = "measured by simcast microbench"
@@ -230,8 +230,8 @@ def error_report(rows: pd.DataFrame, dev: DeviceSpec, fit_dtype: str) -> pd.Data
     median and p90 absolute % error of ``dev``'s prediction against the measured time."""
     import numpy as np
 
-    from simcast.calib.fit import ELEMENTWISE_KINDS
-    from simcast.calib.validate import predict_frame
+    from simcast.calib.fitting.fit import ELEMENTWISE_KINDS
+    from simcast.calib.validation.validate import predict_frame
 
     pred = predict_frame(rows, dev)
     dts = pred["dtype"].fillna("bf16").astype(str)

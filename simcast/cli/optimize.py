@@ -1,0 +1,177 @@
+"""``simcast optimize``: run the layout search its flags ask for and write its outputs (text table, CSV,
+JSON, Pareto plot, launch lines) (edge module)."""
+
+from __future__ import annotations
+
+import argparse
+
+from simcast.api.optimize import optimize_setup, run_search, search_space
+from simcast.cli.args import fabric_choice
+from simcast.cli.disagg import check_disagg_args, cmd_optimize_modes, wanted
+from simcast.cli.engine_args import engine_limit_args
+from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
+from simcast.cli.optimize_args import normalize_trailing_model
+from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
+from simcast.cli.speculative import speculative_kwargs
+from simcast.cli.sweep import check_sweep_args, run_refine
+from simcast.core.engines import EMIT_ENGINES
+from simcast.core.errors import require
+from simcast.render.finite_tables import finite_row, format_finite, workload_label
+
+NULL_ROWS = (
+    "steady_rate_per_s and refined_* are null on rows --refine-top did not refine (it fills each refined layout's "
+    "best row); on a refined row refined_miss_* are null when no probed rate missed the TTFT limit and "
+    "the other refined_* when none met it"
+)
+"""Why a value of ``optimize --json`` is null (strict JSON has no NaN)."""
+
+
+def cmd_optimize(a: argparse.Namespace) -> int:
+    from simcast.render.search_tables import format_search
+    from simcast.serving.search import meets
+
+    came_positional = a.model is not None
+    normalize_trailing_model(a)
+    if not came_positional:  # main() noted a positional alias already
+        note_model_alias(a.model)
+    implied = a.emit if a.emit in EMIT_ENGINES else None  # dynamo is a launcher, not an engine
+    a.runtime = a.runtime or implied or "vllm"  # --emit X implies --engine X unless --engine was given
+    n = a.num_devices
+    space = search_space(
+        num_devices=n,
+        tp_sizes=a.tp_sizes,
+        pp_sizes=a.pp_sizes,
+        ep_sizes=a.ep_sizes,
+        moe_dp_sizes=a.moe_dp_sizes,
+        batch_sizes=a.batch_sizes,
+        ttft_limit_ms=a.ttft_limit,
+        tpot_limit_ms=a.tpot_limit,
+        chunked_prefill_sizes=a.chunked_prefill_sizes,
+    )
+    check_sweep_args(a)
+    check_disagg_args(a)
+    setup = optimize_setup(
+        space=space,
+        model=a.model,
+        device=a.device,
+        input_length=a.input_length,
+        output_length=a.output_length,
+        dataset_name=a.dataset_name,
+        usage=a.usage,
+        explicit_moe_sizes=a.ep_sizes is not None or a.moe_dp_sizes is not None,
+        expert_imbalance=a.expert_imbalance,
+        quantization=a.quantization,
+        kv_cache_dtype=a.kv_cache_dtype,
+        devices_per_node=a.devices_per_node,
+        fabric=fabric_choice(a),
+        partition=a.partition,
+        engine=a.runtime,
+        max_num_batched_tokens=a.max_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        engine_profile=a.engine_profile,
+        prefix_hit_rate=a.prefix_hit_rate,
+        **engine_limit_args(a),
+        **speculative_kwargs(a),
+    )
+    base, space, workload, dist = setup.config, setup.space, setup.workload, setup.lengths
+    model, device = base.model, base.device
+    require(
+        base.speculative is None or not wanted(a),
+        "--serving-mode",
+        getattr(a, "serving_mode", None),
+        "speculative decoding is modelled for aggregated serving only (agg)",
+    )
+    require(
+        not space.chunk_sizes or not wanted(a),
+        "--chunked-prefill-sizes",
+        list(space.chunk_sizes),
+        "searches aggregated layouts only (not with --serving-mode disagg/both or a request rate)",
+    )
+    if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate
+        return cmd_optimize_modes(a, base, space)
+    found = run_search(setup, use_cache=not a.no_cache, workers=a.workers, ray_address=a.ray, progress=None)
+    rows, rejected = list(found.candidates), list(found.rejected)
+    refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
+    finite = []
+    if a.num_prompts:
+        from simcast.serving.finite import finite_run
+
+        finite = [
+            finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=not a.no_cache)
+            for c in rows[: a.top]
+        ]
+    if a.csv or a.json or a.plot:  # pandas only for these (its import is a third of a warm run)
+        from simcast.render.refine_tables import csv_columns
+        from simcast.render.search_tables import points_dataframe
+
+        pts = points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
+    meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
+    if a.csv:
+        table_ = pts.assign(**{k: v for k, v in meta.items() if k not in pts.columns})
+        write_atomic(a.csv, "--csv", lambda tmp: table_.to_csv(tmp, index=False))
+    if a.plot:
+        write_pareto_plot(
+            pts,
+            a.plot,
+            f"{model.name}, {n} x {device.name}, {workload_label(workload)}, engine {a.runtime}",
+            ttft_limit_ms=a.ttft_limit,
+            tpot_limit_ms=a.tpot_limit,
+        )
+    launch = []
+    if a.emit:
+        from simcast.render.launch import launch_lines
+        from simcast.serving.search import model_label
+
+        launch = [
+            (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+            for c in rows[: a.top]
+        ]
+    if a.json:
+        out = {
+            "run": meta,
+            "rows": pts.to_dict(orient="records"),
+            "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
+        }
+        if a.refine_top:
+            out["refined"] = refined
+        if finite:
+            out["finite_runs"] = [finite_row(f) for f in finite]
+        if a.emit:
+            from simcast.render.launch import launch_dict
+
+            out["launch"] = [{"parallel": lab, **launch_dict(ll)} for lab, ll in launch]
+        emit_json(out, null_reason=NULL_ROWS)
+        return EXIT_OK if rows else EXIT_NO_LAYOUT
+    lim = []
+    if a.ttft_limit:
+        lim.append(f"TTFT <= {a.ttft_limit:g} ms")
+    if a.tpot_limit:
+        lim.append(f"TPOT <= {a.tpot_limit:g} ms")
+    header = (
+        f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
+        f"{workload_label(workload)}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+        + (
+            (
+                f" x ep {list(space.ep_sizes)}, MoE experts per replica (MoE-DP = DP)"
+                if space.moe_replicas
+                else f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}"
+            )
+            if model.moe is not None
+            else ""
+        )
+        + (f", limits {', '.join(lim)}" if lim else "")
+        + "; ranked by token/s/device"
+    )
+    assumptions = rows[0].result.assumptions if rows else ()
+    emit(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
+    if refined:
+        from simcast.render.refine_tables import format_refined
+
+        emit("\n" + format_refined(refined, refs))
+    if finite:
+        emit("\n" + format_finite(finite))
+    if a.emit:
+        from simcast.render.launch import format_launch
+
+        emit("\n" + format_launch(launch, a.emit))
+    return EXIT_OK if rows else EXIT_NO_LAYOUT

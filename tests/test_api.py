@@ -24,6 +24,7 @@ def _plain(d: object) -> object:
     return json.loads(json.dumps(d))
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_simulate_step_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     cli = _cli_json(
         [
@@ -54,6 +55,7 @@ def test_simulate_step_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> Non
     assert {"compute_ms", "weights_gib", "kv_cache_gib"} <= set(df.columns)
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_simulate_step_takes_spec_objects(qwen06b, h100) -> None:
     a = simcast.simulate_step(model=qwen06b, device=h100, pp=2, phase="decode", batch_size=8, input_length=512)
     b = simcast.simulate_step(
@@ -102,6 +104,7 @@ def _optimize_case(capsys: pytest.CaptureFixture[str], flags: list[str], **kwarg
     assert ranked == sorted(ranked, reverse=True)
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_optimize_equals_the_cli_small(capsys: pytest.CaptureFixture[str]) -> None:
     _optimize_case(
         capsys,
@@ -189,6 +192,7 @@ def test_optimize_refuses_bad_input() -> None:
     assert "memory fraction" in str(e.value)
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_bench_serve_equals_the_cli(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "r.json"
     flags = [
@@ -266,6 +270,7 @@ def test_simulate_step_speculative_equals_the_cli(capsys: pytest.CaptureFixture[
     assert r.latency_s > plain.latency_s  # 3 query tokens per request in the verify step, not 1
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_optimize_main_features_equal_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     """Chunk search, prefix hit rate, prefix caching off and speculative decoding through both."""
     base = ["--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-devices", "2"]
@@ -343,6 +348,7 @@ def test_optimize_refuses_bad_new_options(kwargs: dict, field: str) -> None:
         ),
     ],
 )
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_bench_serve_main_features_equal_the_cli(tmp_path, capsys, flags: list[str], kwargs: dict) -> None:
     path = tmp_path / "r.json"
     common = ["--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "24", "--request-rate", "8"]

@@ -865,6 +865,7 @@ def _first_tensor(entry, op=None):
         pytest.param(lambda e: _first_tensor(e, "simcast::all_reduce")["args"][1].__setitem__("v", 0), id="group0"),
     ],
 )
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_trace_cache_entry_that_makes_no_sense_is_rebuilt(tmp_path, monkeypatch, cold_trace, edit):
     from simcast.core.specs import Batch, ParallelSpec, SimSpec
     from simcast.inputs.loaders import load_device, load_model

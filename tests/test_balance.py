@@ -36,6 +36,7 @@ def test_balanced_not_slower_than_vllm(name, pp, batch, h100):
     assert bal.plan.layer_counts == counts
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_balanced_moves_layers_off_the_lm_head_stage(h100):
     # decode of a 1B model with a 128k vocab: the last stage's lm_head is worth several layers
     m = load_model("meta-llama/Llama-3.2-1B")

@@ -65,6 +65,7 @@ def h100():
 
 @pytest.mark.parametrize("name,par,kv", CASES, ids=[c[0].split("/")[1] for c in CASES])
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "none"])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_many_batch_path_equals_simulate(name, par, kv, engine, h100):
     cfg = ServingConfig(
         model=load_model(name),

@@ -63,6 +63,7 @@ def test_max_concurrency_sends_when_a_slot_frees(cfg):
     assert sent == pytest.approx([k * engine_e2e for k in (0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2)])
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_invariants_under_overload_with_preemption(cfg):
     reqs = make_requests(num_prompts=300, rate=math.inf, input_len=1024, output_len=128, range_ratio=0.5, seed=2)
     kv = 40 * (cfg.workload.input_length + cfg.workload.output_length)  # a small cache: forces preemption by recompute
@@ -77,6 +78,7 @@ def test_invariants_under_overload_with_preemption(cfg):
     assert min(x.ttft_s for x in r.requests) >= 0.99 * lone.ttft_idle_s  # TTFT >= the prompt's own prefill
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_throughput_never_exceeds_offered_load(cfg):
     reqs = make_requests(num_prompts=400, rate=5.0, input_len=512, output_len=64, seed=3)
     r, _ = run(cfg, reqs)
@@ -172,6 +174,7 @@ def test_plot_series_and_figure(cfg, tmp_path):
     assert all(ax.get_title() and ax.get_legend() for ax in fig.axes)
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_cli_plot(tmp_path):
     out = tmp_path / "bench.png"  # the folder must exist: output paths are checked before the run
     assert (

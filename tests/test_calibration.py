@@ -50,6 +50,7 @@ def test_vidur_reader_maps_files_as_they_are(h70):
 
 
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_held_out_model_within_targets(request, fit, test):
     from simcast.calib.fitting.fit import calibrate
     from simcast.calib.validation.validate import predict_frame
@@ -71,6 +72,7 @@ KNOWN_MISSES = {("h7", "h70", "mlp_down_proj"): (12.0, 30.0)}
 
 
 @pytest.mark.parametrize("fit,test", [("h70", "h7"), ("h7", "h70")])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_held_out_gemms_per_op(request, fit, test):
     from simcast.calib.fitting.fit import calibrate
     from simcast.calib.validation.validate import predict_frame
@@ -88,6 +90,7 @@ def test_held_out_gemms_per_op(request, fit, test):
         assert med <= target[0] and p90 <= target[1], (op, med, p90, target)
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
     import pandas as pd
 
@@ -104,6 +107,7 @@ def test_h100_fit_carries_to_a100_with_its_own_peaks(h70, h7):
 
 
 @pytest.mark.parametrize("device,folder", [("h100_sxm", "h100_dgx"), ("a100_sxm_80gb", "a100_dgx")])
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_shipped_profiles_predict_network(device, folder):
     import pandas as pd
 

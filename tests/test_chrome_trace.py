@@ -171,6 +171,7 @@ def test_auto_detail_falls_back_to_keep_files_small(report, monkeypatch):
         ct.choose_detail(report, "ops")
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_many_microbatches_stay_under_20_mb(qwen06b, h100):
     r = simulate(
         SimSpec(

@@ -62,6 +62,7 @@ def test_vllm_block_fp8_host_floor_only_when_eager():
     assert cap[0] < 30e-6 and eager == (fit.host_floor_s, "latency")
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_deepseek_v3_batch1_decode_engines_agree_on_h200():
     """The same layout's captured decode step differs across engines by no more than their own fitted
     kernels explain (within 30 %), where a host-bound floor once made vLLM's 8x slower."""

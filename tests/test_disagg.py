@@ -117,6 +117,7 @@ def test_prefill_saturation_is_reported_not_hidden():
 
 
 @pytest.mark.parametrize(("isl", "osl"), [(4096, 64), (256, 1024)])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_agg_disagg_ranking_is_explained_by_the_mechanism_line(isl, osl):
     """A small MoE (Qwen3-30B-A3B on 8 x H200): the verdict's g x s is the per-device ratio, and the line
     names the mechanism of the side that wins."""

@@ -75,6 +75,7 @@ def test_one_request_on_an_idle_deployment_by_hand():
     assert 0 < r.tpot_s < 2 * first and r.e2e_s == pytest.approx(r.ttft_s + r.decode_s)
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_ttft_is_its_decomposition_and_agrees_with_the_steady_state():
     base = _cfg(isl=1024, osl=128, batch=64)
     cfg = DisaggConfig(prefill=base, decode=base, request_rate_per_s=8.0)
@@ -109,6 +110,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "simcast", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_serve_config_replays_a_disaggregated_service(tmp_path):
     y = tmp_path / "svc.yaml"
     y.write_text(

@@ -54,6 +54,7 @@ def test_window_is_first_completion_to_last_admission(cfg):
     assert 0 < w.output_tokens_per_s < float("inf")
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_optimize_with_a_dataset_and_a_finite_run(capsys):
     rc = main(
         [

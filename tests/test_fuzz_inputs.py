@@ -348,6 +348,7 @@ def csv_text(draw):
 
 @FAST
 @given(text=csv_text(), raw=st.booleans(), data=st.data())
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_measured_csv_validate(tmp_path_factory, text, raw, data):
     from simcast.calib.validation.validate import error_table, predict_frame, read_measured
 
@@ -379,6 +380,7 @@ def test_loaders_on_raw_bytes(tmp_path_factory, data, kind):
 
 
 # ------------------------------------------------------------------ trace-cache entries
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_trace_cache_entries(qwen06b, tmp_path, monkeypatch):
     from simcast.core.shards import sharded_dims
     from simcast.sim.simulate import stage_key

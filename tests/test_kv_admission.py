@@ -106,6 +106,7 @@ def test_tiny_outputs_do_not_give_a_zero_tpot():
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_steady_state_matches_a_long_closed_loop_bench_serve(engine):
     """Same concurrency, a run long enough that ramp-up and drain are small: throughput within 5%."""
     cfg = replace(_cfg(engine), workload=Workload(input_length=512, output_length=128))

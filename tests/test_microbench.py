@@ -53,6 +53,7 @@ def _lines(text):
 
 
 # ------------------------------------------------------------------ end to end on the CPU
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_quick_microbench_calibrate_and_simulate_on_cpu(tmp_path, capsys):
     csv, prof = tmp_path / "my_gpu.csv", tmp_path / "my_gpu.yaml"
     with time_limit(120):
@@ -267,6 +268,7 @@ def test_unknown_template(tmp_path, capsys):
 
 # ------------------------------------------------------------------ on public measurements (skips without them)
 @pytest.mark.measured
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_onboarding_an_h100_from_vidur_rows(tmp_path, capsys):
     """Vidur's H100 Llama-2-70B GEMMs and adds as the microbench CSV, an A100 template (no H100 number in it):
     the profile predicts the Llama-2-7B H100 GEMMs, which it never saw, about as well as the shipped h100_sxm

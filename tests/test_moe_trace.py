@@ -44,6 +44,7 @@ def _gemm_flops(report, model, t):
         ("deepseek-ai/DeepSeek-V3", 2, 2),
     ],
 )
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_traced_flops_equal_twice_active_params(name, tp, ep):
     """One prefill request of T tokens: Σ GEMM FLOPs per rank x tp = 2·T·(active − lm_head) + 2·1·lm_head
     (lm_head runs on each request's last token only). ep = moe_tp·... splits experts, not FLOPs (uniform routing)."""
@@ -100,6 +101,7 @@ def test_weights_count_all_experts(name, tp, ep):
         assert per_rank == pytest.approx(want, rel=0.01)
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_mla_kv_bytes_per_token_exact():
     """DeepSeek-V3: 512 (kv_lora_rank) + 64 (rope) = 576 elements per token per layer, on every TP rank."""
     ds = load_model("deepseek-ai/DeepSeek-V3")

@@ -50,6 +50,7 @@ needs_db = pytest.mark.skipif(not aic_db.available(), reason="needs the optional
 
 
 @needs_db
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_the_held_out_check_picks_a_donor_within_the_targets():
     """Every donor predicts the other NVSwitch systems' own NCCL tables; the chosen one within 10 % median on each
     and 25 % in the band below 1 MiB (the latency floor the transfer exists for)."""
@@ -63,6 +64,7 @@ def test_the_held_out_check_picks_a_donor_within_the_targets():
 
 @needs_db
 @pytest.mark.parametrize("system", ["h100_sxm", "h200_sxm"])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_shipped_hopper_links_carry_the_transfer(system):
     """The shipped profile's NCCL fit is the transfer the check chooses (re-derived here), and never the reserved
     tables (the reader refuses them)."""

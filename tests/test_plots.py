@@ -109,6 +109,7 @@ def test_pareto(optimizer_table, tmp_path):
     assert labels == {"TP=1 | PP=1 | DP=4", "TP=2 | PP=1 | DP=2", "TP=4 | PP=1 | DP=1"}
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_cli_plot_flag(tmp_path):
     out = tmp_path / "p.png"  # the folder must exist (issue 8: output paths are checked before the work)
     assert (

@@ -91,6 +91,7 @@ def test_hits_cut_ttft_at_long_prompts():
     assert np.median([x.ttft_s for x in on.requests]) < 0.6 * np.median([x.ttft_s for x in off.requests])
 
 
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_unreferenced_prefix_is_evicted_when_the_pool_is_short():
     """A prefix whose last user finished sits in the free queue; in a 20-block pool the unique requests sent
     after it (9 blocks each) reallocate its blocks, so a later request with the same prefix misses; in a

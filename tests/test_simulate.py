@@ -134,6 +134,7 @@ def test_weights_over_stages_times_tp_equal_model_bytes(name, tp, h100):
 
 
 @pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-7B", "Qwen/Qwen3-8B"])
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_traced_flops_match_analytic(name, h100):
     m = load_model(name)
     tp, pp = 2, 2

@@ -60,6 +60,7 @@ def test_receiver_equals_fill_drain_for_identical_microbatches(cs):
 
 @settings(max_examples=200, deadline=None)
 @given(pipelines(t=anyfloat))
+@pytest.mark.slow  # over ~0.6 s on 2 cores: make test runs it, make test-fast does not
 def test_receiver_equals_flow_shop_bitwise_for_any_floats(cs):
     compute, send = cs
     assert schedule_pipeline(compute, send).makespan_s == flow_shop_latency(receiver_stage_times(compute, send))
@@ -104,6 +105,7 @@ def test_overlap_le_receiver_le_blocking(cs, k):
 
 @settings(max_examples=200, deadline=None)
 @given(pipelines(), st.sampled_from(MODES))
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_resources_never_double_booked_and_order_is_causal(cs, mode):
     compute, send = cs
     tl = schedule_pipeline(compute, send, send_recv=mode)

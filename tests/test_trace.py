@@ -92,6 +92,7 @@ def test_memory_cache_returns_same_object_without_compiling(traces, qwen06b):
     assert again is traces["middle"]
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_disk_cache_round_trip_and_corrupt_entry_rebuilt(traces, tmp_path, monkeypatch):
     monkeypatch.setenv("SIMCAST_CACHE_DIR", str(tmp_path))
     key = traces["middle"].key
@@ -113,6 +114,7 @@ def test_disk_cache_round_trip_and_corrupt_entry_rebuilt(traces, tmp_path, monke
     assert tr.get_trace(key).compiled  # tampered shape rejected, rebuilt
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_no_silent_dynamo_cache_hit_across_keys(qwen06b, llama70b):
     # Same module class, new shapes: each key gets its own graph from a fresh backend.
     a = compile_trace(stage_key(qwen06b, sharded_dims(qwen06b, 1), False, False, 3))

@@ -125,6 +125,7 @@ def test_requests_from_lengths_takes_rows_in_order_then_oversamples():
 BENCH = ["bench-serve", "--model", "Qwen/Qwen3-0.6B", "--device", "h100_sxm", "--num-prompts", "50"]
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_bench_serve_sharegpt(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(BENCH + ["--dataset-name", "sharegpt", "--request-rate", "10", "--save-result", str(out)]) == 0
@@ -163,6 +164,7 @@ def test_bench_serve_dataset_path_lengths_only(tmp_path, capsys):
     assert "arrival_s, line 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_workloads_command(capsys):
     assert main(["workloads"]) == 0
     out = capsys.readouterr().out

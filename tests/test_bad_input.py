@@ -956,6 +956,9 @@ def test_one_line_warnings(capsys, monkeypatch):
 @pytest.mark.parametrize("value", ["١٤,١٤", "1_4,14", "１４,１４", "14,+14"])
 def test_partition_takes_ascii_digits_only(tmp_path, capsys, value):
     bad(["simulate", "--model", MODEL, "--device", DEV, "--pp", 2, "--partition", value], capsys, "--partition")
+    # a search refuses it at once (exit 2), not as a rejection of every layout (exit 3)
+    search = ["optimize", "--model", MODEL, "--device", DEV, "--num-devices", 2, "--input-length", 64]
+    bad([*search, "--output-length", 8, "--partition", value], capsys, "--partition")
     svc = service(tmp_path, **{"pp_size: 1": f"pp_size: 2\n  partition: '{value}'"})
     bad(["serve-config", svc], capsys, "partition")
 

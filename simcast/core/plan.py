@@ -107,9 +107,19 @@ def default_partition(engine: str | None) -> str:
     return _ENGINE_PARTITION.get(engine or "", "vllm")
 
 
+_MAX_PARTITION_CHARS = 8 * 1024
+"""Longest explicit partition string read (a count of up to 6 digits and a comma per stage, PP <= 1024)."""
+
+_PARTITION_ALLOWED = (
+    "allowed: uniform, vllm, sglang, trtllm, balanced, or comma-separated layer counts (ASCII digits) like "
+    "4,6,6,4 (also as VLLM_PP_LAYER_PARTITION=4,6,6,4 or SGLANG_PP_LAYER_PARTITION=4,6,6,4)"
+)
+
+
 def canonical_partition(partition: str) -> str:
     """``partition`` as simcast names it: a rule name, or explicit counts ``"8,8,8,8"`` (an engine env-var
-    assignment ``VLLM_PP_LAYER_PARTITION=8,8,8,8``, quotes and spaces accepted)."""
+    assignment ``VLLM_PP_LAYER_PARTITION=8,8,8,8``, quotes and spaces accepted); anything else (other
+    digits than ASCII, ``_``, signs) is a one-line :class:`SimcastInputError`."""
     s = partition.strip()
     name, eq, value = s.partition("=")
     if eq and name.strip() in PARTITION_ENV_VARS:
@@ -117,7 +127,15 @@ def canonical_partition(partition: str) -> str:
     s = s.strip("\"'").strip()
     if s in PARTITION_RULES:
         return s
-    return ",".join(x.strip() for x in s.split(","))
+    # ASCII digits only: int() also reads "1_4" and Arabic-Indic or full-width digits
+    items = s.split(",")
+    require(
+        len(s) <= _MAX_PARTITION_CHARS and all(re.fullmatch(r" *[0-9]{1,6} *", x) for x in items),
+        "--partition",
+        partition,
+        _PARTITION_ALLOWED,
+    )
+    return ",".join(x.strip() for x in items)
 
 
 def _spread(total_layers: int, pp: int, order: list[int]) -> tuple[int, ...]:
@@ -162,15 +180,8 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
             "the plan",
         )
     else:
-        # ASCII digits only: int() also reads "1_4" and Arabic-Indic or full-width digits
-        items = partition.split(",")
-        require(
-            len(partition) <= 8 * pp and all(re.fullmatch(r" *[0-9]{1,6} *", x) for x in items),
-            "--partition",
-            given,
-            "allowed: uniform, vllm, sglang, trtllm, balanced, or comma-separated layer counts (ASCII digits) like "
-            "4,6,6,4 (also as VLLM_PP_LAYER_PARTITION=4,6,6,4 or SGLANG_PP_LAYER_PARTITION=4,6,6,4)",
-        )
+        items = partition.split(",")  # ASCII digit counts: checked by canonical_partition
+        require(len(partition) <= 8 * pp, "--partition", given, f"needs exactly pp_size={pp} layer counts")
         counts = tuple(int(x) for x in items)
         require(len(counts) == pp, "--partition", given, f"needs exactly pp_size={pp} layer counts")
         require(

@@ -82,11 +82,11 @@ def test_ttft_decomposition_and_transfer_by_hand():
     dec = replace(pre, batch_size=16)
     cfg = DisaggConfig(prefill=pre, decode=dec, prefill_replicas=1, decode_replicas=2, request_rate_per_s=3.0)
     r = estimate_disagg(cfg)
-    assert r.ttft_s == pytest.approx(
-        r.front_end_s + r.queue_s + r.prefill.prefill_s + r.transfer.exposed_s + r.admission_s
-    )
-    assert r.queue_s == pytest.approx(md1_wait_s(3.0, r.prefill.prompts_per_s))
-    assert r.admission_s == pytest.approx(step_wait_cycles(dec.policy) * r.tpot_s)
+    assert r.ttft_s == pytest.approx(r.front_end_s + r.queue_s + r.prefill_s + r.transfer.exposed_s + r.admission_s)
+    # 3 prompts/s on a rank that serves a one-prompt step in a few ms: steps of one prompt (M/D/1 at 1 / prefill)
+    assert r.prefill_step_prompts == 1 and r.prefill_s < r.prefill.prefill_s
+    assert r.queue_s == pytest.approx(md1_wait_s(3.0, 1 / r.prefill_s))
+    assert r.admission_s == pytest.approx((step_wait_cycles(dec.policy) + 1) * r.tpot_s)
     assert r.e2e_latency_s == pytest.approx(r.ttft_s + 127 * r.tpot_s)
     # KV of 1024 tokens: 28 layers x 2 (K, V) x 8 heads x 128 x 2 B = 114688 B per token, all on one rank at tp 1
     kv = 1024 * 28 * 2 * 8 * 128 * 2
@@ -98,7 +98,7 @@ def test_ttft_decomposition_and_transfer_by_hand():
     assert r.decode.concurrency <= 16 and 2 * r.decode.requests_per_s >= 3.0
     lay = estimate_disagg(replace(cfg, kv_transfer="per-layer"))
     data = kv / (link.bw_bytes_per_s * link.efficiency)
-    p = lay.prefill.prefill_s
+    p = lay.prefill_s
     assert lay.transfer.exposed_s == pytest.approx(link.latency_s + max(data / 28, data - p * 27 / 28))
     assert lay.transfer.exposed_s < r.transfer.exposed_s
     # tp 2 on the decode side halves what each decode rank receives; the tp 1 sender still sends it all

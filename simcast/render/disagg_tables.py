@@ -30,7 +30,7 @@ def disagg_row(r: DisaggResult) -> dict:
         "request_rate": r.request_rate_per_s,
         "ttft": _ms(r.ttft_s),
         "ttft_queue": _ms(r.queue_s),
-        "ttft_prefill": r.prefill.prefill_s * 1e3,
+        "ttft_prefill": r.prefill_s * 1e3,
         "ttft_transfer": r.transfer.exposed_s * 1e3,
         "ttft_admission": r.admission_s * 1e3,
         "ttft_serving_path": r.front_end_s * 1e3,
@@ -88,7 +88,7 @@ def format_disagg(r: DisaggResult) -> str:
         f"OSL {w.output_length}",
         "",
         f"ttft {r.ttft_s * 1e3:.1f} ms = serving path {r.front_end_s * 1e3:.2f} + prefill queue "
-        f"{r.queue_s * 1e3:.2f} + prefill {r.prefill.prefill_s * 1e3:.2f} + KV transfer "
+        f"{r.queue_s * 1e3:.2f} + prefill {r.prefill_s * 1e3:.2f} + KV transfer "
         f"{r.transfer.exposed_s * 1e3:.2f} + decode admission {r.admission_s * 1e3:.2f} ms",
         f"tpot {r.tpot_s * 1e3:.2f} ms | e2e {r.e2e_latency_s * 1e3:.0f} ms | request rate "
         f"{r.request_rate_per_s:.3g}/s",

@@ -4,16 +4,21 @@ A deployment ``xPyD`` runs ``x`` replicas of a prefill layout and ``y`` replicas
 (each a :class:`~simcast.serving.config.ServingConfig`: its own TP x PP x EP, DP attention, engine and
 device profile). Requests arrive at ``λ`` requests/s and are spread evenly over the DP ranks of each pool.
 
-**Prefill pool** (prompt-only steps). With a queue, a step is full: ``k = min(budget // ISL,
-max_num_seqs)`` whole prompts, or, for a prompt over the budget, its ``n = ceil(ISL / budget)`` chunks
-one per step at their own cached context. With ``M = pp`` microbatches in flight a DP rank serves
-``μ_p = M·k / cycle`` prompts/s (``M / Σ_i cycle_i`` chunked), the cycle from
-:class:`~simcast.serving.step.StepCoster` (stage pipeline + the engine's CPU time). A prompt's own
-prefill time is its step(s) at that load: ``cycle`` (``Σ_i cycle_i`` chunked).
+**Prefill pool** (prompt-only steps). A full step holds ``k_max = min(budget // ISL, max_num_seqs)``
+whole prompts, or, for a prompt over the budget, its ``n = ceil(ISL / budget)`` chunks one per step at
+their own cached context. With ``M = pp`` microbatches in flight a DP rank at steps of ``k`` prompts serves
+``μ(k) = M·k / cycle(k)`` prompts/s (``M / Σ_i cycle_i`` chunked), the cycle from
+:class:`~simcast.serving.step.StepCoster` (stage pipeline + the engine's CPU time); its capacity is
+``μ_p = μ(k_max)``.
 
-**Queue** at the prefill pool: each DP rank an M/D/1 queue (Poisson arrivals, deterministic service
-``1/μ_p``) at utilisation ``ρ = λ_rank / μ_p``; mean wait ``W_q = ρ / (2·μ_p·(1 − ρ))`` (the
-Pollaczek-Khinchine formula with zero service variance); unbounded at ``ρ >= 1``.
+**Queue and step size** at the prefill pool: the engine's scheduler puts what has arrived into the next
+step, so at light load a step carries one prompt and only near saturation are steps full. Modelled as
+each DP rank an M/D/1 queue (Poisson arrivals, deterministic service ``1/μ(k)``) at the step size ``k``
+(1, 2, 4, ... and ``k_max``) whose mean ``W_q(k) + cycle(k)`` is lowest, ``W_q = ρ / (2·μ(k)·(1 − ρ))``,
+``ρ = λ_rank / μ(k)`` (the Pollaczek-Khinchine formula with zero service variance; an approximation of
+the engine's batch-as-they-come scheduling, checked against the request-level simulator of
+:mod:`simcast.serving.disagg_requests`); unbounded when ``λ_rank >= μ_p``. A prompt's own prefill time is
+its step(s) at that size: ``cycle(k)`` (``Σ_i cycle_i`` chunked).
 
 **KV transfer** (:mod:`simcast.serving.kv_transfer`): the prompt's KV, laid out for the decode
 pool's ranks, over the fabric; ``whole`` exposes all of it after the prefill (vLLM's NixlConnector
@@ -26,7 +31,9 @@ of ``B / M`` decodes at the mean context ``ISL + OSL/2``; a rank completes
 At a request rate below its capacity the pool runs at the smallest concurrency that carries it.
 
 **TTFT** = serving path + ``W_q`` + prefill + exposed transfer + decode admission (the wait for the
-decode step in flight, :func:`~simcast.serving.model.step_wait_cycles` steps); E2E = TTFT +
+decode step in flight, :func:`~simcast.serving.model.step_wait_cycles` steps, and the decode step that
+emits the first token: vLLM's decode instance recomputes the last prompt position, and the request-level
+simulator models every engine that way); E2E = TTFT +
 (OSL − 1)·TPOT; tokens/s = ``λ·OSL`` over ``x·W_p + y·W_d`` devices. The **balanced ratio** is the
 ``y / x`` at which the prefill pool's request rate meets the decode pool's.
 """
@@ -102,14 +109,27 @@ class DisaggConfig:
 class PrefillPool:
     """One prefill DP rank at full prompt-only steps (see module docstring)."""
 
-    prompts_per_step: int  # whole prompts per step (1 when chunked)
+    prompts_per_step: int  # whole prompts per full step, k_max (1 when chunked)
     chunks: int  # steps one prompt takes (1 unless ISL > budget)
     chunk_tokens: int
     step_s: float  # mean cycle of one full step
-    prefill_s: float  # one prompt's own steps at that load
-    prompts_per_s: float  # μ_p, per DP rank
-    memory: MemoryFit  # at the prompts of the steps in flight
+    prefill_s: float  # one prompt's own steps at full steps
+    prompts_per_s: float  # μ_p = μ(k_max), per DP rank: the capacity
+    memory: MemoryFit  # at the prompts of the full steps in flight
     ranks: int  # DP ranks per replica
+    step_grid: tuple[tuple[int, float, float], ...] = ()  # (k, μ(k) prompts/s, own prefill s) per step size
+
+    def at_rate(self, rate_per_s: float) -> tuple[int, float, float]:
+        """The step size ``k``, one prompt's own prefill (s) and the mean queueing wait (s) of a DP rank
+        receiving ``rate_per_s`` prompts/s: the ``k`` of :attr:`step_grid` with the lowest mean wait + prefill
+        (module docstring); full steps (inf wait) when even they cannot carry the rate."""
+        grid = self.step_grid or ((self.prompts_per_step, self.prompts_per_s, self.prefill_s),)
+        best = (self.prompts_per_step, self.prefill_s, md1_wait_s(rate_per_s, self.prompts_per_s))
+        for k, mu, own in grid:
+            wait = md1_wait_s(rate_per_s, mu)
+            if wait + own < best[1] + best[2]:
+                best = (k, own, wait)
+        return best
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +151,9 @@ class DisaggResult:
     decode: DecodePool
     transfer: KvTransfer
     request_rate_per_s: float  # λ, all replicas
-    prefill_utilisation: float  # ρ of a prefill DP rank
+    prefill_utilisation: float  # ρ of a prefill DP rank at its operating step size
+    prefill_step_prompts: int  # prompts per prefill step at the operating point (<= prefill.prompts_per_step)
+    prefill_s: float  # one prompt's own prefill at that step size
     front_end_s: float
     queue_s: float  # W_q (inf at ρ >= 1)
     admission_s: float  # wait for the decode step in flight
@@ -163,9 +185,13 @@ def prefill_pool(cfg: ServingConfig, coster: StepCoster | None = None) -> Prefil
     coster = coster or coster_for(cfg)
     isl, m = w.input_length, cfg.microbatches
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
+    grid: tuple[tuple[int, float, float], ...] = ()
     if isl <= budget:
         k = max(1, min(budget // isl, pol.max_num_seqs))
-        cycle = coster.cycle_s(mixed_batch(0, 0, k, isl, 0), m)
+        sizes = sorted({min(k, 2**i) for i in range(k.bit_length() + 1)} | {k})
+        by_k = {j: coster.cycle_s(mixed_batch(0, 0, j, isl, 0), m) for j in sizes}
+        grid = tuple((j, m * j / c, c) for j, c in by_k.items())
+        cycle = by_k[k]
         chunks, chunk, own, per_s = 1, isl, cycle, m * k / cycle
     else:
         k, chunks = 1, math.ceil(isl / budget)
@@ -184,6 +210,7 @@ def prefill_pool(cfg: ServingConfig, coster: StepCoster | None = None) -> Prefil
         prompts_per_s=per_s,
         memory=mem,
         ranks=cfg.parallel.dp,
+        step_grid=grid,
     )
 
 
@@ -242,7 +269,9 @@ def estimate_disagg(
     d_ranks = cfg.decode_replicas * dc.parallel.dp
     rate = cfg.request_rate_per_s
     dec = decode_at_rate(dc, rate / d_ranks, cd, dc.batch_size) if rate > 0 else full
-    tr = kv_transfer(pc, dc, cfg.kv_transfer, pre.prefill_s, together=cfg.num_devices)
+    lam = rate or d_ranks * dec.requests_per_s  # as assemble() takes it
+    own = pre.at_rate(lam / (cfg.prefill_replicas * pre.ranks))[1]
+    tr = kv_transfer(pc, dc, cfg.kv_transfer, own, together=cfg.num_devices)
     note = kernels_note(pc, cp.report(mixed_batch(0, 0, 1, pre.chunk_tokens, 0)))  # type: ignore[arg-type]
     return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (note,))
 
@@ -262,14 +291,14 @@ def assemble(
     p_ranks, d_ranks = x * pre.ranks, y * dec.ranks
     lam = cfg.request_rate_per_s or d_ranks * dec.requests_per_s
     saturated = "decode" if lam > d_ranks * dec.requests_per_s * (1 + 1e-9) else ""
-    rho = lam / (p_ranks * pre.prompts_per_s)
-    queue = md1_wait_s(lam / p_ranks, pre.prompts_per_s)
-    if rho >= 1 and not saturated:
+    k, own, queue = pre.at_rate(lam / p_ranks)
+    rho = lam / (p_ranks * next((mu for j, mu, _ in pre.step_grid if j == k), pre.prompts_per_s))
+    if lam >= p_ranks * pre.prompts_per_s and not saturated:
         saturated = "prefill"
     pol_p, pol_d = pc.policy, dc.policy
     front = pol_p.front_end_time_s(pc.workload.input_length)
-    admit = step_wait_cycles(pol_d) * dec.tpot_s
-    ttft = front + queue + pre.prefill_s + tr.exposed_s + admit
+    admit = (step_wait_cycles(pol_d) + 1) * dec.tpot_s
+    ttft = front + queue + own + tr.exposed_s + admit
     osl = dc.workload.output_length
     served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
     tps = served * osl
@@ -278,18 +307,22 @@ def assemble(
         f"disaggregated {cfg.label}: {x} prefill replica(s) of {pc.parallel.world_size} device(s) ({pc.device.name}, "
         f"engine {pol_p.name}) + {y} decode replica(s) of {dc.parallel.world_size} ({dc.device.name}, engine "
         f"{pol_d.name}) = {cfg.num_devices} devices; requests spread evenly over the DP ranks of each pool",
-        f"prefill pool: prompt-only steps of {pre.prompts_per_step} prompt(s) x {pre.chunk_tokens} tokens "
-        f"({pre.chunks} step(s) per prompt, budget {pol_p.max_num_batched_tokens}), {pc.microbatches} microbatch(es) "
-        f"in flight: {pre.prompts_per_s:.3g} prompts/s per DP rank, utilisation {rho:.3f}",
+        f"prefill pool: prompt-only steps of {k} prompt(s) x {pre.chunk_tokens} tokens at this rate "
+        f"(full steps {pre.prompts_per_step}; {pre.chunks} step(s) per prompt, budget {pol_p.max_num_batched_tokens}), "
+        f"{pc.microbatches} microbatch(es) in flight: capacity {pre.prompts_per_s:.3g} prompts/s per DP rank, "
+        f"utilisation {rho:.3f}",
         "prefill queue: M/D/1 per DP rank, W_q = rho / (2 mu (1 - rho)) (Poisson arrivals, deterministic service "
-        "1/mu at full steps)" + ("; rho >= 1: the queue grows without bound" if rho >= 1 else ""),
+        "1/mu at the step size, of 1, 2, 4, ... and full, with the lowest wait + prefill: approximation of the "
+        "engine batching what has arrived)"
+        + ("; rate >= capacity: the queue grows without bound" if saturated == "prefill" else ""),
         f"decode pool: decode-only steps at {dec.concurrency} running requests per DP rank (memory and max_num_seqs "
         f"allow {dec.max_concurrency}; the whole prompt's KV held from admission), mean context "
         f"{dc.workload.input_length + osl // 2}; {dec.requests_per_s:.3g} requests/s per DP rank = B / ((OSL-1) TPOT)",
         tr.note,
         f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue {queue * 1e3:.2f} ms + prefill "
-        f"{pre.prefill_s * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
-        f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival)",
+        f"{own * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
+        f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival + the step that emits "
+        "the first token)",
         f"balanced ratio: {balanced:.2f} decode replicas per prefill replica (prefill pool's request rate = "
         f"decode pool's at {full.concurrency} requests per DP rank)",
         *notes,
@@ -303,6 +336,8 @@ def assemble(
         transfer=tr,
         request_rate_per_s=lam,
         prefill_utilisation=rho,
+        prefill_step_prompts=k,
+        prefill_s=own,
         front_end_s=front,
         queue_s=queue,
         admission_s=admit,

@@ -118,9 +118,12 @@ def evaluate_pools(base: ServingConfig, space: SearchSpace, use_disk_cache: bool
     return [evaluate_pool(base, par, space, use_disk_cache) for par in pool_layouts(base, space)]
 
 
-def _transfer(p: Pool, d: Pool, mode: str, devices: int) -> KvTransfer:
+def _transfer(p: Pool, d: Pool, mode: str, devices: int, rate_per_rank: float | None = None) -> KvTransfer:
+    """The KV transfer behind a prompt's prefill: at full steps, or at the step size of a prefill DP rank
+    receiving ``rate_per_rank`` prompts/s (what a per-layer stream can hide is that prefill)."""
     assert p.prefill is not None
-    return kv_transfer(p.cfg, d.cfg, mode, p.prefill.prefill_s, together=devices)
+    own = p.prefill.prefill_s if rate_per_rank is None else p.prefill.at_rate(rate_per_rank)[1]
+    return kv_transfer(p.cfg, d.cfg, mode, own, together=devices)
 
 
 def _meets(r: DisaggResult, space: SearchSpace) -> bool:
@@ -148,13 +151,17 @@ def search_disagg(
             if not d.decode:
                 continue
             wd, best, notes = d.cfg.parallel.world_size, None, _note(p)
-            transfers: dict[bool, KvTransfer] = {}
+            transfers: dict[tuple[bool, float], KvTransfer] = {}
             for x in range(1, (n - wd) // wp + 1):
                 for y in range(1, (n - x * wp) // wd + 1):
                     together = x * wp + y * wd
-                    key = together <= d.cfg.device.links.devices_per_node
-                    tr = transfers.setdefault(key, _transfer(p, d, kv_mode, together))
+                    near = together <= d.cfg.device.links.devices_per_node
                     for dec in d.decode:
+                        rate = y * dec.ranks * dec.requests_per_s / (x * p.prefill.ranks)  # per prefill DP rank
+                        own = p.prefill.at_rate(rate)[1]
+                        if (near, own) not in transfers:
+                            transfers[near, own] = _transfer(p, d, kv_mode, together, rate)
+                        tr = transfers[near, own]
                         cfg = DisaggConfig(
                             prefill=p.cfg,
                             decode=replace(d.cfg, batch_size=dec.concurrency),
@@ -251,7 +258,8 @@ def fewest_disagg(
                         kv_transfer=kv_mode,
                         request_rate_per_s=rate_per_s,
                     )
-                    r = assemble(cfg, p.prefill, dec, dec, _transfer(p, d, kv_mode, devices), _note(p))
+                    tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
+                    r = assemble(cfg, p.prefill, dec, dec, tr, _note(p))
                     if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
                         if best is None or (devices, -r.tokens_per_s_per_device) < (
                             best[0],

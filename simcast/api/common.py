@@ -118,7 +118,7 @@ class EngineLimitOptions:
 class ServingEngineOptions(EngineLimitOptions):
     """The serving engine whose scheduler decides each step, and its limits."""
 
-    engine: str = opt("vllm", "the serving engine: vllm, sglang or trtllm")
+    engine: str = opt("vllm", "the serving engine whose scheduler defaults and overheads apply (none: kernels only)")
     max_num_batched_tokens: int | None = opt(None, "token budget per step (None: the engine's default)")
     max_num_seqs: int | None = opt(None, "requests per step at most (None: the engine's default)")
     engine_profile: str | None = opt(

@@ -11,10 +11,7 @@ import subprocess
 import sys
 import time
 
-BASE = [
-    sys.executable,
-    "-m",
-    "simcast",
+ARGS = [
     "bench-serve",
     "--model",
     "meta-llama/Llama-3.1-8B",
@@ -25,6 +22,8 @@ BASE = [
     "--random-output-len",
     "128",
 ]
+"""The run, less --num-prompts (``benchmarks/search_speed.py`` times it with 100,000)."""
+BASE = [sys.executable, "-m", "simcast", *ARGS]
 
 
 def timed(n: int, extra: tuple[str, ...] = ()) -> float:

@@ -29,44 +29,13 @@ import sys
 import tempfile
 import time
 
-ARGS = [
-    "optimize",
-    "--input-length",
-    "2048",
-    "--output-length",
-    "512",
-    "--num-devices",
-    "8",
-    "--tp-sizes",
-    "1",
-    "2",
-    "4",
-    "8",
-    "--pp-sizes",
-    "1",
-    "2",
-    "4",
-    "8",
-    "--device",
-    "h100_sxm",
-    "meta-llama/Llama-3.1-70B",
-]
+from bench_serve_speed import ARGS as BENCH_SERVE_ARGS  # this folder (run as a script)
 
+from simcast.api.search_inputs import DEMO_MODEL, demo_flags
 
+ARGS = ["optimize", *demo_flags(), DEMO_MODEL]  # make demo's search
 REFINE = ["--ttft-limit", "2000", "--refine-top", "3"]
-BENCH_SERVE = [
-    "bench-serve",
-    "--model",
-    "meta-llama/Llama-3.1-8B",
-    "--device",
-    "h100_sxm",
-    "--random-input-len",
-    "1024",
-    "--random-output-len",
-    "128",
-    "--num-prompts",
-    "100000",
-]
+BENCH_SERVE = [*BENCH_SERVE_ARGS, "--num-prompts", "100000"]
 
 AIC_RECORDED_S = 13.3
 """AIConfigurator 0.12.0 ``cli exp``, the same search (agg, tp/pp candidates [1,2,4,8]), measured with this

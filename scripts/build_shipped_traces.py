@@ -1,13 +1,13 @@
 """Write simcast/data/traces/: the stage traces of the shipped models' default searches, compiled ahead of time.
 
-Each shipped model is searched as the demo searches Llama-3.1-70B (``simcast optimize --input-length 2048
---output-length 512 --num-devices 8 --tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm MODEL``) with
-shipped traces off and an empty trace cache, so every stage-local module the search needs is traced with
-``torch.compile`` exactly as a first run traces it; the cache entries it writes are then copied unchanged
-(same JSON, same SHA-256) next to a ``manifest.json`` naming the torch release, the trace format and the
-SHA-256 of the tracer's sources. simcast uses them only while all three match (``simcast.trace.cache.
-shipped_usable``); otherwise it compiles, as without them. tests/test_shipped_traces.py fails when the
-tracer changed since they were built and recompiles a sample to check they are what the tracer writes.
+Each shipped model is searched as the demo searches Llama-3.1-70B (``simcast optimize`` with the flags of
+``simcast.api.search_inputs.DEMO_SEARCH``, ``--workers 1`` and the model) with shipped traces off and an
+empty trace cache, so every stage-local module the search needs is traced with ``torch.compile`` exactly
+as a first run traces it; the cache entries it writes are then copied unchanged (same JSON, same SHA-256)
+next to a ``manifest.json`` naming the torch release, the trace format and the SHA-256 of the tracer's
+sources. simcast uses them only while all three match (``simcast.trace.cache.shipped_usable``); otherwise
+it compiles, as without them. tests/test_shipped_traces.py fails when the tracer changed since they were
+built and recompiles a sample to check they are what the tracer writes.
 
 Run: .venv/bin/python scripts/build_shipped_traces.py [MODEL ...]   (default: every shipped model)
 """
@@ -24,44 +24,22 @@ import tempfile
 import time
 from pathlib import Path
 
-SEARCH = [
-    "optimize",
-    "--input-length",
-    "2048",
-    "--output-length",
-    "512",
-    "--num-devices",
-    "8",
-    "--tp-sizes",
-    "1",
-    "2",
-    "4",
-    "8",
-    "--pp-sizes",
-    "1",
-    "2",
-    "4",
-    "8",
-    "--device",
-    "h100_sxm",
-    "--workers",
-    "1",
-]
-
 
 def main() -> None:
     os.environ["SIMCAST_SHIPPED_TRACES"] = "0"  # trace everything anew
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SIMCAST_CACHE_DIR"] = tmp
+        from simcast.api.search_inputs import demo_flags
         from simcast.cli.main import main as cli_main
         from simcast.inputs.catalog import list_models
         from simcast.trace import cache
 
         models = sys.argv[1:] or [m.name for m in list_models()]
+        search = ["optimize", *demo_flags(), "--workers", "1"]
         for name in models:
             t = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                rc = cli_main([*SEARCH, name])
+                rc = cli_main([*search, name])
             print(f"{name}: exit {rc}, {time.perf_counter() - t:.1f} s", flush=True)
         entries = sorted(cache.cache_dir().glob("*.json"))
         out = cache.SHIPPED_DIR
@@ -76,7 +54,7 @@ def main() -> None:
             "tracer_sha256": cache.tracer_sha256(),
             "entries": len(entries),
             "built_by": "scripts/build_shipped_traces.py",
-            "searches": [" ".join(["simcast", *SEARCH, m]) for m in models],
+            "searches": [" ".join(["simcast", *search, m]) for m in models],
         }
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         size = sum(p.stat().st_size for p in out.iterdir())

@@ -19,6 +19,9 @@ or a spec object)::
   ``max_stage_weights_gib``, ...), ``best()``, ``rejected``, ``candidates`` (the serving results).
 - ``bench_serve`` -> ``BenchResult``: ``metrics`` (``vllm bench serve``'s keys), ``run`` (per request).
 
+Each call's keywords are the fields of its options dataclass (``StepOptions``, ``SearchOptions``,
+``BenchOptions``: default and a one-line doc each, ``help(simcast.simulate_step)`` lists them).
+
 Every result has ``to_dict()`` (the CLI's ``--json``/``--save-result`` form) and ``to_dataframe()``
 (columns named with their units: ``_ms``, ``_s``, ``_gib``, ``tokens_per_s``).
 
@@ -41,7 +44,15 @@ configuration), ``max_batch_for_memory``, ``kv_capacity_tokens``; ``search``, ``
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the one-calls typed for mypy (a misspelt keyword is an error); loaded lazily at run time
+    from simcast.api.bench import BenchOptions as BenchOptions
+    from simcast.api.bench import bench_serve as bench_serve
+    from simcast.api.optimize import optimize as optimize
+    from simcast.api.search_inputs import SearchOptions as SearchOptions
+    from simcast.api.step import StepOptions as StepOptions
+    from simcast.api.step import simulate_step as simulate_step
 
 __version__ = "0.1.0"
 
@@ -54,6 +65,10 @@ _API: dict[str, str] = {
     "SearchRow": "simcast.api.optimize",
     "bench_serve": "simcast.api.bench",
     "BenchResult": "simcast.api.bench",
+    # each one-call's keywords as one object (the call's signature is its fields)
+    "StepOptions": "simcast.api.step",
+    "SearchOptions": "simcast.api.search_inputs",
+    "BenchOptions": "simcast.api.bench",
     # core: specs and errors
     "SimSpec": "simcast.core.specs",
     "ParallelSpec": "simcast.core.specs",

@@ -141,38 +141,10 @@ def test_optimize_equals_the_cli_small(capsys: pytest.CaptureFixture[str]) -> No
 
 @pytest.mark.slow
 def test_optimize_equals_the_cli_on_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    """The Makefile's ``make demo`` search."""
-    _optimize_case(
-        capsys,
-        [
-            "--input-length",
-            "2048",
-            "--output-length",
-            "512",
-            "--num-devices",
-            "8",
-            "--tp-sizes",
-            "1",
-            "2",
-            "4",
-            "8",
-            "--pp-sizes",
-            "1",
-            "2",
-            "4",
-            "8",
-            "--device",
-            "h100_sxm",
-            "meta-llama/Llama-3.1-70B",
-        ],
-        model="meta-llama/Llama-3.1-70B",
-        device="h100_sxm",
-        num_devices=8,
-        input_length=2048,
-        output_length=512,
-        tp_sizes=[1, 2, 4, 8],
-        pp_sizes=[1, 2, 4, 8],
-    )
+    """The Makefile's ``make demo`` search (``DEMO_SEARCH``: its flags, then its keywords)."""
+    from simcast.api.search_inputs import DEMO_MODEL, DEMO_SEARCH, demo_flags
+
+    _optimize_case(capsys, [*demo_flags(), DEMO_MODEL], model=DEMO_MODEL, **DEMO_SEARCH)
 
 
 def test_optimize_refuses_bad_input() -> None:

@@ -1,6 +1,7 @@
 """``bench_serve``: a simulated ``vllm bench serve`` run, request by request (arrivals, the engine's
-scheduler, KV blocks), as ``simcast bench-serve`` runs it (the command calls :func:`bench_serve`;
-``tests/test_api.py`` holds the two equal)."""
+scheduler, KV blocks), as ``simcast bench-serve`` runs it (the command calls :func:`run_bench` on the
+:class:`BenchOptions` of its flags, :func:`bench_serve` on its keywords; ``tests/test_api.py`` holds the two
+equal)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.bench_requests import build_requests
+from simcast.api.bench_requests import RequestOptions, build_requests
 from simcast.api.common import (
-    DeviceArg,
-    ModelArg,
+    ServingEngineOptions,
+    TargetOptions,
     check_float,
     check_int,
     engine_limits,
@@ -20,10 +21,10 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
-from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec
+from simcast.api.options import one_call, opt
+from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import require
-from simcast.core.fabrics import FabricChoice
 from simcast.inputs import limits
 
 if TYPE_CHECKING:
@@ -83,52 +84,22 @@ class BenchResult:
         return pd.DataFrame(request_rows(self.run))
 
 
-def bench_serve(
-    *,
-    model: ModelArg,
-    device: DeviceArg,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int = 1,
-    router: Literal["round_robin", "least_loaded"] = "round_robin",
-    num_prompts: int = 1000,
-    request_rate: float = math.inf,
-    burstiness: float = 1.0,
-    input_length: int = 1024,
-    output_length: int = 128,
-    range_ratio: float = 0.0,
-    prefix_length: int = 0,
-    multiturn_turns: int | None = None,
-    dataset_name: str = "random",
-    dataset_path: str | None = None,
-    sharegpt_output_len: int | None = None,
-    max_concurrency: int | None = None,
-    num_warmups: int = 0,
-    seed: int = 0,
-    partition: str | None = None,
-    engine: str = "vllm",
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    engine_profile: str | None = None,
-    gpu_memory_utilization: float | None = None,
-    mem_fraction_static: float | None = None,
-    kv_cache_free_gpu_memory_fraction: float | None = None,
-    max_model_len: int | None = None,
-    prefix_caching: bool | None = None,
-    enable_dynamic_chunking: bool = False,
-    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-    quantization: str | None = None,
-    kv_cache_dtype: str = "auto",
-    fabric: FabricChoice | None = None,
-    use_cache: bool = True,
-) -> BenchResult:
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
+    """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
+    router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
+
+    tp: int = opt(1, "tensor-parallel size of each replica")
+    pp: int = opt(1, "pipeline-parallel size of each replica")
+    dp: int = opt(1, "replicas")
+    router: Literal["round_robin", "least_loaded"] = opt("round_robin", "how requests go to the dp replicas")
+    max_concurrency: int | None = opt(None, "client-side limit on requests in flight (None: none)")
+    num_warmups: int = opt(0, "vllm bench serve's warm-up requests: accepted, not simulated (noted)")
+    enable_dynamic_chunking: bool = opt(False, "SGLang's dynamic chunking of a prompt's chunks (acts at pp > 1)")
+    dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
+
+
+def run_bench(o: BenchOptions) -> BenchResult:
     """``simcast bench-serve``: ``num_prompts`` requests sent at ``request_rate`` per s (gamma gaps of
     shape ``burstiness``; inf: all at t = 0) to ``dp`` replicas of TP x PP behind a ``router``, each
     of ``input_length``/``output_length`` tokens (``range_ratio``: uniform within L(1 +- r)), or drawn
@@ -149,87 +120,64 @@ def bench_serve(
     from simcast.serving.requests import simulate_requests
     from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
 
+    tp, pp, dp, engine, max_concurrency = o.tp, o.pp, o.dp, o.engine, o.max_concurrency
     for flag, v in (("--tp", tp), ("--pp", pp), ("--dp", dp)):
         check_int(flag, v, 1, limits.MAX_DEVICES)
-    require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
-    check_int("--num-prompts", num_prompts, 1, limits.MAX_BENCH_PROMPTS)
-    check_float("--request-rate", request_rate, 1e-6, 1e9, inf_ok=True)
-    check_float("--burstiness", burstiness, 1e-3, 1e3)
-    check_int("--random-input-len", input_length, 1, limits.MAX_TOKENS)
-    check_int("--random-output-len", output_length, 1, limits.MAX_TOKENS)
-    check_float("--random-range-ratio", range_ratio, 0.0, 1.0)
-    check_int("--random-prefix-len", prefix_length, 0, limits.MAX_TOKENS)
-    check_int("--multiturn-turns", multiturn_turns, 1, 1000)
-    check_float("--dynamic-chunking-smooth-factor", dynamic_chunking_smooth_factor, 0.0, 1.0)
+    require(o.router in ("round_robin", "least_loaded"), "--router", o.router, "allowed: round_robin, least_loaded")
+    check_int("--num-prompts", o.num_prompts, 1, limits.MAX_BENCH_PROMPTS)
+    check_float("--request-rate", o.request_rate, 1e-6, 1e9, inf_ok=True)
+    check_float("--burstiness", o.burstiness, 1e-3, 1e3)
+    check_int("--random-input-len", o.input_length, 1, limits.MAX_TOKENS)
+    check_int("--random-output-len", o.output_length, 1, limits.MAX_TOKENS)
+    check_float("--random-range-ratio", o.range_ratio, 0.0, 1.0)
+    check_int("--random-prefix-len", o.prefix_length, 0, limits.MAX_TOKENS)
+    check_int("--multiturn-turns", o.multiturn_turns, 1, 1000)
+    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
     require(
-        isinstance(enable_dynamic_chunking, bool), "--enable-dynamic-chunking", enable_dynamic_chunking, "True or False"
+        isinstance(o.enable_dynamic_chunking, bool),
+        "--enable-dynamic-chunking",
+        o.enable_dynamic_chunking,
+        "True or False",
     )
-    require(range_ratio < 1, "--random-range-ratio", range_ratio, "must be in [0, 1)")
-    check_int("--sharegpt-output-len", sharegpt_output_len, 1, limits.MAX_TOKENS)
+    require(o.range_ratio < 1, "--random-range-ratio", o.range_ratio, "must be in [0, 1)")
+    check_int("--sharegpt-output-len", o.sharegpt_output_len, 1, limits.MAX_TOKENS)
     check_int("--max-concurrency", max_concurrency, 1, limits.MAX_REQUESTS)
-    check_int("--num-warmups", num_warmups, 0, limits.MAX_BENCH_PROMPTS)
-    check_int("--seed", seed, 0, 2**32 - 1)
-    check_int("--max-num-batched-tokens", max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
-    check_int("--max-num-seqs", max_num_seqs, 1, limits.MAX_REQUESTS)
-    mem = engine_limits(
-        gpu_memory_utilization=gpu_memory_utilization,
-        mem_fraction_static=mem_fraction_static,
-        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
-        max_model_len=max_model_len,
-        prefix_caching=prefix_caching,
-    )
-    reqs, source, lengths_note = build_requests(
-        num_prompts=num_prompts,
-        request_rate=request_rate,
-        burstiness=burstiness,
-        seed=seed,
-        dataset_name=dataset_name,
-        dataset_path=dataset_path,
-        sharegpt_output_len=sharegpt_output_len,
-        random_input_len=input_length,
-        random_output_len=output_length,
-        random_range_ratio=range_ratio,
-        random_prefix_len=prefix_length,
-        multiturn_turns=multiturn_turns,
-    )
+    check_int("--num-warmups", o.num_warmups, 0, limits.MAX_BENCH_PROMPTS)
+    check_int("--seed", o.seed, 0, 2**32 - 1)
+    check_int("--max-num-batched-tokens", o.max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
+    check_int("--max-num-seqs", o.max_num_seqs, 1, limits.MAX_REQUESTS)
+    mem = engine_limits(o)
+    reqs, source, lengths_note = build_requests(o)
     if source == "random":
-        isl, osl = prefix_length + input_length, output_length
+        isl, osl = o.prefix_length + o.input_length, o.output_length
     else:  # the memory estimate's request: the mean lengths of the run's requests
         isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
-    m = resolve_model(model, quantization=quantization)
-    dev = resolve_device(device, fabric=fabric)
-    profile = engine_profile_for(engine_profile, engine, dev, tp=tp, pp=pp)
+    m = resolve_model(o.model, quantization=o.quantization)
+    dev = resolve_device(o.device, fabric=o.fabric)
+    profile = engine_profile_for(o.engine_profile, engine, dev, tp=tp, pp=pp)
     cfg = ServingConfig(
         model=m,
         device=dev,
         parallel=ParallelSpec(tp=tp, pp=pp, dp=dp),
-        workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=max_num_batched_tokens or 0),
+        workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=o.max_num_batched_tokens or 0),
         batch_size=1,
-        partition=canonical_partition(partition) if partition else default_partition(engine),
+        partition=canonical_partition(o.partition) if o.partition else default_partition(engine),
         runtime=engine,
-        max_num_seqs=max_num_seqs or 0,
-        kv_cache_dtype=kv_cache_dtype,
+        max_num_seqs=o.max_num_seqs or 0,
+        kv_cache_dtype=o.kv_cache_dtype,
         engine_profile=profile,
-        dynamic_chunking=enable_dynamic_chunking,
-        dynamic_chunking_smooth_factor=dynamic_chunking_smooth_factor,
-        speculative=speculative_spec(
-            m,
-            speculative_config=speculative_config,
-            speculative_algorithm=speculative_algorithm,
-            speculative_num_steps=speculative_num_steps,
-            speculative_eagle_topk=speculative_eagle_topk,
-            speculative_num_draft_tokens=speculative_num_draft_tokens,
-            speculative_draft_model_path=speculative_draft_model_path,
-            spec_acceptance=spec_acceptance,
-        ),
+        dynamic_chunking=o.enable_dynamic_chunking,
+        dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,
+        speculative=speculative_spec(m, o),
         **mem,  # type: ignore[arg-type]
     )
     # the work the run implies, bounded before the simulation (simcast.serving.work)
     budget = cfg.policy.max_num_batched_tokens
-    field, value = ("--dataset-path", dataset_path) if dataset_path else ("--num-prompts", num_prompts)
+    field, value = ("--dataset-path", o.dataset_path) if o.dataset_path else ("--num-prompts", o.num_prompts)
     steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
     require_bench_work(field, value, steps_at_one, 1.0 if max_concurrency == 1 else math.inf, budget)
+    use_cache = o.use_cache
     cfg = resolve_partition(cfg, use_disk_cache=use_cache)
     kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
     mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
@@ -249,13 +197,17 @@ def bench_serve(
         coster_for(cfg, use_cache),
         kv_tokens_per_replica=kv_tokens,
         dp=dp,
-        router=router,
+        router=o.router,
         max_concurrency=max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=use_cache),
     )
     has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     d = bench_metrics(
-        res, request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency, num_prompts=len(reqs)
+        res,
+        request_rate=o.request_rate,
+        burstiness=o.burstiness,
+        max_concurrency=max_concurrency,
+        num_prompts=len(reqs),
     )
     win = steady_window(res)
     d.update(
@@ -289,12 +241,16 @@ def bench_serve(
         )
         + ([lengths_note] if lengths_note else [])
         + (
-            [f"{num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
-            if num_warmups
+            [f"{o.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
+            if o.num_warmups
             else []
         ),
     )
     return BenchResult(metrics=d, run=res, config=cfg, source=source)
+
+
+bench_serve = one_call("bench_serve", BenchOptions, run_bench)
+"""``simcast bench-serve`` as one call: :func:`run_bench` on ``BenchOptions(**keywords)``."""
 
 
 def _chunking_notes(cfg: ServingConfig) -> list[str]:

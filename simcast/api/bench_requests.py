@@ -3,10 +3,12 @@ user's own trace file (``--dataset-path``, read through ``simcast.inputs.files``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simcast.api.options import opt
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_TOKENS
 
@@ -114,27 +116,35 @@ def read_trace(path: str) -> Trace:
     )
 
 
-def build_requests(
-    *,
-    num_prompts: int,
-    request_rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    dataset_name: str = "random",
-    dataset_path: str | None = None,
-    sharegpt_output_len: int | None = None,
-    random_input_len: int = 1024,
-    random_output_len: int = 128,
-    random_range_ratio: float = 0.0,
-    random_prefix_len: int = 0,
-    multiturn_turns: int | None = None,
-) -> tuple[list[RequestSpec], str, str]:
-    """The run's requests from the dataset arguments, a short label of where their lengths came from
+@dataclass(frozen=True, kw_only=True)
+class RequestOptions:
+    """The requests of a ``bench_serve`` run: how many, when they are sent, and their lengths (random, a
+    shipped distribution, or a trace); each keyword is its ``vllm bench serve`` flag."""
+
+    num_prompts: int = opt(1000, "requests sent (--num-prompts)")
+    request_rate: float = opt(math.inf, "requests per s (inf: all at t = 0)")
+    burstiness: float = opt(1.0, "gamma shape of the gaps between sends (1: Poisson)")
+    input_length: int = opt(1024, "random prompts: tokens each (--random-input-len)")
+    output_length: int = opt(128, "random requests: output tokens each (--random-output-len)")
+    range_ratio: float = opt(0.0, "random lengths uniform within L(1 +- r), r in [0, 1) (--random-range-ratio)")
+    prefix_length: int = opt(0, "random prompts: tokens of one prefix every prompt starts with (--random-prefix-len)")
+    multiturn_turns: int | None = opt(None, "dataset_name multiturn: turns per conversation (None: 2)")
+    dataset_name: str = opt("random", "random, multiturn, custom (with dataset_path) or a shipped distribution")
+    dataset_path: str | None = opt(None, "a .jsonl or .csv trace of token counts (optionally send times, prefixes)")
+    sharegpt_output_len: int | None = opt(None, "a dataset's output tokens, each (None: the dataset's own)")
+    seed: int = opt(0, "seed of the random lengths and send times")
+
+
+def build_requests(o: RequestOptions) -> tuple[list[RequestSpec], str, str]:
+    """The run's requests from the options, a short label of where their lengths came from
     (``random`` for the random dataset) and the assumption line that states it ("" for random)."""
     from simcast.inputs.workloads import load_distribution
     from simcast.serving.requests import RequestSpec, make_conversations, make_requests, requests_from_lengths
 
-    name, path, olen = dataset_name, dataset_path, sharegpt_output_len
+    name, path, olen = o.dataset_name, o.dataset_path, o.sharegpt_output_len
+    num_prompts, request_rate, burstiness, seed = o.num_prompts, o.request_rate, o.burstiness, o.seed
+    random_input_len, random_output_len, random_range_ratio = o.input_length, o.output_length, o.range_ratio
+    random_prefix_len, multiturn_turns = o.prefix_length, o.multiturn_turns
     require(
         not random_prefix_len or (name == "random" and not path),
         "--random-prefix-len",

@@ -7,8 +7,10 @@ API gets the same bounds here (:mod:`simcast.inputs.limits`), as one :class:`Sim
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
+from simcast.api.options import opt, required
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
@@ -82,32 +84,62 @@ MEM_FLAGS = (
 """Each engine's memory flag: (engine, CLI flag, keyword of the API)."""
 
 
-def engine_limits(
-    *,
-    gpu_memory_utilization: float | None = None,
-    mem_fraction_static: float | None = None,
-    kv_cache_free_gpu_memory_fraction: float | None = None,
-    max_model_len: int | None = None,
-    prefix_caching: bool | None = None,
-) -> dict[str, float | int | str | bool]:
+@dataclass(frozen=True, kw_only=True)
+class TargetOptions:
+    """What every one-call runs on: the model, the devices, precision and the stage partition."""
+
+    model: ModelArg = field(metadata=required("a shipped model id, a config.json path, or a ModelSpec"))
+    device: DeviceArg = field(metadata=required("a shipped device profile name, a profile YAML path, or a DeviceSpec"))
+    quantization: str | None = opt(
+        None, "none or fp8 (W8A8 linear layers, as vLLM --quantization fp8; None: the config's own)"
+    )
+    kv_cache_dtype: str = opt("auto", "KV cache element type: auto (the model's dtype), bf16 or fp8")
+    fabric: FabricChoice | None = opt(None, "the inter-node fabric (None: the device profile's inter-node link)")
+    partition: str | None = opt(None, 'layers per stage: a rule or counts like "4,6,6,4" (None: the engine\'s)')
+    use_cache: bool = opt(True, "read and write the on-disk trace cache (False: trace anew)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineLimitOptions:
+    """An engine's memory flag (at most one), its context limit and its prefix cache."""
+
+    gpu_memory_utilization: float | None = opt(None, "vLLM's --gpu-memory-utilization, a fraction in (0, 1]")
+    mem_fraction_static: float | None = opt(None, "SGLang's --mem-fraction-static, a fraction in (0, 1]")
+    kv_cache_free_gpu_memory_fraction: float | None = opt(
+        None, "TensorRT-LLM's --kv-cache-free-gpu-memory-fraction, a fraction in (0, 1]"
+    )
+    max_model_len: int | None = opt(
+        None, "longest request the engine accepts, tokens (vLLM --max-model-len; None: not set)"
+    )
+    prefix_caching: bool | None = opt(None, "prefix caching on or off (None: the engine's default)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingEngineOptions(EngineLimitOptions):
+    """The serving engine whose scheduler decides each step, and its limits."""
+
+    engine: str = opt("vllm", "the serving engine whose scheduler defaults and overheads apply (none: kernels only)")
+    max_num_batched_tokens: int | None = opt(None, "token budget per step (None: the engine's default)")
+    max_num_seqs: int | None = opt(None, "requests per step at most (None: the engine's default)")
+    engine_profile: str | None = opt(
+        None, "engine profile YAML (calibrate-serving --out): its overheads and limits replace the defaults"
+    )
+
+
+def engine_limits(o: EngineLimitOptions) -> dict[str, float | int | str | bool]:
     """The ServingConfig fields an engine's memory flag, ``max_model_len`` and ``prefix_caching`` (vLLM
     ``--enable-prefix-caching``/``--no-enable-prefix-caching``, SGLang ``--disable-radix-cache``; None: the
     engine's default) set (none given: {})."""
     from simcast.inputs.limits import MAX_TOKENS
 
-    given = {
-        flag: v
-        for (_, flag, _), v in zip(
-            MEM_FLAGS, (gpu_memory_utilization, mem_fraction_static, kv_cache_free_gpu_memory_fraction)
-        )
-        if v is not None
-    }
+    given = {flag: getattr(o, kw) for _, flag, kw in MEM_FLAGS if getattr(o, kw) is not None}
     require(len(given) <= 1, "/".join(given), len(given), "give at most one engine memory fraction")
     out: dict[str, float | int | str | bool] = {}
     for flag, v in given.items():
         check_float(flag, v, 0.0, 1.0)
         require(v > 0, flag, v, "must be in (0, 1]")
         out.update(mem_fraction=v, mem_flag=flag)
+    max_model_len, prefix_caching = o.max_model_len, o.prefix_caching
     check_int("--max-model-len", max_model_len, 1, MAX_TOKENS)
     if max_model_len:
         out["max_model_len"] = max_model_len

@@ -1,27 +1,18 @@
 """``optimize``: search TP x PP x DP (x EP) layouts and concurrencies for the most token/s per device
 within TTFT/TPOT limits, as ``simcast optimize`` does (the command calls :func:`search_space`,
-:func:`optimize_setup` and :func:`run_search`; ``tests/test_api.py`` holds the two equal)."""
+:func:`optimize_setup` and :func:`run_search` on the :class:`SearchOptions` of its flags, as
+:func:`optimize` does on its keywords; ``tests/test_api.py`` holds the two equal)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from simcast.api.common import (
-    DeviceArg,
-    ModelArg,
-    check_int,
-    engine_limits,
-    engine_profile_for,
-    resolve_device,
-    resolve_model,
-)
-from simcast.api.search_inputs import search_space, search_workload
-from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec
+from simcast.api.common import check_int, engine_limits, engine_profile_for, resolve_device, resolve_model
+from simcast.api.options import one_call
+from simcast.api.search_inputs import SearchOptions, search_space, search_workload
+from simcast.api.speculative import speculative_spec
 from simcast.core.errors import require
-from simcast.core.fabrics import FabricChoice
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.inputs import limits
 
 if TYPE_CHECKING:
@@ -110,65 +101,20 @@ class OptimizeSetup:
     lengths: LengthDistribution | None  # a shipped distribution (dataset_name), else None
 
 
-def optimize_setup(
-    *,
-    space: SearchSpace,
-    model: ModelArg,
-    device: DeviceArg,
-    input_length: int | None = None,
-    output_length: int | None = None,
-    dataset_name: str | None = None,
-    usage: Literal["server", "offline"] = "server",
-    explicit_moe_sizes: bool = False,
-    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
-    quantization: str | None = None,
-    kv_cache_dtype: str = "auto",
-    devices_per_node: int | None = None,
-    fabric: FabricChoice | None = None,
-    partition: str | None = None,
-    engine: str = "vllm",
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    engine_profile: str | None = None,
-    gpu_memory_utilization: float | None = None,
-    mem_fraction_static: float | None = None,
-    kv_cache_free_gpu_memory_fraction: float | None = None,
-    max_model_len: int | None = None,
-    prefix_caching: bool | None = None,
-    prefix_hit_rate: float = 0.0,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-) -> OptimizeSetup:
-    """The base :class:`ServingConfig` of a search over ``space`` (arguments as :func:`optimize`'s;
-    ``explicit_moe_sizes``: ep or moe_dp sizes were given, else an MoE model's TP groups are replicas)."""
+def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
+    """The base :class:`ServingConfig` of a search over ``space`` (:func:`search_space` of ``o``); with no
+    ep or moe_dp sizes given, an MoE model's TP groups are replicas."""
     from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import ParallelSpec
     from simcast.serving.model import ServingConfig
 
-    require(usage in ("server", "offline"), "--usage", usage, "allowed: server, offline")
-    check_int("--max-num-seqs", max_num_seqs, 1, limits.MAX_REQUESTS)
-    check_int("--devices-per-node", devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
-    mem = engine_limits(
-        gpu_memory_utilization=gpu_memory_utilization,
-        mem_fraction_static=mem_fraction_static,
-        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
-        max_model_len=max_model_len,
-        prefix_caching=prefix_caching,
-    )
-    m = resolve_model(model, quantization=quantization)
-    dev = resolve_device(device, devices_per_node=devices_per_node, fabric=fabric)
-    workload, dist = search_workload(
-        input_length=input_length,
-        output_length=output_length,
-        dataset_name=dataset_name,
-        max_num_batched_tokens=max_num_batched_tokens,
-        prefix_hit_rate=prefix_hit_rate,
-    )
+    require(o.usage in ("server", "offline"), "--usage", o.usage, "allowed: server, offline")
+    check_int("--max-num-seqs", o.max_num_seqs, 1, limits.MAX_REQUESTS)
+    check_int("--devices-per-node", o.devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
+    mem = engine_limits(o)
+    m = resolve_model(o.model, quantization=o.quantization)
+    dev = resolve_device(o.device, devices_per_node=o.devices_per_node, fabric=o.fabric)
+    workload, dist = search_workload(o)
     for c in space.chunk_sizes:  # a chunk plan's microbatches are bounded like --microbatches
         n = -(-workload.input_length // c)
         require(
@@ -178,50 +124,40 @@ def optimize_setup(
             f"gives {n} chunks of the {workload.input_length}-token prompt; at most {limits.MAX_MICROBATCHES} "
             "(raise the chunk size)",
         )
-    if m.moe is not None and not explicit_moe_sizes:  # tp_sizes T: T-way replicas, each its own experts
+    if m.moe is not None and o.ep_sizes is None and o.moe_dp_sizes is None:  # tp T: T-way replicas, own experts
         space = replace(space, moe_replicas=True)
     base = ServingConfig(
         model=m,
         device=dev,
         parallel=ParallelSpec(world_size=1),
         workload=workload,
-        usage=usage,
+        usage=o.usage,
         batch_size=1,
-        partition=canonical_partition(partition) if partition else default_partition(engine),
-        runtime=engine,
-        max_num_seqs=max_num_seqs or 0,
-        expert_imbalance=expert_imbalance,
-        kv_cache_dtype=kv_cache_dtype,
-        engine_profile=engine_profile_for(engine_profile, engine, dev),
-        speculative=speculative_spec(
-            m,
-            speculative_config=speculative_config,
-            speculative_algorithm=speculative_algorithm,
-            speculative_num_steps=speculative_num_steps,
-            speculative_eagle_topk=speculative_eagle_topk,
-            speculative_num_draft_tokens=speculative_num_draft_tokens,
-            speculative_draft_model_path=speculative_draft_model_path,
-            spec_acceptance=spec_acceptance,
-        ),
+        partition=canonical_partition(o.partition) if o.partition else default_partition(o.engine),
+        runtime=o.engine,
+        max_num_seqs=o.max_num_seqs or 0,
+        expert_imbalance=o.expert_imbalance,
+        kv_cache_dtype=o.kv_cache_dtype,
+        engine_profile=engine_profile_for(o.engine_profile, o.engine, dev),
+        speculative=speculative_spec(m, o),
         **mem,  # type: ignore[arg-type]
     )
     return OptimizeSetup(config=base, space=space, workload=workload, lengths=dist)
 
 
-def run_search(
-    setup: OptimizeSetup,
-    *,
-    use_cache: bool = True,
-    workers: int | None = 1,
-    ray_address: str | None = None,
-    progress: bool | None = False,
-) -> SearchResult:
-    """Search ``setup``'s space (:func:`simcast.serving.search.search`) and tabulate every point."""
+def run_search(setup: OptimizeSetup, o: SearchOptions) -> SearchResult:
+    """Search ``setup``'s space (:func:`simcast.serving.search.search`, with ``o``'s cache, workers and
+    progress bar) and tabulate every point."""
     from simcast.render.search_tables import point_rows
     from simcast.serving.search import meets, search
 
     cands, rejected = search(
-        setup.config, setup.space, use_disk_cache=use_cache, progress=progress, workers=workers, ray_address=ray_address
+        setup.config,
+        setup.space,
+        use_disk_cache=o.use_cache,
+        progress=o.progress,
+        workers=o.workers,
+        ray_address=o.ray_address,
     )
     keep = [f.name for f in fields(SearchRow)]  # the CSV's columns (speculative runs add two more to the table's)
     rows = tuple(SearchRow(**{k: r[k] for k in keep}) for r in point_rows(cands, lambda r: meets(r, setup.space)))
@@ -230,51 +166,7 @@ def run_search(
     )
 
 
-def optimize(
-    *,
-    model: ModelArg,
-    device: DeviceArg,
-    num_devices: int,
-    input_length: int | None = None,
-    output_length: int | None = None,
-    dataset_name: str | None = None,
-    usage: Literal["server", "offline"] = "server",
-    tp_sizes: Sequence[int] | None = None,
-    pp_sizes: Sequence[int] | None = None,
-    ep_sizes: Sequence[int] | None = None,
-    moe_dp_sizes: Sequence[int] | None = None,
-    batch_sizes: Sequence[int] | None = None,
-    ttft_limit_ms: float | None = None,
-    tpot_limit_ms: float | None = None,
-    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
-    quantization: str | None = None,
-    kv_cache_dtype: str = "auto",
-    devices_per_node: int | None = None,
-    fabric: FabricChoice | None = None,
-    partition: str | None = None,
-    engine: str = "vllm",
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    engine_profile: str | None = None,
-    gpu_memory_utilization: float | None = None,
-    mem_fraction_static: float | None = None,
-    kv_cache_free_gpu_memory_fraction: float | None = None,
-    max_model_len: int | None = None,
-    prefix_caching: bool | None = None,
-    prefix_hit_rate: float = 0.0,
-    chunked_prefill_sizes: Sequence[int] | None = None,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-    use_cache: bool = True,
-    workers: int | None = 1,
-    ray_address: str | None = None,
-    progress: bool | None = False,
-) -> SearchResult:
+def run_optimize(o: SearchOptions) -> SearchResult:
     """``simcast optimize`` (aggregated serving): every legal layout of ``num_devices`` devices from
     ``tp_sizes`` x ``pp_sizes`` (x ``ep_sizes`` x ``moe_dp_sizes`` for MoE models), each swept over
     concurrency (or ``batch_sizes``) with the ``engine``'s scheduler defaults, for requests of
@@ -286,48 +178,8 @@ def optimize(
     is the share of prompt tokens the prefix cache serves (``prefix_caching``: None, the engine's default);
     speculative decoding as :func:`simcast.api.speculative.speculative_spec` takes it.
     """
-    space = search_space(
-        num_devices=num_devices,
-        tp_sizes=tp_sizes,
-        pp_sizes=pp_sizes,
-        ep_sizes=ep_sizes,
-        moe_dp_sizes=moe_dp_sizes,
-        batch_sizes=batch_sizes,
-        ttft_limit_ms=ttft_limit_ms,
-        tpot_limit_ms=tpot_limit_ms,
-        chunked_prefill_sizes=chunked_prefill_sizes,
-    )
-    setup = optimize_setup(
-        space=space,
-        model=model,
-        device=device,
-        input_length=input_length,
-        output_length=output_length,
-        dataset_name=dataset_name,
-        usage=usage,
-        explicit_moe_sizes=ep_sizes is not None or moe_dp_sizes is not None,
-        expert_imbalance=expert_imbalance,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        devices_per_node=devices_per_node,
-        fabric=fabric,
-        partition=partition,
-        engine=engine,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        engine_profile=engine_profile,
-        gpu_memory_utilization=gpu_memory_utilization,
-        mem_fraction_static=mem_fraction_static,
-        kv_cache_free_gpu_memory_fraction=kv_cache_free_gpu_memory_fraction,
-        max_model_len=max_model_len,
-        prefix_caching=prefix_caching,
-        prefix_hit_rate=prefix_hit_rate,
-        speculative_config=speculative_config,
-        speculative_algorithm=speculative_algorithm,
-        speculative_num_steps=speculative_num_steps,
-        speculative_eagle_topk=speculative_eagle_topk,
-        speculative_num_draft_tokens=speculative_num_draft_tokens,
-        speculative_draft_model_path=speculative_draft_model_path,
-        spec_acceptance=spec_acceptance,
-    )
-    return run_search(setup, use_cache=use_cache, workers=workers, ray_address=ray_address, progress=progress)
+    return run_search(optimize_setup(o, search_space(o)), o)
+
+
+optimize = one_call("optimize", SearchOptions, run_optimize)
+"""``simcast optimize`` as one call: :func:`run_optimize` on ``SearchOptions(**keywords)``."""

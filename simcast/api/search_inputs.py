@@ -5,10 +5,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import check_float, check_int
+from simcast.api.common import ServingEngineOptions, TargetOptions, check_float, check_int
+from simcast.api.options import opt, required
+from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.inputs import limits
 
 if TYPE_CHECKING:
@@ -17,18 +21,63 @@ if TYPE_CHECKING:
     from simcast.serving.search import SearchSpace
 
 
-def search_space(
-    *,
-    num_devices: int,
-    tp_sizes: Sequence[int] | None = None,
-    pp_sizes: Sequence[int] | None = None,
-    ep_sizes: Sequence[int] | None = None,
-    moe_dp_sizes: Sequence[int] | None = None,
-    batch_sizes: Sequence[int] | None = None,
-    ttft_limit_ms: float | None = None,
-    tpot_limit_ms: float | None = None,
-    chunked_prefill_sizes: Sequence[int] | None = None,
-) -> SearchSpace:
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions(SpeculativeOptions, ServingEngineOptions, TargetOptions):
+    """The keywords of :func:`simcast.api.optimize.optimize` (``simcast optimize``'s flags of the
+    aggregated search): the devices, the layouts and concurrencies searched, the limits, the requests."""
+
+    num_devices: int = field(metadata=required("devices the layouts are made of"))
+    input_length: int | None = opt(None, "prompt tokens per request (None: with a dataset_name)")
+    output_length: int | None = opt(None, "output tokens per request (None: with a dataset_name)")
+    dataset_name: str | None = opt(None, "a shipped length distribution instead of fixed lengths")
+    usage: Literal["server", "offline"] = opt("server", "the engine as a server or offline (vLLM's defaults differ)")
+    tp_sizes: Sequence[int] | None = opt(None, "TP sizes searched (None: powers of two <= num_devices)")
+    pp_sizes: Sequence[int] | None = opt(None, "PP sizes searched (None: 1; []: powers of two <= num_devices)")
+    ep_sizes: Sequence[int] | None = opt(None, "MoE: EP sizes searched (None: 1; []: powers of two)")
+    moe_dp_sizes: Sequence[int] | None = opt(None, "MoE: expert DP sizes searched (None: 1; []: powers of two)")
+    batch_sizes: Sequence[int] | None = opt(None, "concurrencies per replica tried (None: a binary search up to 4096)")
+    ttft_limit_ms: float | None = opt(None, "time to first token limit, ms (None or 0: none)")
+    tpot_limit_ms: float | None = opt(None, "time per output token limit, ms (None or 0: none)")
+    chunked_prefill_sizes: Sequence[int] | None = opt(
+        None, "prompt chunk sizes searched per layout, tokens (None: the engine's; []: a default set)"
+    )
+    expert_imbalance: float = opt(
+        DEFAULT_EXPERT_IMBALANCE, "MoE: busiest expert rank's load over the uniform-routing expectation"
+    )
+    devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
+    prefix_hit_rate: float = opt(0.0, "share of prompt tokens the prefix cache serves, in [0, 1)")
+    workers: int | None = opt(1, "local worker processes (1: serial; None: chosen from the work)")
+    ray_address: str | None = opt(None, "run the search's tasks on the Ray cluster at this address")
+    progress: bool | None = opt(
+        False, "a progress bar on stderr (None: when stderr is a terminal, on searches of over 4 tasks)"
+    )
+
+
+DEMO_MODEL = "meta-llama/Llama-3.1-70B"
+"""The model of the demo search (``make demo``)."""
+DEMO_SEARCH: dict[str, Any] = {
+    "input_length": 2048,
+    "output_length": 512,
+    "num_devices": 8,
+    "tp_sizes": (1, 2, 4, 8),
+    "pp_sizes": (1, 2, 4, 8),
+    "device": "h100_sxm",
+}
+"""The demo search's :class:`SearchOptions` keywords less the model: Llama-3.1-70B on 8 x H100, ISL 2048 /
+OSL 512, tp x pp in {1, 2, 4, 8}; ``make demo``, ``benchmarks/search_speed.py``,
+``scripts/build_shipped_traces.py`` (each shipped model searched so) and ``tests/test_api.py`` run it
+(:func:`demo_flags`: the same as ``simcast optimize`` flags, each keyword's flag its name with dashes)."""
+
+
+def demo_flags() -> list[str]:
+    """:data:`DEMO_SEARCH` as ``simcast optimize`` flags, in its order (the model not among them)."""
+    out = []
+    for k, v in DEMO_SEARCH.items():
+        out += [f"--{k.replace('_', '-')}", *(str(x) for x in (v if isinstance(v, tuple) else (v,)))]
+    return out
+
+
+def search_space(o: SearchOptions) -> SearchSpace:
     """The checked :class:`SearchSpace`: sizes None -> tp: powers of two <= num_devices, others [1];
     [] -> powers of two <= num_devices. A limit of None (or 0) is no limit. ``chunked_prefill_sizes``:
     prompt chunk sizes searched per layout (None: the engine's own only; []: 2048 4096 8192 16384 and the
@@ -36,8 +85,8 @@ def search_space(
     from simcast.serving.chunk_search import AUTO_CHUNK_SIZES
     from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes
 
-    check_int("--num-devices", num_devices, 1, limits.MAX_DEVICES)
-    bs = tuple(batch_sizes or ())
+    check_int("--num-devices", o.num_devices, 1, limits.MAX_DEVICES)
+    bs = tuple(o.batch_sizes or ())
     require(
         len(bs) <= limits.MAX_BATCH_SIZES,
         "--batch-sizes",
@@ -46,7 +95,7 @@ def search_space(
     )
     for b in bs:
         check_int("--batch-sizes", b, 1, limits.MAX_REQUESTS)
-    chunks = tuple(chunked_prefill_sizes or ())
+    chunks = tuple(o.chunked_prefill_sizes or ())
     require(
         len(chunks) <= limits.MAX_CHUNK_SIZES,
         "--chunked-prefill-sizes",
@@ -55,37 +104,33 @@ def search_space(
     )
     for c in chunks:
         check_int("--chunked-prefill-sizes", c, 1, limits.MAX_BATCHED_TOKENS)
+    ttft_limit_ms, tpot_limit_ms = o.ttft_limit_ms, o.tpot_limit_ms
     for flag, lim in (("--ttft-limit", ttft_limit_ms), ("--tpot-limit", tpot_limit_ms)):
         ok = lim is None or (isinstance(lim, int | float) and 0 <= lim <= limits.MAX_LIMIT_MS)
         require(ok, flag, lim, f"must be a number of milliseconds in [0, {limits.MAX_LIMIT_MS:g}]")
-    n = num_devices
+    n = o.num_devices
     space = SearchSpace(
-        tp_sizes=tuple(resolve_search_sizes(tp_sizes, n, None, "--tp-sizes")),
-        pp_sizes=tuple(resolve_search_sizes(pp_sizes, n, 1, "--pp-sizes")),
+        tp_sizes=tuple(resolve_search_sizes(o.tp_sizes, n, None, "--tp-sizes")),
+        pp_sizes=tuple(resolve_search_sizes(o.pp_sizes, n, 1, "--pp-sizes")),
         num_devices=n,
-        ep_sizes=tuple(resolve_search_sizes(ep_sizes, n, 1, "--ep-sizes")),
-        moe_dp_sizes=tuple(resolve_search_sizes(moe_dp_sizes, n, 1, "--moe-dp-sizes")),
+        ep_sizes=tuple(resolve_search_sizes(o.ep_sizes, n, 1, "--ep-sizes")),
+        moe_dp_sizes=tuple(resolve_search_sizes(o.moe_dp_sizes, n, 1, "--moe-dp-sizes")),
         batch_sizes=bs,
         ttft_limit_s=ttft_limit_ms / 1e3 if ttft_limit_ms else float("inf"),
         tpot_limit_s=tpot_limit_ms / 1e3 if tpot_limit_ms else float("inf"),
-        chunk_sizes=(chunks or AUTO_CHUNK_SIZES) if chunked_prefill_sizes is not None else (),
+        chunk_sizes=(chunks or AUTO_CHUNK_SIZES) if o.chunked_prefill_sizes is not None else (),
     )
     check_space(space)
     return space
 
 
-def search_workload(
-    *,
-    input_length: int | None,
-    output_length: int | None,
-    dataset_name: str | None,
-    max_num_batched_tokens: int | None,
-    prefix_hit_rate: float = 0.0,
-) -> tuple[Workload, LengthDistribution | None]:
+def search_workload(o: SearchOptions) -> tuple[Workload, LengthDistribution | None]:
     """(Workload, LengthDistribution | None) from ``dataset_name`` or the fixed lengths; ``prefix_hit_rate``:
     the share of prompt tokens the prefix cache serves, in [0, 1)."""
     from simcast.serving.model import Workload
 
+    input_length, output_length, dataset_name = o.input_length, o.output_length, o.dataset_name
+    prefix_hit_rate, max_num_batched_tokens = o.prefix_hit_rate, o.max_num_batched_tokens
     check_float("--prefix-hit-rate", prefix_hit_rate, 0.0, 1.0)
     require(
         prefix_hit_rate < 1, "--prefix-hit-rate", prefix_hit_rate, "must be in [0, 1) (one prompt token is computed)"
@@ -120,13 +165,13 @@ def search_workload(
         f"{input_length}/{output_length}",
         f"not with --dataset-name {dataset_name} (its lengths come from the distribution)",
     )
-    p, i, o = dist.support()
+    weights, ins, outs = dist.support()
     return (
         Workload(
             input_length=max(1, round(dist.mean_input_tokens)),
             output_length=max(1, round(dist.mean_output_tokens)),
             max_batched_tokens=budget,
-            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(p, i, o)),
+            length_mix=tuple((float(w), int(x), int(y)) for w, x, y in zip(weights, ins, outs)),
             name=dataset_name,
             prefix_hit_rate=prefix_hit_rate,
         ),

@@ -7,9 +7,11 @@ flags (``simcast/cli/speculative.py``) come here too, so a flag and a keyword gi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simcast.api.common import check_int
+from simcast.api.options import opt
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_SPEC_TOKENS
 from simcast.serving.speculative import SpeculativeSpec
@@ -21,20 +23,35 @@ SpeculativeConfigArg = str | Mapping[str, Any] | SpeculativeSpec
 """vLLM's ``--speculative-config``: its JSON text, the parsed mapping, or a built spec."""
 AcceptanceArg = str | float | Sequence[float]
 """``--spec-acceptance``: one rate (0.7), one per speculative token ((0.8, 0.6, 0.4)) or their text."""
+SGLANG_KEYWORDS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+)
+"""SGLang's ``--speculative-*`` flags as keywords (:class:`SpeculativeOptions` fields)."""
 
 
-def speculative_spec(
-    model: Any,
-    *,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-) -> SpeculativeSpec | None:
-    """The :class:`SpeculativeSpec` the arguments give (None: speculative decoding off); ``model``: the
+@dataclass(frozen=True, kw_only=True)
+class SpeculativeOptions:
+    """Speculative decoding as the one-calls take it (all None: off); each keyword is its CLI flag."""
+
+    speculative_config: SpeculativeConfigArg | None = opt(
+        None, "vLLM's --speculative-config: its JSON text, a mapping, or a SpeculativeSpec"
+    )
+    speculative_algorithm: str | None = opt(None, "SGLang's --speculative-algorithm (EAGLE, EAGLE3, NEXTN, ...)")
+    speculative_num_steps: int | None = opt(None, "SGLang's --speculative-num-steps (draft passes per step)")
+    speculative_eagle_topk: int | None = opt(None, "SGLang's --speculative-eagle-topk (draft branches per step)")
+    speculative_num_draft_tokens: int | None = opt(None, "SGLang's --speculative-num-draft-tokens (tokens verified)")
+    speculative_draft_model_path: str | None = opt(None, "SGLang's --speculative-draft-model-path")
+    spec_acceptance: AcceptanceArg | None = opt(
+        None, "acceptance rate of each draft token: one rate, one per token, or their text (None: published)"
+    )
+
+
+def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | None:
+    """The :class:`SpeculativeSpec` the options give (None: speculative decoding off); ``model``: the
     target (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP)."""
     from simcast.serving.speculative import (
         from_sglang_flags,
@@ -44,19 +61,13 @@ def speculative_spec(
         require_supported,
     )
 
-    check_int("--speculative-num-steps", speculative_num_steps, 1, MAX_SPEC_TOKENS)
-    check_int("--speculative-eagle-topk", speculative_eagle_topk, 1, MAX_SPEC_TOKENS)
-    check_int("--speculative-num-draft-tokens", speculative_num_draft_tokens, 2, MAX_SPEC_TOKENS + 1)
+    check_int("--speculative-num-steps", o.speculative_num_steps, 1, MAX_SPEC_TOKENS)
+    check_int("--speculative-eagle-topk", o.speculative_eagle_topk, 1, MAX_SPEC_TOKENS)
+    check_int("--speculative-num-draft-tokens", o.speculative_num_draft_tokens, 2, MAX_SPEC_TOKENS + 1)
+    spec_acceptance, speculative_algorithm = o.spec_acceptance, o.speculative_algorithm
     rates = parse_acceptance(_acceptance_text(spec_acceptance))
-    sglang = {
-        "speculative_algorithm": speculative_algorithm,
-        "speculative_num_steps": speculative_num_steps,
-        "speculative_eagle_topk": speculative_eagle_topk,
-        "speculative_num_draft_tokens": speculative_num_draft_tokens,
-        "speculative_draft_model_path": speculative_draft_model_path,
-    }
-    given = [f for f, v in sglang.items() if v is not None]
-    vllm = speculative_config
+    given = [f for f in SGLANG_KEYWORDS if getattr(o, f) is not None]
+    vllm = o.speculative_config
     require(
         vllm is None or not given,
         "--speculative-config",
@@ -82,11 +93,11 @@ def speculative_spec(
         )
         spec = from_sglang_flags(
             str(speculative_algorithm),
-            num_steps=speculative_num_steps,
-            topk=speculative_eagle_topk,
-            num_draft_tokens=speculative_num_draft_tokens,
+            num_steps=o.speculative_num_steps,
+            topk=o.speculative_eagle_topk,
+            num_draft_tokens=o.speculative_num_draft_tokens,
             rates=rates,
-            draft_model=speculative_draft_model_path or "",
+            draft_model=o.speculative_draft_model_path or "",
         )
     else:
         require(not rates, "--spec-acceptance", spec_acceptance, "needs a speculative method flag")

@@ -1,7 +1,8 @@
 """``simulate_step``: one forward step of one TP x PP x DP (x EP) layout, as ``simcast simulate`` runs it.
 
-``simcast simulate`` calls :func:`step_spec` and :func:`simulate_step` with its flags, so the command and
-the call give the same :class:`StepReport` (``tests/test_api.py`` holds them equal).
+``simcast simulate`` builds :class:`StepOptions` from its flags and calls :func:`step_spec` and
+:func:`run_step`, which :func:`simulate_step` runs on its keywords, so the command and the call give the
+same :class:`StepReport` (``tests/test_api.py`` holds them equal).
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import DeviceArg, ModelArg, check_float, check_int, resolve_device, resolve_model
-from simcast.api.speculative import AcceptanceArg, SpeculativeConfigArg, speculative_spec, speculative_step
+from simcast.api.common import TargetOptions, check_float, check_int, resolve_device, resolve_model
+from simcast.api.options import one_call, opt
+from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
-from simcast.core.fabrics import FabricChoice
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, SimSpec
 from simcast.inputs import limits
@@ -68,48 +69,44 @@ class StepReport(Report):
         return cls(**{f.name: getattr(r, f.name) for f in fields(Report)}, speculative=speculative)
 
 
-def step_spec(
-    *,
-    model: ModelArg,
-    device: DeviceArg,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int | None = None,
-    num_devices: int | None = None,
-    ep: int = 1,
-    moe_dp: int = 1,
-    dp_attention: bool = False,
-    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
-    batch_size: int = 1,
-    input_length: int = 2048,
-    phase: Literal["prefill", "decode"] = "prefill",
-    context_length: int | None = None,
-    microbatches: int | None = None,
-    chunked_prefill_size: int | None = None,
-    enable_dynamic_chunking: bool = False,
-    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
-    partition: str | None = None,
-    engine: str = "none",
-    dtype: str | None = None,
-    quantization: str | None = None,
-    kv_cache_dtype: str = "auto",
-    devices_per_node: int | None = None,
-    fabric: FabricChoice | None = None,
-    tp_sharded_send: bool = False,
-    residual_send: bool = True,
-    use_cache: bool = True,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-) -> SimSpec:
-    """The :class:`SimSpec` of one step (arguments as :func:`simulate_step`'s), checked."""
+@dataclass(frozen=True, kw_only=True)
+class StepOptions(SpeculativeOptions, TargetOptions):
+    """The keywords of :func:`simulate_step` (``simcast simulate``'s flags): the layout, the batch, the
+    step's phase and how its prompt is split."""
+
+    tp: int = opt(1, "tensor-parallel size")
+    pp: int = opt(1, "pipeline-parallel size (stages)")
+    dp: int | None = opt(None, "data-parallel replicas (None: num_devices // (tp*pp))")
+    num_devices: int | None = opt(None, "world size (None: tp*pp*dp)")
+    ep: int = opt(1, "MoE: expert-parallel size")
+    moe_dp: int = opt(1, "MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp)")
+    dp_attention: bool = opt(False, "MoE: the dp replicas are attention-DP groups feeding one MoE layer")
+    expert_imbalance: float = opt(
+        DEFAULT_EXPERT_IMBALANCE, "MoE: busiest expert rank's load over the uniform-routing expectation"
+    )
+    batch_size: int = opt(1, "requests in the step (--batch)")
+    input_length: int = opt(2048, "prompt tokens per request")
+    phase: Literal["prefill", "decode"] = opt("prefill", "prefill: the prompts; decode: one token each")
+    context_length: int | None = opt(None, "decode: cached tokens per request (None: input_length)")
+    microbatches: int | None = opt(None, "microbatches the batch is split into (None: pp)")
+    chunked_prefill_size: int | None = opt(None, "tokens per chunk of one prompt's chunked pipeline prefill")
+    enable_dynamic_chunking: bool = opt(False, "SGLang's dynamic chunking of one prompt's pipeline prefill")
+    dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
+    engine: str = opt("none", "cost kernels with this engine's fits (none: the generic roofline)")
+    dtype: str | None = opt(None, "bf16, fp16 or fp8: every weight and activation (None: the config's)")
+    devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
+    tp_sharded_send: bool = opt(False, "each TP rank sends 1/tp of the hidden states (vLLM)")
+    residual_send: bool = opt(True, "stages send the residual with the hidden states")
+
+
+def step_spec(o: StepOptions) -> SimSpec:
+    """The :class:`SimSpec` of one step, checked."""
     from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import Batch, ParallelSpec
 
+    tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
+    phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
+    microbatches = o.microbatches
     for name, v in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--num-devices", num_devices), ("--ep", ep)):
         check_int(name, v, 1, limits.MAX_DEVICES)
     check_int("--moe-dp", moe_dp, 1, limits.MAX_DEVICES)
@@ -117,10 +114,10 @@ def step_spec(
     check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
     check_int("--context-length", context_length, 1, limits.MAX_TOKENS)
     check_int("--microbatches", microbatches, 1, limits.MAX_MICROBATCHES)
-    check_int("--chunked-prefill-size", chunked_prefill_size, 1, limits.MAX_TOKENS)
-    check_int("--devices-per-node", devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
-    check_float("--expert-imbalance", expert_imbalance, 1.0, 1000.0)
-    check_float("--dynamic-chunking-smooth-factor", dynamic_chunking_smooth_factor, 0.0, 1.0)
+    check_int("--chunked-prefill-size", o.chunked_prefill_size, 1, limits.MAX_TOKENS)
+    check_int("--devices-per-node", o.devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
+    check_float("--expert-imbalance", o.expert_imbalance, 1.0, 1000.0)
+    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
     require(phase in ("prefill", "decode"), "--phase", phase, "allowed: prefill, decode")
     require(
         dp is None or num_devices is None or num_devices == tp * pp * dp,
@@ -128,8 +125,8 @@ def step_spec(
         num_devices,
         f"must equal tp*pp*dp = {tp * pp * (dp or 1)} when dp is given too",
     )
-    m = resolve_model(model, dtype=dtype, quantization=quantization)
-    dev = resolve_device(device, devices_per_node=devices_per_node, fabric=fabric)
+    m = resolve_model(o.model, dtype=o.dtype, quantization=o.quantization)
+    dev = resolve_device(o.device, devices_per_node=o.devices_per_node, fabric=o.fabric)
     world = num_devices or tp * pp * (dp or 1)
     require(
         tp * pp <= min(world, limits.MAX_DEVICES),
@@ -147,16 +144,7 @@ def step_spec(
         f"must be <= {limits.MAX_STAGE_MICROBATCHES // pp} with --pp {pp} (at most "
         f"{limits.MAX_STAGE_MICROBATCHES} stage x microbatch pairs)",
     )
-    spec_dec = speculative_spec(
-        m,
-        speculative_config=speculative_config,
-        speculative_algorithm=speculative_algorithm,
-        speculative_num_steps=speculative_num_steps,
-        speculative_eagle_topk=speculative_eagle_topk,
-        speculative_num_draft_tokens=speculative_num_draft_tokens,
-        speculative_draft_model_path=speculative_draft_model_path,
-        spec_acceptance=spec_acceptance,
-    )
+    spec_dec = speculative_spec(m, o)
     require(
         spec_dec is None or phase == "decode",
         "--phase",
@@ -178,74 +166,52 @@ def step_spec(
         f"{m.name} has no experts: both must be 1",
     )
     par = ParallelSpec(
-        tp=tp, pp=pp, dp=world // (tp * pp), world_size=world, ep=ep, moe_dp=moe_dp, dp_attention=dp_attention
+        tp=tp, pp=pp, dp=world // (tp * pp), world_size=world, ep=ep, moe_dp=moe_dp, dp_attention=o.dp_attention
     )
-    kern = kernel_engine(engine)
+    kern = kernel_engine(o.engine)
     spec = SimSpec(
         model=m,
         device=dev,
         parallel=par,
         batch=batch,
         num_microbatches=mb,
-        partition=canonical_partition(partition) if partition else default_partition(kern),
-        send_residual=residual_send,
-        tp_sharded_send=tp_sharded_send,
+        partition=canonical_partition(o.partition) if o.partition else default_partition(kern),
+        send_residual=o.residual_send,
+        tp_sharded_send=o.tp_sharded_send,
         engine=kern,
-        expert_imbalance=expert_imbalance,
-        kv_cache_dtype=kv_cache_dtype,
+        expert_imbalance=o.expert_imbalance,
+        kv_cache_dtype=o.kv_cache_dtype,
         decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
     )
-    return _chunked(
-        spec,
-        engine=engine,
-        phase=phase,
-        batch_size=batch_size,
-        input_length=input_length,
-        microbatches=microbatches,
-        chunked_prefill_size=chunked_prefill_size,
-        dynamic=enable_dynamic_chunking,
-        smooth_factor=dynamic_chunking_smooth_factor,
-        use_cache=use_cache,
-    )
+    return _chunked(spec, o)
 
 
-def _chunked(
-    spec: SimSpec,
-    *,
-    engine: str,
-    phase: str,
-    batch_size: int,
-    input_length: int,
-    microbatches: int | None,
-    chunked_prefill_size: int | None,
-    dynamic: bool,
-    smooth_factor: float,
-    use_cache: bool,
-) -> SimSpec:
+def _chunked(spec: SimSpec, o: StepOptions) -> SimSpec:
     """``spec`` with its prompt's chunked pipeline prefill when asked for, or when the engine chunks a
     prompt by default (SGLang, vLLM: chunks of the engine's token budget; TRT-LLM: the whole prompt)."""
     from simcast.core.chunking import RULES
     from simcast.serving.engines import engine_policy
     from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 
-    asked = chunked_prefill_size is not None or dynamic
-    one_prompt = phase == "prefill" and batch_size == 1
+    engine, input_length, dynamic = o.engine, o.input_length, o.enable_dynamic_chunking
+    asked = o.chunked_prefill_size is not None or dynamic
+    one_prompt = o.phase == "prefill" and o.batch_size == 1
     require(
         not asked or one_prompt,
         "--chunked-prefill-size",
-        f"--batch {batch_size} --phase {phase}",
+        f"--batch {o.batch_size} --phase {o.phase}",
         "chunked pipeline prefill needs one prompt (--batch 1 --phase prefill)",
     )
     require(
-        not asked or microbatches is None,
+        not asked or o.microbatches is None,
         "--microbatches",
-        microbatches,
+        o.microbatches,
         "choose --microbatches (equal split) or --chunked-prefill-size/--enable-dynamic-chunking, not both",
     )
     rule = RULES.get(engine)
-    if not one_prompt or microbatches is not None or (not asked and rule is None):
+    if not one_prompt or o.microbatches is not None or (not asked and rule is None):
         return spec  # the split into --microbatches (default pp)
-    size, note = chunked_prefill_size, "--chunked-prefill-size"
+    size, note = o.chunked_prefill_size, "--chunked-prefill-size"
     if size is None:
         require(rule is not None, "--enable-dynamic-chunking", engine, "needs --chunked-prefill-size without --engine")
         assert rule is not None
@@ -266,8 +232,9 @@ def _chunked(
         )
 
     check(-(-input_length // size))
+    smooth_factor = o.dynamic_chunking_smooth_factor
     chunks = plan_chunks(
-        spec, input_length, size, dynamic=dynamic, smooth_factor=smooth_factor, use_disk_cache=use_cache
+        spec, input_length, size, dynamic=dynamic, smooth_factor=smooth_factor, use_disk_cache=o.use_cache
     )
     check(len(chunks))
     if dynamic:
@@ -278,44 +245,7 @@ def _chunked(
     return chunked_prefill_spec(spec, chunks, engine=engine if rule is not None else None, note=note)
 
 
-def simulate_step(
-    *,
-    model: ModelArg,
-    device: DeviceArg,
-    tp: int = 1,
-    pp: int = 1,
-    dp: int | None = None,
-    num_devices: int | None = None,
-    ep: int = 1,
-    moe_dp: int = 1,
-    dp_attention: bool = False,
-    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE,
-    batch_size: int = 1,
-    input_length: int = 2048,
-    phase: Literal["prefill", "decode"] = "prefill",
-    context_length: int | None = None,
-    microbatches: int | None = None,
-    chunked_prefill_size: int | None = None,
-    enable_dynamic_chunking: bool = False,
-    dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR,
-    partition: str | None = None,
-    engine: str = "none",
-    dtype: str | None = None,
-    quantization: str | None = None,
-    kv_cache_dtype: str = "auto",
-    devices_per_node: int | None = None,
-    fabric: FabricChoice | None = None,
-    tp_sharded_send: bool = False,
-    residual_send: bool = True,
-    use_cache: bool = True,
-    speculative_config: SpeculativeConfigArg | None = None,
-    speculative_algorithm: str | None = None,
-    speculative_num_steps: int | None = None,
-    speculative_eagle_topk: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    speculative_draft_model_path: str | None = None,
-    spec_acceptance: AcceptanceArg | None = None,
-) -> StepReport:
+def run_step(o: StepOptions) -> StepReport:
     """Simulate one forward step (``simcast simulate``): ``batch_size`` requests of ``input_length``
     prompt tokens (``phase="prefill"``) or one token each over ``context_length`` cached tokens
     (``"decode"``, default context: ``input_length``), on ``num_devices`` (default ``tp*pp*dp``) devices,
@@ -328,62 +258,21 @@ def simulate_step(
     """
     from simcast.sim.partition import simulate_partitioned
 
-    spec = step_spec(
-        model=model,
-        device=device,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        num_devices=num_devices,
-        ep=ep,
-        moe_dp=moe_dp,
-        dp_attention=dp_attention,
-        expert_imbalance=expert_imbalance,
-        batch_size=batch_size,
-        input_length=input_length,
-        phase=phase,
-        context_length=context_length,
-        microbatches=microbatches,
-        chunked_prefill_size=chunked_prefill_size,
-        enable_dynamic_chunking=enable_dynamic_chunking,
-        dynamic_chunking_smooth_factor=dynamic_chunking_smooth_factor,
-        partition=partition,
-        engine=engine,
-        dtype=dtype,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        devices_per_node=devices_per_node,
-        fabric=fabric,
-        tp_sharded_send=tp_sharded_send,
-        residual_send=residual_send,
-        use_cache=use_cache,
-        speculative_config=speculative_config,
-        speculative_algorithm=speculative_algorithm,
-        speculative_num_steps=speculative_num_steps,
-        speculative_eagle_topk=speculative_eagle_topk,
-        speculative_num_draft_tokens=speculative_num_draft_tokens,
-        speculative_draft_model_path=speculative_draft_model_path,
-        spec_acceptance=spec_acceptance,
-    )
-    report = simulate_partitioned(spec, use_disk_cache=use_cache)
-    spec_dec = speculative_spec(
-        spec.model,
-        speculative_config=speculative_config,
-        speculative_algorithm=speculative_algorithm,
-        speculative_num_steps=speculative_num_steps,
-        speculative_eagle_topk=speculative_eagle_topk,
-        speculative_num_draft_tokens=speculative_num_draft_tokens,
-        speculative_draft_model_path=speculative_draft_model_path,
-        spec_acceptance=spec_acceptance,
-    )
+    spec = step_spec(o)
+    report = simulate_partitioned(spec, use_disk_cache=o.use_cache)
+    spec_dec = speculative_spec(spec.model, o)
     if spec_dec is None:
         return StepReport.of(report)
     report, block = speculative_step(
         report,
         spec_dec,
-        engine=engine,
-        batch_size=batch_size,
-        context_length=context_length or input_length,
-        use_cache=use_cache,
+        engine=o.engine,
+        batch_size=o.batch_size,
+        context_length=o.context_length or o.input_length,
+        use_cache=o.use_cache,
     )
     return StepReport.of(report, speculative=block)
+
+
+simulate_step = one_call("simulate_step", StepOptions, run_step)
+"""``simcast simulate`` as one call: :func:`run_step` on ``StepOptions(**keywords)``."""

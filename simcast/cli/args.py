@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import Any
 
 from simcast.core.errors import bounded_repr
 from simcast.inputs import limits
@@ -154,6 +155,20 @@ def fabric_choice(a: argparse.Namespace):
     from simcast.core.fabrics import FabricChoice
 
     return FabricChoice(fabric=a.fabric, bandwidth_gbps=a.inter_node_bandwidth, latency_us=a.inter_node_latency)
+
+
+def target_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`simcast.api.common.TargetOptions` keywords of parsed flags (every one-call command has
+    them): the model, the device, precision, fabric, partition and ``--no-cache``."""
+    return dict(
+        model=a.model,
+        device=a.device,
+        quantization=a.quantization,
+        kv_cache_dtype=a.kv_cache_dtype,
+        fabric=fabric_choice(a),
+        partition=a.partition,
+        use_cache=not a.no_cache,
+    )
 
 
 def add_partition_arg(p: argparse.ArgumentParser, rules: str) -> None:

@@ -9,7 +9,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from simcast.api.bench import bench_serve
+from simcast.api.bench import BenchOptions, run_bench
 from simcast.cli.args import (
     DEVICES,
     REQUESTS,
@@ -17,11 +17,11 @@ from simcast.cli.args import (
     add_fabric_args,
     add_partition_arg,
     add_precision_args,
-    fabric_choice,
     float_in,
     int_in,
+    target_kwargs,
 )
-from simcast.cli.engine_args import add_engine_args, engine_limit_args
+from simcast.cli.engine_args import add_engine_args, serving_engine_args
 from simcast.cli.outputs import (
     add_output_args,
     check_output_path,
@@ -236,40 +236,32 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.render.bench_tables import format_bench, request_rows
 
     save_to = _checked_result_path(a, datetime.now(timezone.utc))  # before any work
-    out = bench_serve(
-        model=a.model,
-        device=a.device,
-        tp=a.tp,
-        pp=a.pp,
-        dp=a.dp,
-        router=a.router,
-        num_prompts=a.num_prompts,
-        request_rate=a.request_rate,
-        burstiness=a.burstiness,
-        input_length=a.random_input_len,
-        output_length=a.random_output_len,
-        range_ratio=a.random_range_ratio,
-        prefix_length=a.random_prefix_len,
-        multiturn_turns=a.multiturn_turns,
-        dataset_name=a.dataset_name,
-        dataset_path=a.dataset_path,
-        sharegpt_output_len=a.sharegpt_output_len,
-        max_concurrency=a.max_concurrency,
-        num_warmups=a.num_warmups,
-        seed=a.seed,
-        partition=a.partition,
-        engine=a.runtime,
-        max_num_batched_tokens=a.max_batched_tokens,
-        max_num_seqs=a.max_num_seqs,
-        engine_profile=a.engine_profile,
-        quantization=a.quantization,
-        kv_cache_dtype=a.kv_cache_dtype,
-        fabric=fabric_choice(a),
-        enable_dynamic_chunking=a.enable_dynamic_chunking,
-        dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
-        use_cache=not a.no_cache,
-        **engine_limit_args(a),
-        **speculative_kwargs(a),
+    out = run_bench(
+        BenchOptions(
+            tp=a.tp,
+            pp=a.pp,
+            dp=a.dp,
+            router=a.router,
+            num_prompts=a.num_prompts,
+            request_rate=a.request_rate,
+            burstiness=a.burstiness,
+            input_length=a.random_input_len,
+            output_length=a.random_output_len,
+            range_ratio=a.random_range_ratio,
+            prefix_length=a.random_prefix_len,
+            multiturn_turns=a.multiturn_turns,
+            dataset_name=a.dataset_name,
+            dataset_path=a.dataset_path,
+            sharegpt_output_len=a.sharegpt_output_len,
+            max_concurrency=a.max_concurrency,
+            num_warmups=a.num_warmups,
+            seed=a.seed,
+            enable_dynamic_chunking=a.enable_dynamic_chunking,
+            dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
+            **target_kwargs(a),
+            **serving_engine_args(a),
+            **speculative_kwargs(a),
+        )
     )
     d, res, cfg, source = out.to_dict(), out.run, out.config, out.source
     model, dev = cfg.model, cfg.device

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from simcast.api.common import MEM_FLAGS, engine_limits
+from simcast.api.common import MEM_FLAGS, EngineLimitOptions, engine_limits
 from simcast.cli.args import BATCHED_TOKENS, FRACTION, REQUESTS, TOKENS
 from simcast.serving.engine_records import ENGINE_CHOICES
 
@@ -84,11 +84,23 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     """The ServingConfig fields the engine flags of :func:`add_engine_args` set (absent flags: defaults)."""
-    return engine_limits(**engine_limit_args(a))
+    return engine_limits(EngineLimitOptions(**engine_limit_args(a)))
+
+
+def serving_engine_args(a: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`simcast.api.common.ServingEngineOptions` keywords of parsed flags (``a.runtime``: the
+    engine the command resolved)."""
+    return dict(
+        engine=a.runtime,
+        max_num_batched_tokens=a.max_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        engine_profile=a.engine_profile,
+        **engine_limit_args(a),
+    )
 
 
 def engine_limit_args(a: argparse.Namespace) -> dict[str, Any]:
-    """The engine-limit keywords of the API (:func:`simcast.api.common.engine_limits`) from parsed flags."""
+    """The engine-limit keywords of the API (:class:`simcast.api.common.EngineLimitOptions`) from parsed flags."""
     out: dict[str, Any] = {kw: getattr(a, "mem_" + engine, None) for engine, _, kw in MEM_FLAGS}
     out["max_model_len"] = getattr(a, "max_model_len", None)
     out["prefix_caching"] = getattr(a, "prefix_caching", None)

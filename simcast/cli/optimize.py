@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from simcast.api.optimize import optimize_setup, run_search, search_space
-from simcast.cli.args import fabric_choice
+from simcast.api.optimize import optimize_setup, run_search
+from simcast.api.search_inputs import SearchOptions, search_space
+from simcast.cli.args import target_kwargs
 from simcast.cli.disagg import check_disagg_args, cmd_optimize_modes, wanted
-from simcast.cli.engine_args import engine_limit_args
+from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
 from simcast.cli.optimize_args import normalize_trailing_model
 from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
@@ -26,6 +27,35 @@ NULL_ROWS = (
 """Why a value of ``optimize --json`` is null (strict JSON has no NaN)."""
 
 
+def search_options(a: argparse.Namespace) -> SearchOptions:
+    """The :func:`simcast.api.optimize.optimize` keywords of parsed ``simcast optimize`` flags (``a.runtime``
+    resolved: ``--engine``, else the ``--emit`` engine, else vllm)."""
+    return SearchOptions(
+        num_devices=a.num_devices,
+        input_length=a.input_length,
+        output_length=a.output_length,
+        dataset_name=a.dataset_name,
+        usage=a.usage,
+        tp_sizes=a.tp_sizes,
+        pp_sizes=a.pp_sizes,
+        ep_sizes=a.ep_sizes,
+        moe_dp_sizes=a.moe_dp_sizes,
+        batch_sizes=a.batch_sizes,
+        ttft_limit_ms=a.ttft_limit,
+        tpot_limit_ms=a.tpot_limit,
+        chunked_prefill_sizes=a.chunked_prefill_sizes,
+        expert_imbalance=a.expert_imbalance,
+        devices_per_node=a.devices_per_node,
+        prefix_hit_rate=a.prefix_hit_rate,
+        workers=a.workers,
+        ray_address=a.ray,
+        progress=None,
+        **target_kwargs(a),
+        **serving_engine_args(a),
+        **speculative_kwargs(a),
+    )
+
+
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.render.search_tables import format_search
     from simcast.serving.search import meets
@@ -36,43 +66,11 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         note_model_alias(a.model)
     implied = a.emit if a.emit in EMIT_ENGINES else None  # dynamo is a launcher, not an engine
     a.runtime = a.runtime or implied or "vllm"  # --emit X implies --engine X unless --engine was given
-    n = a.num_devices
-    space = search_space(
-        num_devices=n,
-        tp_sizes=a.tp_sizes,
-        pp_sizes=a.pp_sizes,
-        ep_sizes=a.ep_sizes,
-        moe_dp_sizes=a.moe_dp_sizes,
-        batch_sizes=a.batch_sizes,
-        ttft_limit_ms=a.ttft_limit,
-        tpot_limit_ms=a.tpot_limit,
-        chunked_prefill_sizes=a.chunked_prefill_sizes,
-    )
+    n, o = a.num_devices, search_options(a)
+    space = search_space(o)
     check_sweep_args(a)
     check_disagg_args(a)
-    setup = optimize_setup(
-        space=space,
-        model=a.model,
-        device=a.device,
-        input_length=a.input_length,
-        output_length=a.output_length,
-        dataset_name=a.dataset_name,
-        usage=a.usage,
-        explicit_moe_sizes=a.ep_sizes is not None or a.moe_dp_sizes is not None,
-        expert_imbalance=a.expert_imbalance,
-        quantization=a.quantization,
-        kv_cache_dtype=a.kv_cache_dtype,
-        devices_per_node=a.devices_per_node,
-        fabric=fabric_choice(a),
-        partition=a.partition,
-        engine=a.runtime,
-        max_num_batched_tokens=a.max_batched_tokens,
-        max_num_seqs=a.max_num_seqs,
-        engine_profile=a.engine_profile,
-        prefix_hit_rate=a.prefix_hit_rate,
-        **engine_limit_args(a),
-        **speculative_kwargs(a),
-    )
+    setup = optimize_setup(o, space)
     base, space, workload, dist = setup.config, setup.space, setup.workload, setup.lengths
     model, device = base.model, base.device
     require(
@@ -89,7 +87,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     )
     if wanted(a):  # another serving mode than agg, or the fewest devices for a request rate
         return cmd_optimize_modes(a, base, space)
-    found = run_search(setup, use_cache=not a.no_cache, workers=a.workers, ray_address=a.ray, progress=None)
+    found = run_search(setup, o)
     rows, rejected = list(found.candidates), list(found.rejected)
     refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
     finite = []

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from simcast.api.step import simulate_step, step_spec
+from simcast.api.step import StepOptions, run_step, step_spec
 from simcast.cli.args import (
     DEVICES,
     DEVICES_PER_NODE,
@@ -16,8 +15,8 @@ from simcast.cli.args import (
     add_fabric_args,
     add_partition_arg,
     add_precision_args,
-    fabric_choice,
     float_in,
+    target_kwargs,
 )
 from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
@@ -133,11 +132,9 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     add_output_args(p)
 
 
-def step_kwargs(a: argparse.Namespace) -> dict[str, Any]:
-    """The :func:`simcast.api.step.simulate_step` arguments of parsed ``simcast simulate`` flags."""
-    return dict(
-        model=a.model,
-        device=a.device,
+def step_options(a: argparse.Namespace) -> StepOptions:
+    """The :func:`simcast.api.step.simulate_step` keywords of parsed ``simcast simulate`` flags."""
+    return StepOptions(
         tp=a.tp,
         pp=a.pp,
         num_devices=a.num_devices,
@@ -153,29 +150,25 @@ def step_kwargs(a: argparse.Namespace) -> dict[str, Any]:
         chunked_prefill_size=a.chunked_prefill_size,
         enable_dynamic_chunking=a.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=a.dynamic_chunking_smooth_factor,
-        partition=a.partition,
         engine=a.engine,
         dtype=a.dtype,
-        quantization=a.quantization,
-        kv_cache_dtype=a.kv_cache_dtype,
         devices_per_node=a.devices_per_node,
-        fabric=fabric_choice(a),
         tp_sharded_send=a.tp_sharded_send,
         residual_send=not a.no_residual_send,
-        use_cache=not a.no_cache,
+        **target_kwargs(a),
         **speculative_kwargs(a),
     )
 
 
 def build_spec(a: argparse.Namespace) -> SimSpec:
     """The checked :class:`SimSpec` of parsed ``simcast simulate`` flags."""
-    return step_spec(**step_kwargs(a))
+    return step_spec(step_options(a))
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from simcast.render.tables import format_report
 
-    report = simulate_step(**step_kwargs(a))
+    report = run_step(step_options(a))
     if a.json:
         emit_json({**report.to_dict(), "run": run_metadata(device=a.device, engine=a.engine)})
     else:

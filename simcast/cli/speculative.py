@@ -4,19 +4,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from typing import Any
 
+from simcast.api.speculative import SpeculativeOptions
 from simcast.cli.args import int_in
 from simcast.inputs.limits import MAX_SPEC_TOKENS
 
 SPEC_INT = int_in(1, MAX_SPEC_TOKENS, "speculative tokens per step")
-SGLANG_FLAGS = (
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "speculative_draft_model_path",
-)
 
 
 def add_speculative_args(p: argparse.ArgumentParser) -> None:
@@ -62,7 +57,7 @@ def add_speculative_args(p: argparse.ArgumentParser) -> None:
 def speculative_kwargs(a: argparse.Namespace) -> dict[str, Any]:
     """The speculative keywords of the API (:func:`simcast.api.speculative.speculative_spec`) from parsed
     flags (absent flags: None)."""
-    return {f: getattr(a, f, None) for f in ("speculative_config", *SGLANG_FLAGS, "spec_acceptance")}
+    return {f.name: getattr(a, f.name, None) for f in fields(SpeculativeOptions)}
 
 
 def speculative_from_args(a: argparse.Namespace, model: Any) -> Any:
@@ -70,4 +65,4 @@ def speculative_from_args(a: argparse.Namespace, model: Any) -> Any:
     (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP)."""
     from simcast.api.speculative import speculative_spec
 
-    return speculative_spec(model, **speculative_kwargs(a))
+    return speculative_spec(model, SpeculativeOptions(**speculative_kwargs(a)))

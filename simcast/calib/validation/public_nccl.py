@@ -52,7 +52,9 @@ def load(path: str | Path) -> pd.DataFrame:
     out["busbw_gbps"] = numeric_column(df, "busbw_gbps", field, lo=0, hi=1e4)
     bad = sorted(set(df["harness"]) - set(HARNESSES))
     require(not bad, field, ", ".join(map(str, bad)), f"harness must be one of {', '.join(HARNESSES)}")
-    require(df["source_url"].fillna("").str.startswith("https://").all(), field, str(path), "every row cites a URL")
+    require(
+        bool(df["source_url"].fillna("").str.startswith("https://").all()), field, str(path), "every row cites a URL"
+    )
     return out
 
 
@@ -96,7 +98,7 @@ def summary(pred: pd.DataFrame) -> pd.DataFrame:
     """Per system, harness and group size: median / p90 absolute % error and the signed median, all rows and
     below 1 MiB (``signed`` < 0: the fit is faster than the measurement)."""
     out = []
-    for (system, harness, gpus), g in pred.groupby(["system", "harness", "gpus"], sort=True):
+    for (system, harness, _gpus), g in pred.groupby(["system", "harness", "gpus"], sort=True):
         med, p90, signed = _stats(g["err_pct"])
         small = g[g["size_bytes"] < SMALL_BYTES]
         smed, sp90, _ = _stats(small["err_pct"])
@@ -104,7 +106,7 @@ def summary(pred: pd.DataFrame) -> pd.DataFrame:
             {
                 "system": system,
                 "harness": harness,
-                "gpus": int(gpus),
+                "gpus": int(g["gpus"].iloc[0]),
                 "rows": len(g),
                 "sizes": f"{_size(g['size_bytes'].min())}-{_size(g['size_bytes'].max())}",
                 "median_abs_err_pct": med,

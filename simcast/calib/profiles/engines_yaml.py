@@ -29,6 +29,16 @@ def _fmt(v: Any) -> str:
     return f"{v:.4e}".replace("e-0", "e-").replace("e+0", "e+") if v else "0.0"
 
 
+def bytes_literal(v: float) -> str:
+    """A message-size bound written exactly when it is a whole number of bytes (``4194304.0``).
+
+    A regime's ``max_bytes`` is the size of the last measured row it covers (usually a power of two);
+    five significant digits (``4.1943e+6``) would put a message of exactly that size past the bound, in
+    the next regime.
+    """
+    return f"{float(v):.1f}" if float(v).is_integer() else _fmt(float(v))
+
+
 def flow(obj: Any, skip_defaults: tuple[str, ...] = ()) -> str:
     """``{key: value, ...}`` of a dataclass (fields equal to their default in ``skip_defaults`` left out)."""
     parts = []
@@ -36,7 +46,7 @@ def flow(obj: Any, skip_defaults: tuple[str, ...] = ()) -> str:
         v = getattr(obj, f.name)
         if f.name in skip_defaults and v == f.default:
             continue
-        parts.append(f"{f.name}: {_fmt(v)}")
+        parts.append(f"{f.name}: {bytes_literal(v) if f.name == 'max_bytes' else _fmt(v)}")
     return "{" + ", ".join(parts) + "}"
 
 

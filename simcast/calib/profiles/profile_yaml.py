@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 from simcast.calib.fitting.fit import GEMM_PARAMS
+from simcast.calib.profiles.engines_yaml import bytes_literal
 from simcast.calib.profiles.profile_lines import (
     CARRIED_NOTE,
     FIT_NOTE,
@@ -150,7 +151,7 @@ def _prior(comment: str, old: str) -> str:
 
 
 def _collective_line(f, note: str) -> str:
-    regime = (f", max_bytes: {_fmt(f.max_bytes)}" if f.max_bytes else "") + (
+    regime = (f", max_bytes: {bytes_literal(f.max_bytes)}" if f.max_bytes else "") + (
         f", algorithm: {f.algorithm}" if f.algorithm else ""
     )
     return (

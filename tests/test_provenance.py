@@ -153,7 +153,8 @@ def test_shipped_profiles_count_only_fitted_values(path):
         carried = sum(
             (2 if "- {" in ln else 1)
             for ln in text.splitlines()
-            if "# carried over from" in ln and not ln.split("#", 1)[0].strip().endswith(":")  # a value's, not a header's
+            if "# carried over from" in ln
+            and not ln.split("#", 1)[0].strip().endswith(":")  # a value's, not a header's
         )
         assert block["carried_over_parameters"] == carried  # recounted when --from-db replaced carried lines
 

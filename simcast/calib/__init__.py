@@ -11,7 +11,9 @@ import one another module by module without cycles (``fitting/fit.py`` predicts 
 - ``fitting/``: ``fit.py`` efficiency and links, ``fit_kernels.py`` engine kernels, ``from_db.py`` /
   ``from_db_moe.py`` the database's tables, ``nccl_transfer.py``, ``template.py`` a new device's profile;
 - ``validation/``: ``validate.py``, ``db_accuracy.py``, ``db_accuracy_moe.py``;
-- ``profiles/``: profile writing (``profile_lines.py``, ``profile_yaml.py``, ``engines_yaml.py``);
+- ``profiles/``: profile writing on a round-trip YAML document (``profile_doc.py`` load, dump and
+  ``set_value`` with a value's provenance note, ``profile_notes.py`` counts read from the notes,
+  ``profile_yaml.py``, ``engines_yaml.py``); the only code that imports ruamel.yaml;
 - ``ondevice/``: microbenchmarks (``bench_plan.py``, ``microbench.py``).
 
 Where to add: a new measured-data source is a reader in ``readers/`` returning rows of the generic

@@ -24,7 +24,8 @@ from ruamel.yaml.error import CommentMark, YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.tokens import CommentToken
 
-from simcast.core.errors import require
+from simcast.core.errors import SimcastInputError, require
+from simcast.inputs.files import loads_yaml
 
 Key = str | int
 Path = tuple[Key, ...]
@@ -76,14 +77,18 @@ def _make_yaml() -> YAML:
 
 # ------------------------------------------------------------------ text <-> document
 def load_doc(text: str, field: str) -> CommentedMap:
-    """The round-trip document of a profile's YAML ``text``; bad YAML, a duplicate key or a non-mapping is one
-    :class:`~simcast.core.errors.SimcastInputError` naming ``field``."""
+    """The round-trip document of a profile's YAML ``text``.
+
+    The text passes the checks every YAML input passes first (:func:`simcast.inputs.files.loads_yaml`: syntax,
+    aliases, depth, a key given twice), so bad input is the same one line naming ``field``; a document that is
+    not a mapping is refused too.
+    """
+    loads_yaml(text, field)
     try:
         doc = _yaml().load(text)
-    except YAMLError as e:  # DuplicateKeyError is one too
+    except YAMLError as e:  # what the safe loader let through (ruamel is stricter on a few constructs)
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        require(False, field, first, "must be a YAML device profile without duplicate keys")
-        raise  # unreachable: require raised
+        raise SimcastInputError(field, "YAML", f"cannot be read as a device profile ({first})") from None
     require(isinstance(doc, CommentedMap), field, type(doc).__name__, "must be a YAML mapping (a device profile)")
     return doc
 

@@ -60,9 +60,14 @@ def test_set_value_writes_the_value_and_its_note_in_place():
 
 
 def test_delete_keeps_the_lines_that_followed_the_value():
-    doc = load_doc(SMALL, "small")
-    delete(doc, "efficiency.memory")
-    assert dump_doc(doc) == SMALL.replace("  memory: 0.85\n", "")
+    for path, gone in (
+        ("efficiency.memory", "  memory: 0.85\n"),
+        ("efficiency.matmul", "  matmul: 0.80                       # prior: a datasheet\n"),  # first of its block
+        ("efficiency", "efficiency:\n  matmul: 0.80                       # prior: a datasheet\n  memory: 0.85\n"),
+    ):
+        doc = load_doc(SMALL, "small")
+        delete(doc, path)
+        assert dump_doc(doc) == SMALL.replace(gone, ""), path
 
 
 def test_notes_are_counted_from_the_document():

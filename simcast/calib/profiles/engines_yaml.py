@@ -16,8 +16,8 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from simcast.calib.profiles.profile_doc import (
     AFTER,
     COLLECTIVES_COLUMN,
+    DocPath,
     Num,
-    Path,
     delete,
     flow,
     get,
@@ -81,7 +81,7 @@ def _section(ek: EngineKernels, errs: Mapping[str, tuple[float, float]]) -> tupl
     pct = CommentedMap((k, _pair(m, p)) for k, (m, p) in errs.items())
     pct.fa.set_flow_style()
     sec["fit_abs_err_pct"] = pct
-    notes: list[tuple[Path, str, int | None]] = [(("fit_abs_err_pct",), ERRS_NOTE, AFTER)]
+    notes: list[tuple[DocPath, str, int | None]] = [(("fit_abs_err_pct",), ERRS_NOTE, AFTER)]
     for kind, head, optional in _LISTS:
         fits = getattr(ek, kind)
         if not fits:

@@ -28,7 +28,7 @@ from simcast.core.errors import SimcastInputError, require
 from simcast.inputs.files import loads_yaml
 
 Key = str | int
-Path = tuple[Key, ...]
+DocPath = tuple[Key, ...]
 NOTE_COLUMN = 37
 """Column of a value's note: ``key: value`` padded to 36 characters, then `` # `` (one space when longer)."""
 COLLECTIVES_COLUMN = 35
@@ -113,7 +113,7 @@ def plain(v: str) -> str:
 
 
 def _value(v: Any) -> Any:
-    if isinstance(v, float) and not isinstance(v, (Num, bool)) and type(v) is float:
+    if type(v) is float:  # not a Num or ScalarFloat: those keep the text they have
         return num(v)
     if type(v) is str:
         return plain(v)
@@ -149,11 +149,11 @@ def json_flow(obj: Any) -> Any:
 
 
 # ------------------------------------------------------------------ notes: the end-of-line comments
-def split_path(path: str | Path) -> Path:
+def split_path(path: str | DocPath) -> DocPath:
     return tuple(path.split(".")) if isinstance(path, str) else path
 
 
-def get(doc: CommentedMap, path: str | Path, default: Any = None) -> Any:
+def get(doc: CommentedMap, path: str | DocPath, default: Any = None) -> Any:
     """The node at ``path`` (dotted keys, or a tuple of keys and list indices); ``default`` when missing."""
     node: Any = doc
     for k in split_path(path):
@@ -203,7 +203,7 @@ def _put(parent: Any, key: Key, note: str, tail: str, column: int) -> None:
         child.ca.comment = [slots[i], pre] if slots[i] is not None or pre is not None else None
 
 
-def note(doc: CommentedMap, path: str | Path) -> str:
+def note(doc: CommentedMap, path: str | DocPath) -> str:
     """The note (end-of-line comment, without ``#``) of the value at ``path``; empty when it has none."""
     p = split_path(path)
     parent = get(doc, p[:-1])
@@ -245,7 +245,7 @@ def _has(parent: Any, key: Key) -> bool:
     return isinstance(key, int) and key < len(parent)
 
 
-def set_value(doc: CommentedMap, path: str | Path, value: Any, note: str, column: int | None = None) -> None:
+def set_value(doc: CommentedMap, path: str | DocPath, value: Any, note: str, column: int | None = None) -> None:
     """Set the value at ``path`` and its note (the one place a value's provenance is written).
 
     A key missing from its mapping is added at the mapping's end (the lines that followed the mapping stay after
@@ -284,7 +284,7 @@ def set_value(doc: CommentedMap, path: str | Path, value: Any, note: str, column
     _put(parent, key, note, tail, column)
 
 
-def delete(doc: CommentedMap, path: str | Path) -> None:
+def delete(doc: CommentedMap, path: str | DocPath) -> None:
     """Remove the key at ``path``; the blank and comment lines after it move to the value before it."""
     p = split_path(path)
     parent: Any = get(doc, p[:-1])
@@ -292,17 +292,21 @@ def delete(doc: CommentedMap, path: str | Path) -> None:
         return
     keys = list(parent)
     at = keys.index(p[-1])
-    _, own = _split(_token(parent, p[-1]))
-    tail = _take_tail(parent[p[-1]]) + own
+    child = parent[p[-1]]
+    # what follows a block is after its last line; a one-line value's own comment token holds what follows it
+    tail = _take_tail(child) if _last(child) else _split(_token(parent, p[-1]))[1]
     parent.ca.items.pop(p[-1], None)
     del parent[p[-1]]
-    if at > 0:
-        prev = keys[at - 1]
-        last = _last(parent[prev])
-        holder, k = last if last is not None else (parent, prev)
-        token = _token(holder, k)
-        head, old = _split(token)
-        _put(holder, k, head, old + tail, _column(token))
+    if at > 0:  # after the value before it
+        last = _last(parent[keys[at - 1]])
+        holder, k = last if last is not None else (parent, keys[at - 1])
+    elif len(p) > 1:  # after the header of the mapping it was first in
+        holder, k = get(doc, p[:-2]), p[-2]
+    else:
+        return
+    token = _token(holder, k)
+    head, old = _split(token)
+    _put(holder, k, head, old + tail, _column(token))
 
 
 def insert(doc: CommentedMap, at: int, key: str, value: Any, note: str = "", column: int = NOTE_COLUMN) -> None:
@@ -312,7 +316,7 @@ def insert(doc: CommentedMap, at: int, key: str, value: Any, note: str = "", col
         set_value(doc, key, value, note, column)
         return
     doc.insert(at, key, value)
-    _put(doc, key, note, "", column)
+    set_value(doc, key, value, note, column)
 
 
 def drop_remarks(node: Any) -> None:

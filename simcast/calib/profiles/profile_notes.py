@@ -12,7 +12,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from simcast.calib.profiles.profile_doc import Path, note, text_of
+from simcast.calib.profiles.profile_doc import DocPath, note, text_of
 
 FIT_NOTE = "fit by simcast calibrate"
 CARRIED_NOTE = "carried over from"
@@ -29,7 +29,7 @@ def _block(node: Any) -> bool:
     return isinstance(node, (CommentedMap, CommentedSeq)) and not node.fa.flow_style()
 
 
-def walk(doc: CommentedMap) -> Iterator[tuple[str, Path, Any, str]]:
+def walk(doc: CommentedMap) -> Iterator[tuple[str, DocPath, Any, str]]:
     """``(name, path, value, note)`` of every one-line value and link collective of a profile.
 
     Names are dotted paths (``efficiency.matmul``, ``links.intra_node.latency_s``); a collective of
@@ -38,7 +38,7 @@ def walk(doc: CommentedMap) -> Iterator[tuple[str, Path, Any, str]]:
     elsewhere (the ``engines:`` kernel fits) are not walked.
     """
 
-    def visit(path: Path, node: CommentedMap) -> Iterator[tuple[str, Path, Any, str]]:
+    def visit(path: DocPath, node: CommentedMap) -> Iterator[tuple[str, DocPath, Any, str]]:
         for k, v in node.items():
             p = (*path, k)
             if _block(v) and isinstance(v, CommentedMap):

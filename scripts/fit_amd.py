@@ -22,12 +22,8 @@ import pandas as pd
 
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.profiles import profile_yaml as py
-from simcast.calib.profiles.engines_yaml import (
-    render_engines,
-    replace_engines_block,
-    replace_link_collectives,
-    set_calibration_entry,
-)
+from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
+from simcast.calib.profiles.profile_doc import dump_doc, load_doc
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
@@ -219,18 +215,17 @@ def write(sections: dict[str, EngineKernels], info: dict, extra: dict) -> None:
     today = _dt.date.today().isoformat()
     for name, ek in sections.items():
         path = profiles_dir() / f"{name}.yaml"
-        text = path.read_text()
+        doc = load_doc(path.read_text(), str(path))
         errs = {_key(k): v for k, v in info["errs"][name].items()}
-        block = render_engines({"vllm": (ek, errs)}, "python scripts/fit_amd.py --write")
-        text = replace_engines_block(text, block)
+        set_engines(doc, {"vllm": (ek, errs)}, "python scripts/fit_amd.py --write")
         if name in ("mi300x", "mi325x"):
             fits, err = extra["rccl"][0], extra["rccl"][1]
             how = "fitted on" if name == "mi300x" else "transferred from mi300x (same xGMI links):"
-            text = replace_link_collectives(
-                text, "intra_node", fits, {"": f"RCCL all-reduce {how} {extra['src']['rccl']}, {_pct(err)}"}
+            replace_link_collectives(
+                doc, "intra_node", fits, {"": f"RCCL all-reduce {how} {extra['src']['rccl']}, {_pct(err)}"}
             )
-        text = set_calibration_entry(
-            text,
+        py.set_calibration_entry(
+            doc,
             "public_amd",
             {
                 "script": "scripts/fit_amd.py",
@@ -243,7 +238,8 @@ def write(sections: dict[str, EngineKernels], info: dict, extra: dict) -> None:
                 "parts another device's fit, labelled",
             },
         )
-        text = py.recount_calibration(text)  # fitted_parameters counts `simcast calibrate` lines only (none here)
+        py.recount_calibration(doc)  # fitted_parameters counts `simcast calibrate` notes only (none here)
+        text = dump_doc(doc)
         device_from_text(text, str(path))
         path.write_text(text)
         print(f"wrote {path.name}")

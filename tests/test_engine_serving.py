@@ -131,16 +131,19 @@ def test_gemm_family_of_linear_and_quantised_linear():
 
 # ------------------------------------------------------------------ provenance counts
 def test_recount_after_from_db_replaced_carried_lines():
-    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.inputs.files import loads_yaml
 
     text = (profiles_dir() / "b200.yaml").read_text()
     block = loads_yaml(text, "b200")["calibration"]
-    assert pl.count_fitted(text) == block["fitted_parameters"] == block["from_db"]["fitted_parameters"] > 0
-    assert pl.carried_counts(text) == (block["carried_over_parameters"], block["carried_over_fitted_on_source"])
-    stale = text.replace(f"fitted_parameters: {block['fitted_parameters']}\n", "fitted_parameters: 99\n")
-    assert py.recount_calibration(stale) == text
+    doc = load_doc(text, "b200")
+    assert pn.count_fitted(doc) == block["fitted_parameters"] == block["from_db"]["fitted_parameters"] > 0
+    assert pn.carried_counts(doc) == (block["carried_over_parameters"], block["carried_over_fitted_on_source"])
+    stale = load_doc(text.replace(f"fitted_parameters: {block['fitted_parameters']}\n", "fitted_parameters: 99\n"), "x")
+    py.recount_calibration(stale)
+    assert dump_doc(stale) == text
 
 
 def test_vidur_link_fit_replaces_only_its_group_size(h100):

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from simcast.calib.fitting.fit import calibrate
-from simcast.calib.profiles.profile_yaml import update_profile_yaml
+from simcast.calib.profiles.profile_doc import dump_doc, load_doc
+from simcast.calib.profiles.profile_yaml import set_calibration, update_profile
 from simcast.core.errors import SimcastInputError
 from simcast.cost import kernels
 from simcast.cost.compute import OpWork, roofline
@@ -124,12 +125,10 @@ def test_calibrate_recovers_a_known_device(h100):
     assert errors["gemm"] < 1.0 and errors["intra_node.p2p"] < 1.0
     assert fitted.efficiency.matmul == pytest.approx(0.7, rel=0.05)
     assert fitted.efficiency.memory == pytest.approx(0.9, rel=0.05)
-    text = update_profile_yaml(
-        (load_device.__globals__["profiles_dir"]() / "h100_sxm.yaml").read_text(),
-        fitted,
-        {"efficiency.matmul": "fit by test"},
-        ['source: "synthetic"'],
-    )
+    doc = load_doc((load_device.__globals__["profiles_dir"]() / "h100_sxm.yaml").read_text(), "h100_sxm")
+    update_profile(doc, fitted, {"efficiency.matmul": "fit by test"})
+    set_calibration(doc, {"source": "synthetic"})
+    text = dump_doc(doc)
     import yaml
 
     d = check(yaml.safe_load(text), PROFILE_SCHEMA, "")

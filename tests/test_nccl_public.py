@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simcast.calib.profiles.engines_yaml import bytes_literal
+from simcast.calib.profiles.profile_doc import exact_bytes, flow
 from simcast.calib.readers import aic_db
 from simcast.calib.validation import public_nccl as pn
+from simcast.core.device import CollectiveFit
 from simcast.cost.collectives import factor, regime_for, regimes
 from simcast.inputs.loaders import load_device
 
@@ -89,7 +90,10 @@ def test_a_message_of_exactly_a_breakpoint_stays_in_its_regime(system):
         for f in regs[:-1]:
             assert float(f.max_bytes).is_integer()
             assert regime_for(regs, f.max_bytes) is f
-    assert bytes_literal(4194304.0) == "4194304.0" and bytes_literal(0.0) == "0.0"
+    # and the writer keeps it exact (5 significant digits would write 4.1943e+6)
+    assert exact_bytes(4194304.0).text == "4194304.0" and exact_bytes(0.0).text == "0.0"
+    fit = CollectiveFit(kind="all_reduce", gpus=8, latency_s=1e-5, bus_bw_bytes_per_s=3e11, max_bytes=4194304.0)
+    assert flow(fit, ("max_bytes", "algorithm"))["max_bytes"].text == "4194304.0"
 
 
 needs_db = pytest.mark.skipif(not aic_db.available(), reason="needs the optional extra aiconfigurator-core")

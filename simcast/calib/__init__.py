@@ -12,7 +12,9 @@ import one another module by module without cycles (``fitting/fit.py`` predicts 
   ``from_db_moe.py`` the database's tables, ``nccl_transfer.py``, ``template.py`` a new device's profile;
 - ``validation/``: ``validate.py``, ``db_accuracy.py``, ``db_accuracy_moe.py``, ``public_nccl.py`` (NCCL all-reduce
   against public timings transcribed into ``benchmarks/data/nccl_tests_public.csv``);
-- ``profiles/``: profile writing (``profile_lines.py``, ``profile_yaml.py``, ``engines_yaml.py``);
+- ``profiles/``: profile writing on a round-trip YAML document (``profile_doc.py`` load, dump and
+  ``set_value`` with a value's provenance note, ``profile_notes.py`` counts read from the notes,
+  ``profile_yaml.py``, ``engines_yaml.py``); the only code that imports ruamel.yaml;
 - ``ondevice/``: microbenchmarks (``bench_plan.py``, ``microbench.py``).
 
 Where to add: a new measured-data source is a reader in ``readers/`` returning rows of the generic

@@ -37,40 +37,16 @@ def parse_engines(value: str | None) -> tuple[str, ...]:
     return names
 
 
-def _existing_sections(text: str) -> dict[str, list[str]]:
-    """Lines of each engine section already in the profile (kept when not refitted)."""
-    lines = text.splitlines()
-    out: dict[str, list[str]] = {}
-    try:
-        start = next(i for i, ln in enumerate(lines) if ln.startswith("engines:"))
-    except StopIteration:
-        return out
-    cur = None
-    for ln in lines[start + 1 :]:
-        if ln and ln[0] not in " #":
-            break
-        if ln.startswith("  ") and not ln.startswith("   ") and ln.strip().endswith(":"):
-            cur = ln.strip()[:-1]
-            out[cur] = [ln]
-        elif cur is not None:
-            out[cur].append(ln)
-    return out
-
-
 def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
     return {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}
 
 
 def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     from simcast.calib.fitting.from_db import SYSTEMS, fit_engine, nccl_fits
-    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
-    from simcast.calib.profiles.engines_yaml import (
-        render_engines,
-        replace_engines_block,
-        replace_link_collectives,
-        set_calibration_entry,
-    )
+    from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
+    from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.calib.readers import aic_db
     from simcast.inputs.files import loads_yaml, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
@@ -85,8 +61,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     base = load_device(device)
     src = profile_path(device)
     text = read_text(src, "--device")
-    old = _existing_sections(text)
     previous = (loads_yaml(text, "--device") or {}).get("calibration") or {}
+    doc = load_doc(text, "--device")
     fitted: dict[str, tuple] = {}
     summary: dict[str, dict] = {}
     for e in engines:
@@ -94,12 +70,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         fitted[e] = (ek, errs)
         summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies), "held_out_abs_err_pct": _pct(errs)}
         emit(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
-    how = f"simcast calibrate --from-db aiconfigurator --system {a.system}"
-    new_sections = _existing_sections(render_engines(fitted, how))
-    merged = [render_engines(fitted, how).splitlines()[0]]
-    for e in ENGINES:
-        merged += new_sections.get(e) or old.get(e, [])
-    text = replace_engines_block(text, "\n".join(merged))
+    set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
     # NCCL's own all-reduce: a fit on this system's own table is written unless the link holds collectives an
     # earlier run fitted on this device's own measurements. A system with no usable NCCL table (h100_sxm,
     # h200_sxm) gets the transfer chosen by the held-out check, written even over Vidur-style fits: those time
@@ -110,22 +81,22 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     if not nerr:
         donor = note.split("transferred: ", 1)[-1].split("/", 1)[0]
         carried = (
-            f"{pl.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
+            f"{pn.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
             f"its nccl_perf table; bus bandwidth scaled to this system's engine tables (calibration.from_db.nccl)"
         )
-        text = replace_link_collectives(text, "intra_node", fits, {"": carried})
+        replace_link_collectives(doc, "intra_node", fits, {"": carried})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
-    elif pl.link_fitted_here(text, "intra_node"):
+    elif pn.link_fitted_here(doc, "intra_node"):
         nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
     else:
         med, p90 = nerr["nccl.all_reduce"]
-        fit_note = f"{pl.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
-        text = replace_link_collectives(text, "intra_node", fits, {"": fit_note})
+        fit_note = f"{pn.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
+        replace_link_collectives(doc, "intra_node", fits, {"": fit_note})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
         nccl["fitted_parameters"] = 2 * len(fits)
     kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
-    text = set_calibration_entry(
-        text,
+    py.set_calibration_entry(
+        doc,
         "from_db",
         {
             "package": f"aiconfigurator-core {aic_db.package_version()}",
@@ -137,7 +108,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
             "nccl": nccl,
         },
     )
-    text = py.recount_calibration(text)
+    py.recount_calibration(doc)
+    text = dump_doc(doc)
     device_from_text(text, "--out")  # it must load before it replaces a file
     write_text(a.out, "--out", text)
     emit(f"wrote {a.out} (engines {', '.join(engines)} on {a.system}; NCCL link fits written: {nccl['written']})")

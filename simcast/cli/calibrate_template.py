@@ -2,8 +2,8 @@
 
 The CSV (``simcast microbench --out``) names the new device in its ``device`` column; the template,
 the closest shipped profile, supplies every value the CSV does not measure (labelled carried over);
-:mod:`simcast.calib.fitting.template` builds the text, :func:`simcast.calib.fitting.fit.calibrate` fits what the rows
-cover, and the profile must load before it is written.
+:mod:`simcast.calib.fitting.template` builds the profile document, :func:`simcast.calib.fitting.fit.calibrate`
+fits what the rows cover, and the profile must load before it is written.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from simcast.calib.fitting.fit import calibrate, gemm_fit_dtype
-    from simcast.calib.fitting.template import error_report, measured_device, template_provenance, template_text
-    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.fitting.template import error_report, measured_device, template_doc, template_provenance
+    from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.calib.readers.vidur import VIDUR_SNAPSHOT
     from simcast.calib.validation.validate import check_fit_columns, markdown_table, read_measured
     from simcast.inputs.files import MAX_CSV_BYTES, read_bytes, read_text
@@ -49,13 +50,9 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     require(len(names) == 1, f"{field}: column device", ",".join(names) or None, "must hold one device name")
     name = check_profile_name(names[0], f"{field}: column device")
     template = load_device(a.device_template)
-    text = template_text(
-        read_text(profile_path(a.device_template), "--device-template"),
-        template,
-        measured_device(rows, template, name),
-        path.name,
-    )
-    base = device_from_text(text, "--device-template")
+    doc = load_doc(read_text(profile_path(a.device_template), "--device-template"), "--device-template")
+    template_doc(doc, template, measured_device(rows, template, name), path.name)
+    base = device_from_text(dump_doc(doc), "--device-template")
     dev, errors = calibrate(rows, base)
     gemm = rows[rows["kind"] == "gemm"]
     fit_dt = gemm_fit_dtype(gemm.assign(dtype=gemm["dtype"].fillna("bf16"))) if len(gemm) else "bf16"
@@ -63,17 +60,17 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     held = {str(r["kind"]): float(r["median_abs_err_pct"]) for _, r in report.iterrows() if r["role"] == "held out"}
     files = [f"{path.name} (sha256 {sha})"]
     notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
-    body = py.update_profile_yaml(text, dev, notes, [])
+    py.update_profile(doc, dev, notes)
+    carried, _ = pn.carried_counts(doc)
     prov = template_provenance(template, measured_device(rows, template, name), path.name, sha, held)
-    prov += py.fit_provenance(body, files[0], _dt.date.today().isoformat(), errors, None)
-    carried, _ = pl.carried_counts(body)
-    prov.append(f"carried_over_values: {carried}")
-    out = py.update_profile_yaml(text, dev, notes, prov)
+    prov |= py.fit_provenance(doc, files[0], _dt.date.today().isoformat(), errors, None)
+    py.set_calibration(doc, prov | {"carried_over_values": carried})
+    out = dump_doc(doc)
     device_from_text(out, "--out")  # it must load before it replaces a file
     write_atomic(a.out, "--out", lambda tmp: tmp.write_text(out))
     emit(
         f"simcast calibrate: {name} from {path.name} (sha256 {sha[:16]}...), template {template.name}: "
-        f"{pl.parameters(py.fitted_paths(errors))} parameters fitted, {carried} values carried over from "
+        f"{pn.parameters(py.fitted_paths(errors))} parameters fitted, {carried} values carried over from "
         f"{template.name}"
     )
     emit()

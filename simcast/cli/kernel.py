@@ -154,8 +154,9 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from simcast.calib.fitting.fit import calibrate, transfer
-    from simcast.calib.profiles import profile_lines as pl
+    from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
+    from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.calib.readers.vidur import VIDUR_SNAPSHOT
     from simcast.calib.validation.validate import check_fit_columns, read_measured
     from simcast.inputs.files import read_text
@@ -163,7 +164,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
     base = load_device(a.device)
     src = profile_path(a.device)
-    text = read_text(src, "--device")
+    doc = load_doc(read_text(src, "--device"), "--device")
     old_block = (read_yaml(src, "device profile") or {}).get("calibration")
     today = _dt.date.today().isoformat()
     if a.transfer_from:
@@ -171,11 +172,11 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         ref = load_device(a.transfer_from)
         ref_path = profile_path(a.transfer_from)
         dev = transfer(ref, base)
-        notes, carried, fitted_on_src = py.transfer_notes(ref, read_text(ref_path, "--transfer-from"), base, dev)
+        ref_doc = load_doc(read_text(ref_path, "--transfer-from"), "--transfer-from")
+        notes, carried, fitted_on_src = py.transfer_notes(ref, ref_doc, base, dev)
         ref_block = (read_yaml(ref_path, "device profile") or {}).get("calibration")
-        out = py.update_profile_yaml(
-            text, dev, notes, py.transfer_provenance(ref, ref_block, today, carried, fitted_on_src)
-        )
+        py.update_profile(doc, dev, notes)
+        py.set_calibration(doc, py.transfer_provenance(ref, ref_block, today, carried, fitted_on_src))
         summary = (
             f"0 fitted parameters; {carried} values carried over from {ref.name}, {fitted_on_src} of them fitted there"
         )
@@ -192,9 +193,10 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
         ]
         where = ", ".join(f"../shared/calibration/{f}" if f.startswith("vidur/") else f for f in files)
         notes = py.fit_notes(errors, files, VIDUR_SNAPSHOT)
-        body = py.update_profile_yaml(text, dev, notes, [])
-        out = py.update_profile_yaml(text, dev, notes, py.fit_provenance(body, where, today, errors, old_block))
-        summary = f"{pl.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+        py.update_profile(doc, dev, notes)
+        py.set_calibration(doc, py.fit_provenance(doc, where, today, errors, old_block))
+        summary = f"{pn.parameters(py.fitted_paths(errors))} parameters fitted in this run"
+    out = dump_doc(doc)
     device_from_text(out, "--out")  # it must load before it replaces a file
     write_text(a.out, "--out", out)
     emit(f"wrote {a.out} ({summary})")

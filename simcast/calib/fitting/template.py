@@ -1,7 +1,7 @@
 """A new device's profile from its measured CSV and the closest shipped profile (pure: text in, text out).
 
 ``simcast calibrate my_gpu.csv --device-template l40s --out my_gpu.yaml`` starts from the template's
-YAML and rewrites it line by line (:func:`template_text`):
+profile document and sets each value's note (:func:`template_doc`):
 
 * ``name`` and ``description`` name the new device (the CSV's ``device`` column, its ``gpu_name``), and
   ``reported_name`` is its ``gpu_name`` (the template's is never carried over);
@@ -17,18 +17,21 @@ YAML and rewrites it line by line (:func:`template_text`):
 
 The fit itself (:func:`simcast.calib.fitting.fit.calibrate`) then replaces the efficiency and link values the CSV
 covers, labelled ``fit by simcast calibrate on my_gpu.csv (sha256 ...)`` by
-:func:`simcast.calib.profiles.profile_yaml.update_profile_yaml`.
+:func:`simcast.calib.profiles.profile_yaml.update_profile`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, PlainScalarString
 
-from simcast.calib.profiles.profile_lines import CARRIED_NOTE, FIT_NOTE, key_line
+from simcast.calib.profiles.profile_doc import delete, drop_remarks, get, insert, num, set_value, text_of
+from simcast.calib.profiles.profile_notes import CARRIED_NOTE, FIT_NOTE, walk
 from simcast.calib.readers.measured_schema import META_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
@@ -98,10 +101,6 @@ def measured_device(rows: pd.DataFrame, template: DeviceSpec, name: str) -> Meas
     )
 
 
-def _num(v: float) -> str:
-    return f"{v:.4e}".replace("e-0", "e-").replace("e+0", "e+")
-
-
 def _carried(template: str, name: str, value: str, comment: str) -> str:
     comment = comment.strip()
     if comment.startswith(FIT_NOTE):
@@ -113,110 +112,77 @@ def _carried(template: str, name: str, value: str, comment: str) -> str:
     return f"{CARRIED_NOTE} {template} (not measured on {name}), where {how}"
 
 
-def template_text(text: str, template: DeviceSpec, dev: MeasuredDevice, csv: str) -> str:
-    """The template profile's YAML ``text`` rewritten for ``dev`` (module docstring); ``csv`` names the data."""
-    t, name = template.name, dev.name
-    what = dev.meta.get("gpu_name") or name
-    measured: dict[str, tuple[str, str]] = {}
+def _measured(dev: MeasuredDevice, csv: str) -> dict[str, tuple[Any, str]]:
+    """``{path: (value, note)}`` of what the CSV measured on the device itself."""
+    measured: dict[str, tuple[Any, str]] = {}
     for dt, flops in dev.matmul_flops_per_s.items():
         measured[f"compute.matmul_flops_per_s.{dt}"] = (
-            _num(flops),
+            num(flops),
             f"{MEASURED_NOTE}: best 2MNK/time of {dev.gemm_rows[dt]} {dt} GEMMs in {csv} / {HEADROOM} (headroom "
             "for the fitted efficiency; not a datasheet peak)",
         )
     if dev.hbm_bw_bytes_per_s:
         measured["memory.hbm_bw_bytes_per_s"] = (
-            _num(dev.hbm_bw_bytes_per_s),
+            num(dev.hbm_bw_bytes_per_s),
             f"{MEASURED_NOTE}: best bytes/time of the {sum(dev.gemm_rows.values())} GEMMs and {dev.add_rows} "
             f"adds in {csv} / {HEADROOM} (headroom for the fitted efficiencies; not a datasheet figure)",
         )
     if dev.hbm_bytes:
-        measured["memory.hbm_bytes"] = (str(dev.hbm_bytes), f"{MEASURED_NOTE}: device memory torch reports ({csv})")
+        measured["memory.hbm_bytes"] = (dev.hbm_bytes, f"{MEASURED_NOTE}: device memory torch reports ({csv})")
     if dev.devices:
         measured["links.devices_per_node"] = (
-            str(dev.devices),
+            dev.devices,
             f"{MEASURED_NOTE}: devices torch saw when {csv} was measured (assumed to be one node)",
         )
-    out = [
-        f"# {name}: {what}, onboarded with simcast microbench ({csv}) and simcast calibrate --device-template {t}.",
-        f"# Values measured or fitted on {name} say so; every other value is carried over from {t}, labelled.",
-    ]
-    stack: list[tuple[int, str]] = []
-    skip: int | None = None
-    peaks_end: int | None = None  # where a measured dtype the template lacks goes
-    for line in text.splitlines():
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        if skip is not None:
-            if not stripped or stripped.startswith("#") or indent > skip or stripped.startswith("-"):
-                continue
-            skip = None
-        if stripped.startswith("#"):
-            continue  # the template's own remarks describe the template's hardware
-        if not stripped:
-            out.append(line)
-            continue
-        if stripped.startswith("- {"):
-            body, _, comment = line.partition("#")
-            out.append(f"{body.rstrip()}  # {_carried(t, name, body.strip()[2:], comment)}")
-            continue
-        parsed = key_line(line)
-        if parsed is None:
-            out.append(line)
-            continue
-        _, key, value, comment = parsed
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = f"{stack[-1][1]}.{key}" if stack else key
-        if indent == 0 and key in ("engines", "calibration"):
-            skip = indent
-            continue
-        if not value:
-            out.append(f"{' ' * indent}{key}:")
-            stack.append((indent, path))
-            if path == "compute.matmul_flops_per_s":
-                peaks_end = len(out)
-            continue
+    return measured
+
+
+def template_doc(doc: CommentedMap, template: DeviceSpec, dev: MeasuredDevice, csv: str) -> None:
+    """The template profile's document ``doc`` rewritten for ``dev`` (module docstring); ``csv`` names the data."""
+    t, name = template.name, dev.name
+    what = dev.meta.get("gpu_name") or name
+    measured = _measured(dev, csv)
+    for key in ("engines", "calibration", "reported_name"):  # the template's hardware name is never the new one's
+        delete(doc, key)
+    drop_remarks(doc)  # the template's own remarks describe the template's hardware
+    doc.yaml_set_start_comment(
+        f"{name}: {what}, onboarded with simcast microbench ({csv}) and simcast calibrate --device-template {t}.\n"
+        f"Values measured or fitted on {name} say so; every other value is carried over from {t}, labelled."
+    )
+    for path, at, value, comment in list(walk(doc)):
         if path == "name":
-            out.append(f"name: {name}")
+            set_value(doc, path, PlainScalarString(name), "")
         elif path == "description":
-            out.append(f"description: {json.dumps(f'{what} (measured by simcast microbench; the rest from {t})')}")
+            text = f"{what} (measured by simcast microbench; the rest from {t})"
+            set_value(doc, path, DoubleQuotedScalarString(text), "")
             if dev.meta.get("gpu_name"):  # what the driver reports for the new device (engines test it)
-                out.append(_pad(f"reported_name: {json.dumps(dev.meta['gpu_name'])}", f"{MEASURED_NOTE}: torch's name"))
-        elif path == "reported_name":
-            continue  # the template's hardware name, never the new device's
+                gpu = DoubleQuotedScalarString(dev.meta["gpu_name"])
+                insert(doc, list(doc).index("description") + 1, "reported_name", gpu, f"{MEASURED_NOTE}: torch's name")
         elif path in measured:
             v, note = measured.pop(path)
-            out.append(_pad(f"{' ' * indent}{key}: {v}", f"{note}; {t} has {value}"))
+            set_value(doc, at, v, f"{note}; {t} has {text_of(value)}")
         else:
-            out.append(_pad(f"{' ' * indent}{key}: {value}", _carried(t, name, value, comment)))
-        if path.startswith("compute.matmul_flops_per_s."):
-            peaks_end = len(out)
+            set_value(doc, at, value, _carried(t, name, text_of(value), comment))
     new = [p for p in measured if p.startswith("compute.matmul_flops_per_s.")]
-    require(peaks_end is not None or not new, "--device-template", t, "has no compute.matmul_flops_per_s section")
-    for p in reversed(new):  # a dtype measured here that the template has no peak for
+    peaks = get(doc, "compute.matmul_flops_per_s")
+    require(isinstance(peaks, dict) or not new, "--device-template", t, "has no compute.matmul_flops_per_s section")
+    for p in new:  # a dtype measured here that the template has no peak for
         v, note = measured.pop(p)
-        out.insert(peaks_end or 0, _pad(f"    {p.rsplit('.', 1)[1]}: {v}", f"{note}; {t} has none"))
-    return "\n".join(out) + "\n"
-
-
-def _pad(lhs: str, comment: str) -> str:
-    return f"{lhs.ljust(36)} # {comment}"
+        set_value(doc, p, v, f"{note}; {t} has none")
 
 
 def template_provenance(
     template: DeviceSpec, dev: MeasuredDevice, csv: str, sha256: str, held_out: dict[str, float]
-) -> list[str]:
-    """Lines of the ``calibration:`` block that say how the profile was made (before the fit's own lines)."""
-    meta = {k: v for k, v in dev.meta.items() if v}
-    return [
-        f"method: {json.dumps(f'simcast microbench on {dev.name}, fitted by simcast calibrate --device-template')}",
-        f"template: {json.dumps(template.name)}",
-        f"csv_sha256: {json.dumps(sha256)}",
-        f"measured_on: {json.dumps(meta)}",
-        f"dropped: {json.dumps(_DROPPED.format(t=template.name))}",
-        f"held_out_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in held_out.items()})}",
-    ]
+) -> dict[str, Any]:
+    """Entries of the ``calibration:`` block that say how the profile was made (before the fit's own)."""
+    return {
+        "method": f"simcast microbench on {dev.name}, fitted by simcast calibrate --device-template",
+        "template": template.name,
+        "csv_sha256": sha256,
+        "measured_on": {k: v for k, v in dev.meta.items() if v},
+        "dropped": _DROPPED.format(t=template.name),
+        "held_out_median_abs_err_pct": {k: round(v, 2) for k, v in held_out.items()},
+    }
 
 
 _DROPPED = (

@@ -1,3 +1,4 @@
-"""Profile writing: reading a profile's lines with their source comments (``profile_lines.py``),
-rewriting a device profile with each new value's provenance (``profile_yaml.py``) and its ``engines:``
-kernel sections (``engines_yaml.py``)."""
+"""Profile writing on a round-trip YAML document (ruamel.yaml): loading, dumping and setting a value with its
+provenance note (``profile_doc.py``), what the notes say and their counts (``profile_notes.py``), the values a
+calibration run produced (``profile_yaml.py``) and the ``engines:`` kernel sections (``engines_yaml.py``).
+The run path never imports this package: profiles are read by :mod:`simcast.inputs.loaders`."""

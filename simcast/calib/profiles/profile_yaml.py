@@ -1,31 +1,41 @@
 """Writing a calibrated device profile: the values a run produced, each with its provenance.
 
-The profile's YAML is rewritten line by line so every source comment survives.
-Only the values named in ``notes`` change — the ones this run fitted or
-carried over; each gets its note (``fit by simcast calibrate on <files>,
-median err x%`` or ``carried over from <device>, where ...``) followed by
-``; prior <old value>: <old comment>``. Every other line, including values an
-earlier run fitted, stays exactly as it was, label and all. The
-``calibration:`` block states what this run did and counts fitted values only
-(a collective fit holds two numbers, α and β).
+The profile is a round-trip YAML document (:mod:`simcast.calib.profiles.profile_doc`), so every source
+comment survives. Only the values named in ``notes`` change — the ones this run fitted or carried over;
+each gets its note (``fit by simcast calibrate on <files>, median err x%`` or ``carried over from <device>,
+where ...``) followed by ``; prior <old value>: <old note>``, set by
+:func:`~simcast.calib.profiles.profile_doc.set_value`. Every other value, including values an earlier run
+fitted, stays exactly as it was, note and all. The ``calibration:`` block states what this run did and
+counts fitted values only (a collective fit holds two numbers, α and β), read from the notes
+(:mod:`simcast.calib.profiles.profile_notes`).
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from simcast.calib.fitting.fit import GEMM_PARAMS
-from simcast.calib.profiles.engines_yaml import bytes_literal
-from simcast.calib.profiles.profile_lines import (
+from simcast.calib.profiles.profile_doc import (
+    COLLECTIVES_COLUMN,
+    delete,
+    flow,
+    get,
+    json_flow,
+    note,
+    set_value,
+    text_of,
+)
+from simcast.calib.profiles.profile_notes import (
     CARRIED_NOTE,
     FIT_NOTE,
     carried_counts,
     collective_key,
     count_fitted,
-    key_line,
     parameters,
-    profile_comments,
-    walk_profile,
+    values_with_notes,
 )
 from simcast.core.device import DeviceSpec, LinkSpec
 
@@ -37,7 +47,7 @@ EFF_FIELDS = (
     + ("vector_memory", "vector_launch_overhead_s")
 )
 _OPTIONAL = set(GEMM_PARAMS[1:4]) | {"vector_memory", "vector_launch_overhead_s"}
-_CALIBRATION_HEAD = "calibration:                         # provenance of the fitted numbers (simcast calibrate)"
+CALIBRATION_NOTE = "provenance of the fitted numbers (simcast calibrate)"
 
 
 # ------------------------------------------------------------------ which values a run produced
@@ -101,16 +111,18 @@ def fit_notes(errors: dict[str, float], files: list[str], snapshot: str) -> dict
     }
 
 
-def transfer_notes(src: DeviceSpec, src_text: str, dst: DeviceSpec, dev: DeviceSpec) -> tuple[dict[str, str], int, int]:
-    """Notes for a profile carried over from ``src`` (its YAML ``src_text``) to ``dst``.
+def transfer_notes(
+    src: DeviceSpec, src_doc: CommentedMap, dst: DeviceSpec, dev: DeviceSpec
+) -> tuple[dict[str, str], int, int]:
+    """Notes for a profile carried over from ``src`` (its loaded profile ``src_doc``) to ``dst``.
 
-    Each note says what the value was on ``src`` — read from ``src``'s own line:
+    Each note says what the value was on ``src`` — read from ``src``'s own note:
     fitted there (with the files and error it names), itself carried over, or an
     uncalibrated prior (with its citation). Returns ``(notes, values carried over,
     of those fitted on src)``; unset optional values get a note too, so the
-    writer drops ``dst``'s old line.
+    writer drops ``dst``'s old value.
     """
-    src_lines = profile_comments(src_text)
+    src_lines = values_with_notes(src_doc)
     tail = f"same kernels, applied to {dst.name}'s own datasheet peaks, HBM and link bandwidths"
     notes, carried, fitted = {}, 0, 0
     scalars = scalar_values(dev)
@@ -133,137 +145,118 @@ def transfer_notes(src: DeviceSpec, src_text: str, dst: DeviceSpec, dev: DeviceS
 
 
 # ------------------------------------------------------------------ writing
-def _fmt(v: float) -> str:
-    """A float YAML 1.1 and 1.2 both read as a float (explicit exponent sign)."""
-    return f"{v:.4e}".replace("e-0", "e-").replace("e+0", "e+") if v else "0.0"
-
-
-def _line(lhs: str, comment: str) -> str:
-    return f"{lhs.ljust(36)} # {comment}" if comment else lhs
-
-
 def _prior(comment: str, old: str) -> str:
-    """The previous value and its source comment, carried along (never the note of a prior calibration)."""
+    """The previous value and its source note, carried along (never the note of a prior calibration)."""
     comment = comment.lstrip("#").strip()
     if comment.startswith((FIT_NOTE, CARRIED_NOTE)):
         return comment.split("; prior ", 1)[1] if "; prior " in comment else ""
     return f"{old}: {comment}" if comment else old
 
 
-def _collective_line(f, note: str) -> str:
-    regime = (f", max_bytes: {bytes_literal(f.max_bytes)}" if f.max_bytes else "") + (
-        f", algorithm: {f.algorithm}" if f.algorithm else ""
-    )
-    return (
-        f"      - {{kind: {f.kind}, gpus: {f.gpus}, latency_s: {_fmt(f.latency_s)}, "
-        f"bus_bw_bytes_per_s: {_fmt(f.bus_bw_bytes_per_s)}{regime}}}" + (f"  # {note}" if note else "")
-    )
+def _set_collectives(doc: CommentedMap, ln: str, link: LinkSpec, notes: dict[str, str]) -> None:
+    """``links.<ln>.collectives`` from ``link`` (moved to the end of the link): fits in ``notes`` with their
+    note, the others exactly as the profile had them, note and all."""
+    path = f"links.{ln}"
+    old = {p: (v, n) for p, v, n in _link_items(doc, ln)}
+    delete(doc, (*path.split("."), "collectives"))
+    if not link.collectives:
+        return
+    items = CommentedSeq()
+    kept: list[str] = []
+    for f in link.collectives:
+        key = collective_key(path, f.kind, f.gpus, f.algorithm)
+        keep = key not in notes and key in old
+        items.append(old[key][0] if keep else flow(f, ("max_bytes", "algorithm")))
+        kept.append(old[key][1] if keep else notes.get(key, ""))
+    piecewise = " up to max_bytes (0: unbounded)" if any(f.max_bytes for f in link.collectives) else ""
+    at = ("links", ln, "collectives")
+    head = f"t = latency_s + factor·bytes/bus_bw{piecewise}, per collective and group size"
+    set_value(doc, at, items, head, column=COLLECTIVES_COLUMN)
+    for i, (item, n) in enumerate(zip(items, kept)):
+        set_value(doc, (*at, i), item, n)
 
 
-def update_profile_yaml(text: str, dev: DeviceSpec, notes: dict[str, str], provenance: list[str]) -> str:
-    """Rewrite a profile's YAML ``text`` with ``dev``'s values at the paths in ``notes``; nothing else changes.
+def _link_items(doc: CommentedMap, ln: str) -> list[tuple[str, Any, str]]:
+    seq = get(doc, ("links", ln, "collectives"))
+    if not isinstance(seq, list):
+        return []
+    at = ("links", ln, "collectives")
+    return [
+        (collective_key(f"links.{ln}", c.get("kind"), c.get("gpus"), c.get("algorithm")), c, note(doc, (*at, i)))
+        for i, c in enumerate(seq)
+        if isinstance(c, dict)
+    ]
 
-    A rewritten line keeps its old value and comment as ``; prior <value>: <comment>``.
-    An optional efficiency field that ``dev`` leaves unset loses its line; one
-    new to the profile is added at the end of its section. A link's collective
-    fits are listed from ``dev``: those in ``notes`` with their note, the others
-    exactly as the old line had them. ``provenance`` lines become the ``calibration`` block.
+
+def update_profile(doc: CommentedMap, dev: DeviceSpec, notes: dict[str, str]) -> None:
+    """Set ``dev``'s values at the paths in ``notes`` in the profile ``doc``; nothing else changes.
+
+    A replaced value keeps its old value and note as ``; prior <value>: <note>``. An optional efficiency field
+    that ``dev`` leaves unset is removed; one new to the profile is added at the end of its section. A link's
+    collective fits are listed from ``dev``: those in ``notes`` with their note, the others exactly as the
+    profile had them.
     """
     values = {p: v for p, v in scalar_values(dev).items() if p in notes}
-    old_items = {p: (value, comment) for p, value, comment in walk_profile(text) if value.startswith("{")}
-    out: list[str] = []
-    stack: list[tuple[int, str]] = []
-    seen: set[str] = set()
-    skip_deeper: int | None = None
-
-    def is_set(path: str) -> bool:
-        v = values[path]
-        return v is not None and (bool(v) or path.split(".")[-1] not in _OPTIONAL)
-
-    def close_sections(indent: int) -> None:
-        while stack and stack[-1][0] >= indent:
-            _, path = stack.pop()
-            for key, v in values.items():  # values new to this section go at its end
-                if key.rsplit(".", 1)[0] == path and key not in seen and is_set(key):
-                    pad = " " * (2 * (path.count(".") + 1))
-                    out.append(_line(f"{pad}{key.rsplit('.', 1)[1]}: {_fmt(v or 0.0)}", notes[key]))
-                    seen.add(key)
-            if path.startswith("links.") and path.count(".") == 1:
-                _collectives(path, getattr(dev.links, path.split(".")[1]))
-
-    def _collectives(path: str, link: LinkSpec) -> None:
-        if not link.collectives:
-            return
-        piecewise = " up to max_bytes (0: unbounded)" if any(f.max_bytes for f in link.collectives) else ""
-        out.append(
-            f"    collectives:                   # t = latency_s + factor·bytes/bus_bw{piecewise}, "
-            "per collective and group size"
-        )
-        for f in link.collectives:
-            key = collective_key(path, f.kind, f.gpus, f.algorithm)
-            if key not in notes and key in old_items:  # not produced by this run: the old line, label and all
-                value, comment = old_items[key]
-                out.append(f"      - {value}" + (f"  # {comment}" if comment else ""))
-            else:
-                out.append(_collective_line(f, notes.get(key, "")))
-
-    for line in text.splitlines():
-        if skip_deeper is not None:
-            if not line.strip() or (len(line) - len(line.lstrip())) > skip_deeper or line.strip().startswith("-"):
-                continue
-            skip_deeper = None
-        parsed = key_line(line)
-        if parsed is None:
-            out.append(line)
-            continue
-        indent, key, value, comment = parsed
-        close_sections(indent)
-        path = ".".join([p for _, p in stack][-1:] + [key]) if stack else key
-        if key == "collectives" or (indent == 0 and key == "calibration"):
-            skip_deeper = indent
-            continue
-        if path in values:
-            seen.add(path)
-            if is_set(path):
-                prior = _prior(comment, value)
-                out.append(
-                    _line(
-                        f"{' ' * indent}{key}: {_fmt(values[path] or 0.0)}",
-                        notes[path] + (f"; prior {prior}" if prior else ""),
-                    )
-                )
-            continue
-        out.append(line)
-        if not value:
-            stack.append((indent, path))
-    close_sections(-1)
-    out.append(_CALIBRATION_HEAD)
-    out += [f"  {p}" for p in provenance]
-    return "\n".join(out) + "\n"
+    for path, v in values.items():
+        section, key = path.rsplit(".", 1)
+        parent = get(doc, section)
+        if not isinstance(parent, dict):
+            continue  # a section the profile does not have is not created
+        if v is not None and (bool(v) or key not in _OPTIONAL):
+            prior = _prior(note(doc, path), text_of(parent[key])) if key in parent else ""
+            set_value(doc, path, float(v), notes[path] + (f"; prior {prior}" if prior else ""))
+        else:
+            delete(doc, path)
+    for ln in LINKS:
+        if isinstance(get(doc, ("links", ln)), dict):
+            _set_collectives(doc, ln, getattr(dev.links, ln), notes)
 
 
-def fit_provenance(body: str, where: str, date: str, errors: dict[str, float], old_block: dict | None) -> list[str]:
+def _entry(v: Any) -> Any:
+    """A ``calibration:`` entry as JSON writes it: strings double-quoted, mappings and lists on one line."""
+    if isinstance(v, str):
+        return DoubleQuotedScalarString(v)
+    return v if isinstance(v, (bool, int)) else json_flow(v)
+
+
+def set_calibration(doc: CommentedMap, entries: dict[str, Any], head: str = CALIBRATION_NOTE) -> None:
+    """Replace the profile's ``calibration:`` block (at its end) with ``entries``."""
+    delete(doc, "calibration")
+    set_value(doc, "calibration", CommentedMap((k, _entry(v)) for k, v in entries.items()), head)
+
+
+def set_calibration_entry(doc: CommentedMap, key: str, value: Any) -> None:
+    """Set ``calibration.<key>`` to ``value`` (moved to the block's end), creating the block if needed."""
+    if not isinstance(doc.get("calibration"), dict):
+        set_calibration(doc, {key: value}, "provenance of the fitted numbers")
+        return
+    delete(doc, ("calibration", key))
+    set_value(doc, ("calibration", key), _entry(value), "")
+
+
+def fit_provenance(
+    doc: CommentedMap, where: str, date: str, errors: dict[str, float], old_block: dict | None
+) -> dict[str, Any]:
     """The ``calibration:`` block of a fit run: data, date, errors, what this run fitted and what the profile holds.
 
-    ``body`` is the rewritten profile without its block; ``fitted_parameters``
-    counts the values it says were fitted (this run or an earlier one on this
-    device); an earlier block is kept under ``earlier``.
+    ``doc`` is the updated profile; ``fitted_parameters`` counts the values its notes say were fitted (this run
+    or an earlier one on this device); an earlier block is kept under ``earlier``.
     """
-    lines = [
-        f"source: {json.dumps(where)}",
-        f"date: {json.dumps(date)}",
-        f"fit_median_abs_err_pct: {json.dumps({k: round(v, 2) for k, v in errors.items()})}",
-        f"fitted_in_this_run: {parameters(fitted_paths(errors))}",
-        f"fitted_parameters: {count_fitted(body)}",
-    ]
+    out: dict[str, Any] = {
+        "source": where,
+        "date": date,
+        "fit_median_abs_err_pct": {k: round(v, 2) for k, v in errors.items()},
+        "fitted_in_this_run": parameters(fitted_paths(errors)),
+        "fitted_parameters": count_fitted(doc),
+    }
     if old_block:
-        lines.append(f"earlier: {json.dumps({k: v for k, v in old_block.items() if k != 'earlier'}, default=str)}")
-    return lines
+        out["earlier"] = {k: v for k, v in old_block.items() if k != "earlier"}
+    return out
 
 
 def transfer_provenance(
     src: DeviceSpec, src_block: dict | None, date: str, carried: int, fitted_on_src: int
-) -> list[str]:
+) -> dict[str, Any]:
     """The ``calibration:`` block of a transfer: nothing fitted here; the source's own block, or that it has none."""
     method = (
         f"transfer from {src.name} (no measurement on this device)"
@@ -273,43 +266,32 @@ def transfer_provenance(
             "its values are uncalibrated priors)"
         )
     )
-    lines = [f"method: {json.dumps(method)}"]
+    out: dict[str, Any] = {"method": method}
     if src_block:
-        block = {k: v for k, v in src_block.items() if k != "earlier"}
-        lines.append(f"source_calibration: {json.dumps(block, default=str)}")
-    return lines + [
-        f"date: {json.dumps(date)}",
-        "fitted_parameters: 0",
-        f"carried_over_parameters: {carried}",
-        f"carried_over_fitted_on_source: {fitted_on_src}",
-    ]
+        out["source_calibration"] = {k: v for k, v in src_block.items() if k != "earlier"}
+    return out | {
+        "date": date,
+        "fitted_parameters": 0,
+        "carried_over_parameters": carried,
+        "carried_over_fitted_on_source": fitted_on_src,
+    }
 
 
-# ------------------------------------------------------------------ counts after another run rewrote lines
-def recount_calibration(text: str) -> str:
-    """``text`` with its ``calibration:`` counts recomputed from its lines (after a run that replaced some).
+# ------------------------------------------------------------------ counts after another run replaced values
+def recount_calibration(doc: CommentedMap) -> None:
+    """Recompute the ``calibration:`` counts from the profile's notes (after a run that replaced some).
 
-    ``fitted_parameters`` is :func:`count_fitted`; a transferred profile's ``carried_over_parameters`` and
-    ``carried_over_fitted_on_source`` are recounted from the ``carried over from`` lines left.
+    ``fitted_parameters`` is :func:`~simcast.calib.profiles.profile_notes.count_fitted`; a transferred
+    profile's ``carried_over_parameters`` and ``carried_over_fitted_on_source`` are recounted from the
+    ``carried over from`` notes left.
     """
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("calibration:")), None)
-    if start is None:
-        lines.append(_CALIBRATION_HEAD)
-        start = len(lines) - 1
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #"):
-        end += 1
-    carried, fitted_on_src = carried_counts(text)
-    counts = {"fitted_parameters": count_fitted(text)}
-    block = lines[start + 1 : end]
-    if any(ln.startswith("  carried_over_parameters:") for ln in block):
+    counts = {"fitted_parameters": count_fitted(doc)}
+    block = doc.get("calibration")
+    if not isinstance(block, dict):
+        set_calibration(doc, counts)
+        return
+    if "carried_over_parameters" in block:
+        carried, fitted_on_src = carried_counts(doc)
         counts.update(carried_over_parameters=carried, carried_over_fitted_on_source=fitted_on_src)
     for key, n in counts.items():
-        at = next((i for i, ln in enumerate(block) if ln.startswith(f"  {key}:")), None)
-        if at is None:
-            block.append(f"  {key}: {n}")
-        else:
-            block[at] = f"  {key}: {n}"
-    lines[start + 1 : end] = block
-    return "\n".join(lines) + "\n"
+        set_value(doc, ("calibration", key), n, note(doc, ("calibration", key)))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_bad_input import DEV, SERVICE, bad, run, write
 
+from simcast.core.assumption import Assumption, Partition, Topic
 from simcast.core.device import LinkSpec, LinkTable
 from simcast.core.fabrics import FABRICS, FabricChoice, fabric_links, with_fabric
 from simcast.core.layout import group_path, pp_hop_cross_pairs, pp_hop_path, pp_hop_paths
@@ -17,12 +18,12 @@ from simcast.core.plan import (
     SendRecvEdge,
     canonical_partition,
     default_partition,
-    describe_partition,
     partition_layers,
 )
 from simcast.core.specs import ParallelSpec
 from simcast.cost.comm import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from simcast.inputs.loaders import load_device
+from simcast.render.assumption_text import assumption_text
 
 MODEL = "Qwen/Qwen3-0.6B"  # hidden 1024, 28 layers, bf16
 
@@ -201,9 +202,8 @@ def test_simulate_charges_the_slowest_pair(capsys, tmp_path):
     assert ev["link"].startswith("roce-200g")
     assert r["stage_comm_times_s"][1] == pytest.approx(cross)
     text = "\n".join(r["assumptions"])
-    from simcast.sim.assumptions import layout_lines
-
-    assert [a.split(":")[0] for a in layout_lines(r["assumptions"])] == [
+    layout = [a for a in r["assumptions"] if a.startswith(("inter-node link:", "PP hop:", "partition", "TP group"))]
+    assert [a.split(":")[0] for a in layout] == [
         "inter-node link",
         "PP hop",
         "partition vllm",
@@ -326,7 +326,9 @@ def test_engine_partition_rules_as_their_code():
         "vllm",
         "vllm",
     ]
-    line = describe_partition("sglang", (9, 9, 10))
+    line = assumption_text(
+        Assumption(topic=Topic.PARTITION, facts=Partition(partition="sglang", layer_counts=(9, 9, 10)))
+    )
     assert "SGLang" in line and "layer counts 9,9,10" in line
 
 

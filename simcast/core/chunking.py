@@ -280,12 +280,12 @@ class ChunkedPrefill:
         return tuple(out)
 
 
-def describe_chunks(tokens: Sequence[int]) -> str:
-    """Chunk sizes run-length encoded: ``8192 x15, 8000``."""
+def chunk_runs(tokens: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Chunk sizes run-length encoded: ``(size, how many in a row)``; ``8192 x15, 8000`` in words."""
     runs: list[list[int]] = []
     for t in tokens:
         if runs and runs[-1][0] == t:
             runs[-1][1] += 1
         else:
             runs.append([t, 1])
-    return ", ".join(f"{t} x{n}" if n > 1 else str(t) for t, n in runs)
+    return tuple((t, n) for t, n in runs)

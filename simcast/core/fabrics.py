@@ -206,15 +206,3 @@ def fabric_links(links: LinkTable, choice: FabricChoice) -> LinkTable:
 def with_fabric(dev: DeviceSpec, choice: FabricChoice) -> DeviceSpec:
     """``dev`` with its inter-node link replaced as ``choice`` says (the same object when nothing is given)."""
     return dev if not choice.given else replace(dev, links=fabric_links(dev.links, choice))
-
-
-def describe_inter_node(links: LinkTable) -> str:
-    """One assumption line: which inter-node link is used and where its numbers come from."""
-    ln = links.inter_node
-    head = (
-        f"inter-node link: {ln.bw_bytes_per_s / 1e9:g} GB/s per GPU per direction, {ln.latency_s * 1e6:.3g} us, "
-        f"efficiency {ln.efficiency:.3g}"
-    )
-    if not links.inter_node_origin:
-        return f"{head} from the device profile ({ln.name})"
-    return f"{head}: {links.inter_node_origin}"

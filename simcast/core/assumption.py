@@ -120,7 +120,8 @@ class ChunkedPipeline:
 
     chunk_tokens: tuple[int, ...]
     max_in_flight: int | None  # None: no cap
-    rule: str  # what chose the chunks and the overlap (the spec's ChunkedPrefill.rule)
+    engine_rule: str  # the engine whose pipelined-prefill rule applies ("" none: chunks overlap, no cap)
+    note: str  # what chose the chunks (the caller's words)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
-from simcast.core.chunking import chunk_runs
+from simcast.core.chunking import RULES, chunk_runs
 from simcast.core.plan import PARTITION_RULES, canonical_partition
 from simcast.cost.engine_cost import source_label
 from simcast.serving.draft import FC_NOTE
@@ -53,8 +53,20 @@ def _chunked(f: A.ChunkedPipeline) -> str:
         f"chunked pipeline prefill: {len(f.chunk_tokens)} chunks of one prompt ({chunk_sizes_text(f.chunk_tokens)} "
         f"tokens) flow through the stages as microbatches, {cap}; chunk k attends to the KV of the chunks before "
         "it; latency = TTFT (the last chunk leaving the last stage); stage times are the mean over chunks"
-        + (f"; {f.rule}" if f.rule else "")
+        + "; "
+        + "; ".join(x for x in (f.note, _overlap_rule(f.engine_rule)) if x)
     )
+
+
+def _overlap_rule(engine: str) -> str:
+    rule = RULES.get(engine)
+    if rule is None:
+        return "no engine rule: chunks overlap across stages, no in-flight cap"
+    return (
+        f"{rule.engine}: the next chunk starts on stage 0 while earlier chunks are on later stages"
+        if rule.overlap
+        else f"{rule.engine}: a chunk waits until the previous chunk has left the last stage"
+    ) + f" ({rule.cite})"
 
 
 def _microbatch_limit(f: A.MicrobatchLimit) -> str:

@@ -53,7 +53,9 @@ def _step(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
             if cp is None
             else _rec(
                 Topic.CHUNKED_PREFILL,
-                A.ChunkedPipeline(chunk_tokens=cp.tokens, max_in_flight=cp.max_in_flight, rule=cp.rule),
+                A.ChunkedPipeline(
+                    chunk_tokens=cp.tokens, max_in_flight=cp.max_in_flight, engine_rule=cp.engine_rule, note=cp.note
+                ),
             )
         ),
         _rec(Topic.SCHEDULE, A.Schedule()),

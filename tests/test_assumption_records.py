@@ -130,3 +130,18 @@ def test_pp2_tp2_across_two_nodes_states_the_hop_and_the_fabric(qwen06b, devices
     ]
     # the JSON form is the rendered lines, one per record
     assert len(assumption_lines(r.assumptions)) == len(r.assumptions)
+
+
+def test_chunk_line_names_the_chunks_and_the_engine_rule():
+    facts = A.ChunkedPipeline(chunk_tokens=(8192,) * 15 + (8000,), max_in_flight=2, engine_rule="trtllm", note="given")
+    line = assumption_text(Assumption(topic=Topic.CHUNKED_PREFILL, facts=facts))
+    assert line.startswith("chunked pipeline prefill: 16 chunks of one prompt (8192 x15, 8000 tokens) ")
+    assert "at most 2 in flight" in line
+    assert line.endswith(
+        "; given; trtllm: a chunk waits until the previous chunk has left the last stage ("
+        + ("tensorrt_llm/_torch/pyexecutor/py_executor.py (a stored version; upstream head not verified))")
+    )
+    free = A.ChunkedPipeline(chunk_tokens=(4096, 4096), max_in_flight=None, engine_rule="", note="")
+    assert assumption_text(Assumption(topic=Topic.CHUNKED_PREFILL, facts=free)).endswith(
+        "over chunks; no engine rule: chunks overlap across stages, no in-flight cap"
+    )

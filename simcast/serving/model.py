@@ -136,15 +136,15 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
             smooth_factor=cfg.dynamic_chunking_smooth_factor,
             use_disk_cache=use_disk_cache,
         )
-        note = (
+        chunk_note = (
             f"engine {pol.name}: SGLang dynamic chunking from {pol.max_num_batched_tokens} (smooth factor "
             f"{cfg.dynamic_chunking_smooth_factor:g}): "
             + ", ".join(f"{t} x{n}" if n > 1 else str(t) for t, n in chunk_runs(chunks))
         )
     else:
         chunks = chunk_plan(todo, pol.max_num_batched_tokens)
-        note = f"engine {pol.name}: chunks of max_num_batched_tokens"
-    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=note)
+        chunk_note = f"engine {pol.name}: chunks of max_num_batched_tokens"
+    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=chunk_note)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:

@@ -103,7 +103,7 @@ def test_pp2_tp2_across_two_nodes_states_the_hop_and_the_fabric(qwen06b, devices
 
     (fabric,) = of_topic(r.assumptions, Topic.INTER_NODE)
     assert fabric.facts == A.InterNodeLink(
-        bw_bytes_per_s=5e10, latency_s=8e-6, efficiency=0.8, link_name="test-ib", origin=""
+        bw_bytes_per_s=5e10, latency_s=8e-6, efficiency=0.8, link_name="test-ib", origin=None
     )
     assert assumption_text(fabric) == (
         "inter-node link: 50 GB/s per GPU per direction, 8 us, efficiency 0.8 from the device profile (test-ib)"

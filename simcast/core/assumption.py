@@ -14,6 +14,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from simcast.core.device import InterNodeOrigin
+
 
 class Topic(enum.Enum):
     """What an assumption is about (its value is the name the JSON output gives it)."""
@@ -221,7 +223,7 @@ class InterNodeLink:
     latency_s: float
     efficiency: float
     link_name: str
-    origin: str  # where its numbers come from ("" : the device profile)
+    origin: InterNodeOrigin | None  # where its numbers come from (None: the device profile)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from typing import Any
 from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
 from simcast.core.chunking import RULES, chunk_runs
+from simcast.core.device import InterNodeOrigin
 from simcast.core.plan import PARTITION_RULES, canonical_partition
 from simcast.cost.engine_cost import source_label
 from simcast.serving.draft import FC_NOTE
@@ -181,7 +182,24 @@ def _inter_node(f: A.InterNodeLink) -> str:
         f"inter-node link: {f.bw_bytes_per_s / 1e9:g} GB/s per GPU per direction, {f.latency_s * 1e6:.3g} us, "
         f"efficiency {f.efficiency:.3g}"
     )
-    return f"{head}: {f.origin}" if f.origin else f"{head} from the device profile ({f.link_name})"
+    return (
+        f"{head}: {inter_node_origin_text(f.origin)}" if f.origin else f"{head} from the device profile ({f.link_name})"
+    )
+
+
+def inter_node_origin_text(o: InterNodeOrigin) -> str:
+    """Where a replaced inter-node link's numbers come from, each value with the field that gave it."""
+    origin = f"named fabric {o.fabric}" if o.fabric else "profile"
+    parts = [f"{origin} ({o.base_link})"]
+    if o.bandwidth_gbps is not None:
+        parts.append(f"bandwidth {o.bandwidth_gbps:g} GB/s from {o.bandwidth_field}")
+    if o.latency_us is not None:
+        parts.append(f"latency {o.latency_us:g} us from {o.latency_field}")
+    text = "; ".join(parts) + f"; efficiency {o.efficiency:.3g} from {origin}"
+    if o.fabric_sources:
+        bw, lat, eff = o.fabric_sources
+        text += f" [{o.fabric} sources: bandwidth {bw}; latency {lat}; efficiency {eff}]"
+    return text
 
 
 def _pp_send(f: A.PpSend) -> str:

@@ -24,8 +24,9 @@ import pandas as pd
 
 from simcast.calib.fitting.fit import calibrate, transfer
 from simcast.calib.readers.vidur import VIDUR_SNAPSHOT, read_vidur
-from simcast.calib.validation.validate import error_table, markdown_table, predict_frame
+from simcast.calib.validation.validate import error_table, predict_frame
 from simcast.inputs.loaders import load_device, profiles_dir, read_yaml
+from simcast.render.text import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED_MARK = (

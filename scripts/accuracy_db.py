@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simcast.calib.validation.validate import markdown_table
+from simcast.render.text import markdown_table
 
 DEVICES = [
     ("h100_sxm", "h100_sxm"),

@@ -916,7 +916,7 @@ def test_optimize_json_is_strict_with_null_reasons(capsys, monkeypatch):
 def test_json_text_is_strict():
     import numpy as np
 
-    from simcast.core.text import json_text
+    from simcast.render.text import json_text
 
     text = json_text({"a": float("nan"), "b": [np.float64("inf"), np.int64(3), -0.0]}, null_reason="why")
     assert json.loads(text) == {"a": None, "b": [None, 3, -0.0], "null_values": "2 value(s) are null: why"}

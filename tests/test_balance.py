@@ -2,10 +2,12 @@
 
 import pytest
 
+from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
 from simcast.core.plan import partition_layers
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.inputs.loaders import load_model
+from simcast.render.assumption_text import assumption_text
 from simcast.sim.partition import balanced_counts, simulate_partitioned
 from simcast.sim.simulate import simulate
 
@@ -32,7 +34,9 @@ def test_balanced_not_slower_than_vllm(name, pp, batch, h100):
     )
     assert max(bal.runtime.stage_times_s) <= max(vllm.runtime.stage_times_s) + 1e-12
     assert bal.latency_s <= vllm.latency_s + 1e-12
-    assert any("partition balanced" in a for a in bal.assumptions)
+    (resolved,) = of_topic(bal.assumptions, Topic.PARTITION_RESOLVED)
+    assert assumption_text(resolved).startswith("partition balanced: layer counts ")
+    assert resolved.facts.layer_counts == counts  # type: ignore[attr-defined]
     assert bal.plan.layer_counts == counts
 
 

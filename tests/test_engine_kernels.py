@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from simcast.calib.readers import aic_db
+from simcast.core.assumption import Topic, of_topic
 from simcast.core.device import CollectiveFit
 from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import (
@@ -18,6 +19,7 @@ from simcast.core.kernel_fits import (
     GemmFit,
 )
 from simcast.cost import attention as attn
+from simcast.render.assumption_text import assumption_text
 
 
 # ------------------------------------------------------------------ reserved-table guard
@@ -416,12 +418,13 @@ def test_simulate_with_engine_uses_and_labels_engine_kernels(qwen06b, h100):
     generic = simulate(SimSpec(device=h100, **base))
     vllm = simulate(SimSpec(device=h100, engine="vllm", **base))
     assert vllm.latency_s != generic.latency_s
-    line = next(a for a in vllm.assumptions if a.startswith("engine vllm kernels on h100_sxm"))
+    line = assumption_text(of_topic(vllm.assumptions, Topic.ENGINE_KERNELS)[0])
+    assert line.startswith("engine vllm kernels on h100_sxm")
     assert "gemm vllm fit" in line and "all_reduce vllm fit" in line
-    assert not any(a.startswith("engine ") for a in generic.assumptions)
+    assert not of_topic(generic.assumptions, Topic.ENGINE_KERNELS)
     # a device without engine sections: every kind labelled as the generic roofline
     asc = simulate(SimSpec(device=load_device("ascend_910b"), engine="sglang", **base))
-    line = next(a for a in asc.assumptions if a.startswith("engine sglang kernels on ascend_910b"))
+    line = assumption_text(of_topic(asc.assumptions, Topic.ENGINE_KERNELS)[0])
     assert line == "engine sglang kernels on ascend_910b: generic roofline (the profile has no engines: section)"
 
 

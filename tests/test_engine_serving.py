@@ -9,11 +9,13 @@ from dataclasses import replace
 import pytest
 
 from simcast.cli.main import main
+from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost import engine_cost
 from simcast.cost.compute import gemm_family
 from simcast.inputs.loaders import load_device, profiles_dir
+from simcast.render.assumption_text import assumption_lines, assumption_text
 from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving
 from simcast.sim.simulate import simulate
 from simcast.trace.ir import OpRecord, TensorArg
@@ -81,15 +83,15 @@ def test_serving_steps_are_simulated_with_the_engine_s_kernels(qwen06b, h100, ru
     assert step.latency_s == plain.latency_s
     res = estimate_serving(cfg)
     if engine is None:
-        assert "generic roofline (--engine none" in " ".join(res.assumptions)
+        assert "generic roofline (--engine none" in " ".join(assumption_lines(res.assumptions))
     else:
-        assert f"engine {engine} kernels on h100_sxm: gemm {engine} fit" in " ".join(res.assumptions)
+        assert f"engine {engine} kernels on h100_sxm: gemm {engine} fit" in " ".join(assumption_lines(res.assumptions))
 
 
 def test_serving_falls_back_to_the_nearest_engine_and_says_so(qwen06b, h100):
     dev = replace(h100, engines={"sglang": h100.engines["sglang"]})  # a profile fitted for SGLang only
     res = estimate_serving(_cfg(qwen06b, dev, "vllm"))
-    line = next(a for a in res.assumptions if a.startswith("engine vllm kernels"))
+    line = assumption_text(of_topic(res.assumptions, Topic.ENGINE_KERNELS)[0])
     assert "gemm sglang fit (fallback: no vllm fit on h100_sxm)" in line
     same = simulate(
         SimSpec(model=qwen06b, device=h100, parallel=ParallelSpec(tp=2), batch=Batch.decode(8, 600), engine="sglang")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_bad_input import DEV, SERVICE, bad, run, write
 
+from simcast.core.assumption import Assumption, Partition, Topic
 from simcast.core.device import LinkSpec, LinkTable
 from simcast.core.fabrics import FABRICS, FabricChoice, fabric_links, with_fabric
 from simcast.core.layout import group_path, pp_hop_cross_pairs, pp_hop_path, pp_hop_paths
@@ -17,12 +18,12 @@ from simcast.core.plan import (
     SendRecvEdge,
     canonical_partition,
     default_partition,
-    describe_partition,
     partition_layers,
 )
 from simcast.core.specs import ParallelSpec
 from simcast.cost.comm import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from simcast.inputs.loaders import load_device
+from simcast.render.assumption_text import assumption_text, inter_node_origin_text
 
 MODEL = "Qwen/Qwen3-0.6B"  # hidden 1024, 28 layers, bf16
 
@@ -43,7 +44,10 @@ def test_named_fabric_replaces_the_profile_link_and_says_so():
     ln = links.inter_node
     assert (ln.bw_bytes_per_s, ln.latency_s, ln.efficiency) == (12.5e9, 40e-6, 0.6)
     assert links.intra_node == GOLDEN.intra_node and links.devices_per_node == 8
-    assert "named fabric tcp-100g" in links.inter_node_origin and "nccl-tests issue #82" in links.inter_node_origin
+    origin = links.inter_node_origin
+    assert origin is not None and origin.fabric == "tcp-100g" and origin.bandwidth_gbps is None
+    text = inter_node_origin_text(origin)
+    assert text.startswith("named fabric tcp-100g (tcp-100g: ") and "nccl-tests issue #82" in text
     assert fabric_links(GOLDEN, FabricChoice()) is GOLDEN  # nothing given: the profile's, unchanged
 
 
@@ -58,7 +62,11 @@ def test_flag_precedence_profile_then_named_then_explicit():
         8e-6,
         0.8,
     )
-    assert "from --inter-node-bandwidth" in links.inter_node_origin and "profile" in links.inter_node_origin
+    origin = links.inter_node_origin
+    assert origin is not None and origin.fabric == "" and origin.bandwidth_gbps == 6.25
+    assert inter_node_origin_text(origin) == (
+        "profile (test-ib); bandwidth 6.25 GB/s from --inter-node-bandwidth; efficiency 0.8 from profile"
+    )
 
 
 def test_every_named_fabric_cites_its_numbers():
@@ -201,9 +209,8 @@ def test_simulate_charges_the_slowest_pair(capsys, tmp_path):
     assert ev["link"].startswith("roce-200g")
     assert r["stage_comm_times_s"][1] == pytest.approx(cross)
     text = "\n".join(r["assumptions"])
-    from simcast.sim.assumptions import layout_lines
-
-    assert [a.split(":")[0] for a in layout_lines(r["assumptions"])] == [
+    layout = [a for a in r["assumptions"] if a.startswith(("inter-node link:", "PP hop:", "partition", "TP group"))]
+    assert [a.split(":")[0] for a in layout] == [
         "inter-node link",
         "PP hop",
         "partition vllm",
@@ -253,7 +260,11 @@ def test_service_yaml_fabric_keys(tmp_path):
     cfg, _ = build_serving_config(read_service_yaml(write(tmp_path, "s.yaml", text)), {})
     ln = cfg.device.links.inter_node
     assert (ln.bw_bytes_per_s, ln.latency_s) == (25e9, 12e-6)
-    assert "parallel_config.inter_node_latency_us" in cfg.device.links.inter_node_origin
+    origin = cfg.device.links.inter_node_origin
+    assert origin is not None and (origin.latency_us, origin.latency_field) == (
+        12,
+        "parallel_config.inter_node_latency_us",
+    )
     # a flag overrides the YAML key
     cfg, _ = build_serving_config(
         read_service_yaml(write(tmp_path, "s.yaml", text)),
@@ -326,7 +337,9 @@ def test_engine_partition_rules_as_their_code():
         "vllm",
         "vllm",
     ]
-    line = describe_partition("sglang", (9, 9, 10))
+    line = assumption_text(
+        Assumption(topic=Topic.PARTITION, facts=Partition(partition="sglang", layer_counts=(9, 9, 10)))
+    )
     assert "SGLang" in line and "layer counts 9,9,10" in line
 
 

@@ -12,10 +12,12 @@ import pytest
 
 from simcast.calib.fitting import from_db_moe as fm
 from simcast.calib.readers import aic_db
+from simcast.core.assumption import Topic, of_topic
 from simcast.core.kernel_fits import AllToAllFit, EngineKernels, MoeFit
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost import moe_kernels as mk
 from simcast.inputs.loaders import load_model
+from simcast.render.assumption_text import assumption_text
 from simcast.sim.simulate import simulate
 
 FIT = MoeFit(dtype="bf16", matmul=0.5, half_rows=0.0, half_n=0.0, half_k=0.0, memory=0.8, smooth_p=200.0, launch_s=2e-5)
@@ -91,13 +93,13 @@ def test_simulate_costs_experts_and_all_to_all_with_the_engine_fits(h100):
     disp, comb = ops["simcast::moe_dispatch"], ops["simcast::moe_combine"]
     assert disp.time_s == pytest.approx(2e-5 + disp.bytes / 1e11)  # decode step: the low-latency fit
     assert comb.time_s == pytest.approx(3e-5 + comb.bytes / 1e11)
-    line = next(a for a in r.assumptions if a.startswith("engine vllm kernels"))
+    line = assumption_text(of_topic(r.assumptions, Topic.ENGINE_KERNELS)[0])
     assert "moe experts (bf16) vllm fit" in line and "all-to-all low_latency vllm fit" in line
     assert "all-to-all normal link formula (no engine fit" in line  # a prefill step would fall back
     generic = simulate(dataclasses.replace(spec, device=bare))  # no engine has a MoE fit
     g_ops = {o.op: o for o in generic.stages[0].ops}
     assert g_ops["simcast::moe_experts"].time_s != ops["simcast::moe_experts"].time_s
-    g_line = next(a for a in generic.assumptions if a.startswith("engine vllm kernels"))
+    g_line = assumption_text(of_topic(generic.assumptions, Topic.ENGINE_KERNELS)[0])
     assert "moe experts (bf16) generic roofline (no engine fit for moe bf16 on h100_sxm)" in g_line
 
 
@@ -106,7 +108,7 @@ def test_experts_fallback_to_the_nearest_engine(h100):
     bare = _no_moe(h100)
     dev = _with(bare, sglang=dataclasses.replace(bare.engines["sglang"], moe=(FIT,)))
     spec = SimSpec(model=model, device=dev, parallel=ParallelSpec(), batch=Batch.decode(8, 512), engine="vllm")
-    line = next(a for a in simulate(spec).assumptions if a.startswith("engine vllm kernels"))
+    line = assumption_text(of_topic(simulate(spec).assumptions, Topic.ENGINE_KERNELS)[0])
     assert "moe experts (bf16) sglang fit (fallback: no vllm fit on h100_sxm)" in line
 
 

@@ -4,9 +4,11 @@ from dataclasses import replace
 
 import pytest
 
+from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.loaders import load_device, load_model
+from simcast.render.assumption_text import assumption_text
 from simcast.serving.engines import engine_policy
 from simcast.serving.model import ServingConfig, Workload, estimate_serving, max_batch_for_memory, memory_fit
 from simcast.serving.step import step_cycle_s
@@ -103,4 +105,5 @@ def test_pp_microbatches_in_flight(cfg8b):
     pp1 = estimate_serving(replace(cfg8b, batch_size=128))
     pp2 = estimate_serving(replace(cfg8b, batch_size=128, parallel=ParallelSpec(pp=2)))
     assert pp2.tokens_per_s > 0.8 * pp1.tokens_per_s
-    assert "2 microbatch(es) in flight" in pp2.assumptions[1]
+    (steady,) = of_topic(pp2.assumptions, Topic.STEADY_STATE)
+    assert "2 microbatch(es) in flight" in assumption_text(steady)

@@ -131,7 +131,8 @@ def speculative_step(
     the ``speculative`` block of ``simcast simulate --json`` (times in ms)."""
     from dataclasses import replace
 
-    from simcast.serving.draft import FC_NOTE, draft_coster
+    from simcast.core.assumption import Assumption, SpeculativeStep, Topic, note
+    from simcast.serving.draft import draft_coster
     from simcast.serving.engines import engine_policy
     from simcast.serving.step import StepCoster
 
@@ -150,13 +151,15 @@ def speculative_step(
     draft_s = draft_coster(target, spec)(batch_size, context_length)
     step_s = report.latency_s + draft_s
     tau = spec.tokens_per_step
-    line = (
-        f"speculative step: the verify step above ({spec.verify_tokens} tokens per request) "
-        f"{report.latency_s * 1e3:.3f} ms + the draft's {spec.k} pass(es) on the last stage {draft_s * 1e3:.3f} ms "
-        f"= {step_s * 1e3:.3f} ms per step, {step_s / tau * 1e3:.3f} ms per emitted token ({tau:.3f} tokens per "
-        "request per step, the expected value); not in the stage times above: the draft"
-        + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
+    step = SpeculativeStep(
+        verify_tokens=spec.verify_tokens,
+        verify_s=report.latency_s,
+        draft_passes=spec.k,
+        draft_s=draft_s,
+        tokens_per_step=tau,
+        feature_draft=spec.method != "ngram",
     )
+    records = (note(Topic.SPECULATIVE, spec.describe()), Assumption(topic=Topic.SPECULATIVE_STEP, facts=step))
     block = {
         "method": spec.method,
         "num_speculative_tokens": spec.k,
@@ -168,4 +171,4 @@ def speculative_step(
         "step_ms": step_s * 1e3,
         "ms_per_token": step_s / tau * 1e3,
     }
-    return replace(report, assumptions=report.assumptions + (spec.describe(), line)), block
+    return replace(report, assumptions=report.assumptions + records), block

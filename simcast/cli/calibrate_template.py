@@ -35,9 +35,10 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     from simcast.calib.profiles import profile_yaml as py
     from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.calib.readers.vidur import VIDUR_SNAPSHOT
-    from simcast.calib.validation.validate import check_fit_columns, markdown_table, read_measured
+    from simcast.calib.validation.validate import check_fit_columns, read_measured
     from simcast.inputs.files import MAX_CSV_BYTES, read_bytes, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
+    from simcast.render.text import markdown_table
 
     require(a.device is None, "--device", a.device, "give --device (a profile to refit) or --device-template, not both")
     require(not a.transfer_from, "--transfer-from", a.transfer_from, "cannot be combined with --device-template")

@@ -59,6 +59,7 @@ def wanted(a: argparse.Namespace) -> bool:
 
 
 def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: SearchSpace) -> int:
+    from simcast.render.assumption_text import assumption_lines
     from simcast.render.disagg_tables import NULL_DISAGG, disagg_row, format_disagg_rows
     from simcast.render.search_tables import format_search, result_row
     from simcast.serving.disagg_search import evaluate_pools, fewest_agg, fewest_disagg, mechanism, search_disagg
@@ -112,7 +113,7 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
             lines.append(f"fewest: {n} devices ({'agg and disagg tie' if mode == 'both' else mode})")
             out["fewest"] = {"devices": n, "serving_mode": mode}
         if fd:
-            lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in fd.assumptions]
+            lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in assumption_lines(fd.assumptions)]
     else:
         if agg_rows or agg_rej:
             lim = bool(a.ttft_limit or a.tpot_limit)
@@ -133,7 +134,9 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
             lines += ["", line]
             out["verdict"] = {"line": line, "decode_gain": g, "decode_share": s}
         if dis_rows:
-            lines += ["", "assumptions (disagg, best row):"] + [f"  - {x}" for x in dis_rows[0].result.assumptions]
+            lines += ["", "assumptions (disagg, best row):"] + [
+                f"  - {x}" for x in assumption_lines(dis_rows[0].result.assumptions)
+            ]
         if a.emit and dis_rows:
             from simcast.render.disagg_launch import disagg_launch
 

@@ -217,7 +217,8 @@ def add_validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from simcast.calib.validation.validate import error_table, markdown_table, predict_frame, read_measured
+    from simcast.calib.validation.validate import error_table, predict_frame, read_measured
+    from simcast.render.text import markdown_table
 
     df = read_measured(a.measured)
     if a.device is not None:

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simcast.core.errors import SimcastInputError, bounded_repr, require
-from simcast.core.text import json_text, printable
+from simcast.core.errors import SimcastInputError, bounded_repr, printable, require
 from simcast.inputs.files import is_dir, path_stat
+from simcast.render.text import json_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -177,14 +177,14 @@ def write_text(path: str, flag: str, text: str) -> Path:
 
 
 def write_json(path: str, flag: str, doc: object, *, indent: int | None = 2, null_reason: str = "", **kw) -> Path:
-    """``doc`` as strict JSON (:func:`simcast.core.text.json_text`: no NaN/Infinity tokens), atomically."""
+    """``doc`` as strict JSON (:func:`simcast.render.text.json_text`: no NaN/Infinity tokens), atomically."""
     return write_text(path, flag, json_text(doc, indent=indent, null_reason=null_reason, **kw))
 
 
 def emit(text: str = "", *, err: bool = False) -> None:
     """Print ``text`` (and a newline) on stdout, or stderr with ``err``: the one printer of the CLI.
 
-    Control characters are replaced (:func:`simcast.core.text.printable`): names come from user files
+    Control characters are replaced (:func:`simcast.core.errors.printable`): names come from user files
     (a config.json's ``_name_or_path``, a profile's ``name``), and an escape sequence in one must not
     reach the terminal.
     """
@@ -222,7 +222,7 @@ def _unwritable(e: OSError) -> str:
 
 
 def emit_json(doc: object, *, indent: int | None = 2, null_reason: str = "") -> None:
-    """``doc`` as strict JSON on stdout (:func:`simcast.core.text.json_text`)."""
+    """``doc`` as strict JSON on stdout (:func:`simcast.render.text.json_text`)."""
     emit(json_text(doc, indent=indent, null_reason=null_reason))
 
 

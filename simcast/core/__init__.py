@@ -8,6 +8,8 @@ Where to add:
 - weights or KV bytes of a layer: ``weights.py`` / ``kv.py`` (per-rank shapes from ``shards.py``),
   stage totals in ``memory.py``;
 - rank groups, node placement, labels of a layout: ``layout.py`` (MoE groups: ``moe_layout.py``);
+- a new assumption a result states: a ``Topic`` and its facts dataclass in ``assumption.py`` (no
+  sentence: the words go in ``simcast/render/assumption_text.py``);
 - a device profile field: ``specs.py`` (``DeviceSpec``) with its range in
   ``simcast/inputs/profile_schema.py``; an engine kernel fit: ``kernel_fits.py``.
 """

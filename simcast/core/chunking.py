@@ -251,13 +251,15 @@ class ChunkedPrefill:
     """One prompt's prefill as chunks flowing through the stages as microbatches.
 
     ``tokens``: chunk sizes; chunk ``k`` attends to the ``sum(tokens[:k])`` tokens before it.
-    ``max_in_flight``: chunks inside the pipeline at once (None: no cap). ``rule``: what chose the
-    chunks and the overlap, for the report's assumption line.
+    ``max_in_flight``: chunks inside the pipeline at once (None: no cap). ``engine_rule``: the engine
+    whose :data:`RULES` entry sets the overlap ("" none: chunks overlap, no cap). ``note``: what chose
+    the chunks (the caller's words, for the report's assumption record).
     """
 
     tokens: tuple[int, ...]
     max_in_flight: int | None = None
-    rule: str = ""
+    engine_rule: str = ""
+    note: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tokens", tuple(self.tokens))
@@ -280,12 +282,12 @@ class ChunkedPrefill:
         return tuple(out)
 
 
-def describe_chunks(tokens: Sequence[int]) -> str:
-    """Chunk sizes run-length encoded: ``8192 x15, 8000``."""
+def chunk_runs(tokens: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Chunk sizes run-length encoded: ``(size, how many in a row)``; ``8192 x15, 8000`` in words."""
     runs: list[list[int]] = []
     for t in tokens:
         if runs and runs[-1][0] == t:
             runs[-1][1] += 1
         else:
             runs.append([t, 1])
-    return ", ".join(f"{t} x{n}" if n > 1 else str(t) for t, n in runs)
+    return tuple((t, n) for t, n in runs)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from simcast.core.assumption import CudaGraphs
+
 
 class Batch(Protocol):
     """What the rule reads of a step (:class:`simcast.core.specs.Batch`, which imports this module)."""
@@ -91,26 +93,14 @@ def captured(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 
     return limit > 0 and decode and batch.num_requests <= limit
 
 
-def describe(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, forced: bool | None = None) -> str:
-    """One assumption line: whether the step's kernels are costed as graph-captured, and why."""
-    if engine is None:
-        return ""
-    got = captured(engine, batch, hbm_gib, tp) if forced is None else forced
-    why = (
-        "set by the caller"
-        if forced is not None
-        else (
-            f"{engine} default: steps of <= {VLLM_MAX_CAPTURE_TOKENS} tokens"
-            if engine == "vllm"
-            else f"{engine} default: decode steps of <= {capture_limit(engine, hbm_gib, tp)} requests"
-        )
-    )
-    if got:
-        return (
-            f"CUDA graphs: the step is replayed from a captured graph ({why}); fixed per-kernel floors are "
-            "the fits' graph-captured launch times, host-bound floors measured without graphs are not applied"
-        )
-    return (
-        f"CUDA graphs: the step runs eagerly ({why}); kernels whose fits carry a host-bound floor measured "
-        "without graphs take at least that floor"
+def graph_facts(
+    engine: str, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, forced: bool | None = None
+) -> CudaGraphs:
+    """The assumption record: whether the step's kernels are costed as graph-captured, and why."""
+    return CudaGraphs(
+        engine=engine,
+        captured=captured(engine, batch, hbm_gib, tp) if forced is None else forced,
+        set_by_caller=forced is not None,
+        capture_limit=capture_limit(engine, hbm_gib, tp),
+        limit_counts="tokens" if engine == "vllm" else "requests",
     )

@@ -81,17 +81,33 @@ class LinkSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class InterNodeOrigin:
+    """Where a replaced inter-node link's numbers come from (:func:`simcast.core.fabrics.fabric_links`):
+    the base link (a named fabric's, else the profile's) and the values given explicitly, each with the
+    flag or service-YAML key that gave it."""
+
+    fabric: str  # the named fabric ("": the profile's link is the base)
+    base_link: str  # the base link's name
+    bandwidth_gbps: float | None  # given explicitly (GB/s per GPU per direction), else None
+    bandwidth_field: str
+    latency_us: float | None  # given explicitly, else None
+    latency_field: str
+    efficiency: float  # the base link's
+    fabric_sources: tuple[str, ...] = ()  # the named fabric's bandwidth, latency and efficiency sources
+
+
+@dataclass(frozen=True, kw_only=True)
 class LinkTable:
     """Cluster topology: nodes of ``devices_per_node`` devices, an intra- and an inter-node link.
 
-    ``inter_node_origin``: empty when ``inter_node`` is the device profile's; else where it came from
+    ``inter_node_origin``: None when ``inter_node`` is the device profile's; else where it came from
     (a named fabric, flags or service-YAML keys: :func:`simcast.core.fabrics.fabric_links`).
     """
 
     devices_per_node: int
     intra_node: LinkSpec
     inter_node: LinkSpec
-    inter_node_origin: str = ""
+    inter_node_origin: InterNodeOrigin | None = None
 
     def __post_init__(self) -> None:
         require(self.devices_per_node >= 1, "links.devices_per_node", self.devices_per_node, "must be >= 1")

@@ -4,16 +4,31 @@ Every message names the field, the bad value and what is allowed, on one line;
 the CLI prints it and exits with code 2, without a traceback. The bad value is
 quoted by :func:`bounded_repr`, which looks at no more than it prints: a
 YAML alias bomb or a million-element list costs as much as a short string.
+:func:`printable` replaces control characters: the schema refuses names that need it, and every
+printer (the CLI's :func:`simcast.cli.outputs.emit`) passes its text through it, since names come from
+user files (a config.json's ``_name_or_path``, a profile's ``name``) and an escape sequence in one would
+reach the terminal.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePath
 from typing import Any
 
 VALUE_CHARS = 80
 """Characters of the bad value an error message quotes (the rest is cut, marked ``...``)."""
 _TEXT_CHARS = 1000  # field names and the "allowed" part: long lists of shipped names fit, a pasted file does not
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+"""C0 and C1 control characters (ESC starts a terminal escape sequence) but newline and tab, DEL,
+zero-width characters and the bidirectional overrides (they reorder what a line appears to say)."""
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (see ``_CONTROL``): each is replaced by ``?``."""
+    return _CONTROL.sub("?", text)
 
 
 def bounded_repr(value: Any, limit: int = VALUE_CHARS) -> str:

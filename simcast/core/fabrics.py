@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simcast.core.device import DeviceSpec, LinkSpec, LinkTable
+from simcast.core.device import DeviceSpec, InterNodeOrigin, LinkSpec, LinkTable
 from simcast.core.errors import require
 
 # The one measured inter-node send/recv simcast has: vidur's DGX H100 cross-node send_recv table
@@ -164,7 +164,7 @@ def fabric_links(links: LinkTable, choice: FabricChoice) -> LinkTable:
     """
     if not choice.given:
         return links
-    base, origin = links.inter_node, "profile"
+    base = links.inter_node
     if choice.fabric is not None:
         require(
             choice.fabric in FABRICS,
@@ -172,7 +172,7 @@ def fabric_links(links: LinkTable, choice: FabricChoice) -> LinkTable:
             choice.fabric,
             f"allowed: {', '.join(FABRICS)}",
         )
-        base, origin = FABRICS[choice.fabric].link(), f"named fabric {choice.fabric}"
+        base = FABRICS[choice.fabric].link()
     # ranges are checked where the values are read (flags, service YAML: simcast.inputs.limits); here the sign
     require(
         choice.bandwidth_gbps is None or choice.bandwidth_gbps > 0,
@@ -185,36 +185,27 @@ def fabric_links(links: LinkTable, choice: FabricChoice) -> LinkTable:
     )
     bw = base.bw_bytes_per_s if choice.bandwidth_gbps is None else choice.bandwidth_gbps * 1e9
     lat = base.latency_s if choice.latency_us is None else choice.latency_us / 1e6
-    parts = [f"{origin} ({base.name})"]
+    given = []  # the link's name says which values were given
     if choice.bandwidth_gbps is not None:
-        parts.append(f"bandwidth {choice.bandwidth_gbps:g} GB/s from {choice.bandwidth_field}")
+        given.append(f"bandwidth {choice.bandwidth_gbps:g} GB/s from {choice.bandwidth_field}")
     if choice.latency_us is not None:
-        parts.append(f"latency {choice.latency_us:g} us from {choice.latency_field}")
-    explicit = choice.bandwidth_gbps is not None or choice.latency_us is not None
-    name = f"{base.name} at {bw / 1e9:g} GB/s, {lat * 1e6:g} us ({'; '.join(parts[1:])})" if explicit else base.name
+        given.append(f"latency {choice.latency_us:g} us from {choice.latency_field}")
+    name = f"{base.name} at {bw / 1e9:g} GB/s, {lat * 1e6:g} us ({'; '.join(given)})" if given else base.name
     link = LinkSpec(name=name, bw_bytes_per_s=bw, latency_s=lat, efficiency=base.efficiency)
-    note = "; ".join(parts) + f"; efficiency {base.efficiency:.3g} from {origin}"
-    if choice.fabric is not None:
-        f = FABRICS[choice.fabric]
-        note += (
-            f" [{f.name} sources: bandwidth {f.bw_source}; latency {f.latency_source}; "
-            f"efficiency {f.efficiency_source}]"
-        )
-    return replace(links, inter_node=link, inter_node_origin=note)
+    f = FABRICS.get(choice.fabric or "")
+    origin = InterNodeOrigin(
+        fabric="" if f is None else f.name,
+        base_link=base.name,
+        bandwidth_gbps=choice.bandwidth_gbps,
+        bandwidth_field=choice.bandwidth_field,
+        latency_us=choice.latency_us,
+        latency_field=choice.latency_field,
+        efficiency=base.efficiency,
+        fabric_sources=() if f is None else (f.bw_source, f.latency_source, f.efficiency_source),
+    )
+    return replace(links, inter_node=link, inter_node_origin=origin)
 
 
 def with_fabric(dev: DeviceSpec, choice: FabricChoice) -> DeviceSpec:
     """``dev`` with its inter-node link replaced as ``choice`` says (the same object when nothing is given)."""
     return dev if not choice.given else replace(dev, links=fabric_links(dev.links, choice))
-
-
-def describe_inter_node(links: LinkTable) -> str:
-    """One assumption line: which inter-node link is used and where its numbers come from."""
-    ln = links.inter_node
-    head = (
-        f"inter-node link: {ln.bw_bytes_per_s / 1e9:g} GB/s per GPU per direction, {ln.latency_s * 1e6:.3g} us, "
-        f"efficiency {ln.efficiency:.3g}"
-    )
-    if not links.inter_node_origin:
-        return f"{head} from the device profile ({ln.name})"
-    return f"{head}: {links.inter_node_origin}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -198,15 +197,6 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
         f"stage(s) {empty} would get no decoder layer ({list(counts)}); every stage needs >= 1 layer",
     )
     return counts
-
-
-def describe_partition(partition: str, counts: Sequence[int]) -> str:
-    """One assumption line: the partition rule (or explicit counts) and the layer counts it gives."""
-    p = canonical_partition(partition)
-    layers = ",".join(map(str, counts))
-    if p in PARTITION_RULES:
-        return f"partition {p}: {PARTITION_RULES[p]}; layer counts {layers}"
-    return f"partition: explicit layer counts {layers} (as VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION)"
 
 
 @lru_cache(maxsize=256)

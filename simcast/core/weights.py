@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from simcast.core.assumption import WeightFormat
 from simcast.core.dtypes import WEIGHT_FORMAT_BYTES
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_memory import moe_shard
@@ -62,16 +63,18 @@ def layer_weight_bytes_at(model: ModelSpec, sd: ShardedDims, par: ParallelSpec, 
     return w + s.experts_local * expert + router + 3 * h * s.shared_intermediate * _fmt_bytes(model, True)
 
 
-def weight_format_note(model: ModelSpec) -> str:
-    """The assumption line naming each layer role's weight format; empty for an unquantised model."""
+def weight_format(model: ModelSpec) -> WeightFormat | None:
+    """Each layer role's weight format (bytes per element from ``WEIGHT_FORMAT_BYTES``); None unquantised."""
     q = model.quant
     if q is None:
-        return ""
-    return (
-        f"weights from {q.source} ({q.method}): "
-        + (f"experts {q.expert_format} ({WEIGHT_FORMAT_BYTES[q.expert_format]:.4g} B/elem), " if model.moe else "")
-        + f"{'other' if model.moe else 'linear-layer'} GEMMs {q.dense_format} "
-        f"({WEIGHT_FORMAT_BYTES[q.dense_format]:.4g} B/elem); fp8 GEMMs run W8A8 "
-        f"at the fp8 matmul peak, activations quantised on entry; embedding, lm_head, norms, "
-        f"{'router, ' if model.moe else ''}activations in {model.dtype}"
+        return None
+    return WeightFormat(
+        source=q.source,
+        method=q.method,
+        moe=model.moe is not None,
+        expert_format=q.expert_format,
+        expert_bytes_per_elem=WEIGHT_FORMAT_BYTES[q.expert_format],
+        dense_format=q.dense_format,
+        dense_bytes_per_elem=WEIGHT_FORMAT_BYTES[q.dense_format],
+        activation_dtype=model.dtype,
     )

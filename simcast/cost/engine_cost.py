@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from simcast.core.assumption import KernelSource, KernelsUsed
 from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
@@ -78,37 +79,51 @@ def pick(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") ->
 
 def label(dev: DeviceSpec, engine: str | None, kind: str, dtype: str = "bf16") -> str:
     """How one kernel kind is costed for ``engine`` on ``dev`` (for outputs and assumptions)."""
+    return source_label(engine, kind, dtype, pick(dev, engine, kind, dtype)[1], dev.name)
+
+
+def source_label(engine: str | None, kind: str, dtype: str, fitted_by: str, device_name: str) -> str:
+    """The words for one kernel kind's source: ``fitted_by`` the engine whose fit is used ("" none)."""
     if engine is None:
         return "generic roofline (no --engine)"
     if engine == NCCL:
         return "NCCL's own collectives (link fits)"
-    fit, used = pick(dev, engine, kind, dtype)
-    if fit is None:
+    if not fitted_by:
         generic = "link formula" if kind in ("dispatch", "combine") else "generic roofline"
-        return f"{generic} (no engine fit for {kind} {dtype} on {dev.name})"
-    return f"{used} fit" + ("" if used == engine else f" (fallback: no {engine} fit on {dev.name})")
+        return f"{generic} (no engine fit for {kind} {dtype} on {device_name})"
+    return f"{fitted_by} fit" + ("" if fitted_by == engine else f" (fallback: no {engine} fit on {device_name})")
 
 
-def describe(dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: str = "") -> str:
-    """One line for a report's assumptions: how each kernel kind is costed for ``engine``.
+def kernel_sources(
+    dev: DeviceSpec, engine: str | None, dtype: str, gemm_dtype: str | None = None, moe: str = ""
+) -> KernelsUsed:
+    """Which fit costs each kernel kind for ``engine`` (a report's assumption record).
 
     ``gemm_dtype``: the dense GEMMs' family when it differs from ``dtype`` (fp8 / fp8_block / mxfp4
     weights); ``moe``: the routed experts' weight format of a MoE model ("" for a dense model): their
-    grouped GEMMs and the all-to-all (DeepEP normal / low-latency) are labelled too.
+    grouped GEMMs and the all-to-all (DeepEP normal / low-latency) are listed too.
     """
-    if engine is None:
-        return ""
-    if not dev.engines:
-        return f"engine {engine} kernels on {dev.name}: generic roofline (the profile has no engines: section)"
-    parts = [f"{k} {label(dev, engine, k, (gemm_dtype or dtype) if k == 'gemm' else dtype)}" for k in KINDS]
-    if gemm_dtype and gemm_dtype != dtype:
-        parts[0] = f"gemm ({gemm_dtype} weights) " + parts[0][len("gemm ") :]
+    g = gemm_dtype or dtype
+    kinds = [(k, g if k == "gemm" else dtype) for k in KINDS]
     if moe:
-        parts.append(f"moe experts ({moe}) {label(dev, engine, 'moe', moe)}")
-        parts += [f"all-to-all {m} {label(dev, engine, 'dispatch', m)}" for m in ("normal", "low_latency")]
-    used = sorted({u for k in KINDS for u in (pick(dev, engine, k, dtype)[1],) if u})
-    where = f" (tables: the profile's {', '.join(f'engines.{u}.source' for u in used)})" if used else ""
-    return f"engine {engine} kernels on {dev.name}: " + "; ".join(parts) + where
+        kinds += [("moe", moe), ("dispatch", "normal"), ("dispatch", "low_latency")]
+    sources = tuple(
+        KernelSource(
+            kind=k,
+            dtype=d,
+            fitted_by=pick(dev, engine, k, d)[1],
+            quantised_weights=k == "gemm" and bool(gemm_dtype) and gemm_dtype != dtype,
+        )
+        for k, d in kinds
+    )
+    used = tuple(sorted({u for k in KINDS for u in (pick(dev, engine, k, dtype)[1],) if u}))
+    return KernelsUsed(
+        engine=engine,
+        device_name=dev.name,
+        profile_has_engines=bool(dev.engines),
+        kernels=sources,
+        tables_from=used,
+    )
 
 
 # ------------------------------------------------------------------ op times

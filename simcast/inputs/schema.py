@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcast.core.dtypes import DTYPE_BYTES
-from simcast.core.errors import SimcastInputError, require
-from simcast.core.text import printable
+from simcast.core.errors import SimcastInputError, printable, require
 from simcast.inputs.limits import MAX_FLOPS, MAX_NAME_CHARS
 
 
@@ -72,7 +71,7 @@ class Int:
 @dataclass(frozen=True)
 class Str:
     """A string of 1 to ``max_chars`` characters, none of them a control character (newlines and tabs are
-    text; :func:`simcast.core.text.printable` says which are not)."""
+    text; :func:`simcast.core.errors.printable` says which are not)."""
 
     max_chars: int = MAX_NAME_CHARS
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from simcast.render.assumption_text import assumption_lines
 from simcast.render.tables import table
 from simcast.serving.disagg import DisaggResult
 from simcast.serving.disagg_requests import DisaggBench
@@ -100,7 +101,7 @@ def format_disagg(r: DisaggResult) -> str:
             f"SATURATED: the {r.saturated} pool cannot carry the request rate"
             + (" (TTFT grows without bound)" if r.saturated == "prefill" else "")
         )
-    lines += ["", "assumptions:"] + [f"  - {a}" for a in r.assumptions]
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in assumption_lines(r.assumptions)]
     return "\n".join(lines)
 
 
@@ -140,6 +141,6 @@ def format_disagg_bench(b: DisaggBench) -> str:
         f"request level ({len(b.requests)} requests, {b.config.label}): {b.output_tokens_per_s:,.1f} output token/s "
         f"over {b.duration_s:.2f} s, {sum(r.preemptions for r in b.requests)} preemptions",
         table(["per request", "median ms", "p90 ms"], body),
-        *("  " + a for a in b.assumptions),
+        *("  " + a for a in assumption_lines(b.assumptions)),
     ]
     return "\n".join(lines)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from simcast.core.assumption import Assumption
 from simcast.core.specs import GIB
+from simcast.render.assumption_text import assumption_lines
 from simcast.render.tables import table
 from simcast.serving.model import ServingResult
 from simcast.serving.search import Candidate, Rejection, model_label
@@ -146,7 +148,7 @@ def format_search(
     header: str,
     top: int,
     show_rejected: bool,
-    assumptions: tuple[str, ...],
+    assumptions: tuple[Assumption, ...],
     has_limits: bool = True,
 ) -> str:
     """The optimizer's table; ``has_limits`` says whether TTFT/TPOT limits were given (an empty table
@@ -219,7 +221,7 @@ def format_search(
             out += ["", "rejected:"] + [f"  {x.parallel:<{w}} {x.reason}" for x in rejected]
         else:
             out += ["", f"{len(rejected)} layout(s) rejected (--show-rejected lists them)"]
-    out += ["", "assumptions:"] + [f"  - {a}" for a in assumptions]
+    out += ["", "assumptions:"] + [f"  - {a}" for a in assumption_lines(assumptions)]
     return "\n".join(out)
 
 
@@ -258,5 +260,5 @@ def format_serving(r: ServingResult, links: str) -> str:
         f"memory budget {mem.budget_bytes / GIB:.2f} GiB per device: {'fits' if mem.fits else 'DOES NOT FIT'}",
         "",
         "assumptions:",
-    ] + [f"  - {a}" for a in r.assumptions]
+    ] + [f"  - {a}" for a in assumption_lines(r.assumptions)]
     return "\n".join(lines)

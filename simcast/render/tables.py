@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from simcast.core.specs import GIB
+from simcast.render.assumption_text import assumption_lines
 from simcast.sim.simulate import Report
 
 
@@ -65,7 +66,7 @@ def report_to_dict(r: Report) -> dict[str, Any]:
         "max_stage_kv_cache_bytes": r.max_stage_kv_cache_bytes,
         "max_stage_memory_bytes": r.max_stage_memory_bytes,
         "device_memory_bytes": sp.device.hbm_bytes,
-        "assumptions": list(r.assumptions),
+        "assumptions": assumption_lines(r.assumptions),
         "traces_compiled": r.traces_compiled,
     }
 
@@ -153,5 +154,5 @@ def format_report(r: Report) -> str:
         f"({'fits' if fit else 'DOES NOT FIT'})",
         "",
         "assumptions:",
-    ] + [f"  - {a}" for a in r.assumptions]
+    ] + [f"  - {a}" for a in assumption_lines(r.assumptions)]
     return "\n".join(lines)

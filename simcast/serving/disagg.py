@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from simcast.core.assumption import Assumption, Topic, note
 from simcast.core.errors import require
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.kv_memory import MemoryFit, max_batch_for_memory, memory_fit
@@ -164,7 +165,7 @@ class DisaggResult:
     tokens_per_s_per_device: float
     balanced_decode_per_prefill: float  # y / x at which the pools' request rates meet
     saturated: str  # "" | "prefill" (ρ >= 1: TTFT unbounded) | "decode" (λ above the decode pool's capacity)
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]  # typed records; simcast.render.assumption_text words them
 
     @property
     def num_devices(self) -> int:
@@ -272,8 +273,8 @@ def estimate_disagg(
     lam = rate or d_ranks * dec.requests_per_s  # as assemble() takes it
     own = pre.at_rate(lam / (cfg.prefill_replicas * pre.ranks))[1]
     tr = kv_transfer(pc, dc, cfg.kv_transfer, own, together=cfg.num_devices)
-    note = kernels_note(pc, cp.report(mixed_batch(0, 0, 1, pre.chunk_tokens, 0)))  # type: ignore[arg-type]
-    return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (note,))
+    kernels = kernels_note(pc, cp.report(mixed_batch(0, 0, 1, pre.chunk_tokens, 0)))  # type: ignore[arg-type]
+    return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (kernels,))
 
 
 def assemble(
@@ -282,7 +283,7 @@ def assemble(
     dec: DecodePool,
     full: DecodePool,
     tr: KvTransfer,
-    notes: tuple[str, ...] = (),
+    notes: tuple[Assumption, ...] = (),
 ) -> DisaggResult:
     """The deployment's figures from its pools (pure arithmetic, module docstring): ``dec`` the decode pool
     at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference)."""
@@ -304,31 +305,52 @@ def assemble(
     tps = served * osl
     balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
     assumptions = (
-        f"disaggregated {cfg.label}: {x} prefill replica(s) of {pc.parallel.world_size} device(s) ({pc.device.name}, "
-        f"engine {pol_p.name}) + {y} decode replica(s) of {dc.parallel.world_size} ({dc.device.name}, engine "
-        f"{pol_d.name}) = {cfg.num_devices} devices; requests spread evenly over the DP ranks of each pool",
-        f"prefill pool: prompt-only steps of {k} prompt(s) x {pre.chunk_tokens} tokens at this rate "
-        f"(full steps {pre.prompts_per_step}; {pre.chunks} step(s) per prompt, budget {pol_p.max_num_batched_tokens}), "
-        f"{pc.microbatches} microbatch(es) in flight: capacity {pre.prompts_per_s:.3g} prompts/s per DP rank, "
-        f"utilisation {rho:.3f}",
-        "prefill queue: M/D/1 per DP rank, W_q = rho / (2 mu (1 - rho)) (Poisson arrivals, deterministic service "
-        "1/mu at the step size, of 1, 2, 4, ... and full, with the lowest wait + prefill: approximation of the "
-        "engine batching what has arrived)"
-        + ("; rate >= capacity: the queue grows without bound" if saturated == "prefill" else ""),
-        f"decode pool: decode-only steps at {dec.concurrency} running requests per DP rank (memory and max_num_seqs "
-        f"allow {dec.max_concurrency}; the whole prompt's KV held from admission), mean context "
-        f"{dc.workload.input_length + osl // 2}; {dec.requests_per_s:.3g} requests/s per DP rank = B / ((OSL-1) TPOT)",
-        tr.note,
-        f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue {queue * 1e3:.2f} ms + prefill "
-        f"{own * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
-        f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival + the step that emits "
-        "the first token)",
-        f"balanced ratio: {balanced:.2f} decode replicas per prefill replica (prefill pool's request rate = "
-        f"decode pool's at {full.concurrency} requests per DP rank)",
+        note(
+            Topic.DISAGG_LAYOUT,
+            f"disaggregated {cfg.label}: {x} prefill replica(s) of {pc.parallel.world_size} device(s) "
+            f"({pc.device.name}, engine {pol_p.name}) + {y} decode replica(s) of {dc.parallel.world_size} "
+            f"({dc.device.name}, engine {pol_d.name}) = {cfg.num_devices} devices; requests spread evenly over "
+            "the DP ranks of each pool",
+        ),
+        note(
+            Topic.DISAGG_PREFILL_POOL,
+            f"prefill pool: prompt-only steps of {k} prompt(s) x {pre.chunk_tokens} tokens at this rate "
+            f"(full steps {pre.prompts_per_step}; {pre.chunks} step(s) per prompt, budget "
+            f"{pol_p.max_num_batched_tokens}), {pc.microbatches} microbatch(es) in flight: capacity "
+            f"{pre.prompts_per_s:.3g} prompts/s per DP rank, utilisation {rho:.3f}",
+        ),
+        note(
+            Topic.DISAGG_QUEUE,
+            "prefill queue: M/D/1 per DP rank, W_q = rho / (2 mu (1 - rho)) (Poisson arrivals, deterministic "
+            "service 1/mu at the step size, of 1, 2, 4, ... and full, with the lowest wait + prefill: "
+            "approximation of the engine batching what has arrived)"
+            + ("; rate >= capacity: the queue grows without bound" if saturated == "prefill" else ""),
+        ),
+        note(
+            Topic.DISAGG_DECODE_POOL,
+            f"decode pool: decode-only steps at {dec.concurrency} running requests per DP rank (memory and "
+            f"max_num_seqs allow {dec.max_concurrency}; the whole prompt's KV held from admission), mean context "
+            f"{dc.workload.input_length + osl // 2}; {dec.requests_per_s:.3g} requests/s per DP rank = "
+            "B / ((OSL-1) TPOT)",
+        ),
+        note(Topic.KV_TRANSFER, tr.note),
+        note(
+            Topic.DISAGG_TTFT,
+            f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue {queue * 1e3:.2f} ms + prefill "
+            f"{own * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
+            f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival + the step that "
+            "emits the first token)",
+        ),
+        note(
+            Topic.DISAGG_BALANCE,
+            f"balanced ratio: {balanced:.2f} decode replicas per prefill replica (prefill pool's request rate = "
+            f"decode pool's at {full.concurrency} requests per DP rank)",
+        ),
         *notes,
     )
     if saturated == "decode":
-        assumptions += (f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s",)
+        text = f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s"
+        assumptions += (note(Topic.DISAGG_SATURATION, text),)
     return DisaggResult(
         config=cfg,
         prefill=pre,

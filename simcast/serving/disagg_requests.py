@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simcast.core.assumption import Assumption, Topic, note
 from simcast.serving.bench_result import BenchResult, RequestResult
 from simcast.serving.disagg import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
@@ -86,7 +87,7 @@ class DisaggBench:
     decode_run: BenchResult
     kv_tokens_prefill: int  # per prefill replica
     kv_tokens_decode: int  # per decode replica
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]  # typed records; simcast.render.assumption_text words them
 
     @property
     def duration_s(self) -> float:
@@ -177,12 +178,19 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
             )
         )
     assumptions = (
-        f"disaggregated {cfg.label}, request level: prefill pool {p_ranks} DP rank(s) ({pc.runtime}, one output "
-        f"token per request), KV transfer {cfg.kv_transfer} at each prompt's length, decode pool {d_ranks} DP "
-        f"rank(s) ({dc.runtime}) admitting ISL-1 transferred tokens and running the last prompt position",
-        f"KV capacity per replica: prefill {kv_p} tokens, decode {kv_d} tokens",
-        "not modelled: prefill blocks held until the decode pool reads them, transfers sharing a link, the "
-        "proxy's own latency, client --max-concurrency",
+        note(
+            Topic.DISAGG_REQUESTS,
+            f"disaggregated {cfg.label}, request level: prefill pool {p_ranks} DP rank(s) ({pc.runtime}, one output "
+            f"token per request), KV transfer {cfg.kv_transfer} at each prompt's length, decode pool {d_ranks} DP "
+            f"rank(s) ({dc.runtime}) admitting ISL-1 transferred tokens and running the last prompt position",
+        ),
+        note(Topic.DISAGG_KV_CAPACITY, f"KV capacity per replica: prefill {kv_p} tokens, decode {kv_d} tokens"),
+        note(
+            Topic.DISAGG_NOT_MODELLED,
+            "not modelled: prefill blocks held until the decode pool reads them, transfers sharing a link, the "
+            "proxy's own latency, client --max-concurrency",
+            approximation=True,
+        ),
     )
     return DisaggBench(
         config=replace(cfg, prefill=pc, decode=dc),

@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from simcast.core.assumption import Assumption
 from simcast.core.errors import SimcastInputError
 from simcast.core.moe_layout import moe_layout_rule
 from simcast.core.specs import ParallelSpec
@@ -130,7 +131,7 @@ def _meets(r: DisaggResult, space: SearchSpace) -> bool:
     return not r.saturated and r.ttft_s <= space.ttft_limit_s and r.tpot_s <= space.tpot_limit_s
 
 
-def _note(p: Pool) -> tuple[str, ...]:
+def _note(p: Pool) -> tuple[Assumption, ...]:
     assert p.prefill is not None
     return (kernels_note(p.cfg, p.coster.report(mixed_batch(0, 0, 1, p.prefill.chunk_tokens, 0))),)  # type: ignore[arg-type]
 

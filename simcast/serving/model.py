@@ -48,9 +48,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simcast.core.chunking import chunk_plan, describe_chunks
+from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCacheDtype, Topic, note, of_topic
+from simcast.core.chunking import chunk_plan, chunk_runs
 from simcast.core.specs import Batch, SimSpec
-from simcast.core.weights import weight_format_note
+from simcast.core.weights import weight_format
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.draft import FC_NOTE, draft_coster
 from simcast.serving.engines import EnginePolicy
@@ -62,7 +63,6 @@ from simcast.serving.kv_memory import (
     memory_note,
 )
 from simcast.serving.step import StepCoster, mixed_batch
-from simcast.sim.assumptions import layout_lines
 from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
 from simcast.sim.simulate import Report, simulate
@@ -95,7 +95,7 @@ class ServingResult:
     memory: MemoryFit
     prefill: Report  # one prompt alone (idle system)
     decode: Report  # the decode-only step
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]  # typed records; simcast.render.assumption_text words them
     ttft_idle_s: float = 0.0  # one request on an idle system (serving path included)
     max_concurrency_memory: int = 0  # per replica, from the KV budget
     capped_by: str = ""  # "" | "max_num_seqs" | "token budget"
@@ -136,14 +136,15 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
             smooth_factor=cfg.dynamic_chunking_smooth_factor,
             use_disk_cache=use_disk_cache,
         )
-        note = (
+        chunk_note = (
             f"engine {pol.name}: SGLang dynamic chunking from {pol.max_num_batched_tokens} (smooth factor "
-            f"{cfg.dynamic_chunking_smooth_factor:g}): {describe_chunks(chunks)}"
+            f"{cfg.dynamic_chunking_smooth_factor:g}): "
+            + ", ".join(f"{t} x{n}" if n > 1 else str(t) for t, n in chunk_runs(chunks))
         )
     else:
         chunks = chunk_plan(todo, pol.max_num_batched_tokens)
-        note = f"engine {pol.name}: chunks of max_num_batched_tokens"
-    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=note)
+        chunk_note = f"engine {pol.name}: chunks of max_num_batched_tokens"
+    return chunked_prefill_spec(base, chunks, engine=cfg.kernel_engine, note=chunk_note)
 
 
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
@@ -166,13 +167,20 @@ def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> Ser
     return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
 
 
-def kernels_note(cfg: ServingConfig, report: Report) -> str:
-    """Which kernels cost the steps: the engine's fitted ones (its line from the simulate assumptions,
-    fallbacks labelled) or, for ``--engine none``, the device's generic roofline."""
-    if cfg.kernel_engine is None:
-        return f"kernels: {cfg.device.name}'s generic roofline (--engine none: no engine kernel fits)"
-    head = f"engine {cfg.kernel_engine} kernels on "
-    return next((a for a in report.assumptions if a.startswith(head)), f"kernels: {head}(no line)")
+def kernels_note(cfg: ServingConfig, report: Report) -> Assumption:
+    """Which kernels cost the steps: the engine's fitted ones (the record of the simulate report, fallbacks
+    labelled) or, for ``--engine none``, the device's generic roofline."""
+    found = of_topic(report.assumptions, Topic.ENGINE_KERNELS)
+    if found:
+        return found[0]
+    generic = KernelsUsed(
+        engine=None,
+        device_name=cfg.device.name,
+        profile_has_engines=bool(cfg.device.engines),
+        kernels=(),
+        tables_from=(),
+    )
+    return Assumption(topic=Topic.ENGINE_KERNELS, facts=generic, approximation=True)
 
 
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
@@ -295,41 +303,42 @@ def estimate_serving(
             f", prefix hit rate {cfg.hit_rate:.3g}: {hit} prompt tokens from the prefix cache, {isl} computed "
             "(attention over the whole context; the shared prefix's KV held once per replica)"
         )
+    steady = (
+        f"steady state at {served} requests/replica"
+        + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
+        + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * dec_steps / life:.1f} decodes at "
+        f"context {dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
+        + ("(one mixed forward pass, decodes first)" if pol.decode_first else "(separate prefill steps, prefill first)")
+    )
+    ttft_note = (
+        f"TTFT: serving path {front * 1e3:.2f} ms + wait for the step in flight {wait * 1e3:.2f} ms "
+        f"({step_wait_cycles(pol):g} step{'s' if pol.overlap_cpu else ''} at random arrival) + the prompt's {n_pf} "
+        f"chunk step(s) under load, no queueing (closed loop); idle-system TTFT {ttft_idle * 1e3:.2f} ms; "
+        "tokens/s = B*OSL/(TTFT + (OSL-1)*TPOT) (Little's law)"
+    )
     assumptions = (
-        (
-            pol.describe(),
-            f"steady state at {served} requests/replica"
-            + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
-            + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * dec_steps / life:.1f} decodes at "
-            f"context {dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
-            + (
-                "(one mixed forward pass, decodes first)"
-                if pol.decode_first
-                else "(separate prefill steps, prefill first)"
-            ),
-            f"TTFT: serving path {front * 1e3:.2f} ms + wait for the step in flight {wait * 1e3:.2f} ms "
-            f"({step_wait_cycles(pol):g} step{'s' if pol.overlap_cpu else ''} at random arrival) + the prompt's {n_pf} "
-            f"chunk step(s) under load, no queueing (closed loop); idle-system TTFT {ttft_idle * 1e3:.2f} ms; "
-            "tokens/s = B*OSL/(TTFT + (OSL-1)*TPOT) (Little's law)",
-            pol.serving_path_note(),
-            memory_note(cfg, b_mem),
-            kernels_note(cfg, pre),
-        )
-        + pre.assumptions[:2]
-        + tuple(a for a in layout_lines(pre.assumptions) if a not in pre.assumptions[:2])
+        note(Topic.SERVING_ENGINE, pol.describe()),
+        note(Topic.STEADY_STATE, steady),
+        note(Topic.SERVING_TTFT, ttft_note),
+        note(Topic.SERVING_PATH, pol.serving_path_note()),
+        note(Topic.SERVING_MEMORY, memory_note(cfg, b_mem)),
+        kernels_note(cfg, pre),
+        *of_topic(pre.assumptions, Topic.ROOFLINE, Topic.DTYPE_PEAKS),
+        *of_topic(pre.assumptions, *LAYOUT_TOPICS),
     )
     if spec is not None:
-        assumptions += (
-            spec.describe(),
+        tpot_note = (
             f"speculative: TPOT = step cycle / {tau:.3f} tokens per step (the expected value, deterministic); the "
             "draft runs after the verify step on the last stage; not modelled: tree drafts (top-k > 1), dynamic k, "
-            "draft/target overlap, the draft's own CPU launch time"
-            + ("" if spec.method == "ngram" else f"; {FC_NOTE}"),
+            "draft/target overlap, the draft's own CPU launch time" + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
         )
-    if weight_format_note(cfg.model):
-        assumptions += (weight_format_note(cfg.model),)
+        assumptions += (note(Topic.SPECULATIVE, spec.describe()), note(Topic.SPECULATIVE_TPOT, tpot_note))
+    wf = weight_format(cfg.model)
+    if wf is not None:
+        assumptions += (Assumption(topic=Topic.WEIGHT_FORMAT, facts=wf),)
     if cfg.kv_cache_dtype != "auto":
-        assumptions += (f"KV cache in {cfg.kv_cache_dtype} (--kv-cache-dtype)",)
+        kv = KvCacheDtype(kv_cache_dtype=cfg.kv_cache_dtype, from_flag=True)
+        assumptions += (Assumption(topic=Topic.KV_DTYPE, facts=kv),)
     return ServingResult(
         config=replace(cfg, batch_size=served),
         ttft_s=ttft,

@@ -1,31 +1,169 @@
-"""The human-readable assumption lines of a :func:`simcast.sim.simulate.simulate` report: what
-each number rests on (roofline, peaks, traces, schedule, MoE/quantisation/KV notes)."""
+"""The assumption records of a :func:`simcast.sim.simulate.simulate` report: what each number rests on
+(roofline, peaks, traces, schedule, MoE/quantisation/KV notes, the layout's links). Records only
+(:mod:`simcast.core.assumption`); :mod:`simcast.render.assumption_text` words them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simcast.core import cuda_graphs
-from simcast.core.chunking import ChunkedPrefill, describe_chunks
-from simcast.core.fabrics import describe_inter_node
+from simcast.core import assumption as A
+from simcast.core.assumption import Assumption, Topic
+from simcast.core.cuda_graphs import graph_facts
 from simcast.core.layout import Path, pp_hop_cross_pairs
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, ROUTING_GINI
 from simcast.core.moe_layout import moe_comm_mode
-from simcast.core.plan import SendRecvEdge, describe_partition
+from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import GIB, Batch, SimSpec
-from simcast.core.weights import weight_format_note
+from simcast.core.weights import weight_format
 from simcast.cost import engine_cost
 from simcast.cost.comm import hierarchical
 
 
-def _chunk_line(cp: ChunkedPrefill) -> str:
-    cap = "no cap" if cp.max_in_flight is None else f"at most {cp.max_in_flight} in flight"
-    return (
-        f"chunked pipeline prefill: {len(cp.tokens)} chunks of one prompt ({describe_chunks(cp.tokens)} tokens) "
-        f"flow through the stages as microbatches, {cap}; chunk k attends to the KV of the chunks before it; "
-        "latency = TTFT (the last chunk leaving the last stage); stage times are the mean over chunks"
-        + (f"; {cp.rule}" if cp.rule else "")
+def _rec(topic: Topic, facts: object, approximation: bool = False) -> Assumption:
+    return Assumption(topic=topic, facts=facts, approximation=approximation)
+
+
+def _step(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
+    """Roofline, peaks, traces, microbatches or chunks, schedule."""
+    dev, e = spec.device, spec.device.efficiency
+    roof = A.Roofline(
+        launch_overhead_s=e.launch_overhead_s,
+        matmul_efficiency=e.matmul,
+        vector_efficiency=e.vector,
+        memory_efficiency=e.memory,
+        matmul_half_m_ridge=e.matmul_half_m_ridge,
+        matmul_half_n=e.matmul_half_n,
+        matmul_half_k=e.matmul_half_k,
     )
+    cp = spec.chunked_prefill
+    return [
+        _rec(Topic.ROOFLINE, roof, approximation=not roof.saturating),
+        _rec(
+            Topic.DTYPE_PEAKS,
+            A.DtypePeaks(
+                dtype=spec.model.dtype,
+                matmul_peak_flops_per_s=dev.matmul_peak(spec.model.dtype),
+                hbm_bw_bytes_per_s=dev.hbm_bw_bytes_per_s,
+                device_name=dev.name,
+            ),
+        ),
+        _rec(Topic.TRACES, A.StageTraces()),
+        (
+            _rec(Topic.MICROBATCHES, A.Microbatches(count=len(micro), requested=spec.num_microbatches))
+            if cp is None
+            else _rec(
+                Topic.CHUNKED_PREFILL,
+                A.ChunkedPipeline(
+                    chunk_tokens=cp.tokens, max_in_flight=cp.max_in_flight, engine_rule=cp.engine_rule, note=cp.note
+                ),
+            )
+        ),
+        _rec(Topic.SCHEDULE, A.Schedule()),
+    ]
+
+
+def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
+    """Engine kernels, CUDA graphs, MoE, MLA, sliding window, weight format, KV dtype, fp8, microbatch limit."""
+    dev, par, m = spec.device, spec.parallel, spec.model
+    out = []
+    if spec.engine is not None:
+        dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
+        experts = "" if m.moe is None else (m.quant.expert_format if m.quant is not None else m.dtype)
+        used = engine_cost.kernel_sources(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=experts)
+        generic = not used.profile_has_engines or any(not k.fitted_by for k in used.kernels)
+        out.append(_rec(Topic.ENGINE_KERNELS, used, approximation=generic))
+        out.append(
+            _rec(Topic.CUDA_GRAPHS, graph_facts(spec.engine, micro[0], dev.hbm_bytes / GIB, par.tp, spec.cuda_graph))
+        )
+    if m.moe is not None:
+        routing = A.MoeRouting(
+            num_experts=m.moe.num_experts,
+            top_k=m.moe.top_k,
+            ep=par.ep,
+            moe_tp=par.moe_tp,
+            moe_dp=par.moe_dp,
+            expert_imbalance=spec.expert_imbalance,
+            default_imbalance=spec.expert_imbalance == DEFAULT_EXPERT_IMBALANCE,
+            routing_gini=ROUTING_GINI,
+            comm_mode=moe_comm_mode(par) or "",
+        )
+        out.append(_rec(Topic.MOE, routing))
+    if m.mla is not None:
+        out.append(_rec(Topic.MLA, A.Mla(cache_width_elements=m.mla.cache_width)))
+    if m.layer_types:
+        out.append(_rec(Topic.SLIDING_WINDOW, A.SlidingWindow(window_tokens=m.sliding_window), approximation=True))
+    wf = weight_format(m)
+    if wf is not None:
+        out.append(_rec(Topic.WEIGHT_FORMAT, wf))
+    if spec.kv_cache_dtype != "auto":
+        out.append(_rec(Topic.KV_DTYPE, A.KvCacheDtype(kv_cache_dtype=spec.kv_cache_dtype, from_flag=False)))
+    if m.dtype == "fp8":
+        fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
+        fp8 = A.Fp8(engine_fitted_gemm=fitted, fp8_vector_peak="fp8" in dev.vector_flops_per_s)
+        out.append(_rec(Topic.FP8, fp8, approximation=True))
+    if spec.chunked_prefill is None and len(micro) < spec.num_microbatches:
+        out.append(_rec(Topic.MICROBATCH_LIMIT, A.MicrobatchLimit(count=len(micro)), approximation=True))
+    return out
+
+
+def _pipeline(
+    spec: SimSpec, hops: Sequence[Sequence[Path]], tp_paths: Sequence[Path], layer_counts: Sequence[int]
+) -> list[Assumption]:
+    """PP send, PP hop, TP-sharded send, partition."""
+    par, links = spec.parallel, spec.device.links
+    pairs = sorted({(h.name, h.cross_node) for hop in hops for h in hop})
+    out = [
+        _rec(
+            Topic.PP_SEND,
+            A.PpSend(
+                send_residual=spec.send_residual, tp_sharded_send=spec.tp_sharded_send, tp=par.tp, links=tuple(pairs)
+            ),
+        )
+    ]
+    if par.tp > 1 or par.dp > 1:
+        mixed = tuple(
+            A.MixedHop(
+                src_stage=s,
+                dst_stage=s + 1,
+                cross_node_pairs=pp_hop_cross_pairs(SendRecvEdge(src_stage=s, dst_stage=s + 1), par, links),
+                pairs=par.tp * par.dp,
+            )
+            for s, hop in enumerate(hops)
+            if len(hop) > 1
+        )
+        out.append(_rec(Topic.PP_HOP, A.PpHop(tp_sharded_send=spec.tp_sharded_send, mixed_hops=mixed)))
+    if spec.tp_sharded_send and par.tp > 1:
+        tp_links = tuple(sorted({p.name for p in tp_paths[1:]}))
+        sharded = A.TpShardedSend(boundary_tensors=spec.boundary_tensors, tp_links=tp_links)
+        out.append(_rec(Topic.TP_SHARDED_SEND, sharded))
+    if layer_counts:
+        out.append(_rec(Topic.PARTITION, A.Partition(partition=spec.partition, layer_counts=tuple(layer_counts))))
+    return out
+
+
+def _tensor_parallel(spec: SimSpec, tp_paths: Sequence[Path]) -> list[Assumption]:
+    """TP collectives and TP groups across nodes."""
+    dev, par = spec.device, spec.parallel
+    fitted = all(p.collectives for p in tp_paths)
+    engine_ar = spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None
+    coll = A.TpCollectives(
+        fitted=fitted,
+        piecewise=fitted and any(f.max_bytes for p in tp_paths for f in p.collectives),
+        algorithm=spec.collective_algorithm,
+        engine_all_reduce=spec.engine if engine_ar and spec.engine is not None else "",
+        links=tuple(sorted({p.name for p in tp_paths})),
+    )
+    out = [_rec(Topic.TP_COLLECTIVES, coll, approximation=not fitted)]
+    spans = sorted(
+        {
+            (h.nodes, h.ranks_per_node)
+            for p in tp_paths
+            if (h := p.hierarchy) is not None and hierarchical(p, "all_reduce", par.tp)
+        }
+    )
+    if spans:
+        out.append(_rec(Topic.TP_ACROSS_NODES, A.TpAcrossNodes(spans=tuple(spans))))
+    return out
 
 
 def assumptions(
@@ -34,138 +172,22 @@ def assumptions(
     hops: Sequence[Sequence[Path]],
     tp_paths: Sequence[Path],
     layer_counts: Sequence[int] = (),
-) -> tuple[str, ...]:
-    """Human-readable list of what the numbers assume (``hops``: the distinct pair paths of each PP hop)."""
-    dev, par = spec.device, spec.parallel
-    e = dev.efficiency
-    out = [
-        f"roofline per op: max(flops/(peak*eff), bytes/(hbm_bw*eff)) + {e.launch_overhead_s * 1e6:.1f} us launch; "
-        f"eff matmul {e.matmul:.3g}, vector {e.vector:.3g}, memory {e.memory:.3g}"
-        + (
-            f"; GEMM efficiency saturates in M, N, K (half points {e.matmul_half_m_ridge:.3g} x ridge, "
-            f"{e.matmul_half_n:.0f}, {e.matmul_half_k:.0f}; fitted)"
-            if e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k
-            else ""
+) -> tuple[Assumption, ...]:
+    """What the numbers assume, as records (``hops``: the distinct pair paths of each PP hop)."""
+    par, links = spec.parallel, spec.device.links
+    out = _step(spec, micro) + _model(spec, micro)
+    if par.world_size > links.devices_per_node or links.inter_node_origin:
+        ln = links.inter_node
+        fabric = A.InterNodeLink(
+            bw_bytes_per_s=ln.bw_bytes_per_s,
+            latency_s=ln.latency_s,
+            efficiency=ln.efficiency,
+            link_name=ln.name,
+            origin=links.inter_node_origin,
         )
-        + (" (constants)" if not (e.matmul_half_m_ridge or e.matmul_half_n or e.matmul_half_k) else ""),
-        f"dtype {spec.model.dtype}: matmul peak {dev.matmul_peak(spec.model.dtype) / 1e12:.1f} TFLOP/s, "
-        f"HBM {dev.hbm_bw_bytes_per_s / 1e12:.2f} TB/s ({dev.name})",
-        "stage traces: torch.compile of stage-local modules, one representative decoder layer replayed per stage",
-        (
-            f"microbatches: {len(micro)} (requested {spec.num_microbatches}); stage times are per microbatch"
-            if spec.chunked_prefill is None
-            else _chunk_line(spec.chunked_prefill)
-        ),
-        "latency: fill-drain over stage time = compute + incoming send/recv (the receiver waits for the data, "
-        "the sender's isend does not block it); bubble = latency - sum(stage times)",
-    ]
-    m = spec.model
-    if spec.engine is not None:
-        dense = m.quant.dense_format if m.quant is not None and m.quant.dense_format != m.dtype else None
-        experts = "" if m.moe is None else (m.quant.expert_format if m.quant is not None else m.dtype)
-        out.append(engine_cost.describe(dev, spec.engine, m.dtype, gemm_dtype=dense, moe=experts))
-        out.append(cuda_graphs.describe(spec.engine, micro[0], dev.hbm_bytes / GIB, par.tp, spec.cuda_graph))
-    if m.moe is not None:
-        out.append(
-            f"MoE: {m.moe.num_experts} experts top-{m.moe.top_k}, EP={par.ep} MoE-TP={par.moe_tp} "
-            f"MoE-DP={par.moe_dp} (stage-local groups); busiest expert rank under uniform top-k routing "
-            f"(mean + sigma*sqrt(2 ln ep)) x expert imbalance {spec.expert_imbalance:g}"
-            + (
-                f" (default: published routing skew, Gini {ROUTING_GINI} -> max/mean 1 + 3 Gini; arXiv:2605.20982)"
-                if spec.expert_imbalance == DEFAULT_EXPERT_IMBALANCE
-                else ""
-            )
-            + "; "
-            f"{moe_comm_mode(par) or 'no'} MoE communication"
-        )
-    if m.mla is not None:
-        out.append(
-            f"MLA: latent cache {m.mla.cache_width} elements/token/layer on every TP rank; prefill "
-            "decompresses K/V, decode absorbs W_UK/W_UV (FlashMLA-style)"
-        )
-    if m.layer_types:
-        out.append(
-            f"sliding-window layers: attention and KV cache capped at {m.sliding_window} tokens; "
-            "attention sinks cost one logit per head (not counted)"
-        )
-    if weight_format_note(m):
-        out.append(weight_format_note(m))
-    if spec.kv_cache_dtype != "auto":
-        out.append(f"KV cache dtype {spec.kv_cache_dtype}")
-    if spec.model.dtype == "fp8":
-        fp8_fitted = spec.engine is not None and engine_cost.pick(dev, spec.engine, "gemm", "fp8")[0] is not None
-        out.append(
-            "fp8: weights, activations and KV cache all 1 byte"
-            + ("; GEMMs from the engine's fitted fp8 kernels" if fp8_fitted else " and GEMMs at the fp8 peak")
-            + " (approximation: real fp8 serving keeps some activations in bf16)"
-            + ("" if "fp8" in dev.vector_flops_per_s else "; elementwise ops at the fp32 vector peak")
-        )
-    if spec.chunked_prefill is None and len(micro) < spec.num_microbatches:
-        out.append(f"only {len(micro)} microbatches possible: the batch cannot be split further")
-    links_t = dev.links
-    if par.world_size > links_t.devices_per_node or links_t.inter_node_origin:
-        out.append(describe_inter_node(links_t))
+        out.append(_rec(Topic.INTER_NODE, fabric))
     if par.pp > 1:
-        kind = "hidden+residual" if spec.send_residual else "hidden only"
-        shard = f", TP-sharded send (/{par.tp})" if spec.tp_sharded_send else ""
-        names = sorted({h.name + (" (inter-node)" if h.cross_node else "") for hop in hops for h in hop})
-        out.append(f"PP send/recv: latency + bytes/(bw*eff), {kind}{shard}; links: {', '.join(names)}")
-        if par.tp > 1 or par.dp > 1:
-            what = "its 1/tp slice" if spec.tp_sharded_send else "the full tensor"
-            mixed = []
-            for s, hop in enumerate(hops):
-                if len(hop) > 1:
-                    n = pp_hop_cross_pairs(SendRecvEdge(src_stage=s, dst_stage=s + 1), par, links_t)
-                    mixed.append(f"{s}->{s + 1} ({n} of {par.tp * par.dp} pairs cross nodes)")
-            out.append(
-                f"PP hop: every TP rank of a stage sends {what} to its peer on the next stage at once; a hop "
-                "costs its slowest pair (inter-node bandwidth is per GPU, so pairs sharing a NIC each see their "
-                "share)" + (f"; hops mixing intra- and inter-node pairs: {', '.join(mixed)}" if mixed else "")
-            )
-        if spec.tp_sharded_send and par.tp > 1:
-            out.append(
-                f"TP-sharded send: the receiving stage all-gathers each of the {spec.boundary_tensors} tensor(s) "
-                f"over its TP group ({', '.join(sorted({p.name for p in tp_paths[1:]}))}) before computing "
-                "(vLLM's irecv post-processing); charged to the receiver"
-            )
-        if layer_counts:
-            out.append(describe_partition(spec.partition, layer_counts))
+        out += _pipeline(spec, hops, tp_paths, layer_counts)
     if par.tp > 1:
-        fitted = all(p.collectives for p in tp_paths)
-        how = (
-            "calibrated alpha + bytes/beta fit (nearest group size)"
-            if fitted
-            else f"{spec.collective_algorithm} ring/tree formula"
-        )
-        if fitted and any(f.max_bytes for p in tp_paths for f in p.collectives):
-            how = "calibrated piecewise alpha + bytes/beta fits per message-size regime (nearest group size)"
-        if spec.engine is not None and engine_cost.pick(dev, spec.engine, "all_reduce")[0] is not None:
-            how += f"; inside a node the {spec.engine} all-reduce as the engine issues it (one-shot/two-shot/NCCL)"
-        out.append(f"TP collectives: {how} over {', '.join(sorted({p.name for p in tp_paths}))}")
-        spans = sorted(
-            {
-                (h.nodes, h.ranks_per_node)
-                for p in tp_paths
-                if (h := p.hierarchy) is not None and hierarchical(p, "all_reduce", par.tp)
-            }
-        )
-        if spans:
-            out.append(
-                "TP group across nodes ("
-                + ", ".join(f"{m} nodes x {g} ranks" for m, g in spans)
-                + "): hierarchical all-reduce = intra-node reduce-scatter + all-gather over the node's ranks, "
-                "and an all-reduce of the 1/g shard across nodes over the fabric (each GPU through its own NIC "
-                "share; ring or tree, the faster), as NCCL's tree algorithm chains ranks inside a node and links "
-                "nodes by a tree (NCCL docs NCCL_ALGO; NVIDIA/nccl issue #545); engine custom all-reduce off"
-            )
+        out += _tensor_parallel(spec, tp_paths)
     return tuple(out)
-
-
-LAYOUT_LINE_PREFIXES = ("inter-node link:", "PP hop:", "partition", "TP group across nodes")
-"""The assumption lines about the fabric, the PP hops, the layer partition and cross-node TP groups."""
-
-
-def layout_lines(report_assumptions: Sequence[str]) -> tuple[str, ...]:
-    """The fabric / PP-hop / partition / cross-node-TP lines of a simulate report's assumptions, for a
-    caller (the serving estimate) that shows only some of them."""
-    return tuple(a for a in report_assumptions if a.startswith(LAYOUT_LINE_PREFIXES))

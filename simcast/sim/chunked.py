@@ -56,27 +56,19 @@ def chunked_prefill_spec(
 
     ``engine`` (default ``spec.engine``) picks the overlap rule and the in-flight cap from
     :data:`~simcast.core.chunking.RULES`; no engine: chunks overlap, no cap. ``note`` says how the
-    chunks were chosen (for the assumption line).
+    chunks were chosen (for the assumption record).
     """
     name = engine if engine is not None else spec.engine
     rule = RULES.get(name or "")
-    pp = spec.parallel.pp
-    if rule is None:
-        how = "no engine rule: chunks overlap across stages, no in-flight cap"
-        cap = None
-    else:
-        cap = rule.max_in_flight(pp)
-        how = (
-            f"{rule.engine}: the next chunk starts on stage 0 while earlier chunks are on later stages"
-            if rule.overlap
-            else f"{rule.engine}: a chunk waits until the previous chunk has left the last stage"
-        ) + f" ({rule.cite})"
+    cap = None if rule is None else rule.max_in_flight(spec.parallel.pp)
     tokens = tuple(int(t) for t in chunk_tokens)
     return replace(
         spec,
         batch=Batch.prefill(1, sum(tokens)),
         num_microbatches=len(tokens),
-        chunked_prefill=ChunkedPrefill(tokens=tokens, max_in_flight=cap, rule="; ".join(x for x in (note, how) if x)),
+        chunked_prefill=ChunkedPrefill(
+            tokens=tokens, max_in_flight=cap, engine_rule="" if rule is None else rule.engine, note=note
+        ),
     )
 
 

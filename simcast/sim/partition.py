@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simcast.core.assumption import Assumption, PartitionResolved, Topic
 from simcast.core.errors import require
 from simcast.core.plan import partition_layers
 from simcast.core.specs import SimSpec
@@ -90,5 +91,10 @@ def simulate_partitioned(spec: SimSpec, *, use_disk_cache: bool = True) -> Repor
     return replace(
         r,
         assumptions=r.assumptions
-        + (f"partition {spec.partition}: layer counts {resolved.partition} minimise the slowest stage for this batch",),
+        + (
+            Assumption(
+                topic=Topic.PARTITION_RESOLVED,
+                facts=PartitionResolved(policy=spec.partition, layer_counts=r.plan.layer_counts),
+            ),
+        ),
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simcast.core.assumption import Assumption
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, pp_hop_paths
 from simcast.core.memory import stage_activation_bytes, stage_kv_cache_bytes, stage_weight_bytes
@@ -53,7 +54,7 @@ class Report:
     runtime: PipelineRuntimeEstimate
     microbatches: tuple[Batch, ...]
     op_bound_s: dict[str, float]  # Mem / Comm / Cube / Vec seconds summed over stages (one microbatch each)
-    assumptions: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]  # typed records; simcast.render.assumption_text words them
     traces_compiled: int  # stage traces compiled in this call (0 = all from cache)
 
     @property

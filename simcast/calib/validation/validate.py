@@ -29,7 +29,6 @@ from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.model_spec import ModelSpec
-from simcast.core.text import format_number
 from simcast.cost import kernels
 from simcast.inputs.files import load_csv, numeric_column
 from simcast.inputs.limits import (
@@ -230,18 +229,6 @@ def error_table(pred: pd.DataFrame, by: tuple[str, ...] = ("kind",)) -> pd.DataF
             }
         )
     return pd.DataFrame(out)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-markdown table; floats with one decimal (:func:`~simcast.core.text.format_number`: bounded width)."""
-    cols = list(df.columns)
-
-    def fmt(v: object) -> str:
-        return format_number(v) if isinstance(v, float) else ("" if v is None else str(v))
-
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
-    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 # Numeric columns of the generic schema: (lowest, highest, whole number). Empty cells are allowed

@@ -1,30 +1,22 @@
-"""Text simcast prints: safe for a terminal, numbers of bounded width, JSON that is strict.
+"""Text simcast prints: numbers of bounded width, JSON that is strict, markdown tables.
 
-Every printer goes through these (the CLI's :func:`simcast.cli.outputs.emit` calls :func:`printable`
-on everything it writes; tables format measured numbers with :func:`format_number`; every JSON
-writer serialises with :func:`json_text`). Names come from user files (a config.json's
-``_name_or_path``, a profile's ``name``): without this an escape sequence in one of them would
-reach the terminal, and one unbounded number would print 300 digits.
+Every printer goes through these (tables format measured numbers with :func:`format_number`; every
+JSON writer serialises with :func:`json_text`; the CLI's :func:`simcast.cli.outputs.emit` replaces
+control characters with :func:`simcast.core.errors.printable`, beside the error messages' bounding).
+Without them one unbounded number would print 300 digits.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-"""C0 and C1 control characters (ESC starts a terminal escape sequence) but newline and tab, DEL,
-zero-width characters and the bidirectional overrides (they reorder what a line appears to say)."""
+if TYPE_CHECKING:  # the CLI imports this module at start-up: no pandas import here
+    import pandas as pd
 
 NUMBER_DIGITS = 9
 """Integer digits a table cell prints before it switches to scientific notation."""
-
-
-def printable(text: str) -> str:
-    """``text`` without control characters (see ``_CONTROL``): each is replaced by ``?``."""
-    return _CONTROL.sub("?", text)
 
 
 def format_number(x: float, decimals: int = 1, *, signed: bool = False) -> str:
@@ -86,3 +78,15 @@ def json_text(doc: Any, *, indent: int | None = None, null_reason: str = "", **k
             null_reason or "not defined here (NaN) or not finite (infinite) in simcast's result"
         )
     return json.dumps(clean, indent=indent, allow_nan=False, **kw)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-markdown table; floats with one decimal (:func:`format_number`: bounded width)."""
+    cols = list(df.columns)
+
+    def fmt(v: object) -> str:
+        return format_number(v) if isinstance(v, float) else ("" if v is None else str(v))
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
+    return "\n".join(lines)

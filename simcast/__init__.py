@@ -36,7 +36,8 @@ event-level pipeline timeline).
 **Serving, lower level**: ``ServingConfig``, ``Workload``, ``estimate_serving`` (steady state of one
 configuration), ``max_batch_for_memory``, ``kv_capacity_tokens``; ``search``, ``SearchSpace``.
 
-**Rendering**: ``format_report`` (the text report), ``to_dataframe`` (ranked search rows),
+**Rendering**: ``format_report`` (the text report), ``breakdown_line`` (the RFC's ``Mem | Comm | Cube |
+Vec | PP Compute | PP Comm | PP Bubble`` line of a step), ``to_dataframe`` (ranked search rows),
 ``plot_stage_breakdown``, ``plot_gantt``, ``plot_stage_memory``, ``plot_report``, ``new_figure``,
 ``plot_pareto``, ``plot_bench``, ``chrome_trace`` (a Perfetto/chrome://tracing JSON of a step).
 """
@@ -99,6 +100,7 @@ _API: dict[str, str] = {
     "SearchSpace": "simcast.serving.search",
     # rendering
     "format_report": "simcast.render.tables",
+    "breakdown_line": "simcast.render.breakdown",
     "to_dataframe": "simcast.render.search_tables",
     "plot_stage_breakdown": "simcast.render.plots",
     "plot_gantt": "simcast.render.plots",

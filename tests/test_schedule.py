@@ -2,7 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcast.core.schedule import estimate_pipeline_runtime, fill_drain_latency, flow_shop_latency, format_breakdowns
+from simcast.core.schedule import estimate_pipeline_runtime, fill_drain_latency, flow_shop_latency
+from simcast.render.breakdown import format_breakdowns
 
 
 def test_fill_drain_formula_by_hand():

@@ -7,6 +7,7 @@ from simcast.core.shards import param_count, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.inputs.loaders import load_model
 from simcast.render.assumption_text import assumption_text
+from simcast.render.breakdown import breakdown_line
 from simcast.sim.simulate import simulate, split_batch
 
 
@@ -24,7 +25,7 @@ def test_pp1_has_no_pp_comm_or_bubble(qwen06b, h100):
     assert r.runtime.send_recv_events == ()
     assert r.breakdown["communication"] == 0.0 and r.breakdown["bubble"] == 0.0
     assert r.latency_s == pytest.approx(r.stages[0].compute_s)
-    assert "PP Compute" not in r.breakdown_line
+    assert "PP Compute" not in breakdown_line(r)
 
 
 @pytest.mark.parametrize("pp,partition", [(2, "vllm"), (4, "uniform"), (3, "vllm"), (4, "10,6,6,6")])

@@ -132,21 +132,3 @@ def estimate_pipeline_runtime(
         send_recv_events=tuple(events),
         num_microbatches=m,
     )
-
-
-def format_breakdowns(op_bound_s: dict[str, float], pp: dict[str, float] | None) -> str:
-    """``Mem .. | Comm .. | Cube .. | Vec .. | PP Compute .. | PP Comm .. | PP Bubble ..`` in percent.
-
-    The op-bound shares are of the summed op time; the PP shares are of
-    compute + communication + bubble (the latency).
-    """
-    tot = sum(op_bound_s.get(k, 0.0) for k in ("Mem", "Comm", "Cube", "Vec")) or 1.0
-    parts = [f"{k} {100 * op_bound_s.get(k, 0.0) / tot:.2f}" for k in ("Mem", "Comm", "Cube", "Vec")]
-    if pp is not None:
-        ptot = (pp["compute"] + pp["communication"] + pp["bubble"]) or 1.0
-        parts += [
-            f"PP Compute {100 * pp['compute'] / ptot:.2f}",
-            f"PP Comm {100 * pp['communication'] / ptot:.2f}",
-            f"PP Bubble {100 * pp['bubble'] / ptot:.2f}",
-        ]
-    return " | ".join(parts)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from simcast.core.assumption import Assumption
 from simcast.core.specs import GIB
 from simcast.render.assumption_text import assumption_lines
+from simcast.render.breakdown import breakdown_line
 from simcast.render.tables import table
 from simcast.serving.model import ServingResult
 from simcast.serving.search import Candidate, Rejection, model_label
@@ -83,8 +84,8 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "engine": r.config.runtime,
         "ttft_idle_ms": r.ttft_idle_s * 1e3,
         "capped_by": r.capped_by,
-        "prefill_breakdown": r.prefill.breakdown_line,
-        "decode_breakdown": r.decode.breakdown_line,
+        "prefill_breakdown": breakdown_line(r.prefill),
+        "decode_breakdown": breakdown_line(r.decode),
         "chunk_tokens": r.config.policy.max_num_batched_tokens,
         "dynamic_chunking": r.config.dynamic_chunks,
         **extra,

@@ -7,6 +7,7 @@ from typing import Any
 
 from simcast.core.specs import GIB
 from simcast.render.assumption_text import assumption_lines
+from simcast.render.breakdown import breakdown_line
 from simcast.sim.simulate import Report
 
 
@@ -44,7 +45,7 @@ def report_to_dict(r: Report) -> dict[str, Any]:
         "breakdown": rt.breakdown,
         "idle_fraction": rt.idle_fraction,
         "op_bound_s": r.op_bound_s,
-        "breakdown_line": r.breakdown_line,
+        "breakdown_line": breakdown_line(r),
         "stages": [
             {
                 "stage_id": s.stage_id,
@@ -149,7 +150,7 @@ def format_report(r: Report) -> str:
         ),
         f"breakdown: compute {bd['compute'] * 1e3:.3f} ms | communication {bd['communication'] * 1e3:.3f} ms | "
         f"bubble {bd['bubble'] * 1e3:.3f} ms | idle fraction {rt.idle_fraction * 100:.1f}%",
-        f"ops: {r.breakdown_line}",
+        f"ops: {breakdown_line(r)}",
         f"memory: max stage {r.max_stage_memory_bytes / GIB:.2f} GiB of {sp.device.hbm_bytes / GIB:.2f} GiB "
         f"({'fits' if fit else 'DOES NOT FIT'})",
         "",

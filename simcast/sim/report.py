@@ -17,7 +17,6 @@ from simcast.core.schedule import (
     PipelineRuntimeEstimate,
     PipelineSendRecvEvent,
     estimate_pipeline_runtime,
-    format_breakdowns,
 )
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, SimSpec
@@ -64,14 +63,6 @@ class Report:
     @property
     def breakdown(self) -> dict[str, float]:
         return self.runtime.breakdown
-
-    @property
-    def breakdown_line(self) -> str:
-        line = format_breakdowns(self.op_bound_s, self.breakdown if self.spec.parallel.pp > 1 else None)
-        if self.spec.model.moe is None:
-            return line
-        share = self.moe_share
-        return line + f" | MoE GEMM {100 * share['grouped_gemm']:.2f} | MoE A2A {100 * share['dispatch_combine']:.2f}"
 
     @property
     def moe_share(self) -> dict[str, float]:

@@ -118,7 +118,8 @@ def padded_q(q_len: float, heads: int, kv_heads: int, tile: int) -> float:
 @lru_cache(maxsize=64)
 def _kv_grid(split_tokens: float) -> np.ndarray:
     """Contexts the decode padding envelope is computed on: every integer up to four split-KV lengths (at
-    least 4096: the short-context and split-KV dips lie there), then 400 log-spaced points to 1e8."""
+    least 4096: the short-context and split-KV dips lie there; at most 2^17), then 400 log-spaced points
+    to 1e8."""
     dense = float(min(1 << 17, max(4096, 4 * int(split_tokens))))
     return sorted_unique(np.concatenate([np.arange(1.0, dense + 1.0), np.round(np.geomspace(dense, 1e8, 400))]))
 
@@ -128,6 +129,13 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     imports ``numpy.ma`` (~0.02 s of a run)."""
     s = np.sort(a)
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
+
+
+def _dense_tokens(fit: DecodeAttentionFit) -> float:
+    """The split length the envelope's dense grid is sized by: the fit's ``split_tokens``, or under
+    ``"trtllm_xqa_mb"`` (whose multi-block count changes at every 128 tokens of history) the longest
+    dense grid."""
+    return float(1 << 15) if fit.kernel_rule == "trtllm_xqa_mb" else fit.split_tokens
 
 
 KV_TAIL_STEP = 1024
@@ -142,7 +150,7 @@ def _kv_suffix_argmin(
 ):
     """Per point of the context grid from index ``start`` on, the grid context >= it at which the decode
     time is least."""
-    kv = _kv_grid(fit.split_tokens)[start:]
+    kv = _kv_grid(_dense_tokens(fit))[start:]
     t = decode_time_s(fit, peak, bw, np.full_like(kv, batch), kv, heads, kv_heads, head_dim)
     suffix_min = np.minimum.accumulate(t[::-1])[::-1]
     n = len(kv)
@@ -156,7 +164,7 @@ def decode_kv_padded(
 ):
     """Each request's context moved to the context >= it where a decode of ``batch`` requests is least (the
     padding envelope; the fitted time falls over short contexts and just past the split-KV length)."""
-    kv, grid = np.asarray(kv, dtype=float), _kv_grid(fit.split_tokens)
+    kv, grid = np.asarray(kv, dtype=float), _kv_grid(_dense_tokens(fit))
     i = np.minimum(np.searchsorted(grid, kv), len(grid) - 1)
     on_grid = grid[i] == kv
     if not np.any(on_grid):
@@ -231,13 +239,18 @@ def decode_bytes(
     return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
 
 
+XQA_RULES = ("trtllm_xqa", "trtllm_xqa_mb")
+"""Decode kernel rules that choose between TensorRT-LLM's XQA and masked-MHA kernels (:func:`xqa_runs`)."""
 XQA_MAX_GROUP = 32
 XQA_MAX_HEAD_DIM = 256
 XQA_MIN_HISTORY_TOKENS_PER_BLOCK = 128
 XQA_MIN_BLOCK_FACTOR = 4
+XQA_TARGET_WAVE_FACTOR = 8
+XQA_MAX_SUB_SEQ = 6000
 """TensorRT-LLM's XQA dispatch constants (NVIDIA/TensorRT-LLM
-``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQAConstants.h``:
-``kMinHistoryTokensPerBlock = 128``, ``kEnableMinBlockFactor = 4``; group and head-size limits from
+``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQAConstants.h``@12453212:
+``kMinHistoryTokensPerBlock = 128``, ``kEnableMinBlockFactor = 4``, ``kTargetWaveFactor = 8``,
+``getXqaMaxNumSubSeq`` = 6000 (non-MLA); group and head-size limits from
 ``decoderXQAImplJIT/kernelUtils.cpp`` ``supportConfigHMMA``/``supportConfigQGMMA``)."""
 
 
@@ -270,11 +283,91 @@ def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_
     h, hkv = np.asarray(heads, float), np.asarray(kv_heads, float)
     g = h / hkv
     fallback_reads = np.maximum(1.0, g / fit.group_share)
-    if fit.kernel_rule != "trtllm_xqa":
+    if fit.kernel_rule not in XQA_RULES:
         reads = np.where(g > fit.max_group, fallback_reads, 1.0) if fit.max_group else np.ones_like(g)
         return reads, hkv, np.full_like(g, fit.wave_s)
     x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
     return np.where(x, 1.0, fallback_reads), np.where(x, hkv, h), np.where(x, fit.wave_s, fit.fallback_wave_s)
+
+
+def xqa_blocks(fit: DecodeAttentionFit, batch, kv_max, kv_heads):
+    """Sub-sequences per request of an XQA launch (its multi-block count), as TensorRT-LLM sizes it
+    (array-friendly).
+
+    ``decoderXQAImplCommon.h`` ``computeMultiBlockCount``@12453212 (the JIT path's launch,
+    ``decoderXQAImplJIT.cpp`` ``runImpl``, calls it with multi-block mode on): ``m = history / 128``
+    (history = the longest cached context, ``kv_max - 1``), at most ``round(sqrt(8 m))`` (the merge of many
+    partial results would dominate), at least 1; if the launch's CTAs ``batch · kv_heads · m`` exceed
+    ``kTargetWaveFactor = 8`` waves over the SMs, ``m`` is divided by the excess (floor, at least 1); and
+    ``batch · m`` stays within the 6000 sub-sequences of the reserved workspace.
+    """
+    b, hkv = np.asarray(batch, float), np.asarray(kv_heads, float)
+    m0 = np.floor(np.maximum(np.asarray(kv_max, float) - 1.0, 0.0) / XQA_MIN_HISTORY_TOKENS_PER_BLOCK)
+    m = np.maximum(np.minimum(m0, np.round(np.sqrt(m0 * 8.0))), 1.0)
+    excess = b * hkv * m / fit.sm_count / XQA_TARGET_WAVE_FACTOR
+    m = np.maximum(np.where(excess > 1.0, np.floor(m / np.maximum(excess, 1.0)), m), 1.0)
+    return np.maximum(np.minimum(m, np.floor(XQA_MAX_SUB_SEQ / np.maximum(b, 1.0))), 1.0)
+
+
+def mmha_blocks(fit: DecodeAttentionFit, batch, kv_max, heads):
+    """Sequence tiles per request of a masked-MHA launch in multi-block mode, as TensorRT-LLM sizes them
+    (array-friendly): ``decoderMaskedMultiheadAttentionLaunch.h`` ``multi_block_grid_setup``@14e801da,
+    ``clamp(ceil(SMs · blocks_per_sm / (batch · heads)), 1, ceil(kv_max / seq_len_per_kv_loop))``. The
+    kernel's resident CTAs per SM (``mmha_ctas_per_sm``, from its occupancy query) and its tokens per KV
+    loop (``mmha_block_tokens``, from its dynamic block size) are not fixed by the code: both are chosen by
+    the fit (:func:`simcast.calib.fitting.fit_kernels.fit_decode`)."""
+    b, h = np.asarray(batch, float), np.asarray(heads, float)
+    most = np.ceil(np.asarray(kv_max, float) / max(fit.mmha_block_tokens, 1))
+    return np.clip(np.ceil(fit.sm_count * fit.mmha_ctas_per_sm / np.maximum(b * h, 1.0)), 1.0, np.maximum(most, 1.0))
+
+
+def split_launch_s(fit: DecodeAttentionFit, xqa, batch, blocks, tokens, heads, kv_heads, head_dim):
+    """Seconds of a decode launch's CTA waves under ``"trtllm_xqa_mb"`` (array-friendly; ``blocks``: the
+    family's sub-sequences per request, ``tokens``: the mean over requests of ``ceil(kv_len / blocks)``).
+
+    XQA (``xqa`` true): ``batch · kv_heads · blocks`` CTAs, one resident per SM (assumed: XQA keeps its KV
+    tiles in shared memory; the per-CTA time is fitted), each ``wave_s + cta_group_s · group · head_dim``
+    plus per token ``2 · head_dim · kv_bytes · cta_kv_byte_s + token_group_s · group · head_dim``; plus
+    ``merge_s`` per sub-sequence when ``blocks > 1``. Masked MHA: ``batch · heads · blocks`` CTAs,
+    ``mmha_ctas_per_sm`` resident per SM, each ``fallback_wave_s + tokens · 2 · head_dim · kv_bytes ·
+    fallback_kv_byte_s``; plus ``fallback_merge_s`` per tile when ``blocks > 1``.
+    """
+    b, m, tok, h, hkv, d = (np.asarray(v, float) for v in (batch, blocks, tokens, heads, kv_heads, head_dim))
+    row = 2 * d * DTYPE_BYTES[fit.dtype]
+    gd = h / hkv * d
+    x_cta = fit.wave_s + fit.cta_group_s * gd + tok * (row * fit.cta_kv_byte_s + fit.token_group_s * gd)
+    x_t = np.ceil(b * hkv * m / fit.sm_count) * x_cta + np.where(m > 1, fit.merge_s * m, 0.0)
+    f_cta = fit.fallback_wave_s + tok * row * fit.fallback_kv_byte_s
+    f_t = np.ceil(b * h * m / (fit.sm_count * max(fit.mmha_ctas_per_sm, 1))) * f_cta
+    return np.where(xqa, x_t, f_t + np.where(m > 1, fit.fallback_merge_s * m, 0.0))
+
+
+def xqa_launch_terms(
+    fit: DecodeAttentionFit,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_max,
+    mean_tokens,
+    heads,
+    kv_heads,
+    head_dim,
+    nbytes,
+    terms,
+):
+    """(compute_s, memory_s, wave_s) of decode launches: ``terms`` under rules other than
+    ``"trtllm_xqa_mb"``; under it (array-friendly) the family the engine picks (:func:`xqa_runs`) split as
+    it splits it (:func:`xqa_blocks` / :func:`mmha_blocks`, from the launch's requests and longest
+    context), its CTA waves (:func:`split_launch_s`, ``mean_tokens(blocks)`` the mean tokens per CTA over
+    the requests), no separate compute term (the per-token times hold the math) and memory at ``memory``
+    of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted). Shared by the per-call form and the
+    batch paths (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
+    if fit.kernel_rule != "trtllm_xqa_mb":
+        return terms
+    x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
+    m = np.where(x, xqa_blocks(fit, batch, kv_max, kv_heads), mmha_blocks(fit, batch, kv_max, heads))
+    t_w = split_launch_s(fit, x, batch, m, mean_tokens(m), heads, kv_heads, head_dim)
+    t_m = np.asarray(nbytes, float) / (hbm_bw_bytes_per_s * fit.memory * l2_factor(fit, nbytes))
+    return np.zeros_like(t_m), t_m, t_w
 
 
 def l2_factor(fit: DecodeAttentionFit, nbytes):
@@ -303,7 +396,7 @@ def decode_parts(
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
     t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
-    return t_c, t_m, t_w
+    return xqa_launch_terms(fit, hbm_bw_bytes_per_s, b, s, lambda m: np.ceil(s / m), h, hkv, d, nbytes, (t_c, t_m, t_w))
 
 
 def decode_time_s(

@@ -98,7 +98,7 @@ HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
 """Where the engine's own host-bound rows of a system are reserved (H100/H200 vLLM), the floor comes from
 its own rows on these x86 HGX systems."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
-DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")}
+DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")}
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there."""

@@ -70,7 +70,22 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
             ]
         if ek.decode:
             out.append("    decode:                         # simcast.cost.attention.decode_time_s: per KV dtype")
-            optional = ("max_group", "group_share", "l2_boost", "l2_half_bytes", "kernel_rule", "fallback_wave_s")
+            optional = (
+                "max_group",
+                "group_share",
+                "l2_boost",
+                "l2_half_bytes",
+                "kernel_rule",
+                "fallback_wave_s",
+                "cta_kv_byte_s",
+                "cta_group_s",
+                "token_group_s",
+                "merge_s",
+                "fallback_kv_byte_s",
+                "fallback_merge_s",
+                "mmha_ctas_per_sm",
+                "mmha_block_tokens",
+            )
             out += [f"      - {flow(a, optional)}  # {note.format(_err(errs, 'decode.' + a.dtype))}" for a in ek.decode]
         if ek.all_reduce:
             out.append(

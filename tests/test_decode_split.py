@@ -169,3 +169,16 @@ def test_fit_recovers_the_split_form(h100):
     assert fit.kernel_rule == "trtllm_xqa_mb"
     assert (fit.mmha_ctas_per_sm, fit.mmha_block_tokens) == (2, 256)
     assert err < 2.0
+
+
+def test_batch_envelope_never_lets_a_request_speed_up_the_launch():
+    """A launch the rule leaves to masked MHA (too few requests for XQA to gain) costs at most XQA on the
+    launch padded to the fewest requests XQA is chosen for, so one more request never makes it faster."""
+    fit = _mb_fit(fallback_wave_s=2e-5)  # a slow masked-MHA CTA: without the envelope batch 1 > batch 3
+    # history 256: 4 * 8 KV heads * b * 2 >= 132 SMs from b = 3 on
+    assert not bool(attn.xqa_runs(fit, 2, 257, 32, 8, 128)) and bool(attn.xqa_runs(fit, 3, 257, 32, 8, 128))
+    assert float(attn.xqa_min_batch(fit, 257, 8)) == 3
+    times = [float(attn.decode_time_s(fit, 1e15, 3e12, b, 257, 32, 8, 128)) for b in range(1, 9)]
+    assert all(a <= b * (1 + 1e-12) for a, b in zip(times, times[1:])), times
+    mmha = float(attn.split_launch_s(fit, False, 1, attn.mmha_blocks(fit, 1, 257, 32), 129, 32, 8, 128))
+    assert times[0] < mmha  # the envelope, not the masked-MHA waves, set batch 1's time

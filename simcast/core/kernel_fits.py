@@ -129,12 +129,12 @@ class DecodeAttentionFit:
     L2 next to slow memory, e.g. L40S).
     ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
     TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
-    (:func:`simcast.cost.attention.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
+    (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
     once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
     and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
-    sizes it (:func:`simcast.cost.attention.split_launch_s`): each request's context cut into sub-sequences
-    (:func:`simcast.cost.attention.xqa_blocks`, :func:`simcast.cost.attention.mmha_blocks`), whole waves of
+    sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
+    (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
     CTAs, each with a fixed time (``wave_s`` + ``cta_group_s`` per query head · head-dim element for XQA,
     ``fallback_wave_s`` for masked MHA) and a per-token time (``cta_kv_byte_s`` per KV byte +
     ``token_group_s`` per query head · head-dim element; ``fallback_kv_byte_s``), ``merge_s`` /

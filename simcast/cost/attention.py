@@ -32,7 +32,10 @@ length while its FLOPs are already padded to whole query tiles (:func:`padded_q`
 that fills the last tile; measured on B200 vLLM, 1 query token takes 8.9 us, while the unpadded
 form gave 59.6 us, above 64 tokens' 12.3 us), and decode's fixed per-request query/output bytes
 are divided by the short-context efficiency, so a 1-token context costs more than a 10-token one
-(:func:`decode_kv_padded`; likewise just past the split-KV length, where more chunks add CTAs).
+(:func:`decode_kv_padded`; likewise just past the split-KV length, where more chunks add CTAs). Under
+TensorRT-LLM's kernel rule a launch left to masked MHA for having too few requests may be slower than
+XQA on a few more: it takes the time of XQA on the launch padded to the fewest requests XQA is chosen
+for, when smaller (:func:`xqa_launch_terms`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
+    XQA_RULES,
+    mmha_blocks,
+    split_launch_s,
+    xqa_blocks,
+    xqa_min_batch,
+    xqa_runs,
+    xqa_supported,
+)
 
 
 def causal_pairs(q_len, cached):
@@ -239,40 +251,6 @@ def decode_bytes(
     return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
 
 
-XQA_RULES = ("trtllm_xqa", "trtllm_xqa_mb")
-"""Decode kernel rules that choose between TensorRT-LLM's XQA and masked-MHA kernels (:func:`xqa_runs`)."""
-XQA_MAX_GROUP = 32
-XQA_MAX_HEAD_DIM = 256
-XQA_MIN_HISTORY_TOKENS_PER_BLOCK = 128
-XQA_MIN_BLOCK_FACTOR = 4
-XQA_TARGET_WAVE_FACTOR = 8
-XQA_MAX_SUB_SEQ = 6000
-"""TensorRT-LLM's XQA dispatch constants (NVIDIA/TensorRT-LLM
-``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQAConstants.h``@12453212:
-``kMinHistoryTokensPerBlock = 128``, ``kEnableMinBlockFactor = 4``, ``kTargetWaveFactor = 8``,
-``getXqaMaxNumSubSeq`` = 6000 (non-MLA); group and head-size limits from
-``decoderXQAImplJIT/kernelUtils.cpp`` ``supportConfigHMMA``/``supportConfigQGMMA``)."""
-
-
-def xqa_runs(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
-    """Whether TensorRT-LLM launches its XQA decode kernel (else masked MHA), as the engine decides
-    (array-friendly).
-
-    XQA is supported for a GQA group of 2..32 query heads per KV head (vanilla MHA, group 1, is left to
-    MMHA "for performance reasons"), head sizes that are multiples of 16 up to 256
-    (``kernelUtils.cpp`` ``supportConfigCommon``/``supportConfigHMMA``); it is used when it may gain
-    (``decoderXQAImplJIT.cpp`` ``mayHavePerfGain``: ``4 · kv_heads · batch · max(1, history / 128) >=
-    SMs``, history = the longest cached context) or when the KV cache is fp8, which MMHA does not take
-    with bf16 queries (``decoderXQARunner.cpp`` ``shouldUse``).
-    """
-    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
-    g = h / hkv
-    supported = (g > 1) & (g <= XQA_MAX_GROUP) & (d % 16 == 0) & (d <= XQA_MAX_HEAD_DIM)
-    blocks = b * hkv * np.maximum(1.0, np.floor((s - 1) / XQA_MIN_HISTORY_TOKENS_PER_BLOCK))
-    gain = XQA_MIN_BLOCK_FACTOR * blocks >= fit.sm_count
-    return supported & (gain | (fit.dtype == "fp8"))
-
-
 def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
     """The kernel family a decode launch runs, as (KV reads, heads per request that make CTAs, per-wave s).
 
@@ -288,58 +266,6 @@ def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_
         return reads, hkv, np.full_like(g, fit.wave_s)
     x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
     return np.where(x, 1.0, fallback_reads), np.where(x, hkv, h), np.where(x, fit.wave_s, fit.fallback_wave_s)
-
-
-def xqa_blocks(fit: DecodeAttentionFit, batch, kv_max, kv_heads):
-    """Sub-sequences per request of an XQA launch (its multi-block count), as TensorRT-LLM sizes it
-    (array-friendly).
-
-    ``decoderXQAImplCommon.h`` ``computeMultiBlockCount``@12453212 (the JIT path's launch,
-    ``decoderXQAImplJIT.cpp`` ``runImpl``, calls it with multi-block mode on): ``m = history / 128``
-    (history = the longest cached context, ``kv_max - 1``), at most ``round(sqrt(8 m))`` (the merge of many
-    partial results would dominate), at least 1; if the launch's CTAs ``batch · kv_heads · m`` exceed
-    ``kTargetWaveFactor = 8`` waves over the SMs, ``m`` is divided by the excess (floor, at least 1); and
-    ``batch · m`` stays within the 6000 sub-sequences of the reserved workspace.
-    """
-    b, hkv = np.asarray(batch, float), np.asarray(kv_heads, float)
-    m0 = np.floor(np.maximum(np.asarray(kv_max, float) - 1.0, 0.0) / XQA_MIN_HISTORY_TOKENS_PER_BLOCK)
-    m = np.maximum(np.minimum(m0, np.round(np.sqrt(m0 * 8.0))), 1.0)
-    excess = b * hkv * m / fit.sm_count / XQA_TARGET_WAVE_FACTOR
-    m = np.maximum(np.where(excess > 1.0, np.floor(m / np.maximum(excess, 1.0)), m), 1.0)
-    return np.maximum(np.minimum(m, np.floor(XQA_MAX_SUB_SEQ / np.maximum(b, 1.0))), 1.0)
-
-
-def mmha_blocks(fit: DecodeAttentionFit, batch, kv_max, heads):
-    """Sequence tiles per request of a masked-MHA launch in multi-block mode, as TensorRT-LLM sizes them
-    (array-friendly): ``decoderMaskedMultiheadAttentionLaunch.h`` ``multi_block_grid_setup``@14e801da,
-    ``clamp(ceil(SMs · blocks_per_sm / (batch · heads)), 1, ceil(kv_max / seq_len_per_kv_loop))``. The
-    kernel's resident CTAs per SM (``mmha_ctas_per_sm``, from its occupancy query) and its tokens per KV
-    loop (``mmha_block_tokens``, from its dynamic block size) are not fixed by the code: both are chosen by
-    the fit (:func:`simcast.calib.fitting.fit_kernels.fit_decode`)."""
-    b, h = np.asarray(batch, float), np.asarray(heads, float)
-    most = np.ceil(np.asarray(kv_max, float) / max(fit.mmha_block_tokens, 1))
-    return np.clip(np.ceil(fit.sm_count * fit.mmha_ctas_per_sm / np.maximum(b * h, 1.0)), 1.0, np.maximum(most, 1.0))
-
-
-def split_launch_s(fit: DecodeAttentionFit, xqa, batch, blocks, tokens, heads, kv_heads, head_dim):
-    """Seconds of a decode launch's CTA waves under ``"trtllm_xqa_mb"`` (array-friendly; ``blocks``: the
-    family's sub-sequences per request, ``tokens``: the mean over requests of ``ceil(kv_len / blocks)``).
-
-    XQA (``xqa`` true): ``batch · kv_heads · blocks`` CTAs, one resident per SM (assumed: XQA keeps its KV
-    tiles in shared memory; the per-CTA time is fitted), each ``wave_s + cta_group_s · group · head_dim``
-    plus per token ``2 · head_dim · kv_bytes · cta_kv_byte_s + token_group_s · group · head_dim``; plus
-    ``merge_s`` per sub-sequence when ``blocks > 1``. Masked MHA: ``batch · heads · blocks`` CTAs,
-    ``mmha_ctas_per_sm`` resident per SM, each ``fallback_wave_s + tokens · 2 · head_dim · kv_bytes ·
-    fallback_kv_byte_s``; plus ``fallback_merge_s`` per tile when ``blocks > 1``.
-    """
-    b, m, tok, h, hkv, d = (np.asarray(v, float) for v in (batch, blocks, tokens, heads, kv_heads, head_dim))
-    row = 2 * d * DTYPE_BYTES[fit.dtype]
-    gd = h / hkv * d
-    x_cta = fit.wave_s + fit.cta_group_s * gd + tok * (row * fit.cta_kv_byte_s + fit.token_group_s * gd)
-    x_t = np.ceil(b * hkv * m / fit.sm_count) * x_cta + np.where(m > 1, fit.merge_s * m, 0.0)
-    f_cta = fit.fallback_wave_s + tok * row * fit.fallback_kv_byte_s
-    f_t = np.ceil(b * h * m / (fit.sm_count * max(fit.mmha_ctas_per_sm, 1))) * f_cta
-    return np.where(xqa, x_t, f_t + np.where(m > 1, fit.fallback_merge_s * m, 0.0))
 
 
 def xqa_launch_terms(
@@ -359,14 +285,33 @@ def xqa_launch_terms(
     it splits it (:func:`xqa_blocks` / :func:`mmha_blocks`, from the launch's requests and longest
     context), its CTA waves (:func:`split_launch_s`, ``mean_tokens(blocks)`` the mean tokens per CTA over
     the requests), no separate compute term (the per-token times hold the math) and memory at ``memory``
-    of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted). Shared by the per-call form and the
-    batch paths (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
+    of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted), with
+    the padding envelope in the batch (below). Shared by the per-call form and the batch paths
+    (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
     if fit.kernel_rule != "trtllm_xqa_mb":
         return terms
-    x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
-    m = np.where(x, xqa_blocks(fit, batch, kv_max, kv_heads), mmha_blocks(fit, batch, kv_max, heads))
-    t_w = split_launch_s(fit, x, batch, m, mean_tokens(m), heads, kv_heads, head_dim)
-    t_m = np.asarray(nbytes, float) / (hbm_bw_bytes_per_s * fit.memory * l2_factor(fit, nbytes))
+    bt, kvm, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
+    x = xqa_runs(fit, bt, kvm, h, hkv, d)
+    m = np.where(x, xqa_blocks(fit, bt, kvm, hkv), mmha_blocks(fit, bt, kvm, h))
+    t_w = split_launch_s(fit, x, bt, m, mean_tokens(m), h, hkv, d)
+    nb = np.asarray(nbytes, float)
+    bw = hbm_bw_bytes_per_s * fit.memory
+    t_m = nb / (bw * l2_factor(fit, nb))
+    # the padding envelope in the batch: a launch the rule leaves to masked MHA although XQA takes its shape
+    # could run as XQA padded to the fewest requests XQA is chosen for (padding requests: one key each);
+    # it takes the smaller of the two, so adding a request never makes the launch faster
+    pad = xqa_supported(h, hkv, d) & ~x
+    if np.any(pad):
+        bx = np.maximum(bt, xqa_min_batch(fit, kvm, hkv))
+        mx = xqa_blocks(fit, bx, kvm, hkv)
+        tok = (mean_tokens(mx) * bt + (bx - bt)) / bx
+        t_wx = split_launch_s(fit, True, bx, mx, tok, h, hkv, d)
+        qo = 4.0 * h * d  # q read and o written per request, 2 bytes each
+        reads = np.maximum(1.0, h / hkv / fit.group_share)  # masked MHA's KV reads, in ``nbytes``
+        nbx = (nb - bt * qo) / reads + bt * qo + (bx - bt) * decode_bytes(1, 1, h, hkv, d, fit.dtype)
+        t_mx = nbx / (bw * l2_factor(fit, nbx))
+        use = pad & (smooth_max(t_mx, t_wx, p=fit.smooth_p) < smooth_max(t_m, t_w, p=fit.smooth_p))
+        t_m, t_w = np.where(use, t_mx, t_m), np.where(use, t_wx, t_w)
     return np.zeros_like(t_m), t_m, t_w
 
 

@@ -205,7 +205,7 @@ def fit_decode(
             hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
 
         def make(p: dict[str, float], mg: int = max_group, kr: str = rule, h: dict = hold) -> DecodeAttentionFit:
-            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)
+            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)  # type: ignore[arg-type]  # the float fields
 
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
         if max_group or rule:
@@ -243,12 +243,13 @@ def fit_decode(
 def _mmha_occupancy(a: dict[str, np.ndarray], dev: DeviceSpec, dtype: str, sm_count: int) -> dict[str, int]:
     """``mmha_ctas_per_sm`` and ``mmha_block_tokens`` of the multi-block form: the pair among
     :data:`MMHA_CTAS_PER_SM` x :data:`MMHA_BLOCK_TOKENS` whose fit to the masked-MHA rows alone (those
-    :func:`simcast.cost.attention.xqa_runs` sends there) has the least mean abs log error."""
+    :func:`simcast.cost.trtllm_decode.xqa_runs` sends there) has the least mean abs log error."""
     probe = DecodeAttentionFit(
         dtype=dtype,
         sm_count=sm_count,
         kernel_rule="trtllm_xqa_mb",
-        **{k: 1.0 for k in ("memory", "matmul")},
+        memory=1.0,
+        matmul=1.0,
         half_units=0.0,
         split_tokens=1.0,
         half_kv_len=0.0,
@@ -267,10 +268,10 @@ def _mmha_occupancy(a: dict[str, np.ndarray], dev: DeviceSpec, dtype: str, sm_co
     peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
     for occ, tok in itertools.product(MMHA_CTAS_PER_SM, MMHA_BLOCK_TOKENS):
         pair = {"mmha_ctas_per_sm": occ, "mmha_block_tokens": tok}
-        base = dataclasses.replace(probe, **pair)
+        base = dataclasses.replace(probe, mmha_ctas_per_sm=occ, mmha_block_tokens=tok)
 
         def pred(p: dict[str, float], base: DecodeAttentionFit = base) -> np.ndarray:
-            f = dataclasses.replace(base, **p)
+            f = dataclasses.replace(base, **p)  # type: ignore[arg-type]  # the float fields
             return attn.decode_time_s(
                 f, peak, dev.hbm_bw_bytes_per_s, sub["b"], sub["kv"], sub["h"], sub["hkv"], sub["d"]
             )

@@ -182,3 +182,21 @@ def test_batch_envelope_never_lets_a_request_speed_up_the_launch():
     assert all(a <= b * (1 + 1e-12) for a, b in zip(times, times[1:])), times
     mmha = float(attn.split_launch_s(fit, False, 1, attn.mmha_blocks(fit, 1, 257, 32), 129, 32, 8, 128))
     assert times[0] < mmha  # the envelope, not the masked-MHA waves, set batch 1's time
+
+
+def test_envelope_is_non_decreasing_in_context_off_the_grid(h100):
+    """The multi-block form's envelope grid holds only each segment's first context past 4096 tokens; a
+    context between grid points takes the better of its own time and the best grid context past it, so
+    the served time never falls as the context grows (scanned at odd steps across segment starts)."""
+    from simcast.cost.engine_cost import attention_s
+
+    fit = _mb_fit()
+    assert attn.segment_tokens(fit) == 128 and attn.segment_tokens(_mb_fit(mmha_block_tokens=64)) == 64
+    dev = dataclasses.replace(h100, engines={"trtllm": EngineKernels(engine="trtllm", decode=(fit,))})
+    for batch, heads, kv_heads in ((1, 32, 8), (3, 32, 8), (40, 32, 32)):
+        got = [
+            attention_s(dev, "trtllm", "bf16", [1] * batch, [c] * batch, heads, kv_heads, 128)
+            for c in range(4000, 21000, 37)
+        ]
+        times = [g[0] for g in got if g is not None]
+        assert all(a <= b * (1 + 1e-12) for a, b in zip(times, times[1:])), (batch, heads, kv_heads)

@@ -40,6 +40,7 @@ for, when smaller (:func:`xqa_launch_terms`).
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -143,11 +144,25 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
 
 
-def _dense_tokens(fit: DecodeAttentionFit) -> float:
-    """The split length the envelope's dense grid is sized by: the fit's ``split_tokens``, or under
-    ``"trtllm_xqa_mb"`` (whose multi-block count changes at every 128 tokens of history) the longest
-    dense grid."""
-    return float(1 << 15) if fit.kernel_rule == "trtllm_xqa_mb" else fit.split_tokens
+def segment_tokens(fit: DecodeAttentionFit) -> int:
+    """Under ``"trtllm_xqa_mb"`` the decode time of a batch is non-decreasing in the context between
+    multiples of this many tokens: the multi-block count changes with ``floor(history / 128)``, masked MHA's
+    tiles with ``ceil(kv / mmha_block_tokens)``, and tokens per CTA and bytes only grow in between; so its
+    envelope grid holds each segment's first context instead of every integer."""
+    return math.gcd(128, fit.mmha_block_tokens)
+
+
+@lru_cache(maxsize=8)
+def _segment_grid(step: int) -> np.ndarray:
+    """The ``"trtllm_xqa_mb"`` envelope grid: every integer up to 4096, each segment's first context
+    (``step · k + 1``) up to 2^17, then 400 log-spaced points to 1e8."""
+    dense, top = 4096.0, float(1 << 17)
+    seg = np.arange(dense + 1.0, top + 1.0, step)
+    return sorted_unique(np.concatenate([np.arange(1.0, dense + 1.0), seg, np.round(np.geomspace(top, 1e8, 400))]))
+
+
+def _grid(fit: DecodeAttentionFit) -> np.ndarray:
+    return _segment_grid(segment_tokens(fit)) if fit.kernel_rule == "trtllm_xqa_mb" else _kv_grid(fit.split_tokens)
 
 
 KV_TAIL_STEP = 1024
@@ -162,7 +177,7 @@ def _kv_suffix_argmin(
 ):
     """Per point of the context grid from index ``start`` on, the grid context >= it at which the decode
     time is least."""
-    kv = _kv_grid(_dense_tokens(fit))[start:]
+    kv = _grid(fit)[start:]
     t = decode_time_s(fit, peak, bw, np.full_like(kv, batch), kv, heads, kv_heads, head_dim)
     suffix_min = np.minimum.accumulate(t[::-1])[::-1]
     n = len(kv)
@@ -175,17 +190,30 @@ def decode_kv_padded(
     fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, heads, kv_heads, head_dim, batch, kv
 ):
     """Each request's context moved to the context >= it where a decode of ``batch`` requests is least (the
-    padding envelope; the fitted time falls over short contexts and just past the split-KV length)."""
-    kv, grid = np.asarray(kv, dtype=float), _kv_grid(_dense_tokens(fit))
+    padding envelope; the fitted time falls over short contexts and just past the split-KV length).
+
+    Contexts off the grid keep their own under the saturating forms; under ``"trtllm_xqa_mb"`` (grid: each
+    segment's first context, :func:`segment_tokens`) they take the better of their own and the best grid
+    context past them."""
+    kv, grid = np.asarray(kv, dtype=float), _grid(fit)
     i = np.minimum(np.searchsorted(grid, kv), len(grid) - 1)
     on_grid = grid[i] == kv
-    if not np.any(on_grid):
+    segments = fit.kernel_rule == "trtllm_xqa_mb"
+    if not (segments or np.any(on_grid)):
         return kv
-    start = int(np.min(i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
-    pad = _kv_suffix_argmin(
-        fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(max(1.0, round(batch))), start
+    start = int(np.min(i if segments else i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
+    b = float(max(1.0, round(batch)))
+    pad = _kv_suffix_argmin(fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, b, start)
+    best = pad[np.maximum(i - start, 0)]
+    if not segments:
+        return np.where(on_grid, best, kv)
+    off = ~on_grid & (best > kv)
+    if not np.any(off):
+        return np.where(on_grid, best, kv)
+    t_own, t_pad = (
+        decode_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, b, x, heads, kv_heads, head_dim) for x in (kv, best)
     )
-    return np.where(on_grid, pad[np.maximum(i - start, 0)], kv)
+    return np.where(on_grid | (off & (t_pad < t_own)), best, kv)
 
 
 def prefill_parts(

@@ -23,8 +23,9 @@ GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
 """GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
 ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
 """KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa")
-"""How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule."""
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb")
+"""How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
+"trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -128,9 +129,19 @@ class DecodeAttentionFit:
     L2 next to slow memory, e.g. L40S).
     ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
     TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
-    (:func:`simcast.cost.attention.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
+    (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
     once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
     and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
+    ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
+    sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
+    (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
+    CTAs, each with a fixed time (``wave_s`` + ``cta_group_s`` per query head · head-dim element for XQA,
+    ``fallback_wave_s`` for masked MHA) and a per-token time (``cta_kv_byte_s`` per KV byte +
+    ``token_group_s`` per query head · head-dim element; ``fallback_kv_byte_s``), ``merge_s`` /
+    ``fallback_merge_s`` per sub-sequence when split; masked MHA keeps ``mmha_ctas_per_sm`` CTAs resident
+    per SM and splits in steps of ``mmha_block_tokens``; memory ``bytes / (hbm_bw · memory)`` (with the L2
+    term above); smooth maximum of the two. ``half_units``, ``split_tokens``, ``half_kv_len`` and
+    ``matmul`` are not read by this form.
     """
 
     dtype: str
@@ -149,6 +160,14 @@ class DecodeAttentionFit:
     l2_half_bytes: float = 0.0
     kernel_rule: str = ""
     fallback_wave_s: float = 0.0
+    cta_kv_byte_s: float = 0.0
+    cta_group_s: float = 0.0
+    token_group_s: float = 0.0
+    merge_s: float = 0.0
+    fallback_kv_byte_s: float = 0.0
+    fallback_merge_s: float = 0.0
+    mmha_ctas_per_sm: int = 1
+    mmha_block_tokens: int = 256
 
     def __post_init__(self) -> None:
         require(
@@ -168,6 +187,8 @@ class DecodeAttentionFit:
         require(self.split_tokens >= 1, f"engines.decode[{self.dtype}].split_tokens", self.split_tokens, "must be >= 1")
         require(self.sm_count >= 1, f"engines.decode[{self.dtype}].sm_count", self.sm_count, "must be >= 1")
         require(self.group_share >= 1, f"engines.decode[{self.dtype}].group_share", self.group_share, "must be >= 1")
+        for f in ("mmha_ctas_per_sm", "mmha_block_tokens"):
+            require(getattr(self, f) >= 1, f"engines.decode[{self.dtype}].{f}", getattr(self, f), "must be >= 1")
 
 
 MOE_DTYPES = ("bf16", "fp8", "fp8_block", "mxfp4")

@@ -32,11 +32,15 @@ length while its FLOPs are already padded to whole query tiles (:func:`padded_q`
 that fills the last tile; measured on B200 vLLM, 1 query token takes 8.9 us, while the unpadded
 form gave 59.6 us, above 64 tokens' 12.3 us), and decode's fixed per-request query/output bytes
 are divided by the short-context efficiency, so a 1-token context costs more than a 10-token one
-(:func:`decode_kv_padded`; likewise just past the split-KV length, where more chunks add CTAs).
+(:func:`decode_kv_padded`; likewise just past the split-KV length, where more chunks add CTAs). Under
+TensorRT-LLM's kernel rule a launch left to masked MHA for having too few requests may be slower than
+XQA on a few more: it takes the time of XQA on the launch padded to the fewest requests XQA is chosen
+for, when smaller (:func:`xqa_launch_terms`).
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -44,6 +48,15 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
+    XQA_RULES,
+    mmha_blocks,
+    split_launch_s,
+    xqa_blocks,
+    xqa_min_batch,
+    xqa_runs,
+    xqa_supported,
+)
 
 
 def causal_pairs(q_len, cached):
@@ -118,7 +131,8 @@ def padded_q(q_len: float, heads: int, kv_heads: int, tile: int) -> float:
 @lru_cache(maxsize=64)
 def _kv_grid(split_tokens: float) -> np.ndarray:
     """Contexts the decode padding envelope is computed on: every integer up to four split-KV lengths (at
-    least 4096: the short-context and split-KV dips lie there), then 400 log-spaced points to 1e8."""
+    least 4096: the short-context and split-KV dips lie there; at most 2^17), then 400 log-spaced points
+    to 1e8."""
     dense = float(min(1 << 17, max(4096, 4 * int(split_tokens))))
     return sorted_unique(np.concatenate([np.arange(1.0, dense + 1.0), np.round(np.geomspace(dense, 1e8, 400))]))
 
@@ -128,6 +142,27 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     imports ``numpy.ma`` (~0.02 s of a run)."""
     s = np.sort(a)
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
+
+
+def segment_tokens(fit: DecodeAttentionFit) -> int:
+    """Under ``"trtllm_xqa_mb"`` the decode time of a batch is non-decreasing in the context between
+    multiples of this many tokens: the multi-block count changes with ``floor(history / 128)``, masked MHA's
+    tiles with ``ceil(kv / mmha_block_tokens)``, and tokens per CTA and bytes only grow in between; so its
+    envelope grid holds each segment's first context instead of every integer."""
+    return math.gcd(128, fit.mmha_block_tokens)
+
+
+@lru_cache(maxsize=8)
+def _segment_grid(step: int) -> np.ndarray:
+    """The ``"trtllm_xqa_mb"`` envelope grid: every integer up to 4096, each segment's first context
+    (``step · k + 1``) up to 2^17, then 400 log-spaced points to 1e8."""
+    dense, top = 4096.0, float(1 << 17)
+    seg = np.arange(dense + 1.0, top + 1.0, step)
+    return sorted_unique(np.concatenate([np.arange(1.0, dense + 1.0), seg, np.round(np.geomspace(top, 1e8, 400))]))
+
+
+def _grid(fit: DecodeAttentionFit) -> np.ndarray:
+    return _segment_grid(segment_tokens(fit)) if fit.kernel_rule == "trtllm_xqa_mb" else _kv_grid(fit.split_tokens)
 
 
 KV_TAIL_STEP = 1024
@@ -142,7 +177,7 @@ def _kv_suffix_argmin(
 ):
     """Per point of the context grid from index ``start`` on, the grid context >= it at which the decode
     time is least."""
-    kv = _kv_grid(fit.split_tokens)[start:]
+    kv = _grid(fit)[start:]
     t = decode_time_s(fit, peak, bw, np.full_like(kv, batch), kv, heads, kv_heads, head_dim)
     suffix_min = np.minimum.accumulate(t[::-1])[::-1]
     n = len(kv)
@@ -155,17 +190,30 @@ def decode_kv_padded(
     fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, heads, kv_heads, head_dim, batch, kv
 ):
     """Each request's context moved to the context >= it where a decode of ``batch`` requests is least (the
-    padding envelope; the fitted time falls over short contexts and just past the split-KV length)."""
-    kv, grid = np.asarray(kv, dtype=float), _kv_grid(fit.split_tokens)
+    padding envelope; the fitted time falls over short contexts and just past the split-KV length).
+
+    Contexts off the grid keep their own under the saturating forms; under ``"trtllm_xqa_mb"`` (grid: each
+    segment's first context, :func:`segment_tokens`) they take the better of their own and the best grid
+    context past them."""
+    kv, grid = np.asarray(kv, dtype=float), _grid(fit)
     i = np.minimum(np.searchsorted(grid, kv), len(grid) - 1)
     on_grid = grid[i] == kv
-    if not np.any(on_grid):
+    segments = fit.kernel_rule == "trtllm_xqa_mb"
+    if not (segments or np.any(on_grid)):
         return kv
-    start = int(np.min(i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
-    pad = _kv_suffix_argmin(
-        fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(max(1.0, round(batch))), start
+    start = int(np.min(i if segments else i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
+    b = float(max(1.0, round(batch)))
+    pad = _kv_suffix_argmin(fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, b, start)
+    best = pad[np.maximum(i - start, 0)]
+    if not segments:
+        return np.where(on_grid, best, kv)
+    off = ~on_grid & (best > kv)
+    if not np.any(off):
+        return np.where(on_grid, best, kv)
+    t_own, t_pad = (
+        decode_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, b, x, heads, kv_heads, head_dim) for x in (kv, best)
     )
-    return np.where(on_grid, pad[np.maximum(i - start, 0)], kv)
+    return np.where(on_grid | (off & (t_pad < t_own)), best, kv)
 
 
 def prefill_parts(
@@ -231,35 +279,6 @@ def decode_bytes(
     return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
 
 
-XQA_MAX_GROUP = 32
-XQA_MAX_HEAD_DIM = 256
-XQA_MIN_HISTORY_TOKENS_PER_BLOCK = 128
-XQA_MIN_BLOCK_FACTOR = 4
-"""TensorRT-LLM's XQA dispatch constants (NVIDIA/TensorRT-LLM
-``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQAConstants.h``:
-``kMinHistoryTokensPerBlock = 128``, ``kEnableMinBlockFactor = 4``; group and head-size limits from
-``decoderXQAImplJIT/kernelUtils.cpp`` ``supportConfigHMMA``/``supportConfigQGMMA``)."""
-
-
-def xqa_runs(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
-    """Whether TensorRT-LLM launches its XQA decode kernel (else masked MHA), as the engine decides
-    (array-friendly).
-
-    XQA is supported for a GQA group of 2..32 query heads per KV head (vanilla MHA, group 1, is left to
-    MMHA "for performance reasons"), head sizes that are multiples of 16 up to 256
-    (``kernelUtils.cpp`` ``supportConfigCommon``/``supportConfigHMMA``); it is used when it may gain
-    (``decoderXQAImplJIT.cpp`` ``mayHavePerfGain``: ``4 · kv_heads · batch · max(1, history / 128) >=
-    SMs``, history = the longest cached context) or when the KV cache is fp8, which MMHA does not take
-    with bf16 queries (``decoderXQARunner.cpp`` ``shouldUse``).
-    """
-    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
-    g = h / hkv
-    supported = (g > 1) & (g <= XQA_MAX_GROUP) & (d % 16 == 0) & (d <= XQA_MAX_HEAD_DIM)
-    blocks = b * hkv * np.maximum(1.0, np.floor((s - 1) / XQA_MIN_HISTORY_TOKENS_PER_BLOCK))
-    gain = XQA_MIN_BLOCK_FACTOR * blocks >= fit.sm_count
-    return supported & (gain | (fit.dtype == "fp8"))
-
-
 def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
     """The kernel family a decode launch runs, as (KV reads, heads per request that make CTAs, per-wave s).
 
@@ -270,11 +289,58 @@ def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_
     h, hkv = np.asarray(heads, float), np.asarray(kv_heads, float)
     g = h / hkv
     fallback_reads = np.maximum(1.0, g / fit.group_share)
-    if fit.kernel_rule != "trtllm_xqa":
+    if fit.kernel_rule not in XQA_RULES:
         reads = np.where(g > fit.max_group, fallback_reads, 1.0) if fit.max_group else np.ones_like(g)
         return reads, hkv, np.full_like(g, fit.wave_s)
     x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
     return np.where(x, 1.0, fallback_reads), np.where(x, hkv, h), np.where(x, fit.wave_s, fit.fallback_wave_s)
+
+
+def xqa_launch_terms(
+    fit: DecodeAttentionFit,
+    hbm_bw_bytes_per_s: float,
+    batch,
+    kv_max,
+    mean_tokens,
+    heads,
+    kv_heads,
+    head_dim,
+    nbytes,
+    terms,
+):
+    """(compute_s, memory_s, wave_s) of decode launches: ``terms`` under rules other than
+    ``"trtllm_xqa_mb"``; under it (array-friendly) the family the engine picks (:func:`xqa_runs`) split as
+    it splits it (:func:`xqa_blocks` / :func:`mmha_blocks`, from the launch's requests and longest
+    context), its CTA waves (:func:`split_launch_s`, ``mean_tokens(blocks)`` the mean tokens per CTA over
+    the requests), no separate compute term (the per-token times hold the math) and memory at ``memory``
+    of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted), with
+    the padding envelope in the batch (below). Shared by the per-call form and the batch paths
+    (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
+    if fit.kernel_rule != "trtllm_xqa_mb":
+        return terms
+    bt, kvm, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
+    x = xqa_runs(fit, bt, kvm, h, hkv, d)
+    m = np.where(x, xqa_blocks(fit, bt, kvm, hkv), mmha_blocks(fit, bt, kvm, h))
+    t_w = split_launch_s(fit, x, bt, m, mean_tokens(m), h, hkv, d)
+    nb = np.asarray(nbytes, float)
+    bw = hbm_bw_bytes_per_s * fit.memory
+    t_m = nb / (bw * l2_factor(fit, nb))
+    # the padding envelope in the batch: a launch the rule leaves to masked MHA although XQA takes its shape
+    # could run as XQA padded to the fewest requests XQA is chosen for (padding requests: one key each);
+    # it takes the smaller of the two, so adding a request never makes the launch faster
+    pad = xqa_supported(h, hkv, d) & ~x
+    if np.any(pad):
+        bx = np.maximum(bt, xqa_min_batch(fit, kvm, hkv))
+        mx = xqa_blocks(fit, bx, kvm, hkv)
+        tok = (mean_tokens(mx) * bt + (bx - bt)) / bx
+        t_wx = split_launch_s(fit, True, bx, mx, tok, h, hkv, d)
+        qo = 4.0 * h * d  # q read and o written per request, 2 bytes each
+        reads = np.maximum(1.0, h / hkv / fit.group_share)  # masked MHA's KV reads, in ``nbytes``
+        nbx = (nb - bt * qo) / reads + bt * qo + (bx - bt) * decode_bytes(1, 1, h, hkv, d, fit.dtype)
+        t_mx = nbx / (bw * l2_factor(fit, nbx))
+        use = pad & (smooth_max(t_mx, t_wx, p=fit.smooth_p) < smooth_max(t_m, t_w, p=fit.smooth_p))
+        t_m, t_w = np.where(use, t_mx, t_m), np.where(use, t_wx, t_w)
+    return np.zeros_like(t_m), t_m, t_w
 
 
 def l2_factor(fit: DecodeAttentionFit, nbytes):
@@ -303,7 +369,7 @@ def decode_parts(
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
     t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
-    return t_c, t_m, t_w
+    return xqa_launch_terms(fit, hbm_bw_bytes_per_s, b, s, lambda m: np.ceil(s / m), h, hkv, d, nbytes, (t_c, t_m, t_w))
 
 
 def decode_time_s(

@@ -141,6 +141,18 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
     t_m = nbytes / (bw * np.where(eff_m > 0, eff_m, 1.0))
     t_c = tot(w * 4.0 * heads * head_dim * kv) / (peak * fit.matmul)
     t_w = np.ceil(wsum * cta_heads / fit.sm_count) * wave_s
+    t_c, t_m, t_w = attn.xqa_launch_terms(
+        fit,
+        bw,
+        wsum,
+        kv_max,
+        lambda m: tot(w * np.ceil(kv / m[owner])) / safe,
+        heads,
+        kv_heads,
+        head_dim,
+        nbytes,
+        (t_c, t_m, t_w),
+    )
     t = smooth_max(t_c, t_m, t_w, p=fit.smooth_p)
     kind = np.where(t_m >= np.maximum(t_c, t_w), "memory", np.where(t_c >= t_w, "compute", "latency"))
     return np.asarray(t, dtype=float), kind

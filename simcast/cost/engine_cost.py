@@ -195,6 +195,21 @@ def attention_s(
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
         t_w = float(np.ceil(np.sum(w) * cta_heads / fit.sm_count)) * wave_s
+        t_c, t_m, t_w = (
+            float(v)
+            for v in attn.xqa_launch_terms(
+                fit,
+                dev.hbm_bw_bytes_per_s,
+                float(np.sum(w)),
+                float(np.max(kv)),
+                lambda m: float(np.sum(w * np.ceil(kv / m)) / np.sum(w)),
+                heads,
+                kv_heads,
+                head_dim,
+                nbytes,
+                (t_c, t_m, t_w),
+            )
+        )
         parts.append(
             (
                 float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),

@@ -19,6 +19,7 @@ from simcast.inputs.limits import (
     MAX_MESSAGE_BYTES,
     MAX_SM_COUNT,
     MAX_TEXT_CHARS,
+    MAX_TOKENS,
 )
 from simcast.inputs.schema import Int, Num, Str
 
@@ -95,6 +96,14 @@ _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
     "kernel_rule?": Str(64),
     "fallback_wave_s?": _SECONDS,
+    "cta_kv_byte_s?": _SECONDS,
+    "cta_group_s?": _SECONDS,
+    "token_group_s?": _SECONDS,
+    "merge_s?": _SECONDS,
+    "fallback_kv_byte_s?": _SECONDS,
+    "fallback_merge_s?": _SECONDS,
+    "mmha_ctas_per_sm?": _SMS,  # CTAs resident per SM: bounded as SM counts are
+    "mmha_block_tokens?": Int(1, MAX_TOKENS),
 }
 _MOE_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),

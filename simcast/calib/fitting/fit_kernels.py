@@ -60,6 +60,21 @@ _DECODE = {
     "launch_s": (8e-6, 0.0, 3e-4),
 }
 
+_XQA_SPLIT = {  # the multi-block launches' per-CTA times (trtllm_xqa_mb)
+    "cta_kv_byte_s": (5e-11, 0.0, 1e-9),
+    "cta_group_s": (1e-9, 0.0, 1e-7),
+    "token_group_s": (1e-12, 0.0, 1e-10),
+    "merge_s": (1e-7, 0.0, 1e-5),
+    "fallback_kv_byte_s": (1e-11, 0.0, 1e-9),
+    "fallback_merge_s": (1e-7, 0.0, 1e-5),
+}
+_SPLIT_UNUSED = {"half_units": 0.0, "split_tokens": 1.0, "half_kv_len": 0.0, "matmul": 1.0}
+"""Terms the multi-block form does not read (its waves carry the small-launch inefficiency): held, not fitted."""
+MMHA_CTAS_PER_SM = (1, 2, 3, 4)
+MMHA_BLOCK_TOKENS = (64, 128, 256, 512)
+"""Masked MHA's resident CTAs per SM and tokens per KV loop: set at run time by its occupancy query and its
+dynamic block size (``decoderMaskedMultiheadAttentionLaunch.h``), so chosen by the fit among these."""
+
 
 def _fit(
     spec: dict[str, tuple[float, float, float]],
@@ -166,10 +181,11 @@ def fit_decode(
 ) -> tuple[DecodeAttentionFit, float]:
     """A :class:`DecodeAttentionFit` on ``attention_decode`` rows of KV dtype ``dtype``.
 
-    Candidates: one kernel, one kernel with a large-group fallback at each ``max_group``, and each of
-    ``kernel_rules`` beyond "" (a declared pair of kernel families chosen by the engine's rule, e.g.
-    ``"trtllm_xqa"``, each family with its own fitted per-wave time); a candidate replaces the simpler one
-    only when it lowers the mean abs log error on these rows by 3 %.
+    Candidates: one kernel; then either each of ``kernel_rules`` beyond "" (a declared pair of kernel
+    families chosen by the engine's rule, e.g. ``"trtllm_xqa_mb"``, each family with its own fitted
+    per-wave time) or, without a declared rule, one kernel with a large-group fallback at each
+    ``max_group``; a candidate replaces the simpler one only when it lowers the mean abs log error on these
+    rows by 3 %.
     """
     r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
     if not len(r):
@@ -179,18 +195,26 @@ def fit_decode(
 
     best: tuple[DecodeAttentionFit, float, float] | None = None
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
-    candidates = [(mg, "") for mg in [0] + [g for g in (8, 16, 32, 64) if g < max(groups)]]
-    candidates += [(0, rule) for rule in kernel_rules if rule]
+    rules = [rule for rule in kernel_rules if rule]
+    # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
+    candidates = [(mg, "") for mg in [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])]
+    candidates += [(0, rule) for rule in rules]
     for max_group, rule in candidates:  # a kernel switch, chosen by error
+        hold: dict[str, float] = {}
+        if rule == "trtllm_xqa_mb":
+            hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
 
-        def make(p: dict[str, float], mg: int = max_group, kr: str = rule) -> DecodeAttentionFit:
-            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **p)
+        def make(p: dict[str, float], mg: int = max_group, kr: str = rule, h: dict = hold) -> DecodeAttentionFit:
+            return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)  # type: ignore[arg-type]  # the float fields
 
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
         if max_group or rule:
             spec["group_share"] = (4.0, 1.0, 128.0)
         if rule:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
+        if rule == "trtllm_xqa_mb":
+            spec.update(_XQA_SPLIT)
+            spec = {k: v for k, v in spec.items() if k not in hold}
         params, err = _fit(
             spec,
             lambda p: attn.decode_time_s(
@@ -214,6 +238,50 @@ def fit_decode(
             best = (fit, err, cost)
     assert best is not None
     return best[0], best[1]
+
+
+def _mmha_occupancy(a: dict[str, np.ndarray], dev: DeviceSpec, dtype: str, sm_count: int) -> dict[str, int]:
+    """``mmha_ctas_per_sm`` and ``mmha_block_tokens`` of the multi-block form: the pair among
+    :data:`MMHA_CTAS_PER_SM` x :data:`MMHA_BLOCK_TOKENS` whose fit to the masked-MHA rows alone (those
+    :func:`simcast.cost.trtllm_decode.xqa_runs` sends there) has the least mean abs log error."""
+    probe = DecodeAttentionFit(
+        dtype=dtype,
+        sm_count=sm_count,
+        kernel_rule="trtllm_xqa_mb",
+        memory=1.0,
+        matmul=1.0,
+        half_units=0.0,
+        split_tokens=1.0,
+        half_kv_len=0.0,
+        wave_s=0.0,
+        smooth_p=1.0,
+        launch_s=0.0,
+    )
+    mm = ~np.asarray(attn.xqa_runs(probe, a["b"], a["kv"], a["h"], a["hkv"], a["d"]), dtype=bool)
+    if mm.sum() < 20:
+        return {}
+    sub = {k: v[mm] for k, v in a.items()}
+    spec = {k: _DECODE[k] for k in ("memory", "smooth_p", "launch_s")}
+    spec |= {"group_share": (4.0, 1.0, 128.0), "fallback_wave_s": (2e-6, 0.0, 1e-4)}
+    spec |= {k: _XQA_SPLIT[k] for k in ("fallback_kv_byte_s", "fallback_merge_s")}
+    best: tuple[float, dict[str, int]] | None = None
+    peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
+    for occ, tok in itertools.product(MMHA_CTAS_PER_SM, MMHA_BLOCK_TOKENS):
+        pair = {"mmha_ctas_per_sm": occ, "mmha_block_tokens": tok}
+        base = dataclasses.replace(probe, mmha_ctas_per_sm=occ, mmha_block_tokens=tok)
+
+        def pred(p: dict[str, float], base: DecodeAttentionFit = base) -> np.ndarray:
+            f = dataclasses.replace(base, **p)  # type: ignore[arg-type]  # the float fields
+            return attn.decode_time_s(
+                f, peak, dev.hbm_bw_bytes_per_s, sub["b"], sub["kv"], sub["h"], sub["hkv"], sub["d"]
+            )
+
+        p, _ = _fit(spec, pred, sub["t"])
+        cost = float(np.mean(np.abs(np.log(pred(p) / sub["t"]))))
+        if best is None or cost < best[0]:
+            best = (cost, pair)
+    assert best is not None
+    return best[1]
 
 
 # ------------------------------------------------------------------ all-reduce

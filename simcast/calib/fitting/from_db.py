@@ -98,10 +98,15 @@ HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
 """Where the engine's own host-bound rows of a system are reserved (H100/H200 vLLM), the floor comes from
 its own rows on these x86 HGX systems."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
-DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")}
+DECODE_KERNEL_RULES = {
+    ("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")
+}
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
-its trtllm-gen kernels instead, so one kernel is fitted there."""
+its trtllm-gen kernels instead, so one kernel is fitted there. Candidates (chosen on the fitting half): the two
+families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``); on L40S
+the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
+multi-block split."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 
 

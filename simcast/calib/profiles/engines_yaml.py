@@ -36,7 +36,22 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "decode",
         "simcast.cost.attention.decode_time_s: per KV dtype",
-        ("max_group", "group_share", "l2_boost", "l2_half_bytes", "kernel_rule", "fallback_wave_s"),
+        (
+            "max_group",
+            "group_share",
+            "l2_boost",
+            "l2_half_bytes",
+            "kernel_rule",
+            "fallback_wave_s",
+            "cta_kv_byte_s",
+            "cta_group_s",
+            "token_group_s",
+            "merge_s",
+            "fallback_kv_byte_s",
+            "fallback_merge_s",
+            "mmha_ctas_per_sm",
+            "mmha_block_tokens",
+        ),
     ),
     (
         "all_reduce",

@@ -103,6 +103,10 @@ DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa") for s in ("h100_sxm", "
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
+GEMM_TILE_RULE_OF = {(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")}
+"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`):
+sgl-kernel's CUTLASS fp8 GEMM on Hopper switches its CTA tile by row count. Other tables keep one tile
+(DeepGEMM chooses its block sizes per shape by its own wave heuristic, not modelled; cuBLAS is opaque)."""
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -236,7 +240,8 @@ def fit_engine(
         if len(rows) < 50:
             continue
         h = held_out(rows)
-        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count)
+        rule = GEMM_TILE_RULE_OF.get((system, str(rows["op"].iloc[0])), "")
+        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count, {"tile_rule": rule} if rule else None)
         peak = dev.matmul_peak(PEAK_DTYPE[fam])
         t = rows[h]
         errs[f"gemm.{fam}"] = errors(gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, t["m"], t["n"], t["k"]), t["time_s"])

@@ -61,7 +61,7 @@ def render_engines(sections: dict[str, tuple[EngineKernels, dict[str, tuple[floa
         note = "fit on the tables in source{}"
         if ek.gemm:
             out.append("    gemm:                           # simcast.cost.gemm: per dtype family")
-            gemm_opt = ("tile_m", "tile_n", "host_floor_s")
+            gemm_opt = ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k")
             out += [f"      - {flow(g, gemm_opt)}  # {note.format(_err(errs, 'gemm.' + g.dtype))}" for g in ek.gemm]
         if ek.prefill:
             out.append("    prefill:                        # simcast.cost.attention.prefill_time_s: per KV dtype")

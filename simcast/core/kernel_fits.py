@@ -30,6 +30,9 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
     # M, K step 256; the (16, 64] bucket's 16-row variant for N <= 1280 is not separated here); (64, 128]
     # 64x128x128 tiles in 2x1 clusters; above 128 rows 128x128x128 tiles in 2x1 clusters.
     "sgl_fp8_sm90": ((16, 16, 64, 1, 256), (64, 64, 64, 1, 256), (128, 64, 128, 2, 128), (0, 128, 128, 2, 128)),
+    # deepseek-ai/DeepGEMM deep_gemm/jit_kernels/gemm.py@c4a7116e get_best_configs (SM90 gemm_fp8_fp8_bf16_nt):
+    # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
+    "deepgemm_sm90": (),
 }
 """A GEMM kernel's CTA tile per row count, as the engine's dispatch picks it: ``(max_rows, tile_m, tile_n,
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs

@@ -51,10 +51,39 @@ def tile_configs(fit: GemmFit) -> tuple[tuple[int, int, int, int, int], ...]:
     return GEMM_TILE_RULES[fit.tile_rule] or ((0, fit.tile_m, fit.tile_n, 1, fit.tile_k),)
 
 
-def tile_shape(fit: GemmFit, m) -> tuple[np.ndarray, ...]:
+DEEPGEMM_BLOCK_M = (64, 128, 256)
+DEEPGEMM_BLOCK_N = (*range(16, 129, 8), 144, 160)
+
+
+def deepgemm_blocks(m, n, sm_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(block_m, block_n) DeepGEMM picks per shape (array-friendly): fewest waves over ``sm_count`` SMs, then
+    the fullest last wave, then on a tie the less wasteful block (deep_gemm/jit_kernels/gemm.py@c4a7116e)."""
+    m, n = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(n, dtype=float))
+    best_m, best_n = np.zeros_like(m), np.zeros_like(m)
+    best_w, best_u = np.full_like(m, np.inf), np.zeros_like(m)
+    for bm in DEEPGEMM_BLOCK_M:
+        for bn in DEEPGEMM_BLOCK_N:
+            if bm > 128 and bn > 128:  # at least one side of a block stays <= 128
+                continue
+            blocks = np.ceil(m / bm) * np.ceil(n / bn)
+            w = np.ceil(blocks / sm_count)
+            u = np.where(blocks % sm_count == 0, sm_count, blocks % sm_count)
+            tie = (w == best_w) & (u == best_u)
+            win = (w < best_w) | ((w == best_w) & (u > best_u))
+            win |= tie & (((bm == best_m) & (bn < best_n)) | ((bn == best_n) & (bm < best_m)))
+            win |= tie & (bm != best_m) & (bn > best_n)
+            best_m, best_n = np.where(win, bm, best_m), np.where(win, bn, best_n)
+            best_w, best_u = np.where(win, w, best_w), np.where(win, u, best_u)
+    return best_m, best_n
+
+
+def tile_shape(fit: GemmFit, m, n=None) -> tuple[np.ndarray, ...]:
     """(rows per M block, tile_n, cluster_m, tile_k) the kernel runs ``m`` rows with (array-friendly): the first
     config covering ``m``; an M block is a cluster's ``tile_m · cluster_m`` rows."""
     m = np.asarray(m, dtype=float)
+    if fit.tile_rule == "deepgemm_sm90":
+        bm, bn = deepgemm_blocks(m, n, fit.sm_count)
+        return bm, bn, np.ones_like(bm), np.full_like(bm, 128.0)
     out = [np.zeros_like(m) for _ in range(4)]
     for rows, tm, tn, cm, tk in reversed(tile_configs(fit)):
         hit = m <= rows if rows else np.ones_like(m, dtype=bool)
@@ -65,7 +94,7 @@ def tile_shape(fit: GemmFit, m) -> tuple[np.ndarray, ...]:
 def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
     """(compute_s, memory_s) of the GEMM, before the smooth maximum and the launch time."""
     m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
-    block_m, tile_n, cluster_m, tile_k = tile_shape(fit, m)
+    block_m, tile_n, cluster_m, tile_k = tile_shape(fit, m, n)
     tiles = np.ceil(m / block_m) * cluster_m * np.ceil(n / tile_n)  # CTAs
     waves = np.ceil(tiles / fit.sm_count)
     wave_eff = tiles / (waves * fit.sm_count)
@@ -109,7 +138,11 @@ def m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
     ``m`` and the first row of every later M block (tile times cluster) of that config up to the end of the
     wave after that row's."""
     out, lo = [float(m)], 0
-    for rows, tile_m, tile_n, cluster_m, _ in tile_configs(fit):
+    configs = tile_configs(fit)
+    if fit.tile_rule == "deepgemm_sm90":  # per-shape blocks: every 64-row edge of the smallest block
+        bm, bn = (int(v) for v in deepgemm_blocks(m, n, fit.sm_count))
+        configs = ((0, 64, bn, 1, 128),)
+    for rows, tile_m, tile_n, cluster_m, _ in configs:
         start, block = max(m, lo + 1), tile_m * cluster_m
         if not rows or start <= rows:
             tiles_n = -(-n // tile_n) * cluster_m  # CTAs per M block

@@ -103,10 +103,14 @@ DECODE_KERNEL_RULES = {("trtllm", s): ("", "trtllm_xqa") for s in ("h100_sxm", "
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
-GEMM_TILE_RULE_OF = {(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")}
+GEMM_TILE_RULE_OF = {
+    **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
+    **{(s, "sglang_deepgemm_gemm_nt_f8f8bf16"): "deepgemm_sm90" for s in ("h100_sxm", "h200_sxm")},
+}
 """(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`):
-sgl-kernel's CUTLASS fp8 GEMM on Hopper switches its CTA tile by row count. Other tables keep one tile
-(DeepGEMM chooses its block sizes per shape by its own wave heuristic, not modelled; cuBLAS is opaque)."""
+on Hopper, sgl-kernel's CUTLASS fp8 GEMM switches its CTA tile by row count and DeepGEMM picks its block per
+shape by its wave heuristic. Other tables keep one tile (cuBLAS and TensorRT-LLM's GEMMs are not declared
+here; the Blackwell builds of these kernels dispatch differently)."""
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:

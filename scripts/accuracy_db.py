@@ -122,7 +122,8 @@ def db_markdown() -> list[str]:
         "",
         "Fit on one engine, predict another engine's own tables (all rows), and fit on H100, predict H200 and "
         "B200 from their own peaks (engine sections carried over with `transfer_engines`: fractions, half "
-        "points and fixed times kept, SM count and link bandwidth of the target).",
+        "points and fixed times kept, SM count and link bandwidth of the target; GEMM tile rules kept too, so on B200 "
+        "the Hopper kernels' tile choice stands in for its own builds' dispatch).",
         "",
     ]
     tr = []

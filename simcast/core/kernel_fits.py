@@ -23,6 +23,21 @@ GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
 """GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
 ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
 """KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
+GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
+    "": (),
+    # sgl-project/sglang sgl-kernel/csrc/cutlass_extensions/gemm/fp8_gemm_sm90_dispatch.cuh@812a916a
+    # (SM90 fp8_scaled_mm, from PR 25532): M <= 16 and (16, 64] swap A and B (CTA tile 64 of N x 16 or 64 of
+    # M, K step 256; the (16, 64] bucket's 16-row variant for N <= 1280 is not separated here); (64, 128]
+    # 64x128x128 tiles in 2x1 clusters; above 128 rows 128x128x128 tiles in 2x1 clusters.
+    "sgl_fp8_sm90": ((16, 16, 64, 1, 256), (64, 64, 64, 1, 256), (128, 64, 128, 2, 128), (0, 128, 128, 2, 128)),
+    # deepseek-ai/DeepGEMM deep_gemm/jit_kernels/gemm.py@c4a7116e get_best_configs (SM90 gemm_fp8_fp8_bf16_nt):
+    # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
+    "deepgemm_sm90": (),
+}
+"""A GEMM kernel's CTA tile per row count, as the engine's dispatch picks it: ``(max_rows, tile_m, tile_n,
+cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
+along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
+``tile_m × tile_n`` (and ``tile_k``), no clusters."""
 DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it."""
@@ -51,6 +66,13 @@ class GemmFit:
     call replayed from a captured CUDA graph (what engines run in decode). ``host_floor_s`` (0 = none): the
     least time of a call run eagerly, when the rows were timed without CUDA graphs and the host's launch
     path bounds small shapes (:mod:`simcast.core.cuda_graphs` says which steps are captured).
+    ``tile_rule`` ("" = one tile): the engine's tile per row count (:data:`GEMM_TILE_RULES`, from the kernel's
+    own dispatch code): the wave and parallelism terms count that rule's tiles, so a kernel switch at a row
+    count (e.g. 64x64 tiles up to 256 rows, 128x128 above) moves the wave edges with it, and the compute
+    term counts whole M tiles (``ceil(M / tile_m) · tile_m`` rows: the tensor cores run the padded tile).
+    ``step_s`` (0 = off; fitted only with a tile rule): each wave walks K in ``tile_k``-wide steps that take at
+    least ``step_s`` each (the pipeline's load latency when a tile is too small to hide it), a compute floor
+    ``waves · ceil(K / tile_k) · step_s`` joined to the compute term by the smooth maximum.
     """
 
     dtype: str
@@ -70,12 +92,21 @@ class GemmFit:
     tile_m: int = 128
     tile_n: int = 128
     host_floor_s: float = 0.0
+    tile_rule: str = ""
+    step_s: float = 0.0
+    tile_k: int = 128
 
     def __post_init__(self) -> None:
+        require(
+            self.tile_rule in GEMM_TILE_RULES,
+            f"engines.gemm[{self.dtype}].tile_rule",
+            self.tile_rule,
+            f"allowed: {', '.join(repr(r) for r in GEMM_TILE_RULES)}",
+        )
         require(self.dtype in GEMM_DTYPES, "engines.gemm.dtype", self.dtype, f"allowed: {', '.join(GEMM_DTYPES)}")
         _check_fields(self, f"engines.gemm[{self.dtype}]", ("matmul", "memory"))
         require(self.smooth_p >= 1, f"engines.gemm[{self.dtype}].smooth_p", self.smooth_p, "must be >= 1")
-        for f in ("sm_count", "tile_m", "tile_n", "split_k_elems"):
+        for f in ("sm_count", "tile_m", "tile_n", "tile_k", "split_k_elems"):
             require(getattr(self, f) >= 1, f"engines.gemm[{self.dtype}].{f}", getattr(self, f), "must be >= 1")
 
 

@@ -19,7 +19,7 @@ from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
-from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s
+from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
 
 
 def gemm_many(
@@ -38,15 +38,22 @@ def gemm_many(
     bw = dev.hbm_bw_bytes_per_s
     mi = np.asarray(m, dtype=np.int64)
     cap = np.broadcast_to(np.asarray(captured, dtype=bool), mi.shape)
-    tiles_n = -(-n // fit.tile_n)
-    first = -(-mi // fit.tile_m)  # M tiles m already uses
-    wave = -(-(first * tiles_n) // fit.sm_count)
-    last_tile = -(-((wave + 1) * fit.sm_count) // tiles_n)
-    lens = 2 + np.maximum(first, last_tile) - first  # m itself, then the tile starts first..max(first, last)
-    offsets = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    owner = np.repeat(np.arange(mi.size), lens)
-    pos = np.arange(int(lens.sum())) - offsets[owner]
-    cand = np.where(pos == 0, mi[owner].astype(float), (first[owner] + pos - 1).astype(float) * fit.tile_m + 1)
+    if fit.tile_rule:  # several kernel configs: each row count's candidates from the scalar rule
+        per = [m_candidates(fit, int(x), n) for x in mi.ravel()]
+        lens = np.array([len(c) for c in per], dtype=np.int64)
+        cand = np.concatenate(per) if per else np.zeros(0)
+        offsets = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        owner = np.repeat(np.arange(mi.size), lens)
+    else:
+        tiles_n = -(-n // fit.tile_n)
+        first = -(-mi // fit.tile_m)  # M tiles m already uses
+        wave = -(-(first * tiles_n) // fit.sm_count)
+        last_tile = -(-((wave + 1) * fit.sm_count) // tiles_n)
+        lens = 2 + np.maximum(first, last_tile) - first  # m itself, then the tile starts first..max(first, last)
+        offsets = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        owner = np.repeat(np.arange(mi.size), lens)
+        pos = np.arange(int(lens.sum())) - offsets[owner]
+        cand = np.where(pos == 0, mi[owner].astype(float), (first[owner] + pos - 1).astype(float) * fit.tile_m + 1)
     t = gemm_time_s(fit, peak, bw, cand, n, k, True)
     if fit.host_floor_s > 0:
         t = np.where(cap[owner], t, np.maximum(t, fit.host_floor_s))

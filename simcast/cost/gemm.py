@@ -8,6 +8,10 @@
   output is cut into ``tile_m × tile_n`` tiles, one per SM at a time, so 133
   tiles on 132 SMs take two waves (a 129-row GEMM costs about like a 256-row one
   on a 128-row tile grid).
+* a declared *tile rule* (the engine's kernel dispatch: a different CTA tile per row count) replaces the
+  one tile: waves count that rule's tiles, the compute term counts whole M tiles, and a per-step floor
+  ``waves · ceil(K / tile_k) · step_s`` bounds compute from below (a small tile cannot hide the latency of
+  each K step's loads; the floor grows with the wave count, so one row past a wave edge costs a wave).
 * memory: operands read and the output written once (``A·M·K + B·N·K + 2·M·N``
   bytes, A = B = element bytes; fp8 outputs are bf16), at an HBM fraction that
   drops when too few CTAs run (``tiles · max(1, K / split_k_elems)`` against the
@@ -29,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
-from simcast.core.kernel_fits import GemmFit
+from simcast.core.kernel_fits import GEMM_TILE_RULES, GemmFit
 from simcast.cost.curves import saturation, smooth_max
 
 __all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s"]
@@ -41,10 +45,57 @@ def gemm_bytes(m, n, k, dtype: str):
     return eb * (m * k + n * k) + 2 * m * n
 
 
+def tile_configs(fit: GemmFit) -> tuple[tuple[int, int, int, int, int], ...]:
+    """``(max_rows, tile_m, tile_n, cluster_m, tile_k)`` per kernel config of the fit's tile rule (one config:
+    its own tile)."""
+    return GEMM_TILE_RULES[fit.tile_rule] or ((0, fit.tile_m, fit.tile_n, 1, fit.tile_k),)
+
+
+DEEPGEMM_BLOCK_M = (64, 128, 256)
+DEEPGEMM_BLOCK_N = (*range(16, 129, 8), 144, 160)
+
+
+def deepgemm_blocks(m, n, sm_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(block_m, block_n) DeepGEMM picks per shape (array-friendly): fewest waves over ``sm_count`` SMs, then
+    the fullest last wave, then on a tie the less wasteful block (deep_gemm/jit_kernels/gemm.py@c4a7116e)."""
+    m, n = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(n, dtype=float))
+    best_m, best_n = np.zeros_like(m), np.zeros_like(m)
+    best_w, best_u = np.full_like(m, np.inf), np.zeros_like(m)
+    for bm in DEEPGEMM_BLOCK_M:
+        for bn in DEEPGEMM_BLOCK_N:
+            if bm > 128 and bn > 128:  # at least one side of a block stays <= 128
+                continue
+            blocks = np.ceil(m / bm) * np.ceil(n / bn)
+            w = np.ceil(blocks / sm_count)
+            u = np.where(blocks % sm_count == 0, sm_count, blocks % sm_count)
+            tie = (w == best_w) & (u == best_u)
+            win = (w < best_w) | ((w == best_w) & (u > best_u))
+            win |= tie & (((bm == best_m) & (bn < best_n)) | ((bn == best_n) & (bm < best_m)))
+            win |= tie & (bm != best_m) & (bn > best_n)
+            best_m, best_n = np.where(win, bm, best_m), np.where(win, bn, best_n)
+            best_w, best_u = np.where(win, w, best_w), np.where(win, u, best_u)
+    return best_m, best_n
+
+
+def tile_shape(fit: GemmFit, m, n=None) -> tuple[np.ndarray, ...]:
+    """(rows per M block, tile_n, cluster_m, tile_k) the kernel runs ``m`` rows with (array-friendly): the first
+    config covering ``m``; an M block is a cluster's ``tile_m · cluster_m`` rows."""
+    m = np.asarray(m, dtype=float)
+    if fit.tile_rule == "deepgemm_sm90":
+        bm, bn = deepgemm_blocks(m, n, fit.sm_count)
+        return bm, bn, np.ones_like(bm), np.full_like(bm, 128.0)
+    out = [np.zeros_like(m) for _ in range(4)]
+    for rows, tm, tn, cm, tk in reversed(tile_configs(fit)):
+        hit = m <= rows if rows else np.ones_like(m, dtype=bool)
+        out = [np.where(hit, v, o) for v, o in zip((tm * cm, tn, cm, tk), out)]
+    return tuple(out)
+
+
 def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m, n, k):
     """(compute_s, memory_s) of the GEMM, before the smooth maximum and the launch time."""
     m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
-    tiles = np.ceil(m / fit.tile_m) * np.ceil(n / fit.tile_n)
+    block_m, tile_n, cluster_m, tile_k = tile_shape(fit, m, n)
+    tiles = np.ceil(m / block_m) * cluster_m * np.ceil(n / tile_n)  # CTAs
     waves = np.ceil(tiles / fit.sm_count)
     wave_eff = tiles / (waves * fit.sm_count)
     eff = (
@@ -54,7 +105,10 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
         * saturation(k, fit.half_k)
         * wave_eff**fit.wave_exp
     )
-    t_c = 2.0 * m * n * k / (peak_flops_per_s * eff)
+    rows = np.ceil(m / block_m) * block_m if fit.tile_rule else m  # a tile rule: tensor cores run whole blocks
+    t_c = 2.0 * rows * n * k / (peak_flops_per_s * eff)
+    if fit.step_s > 0:  # each wave walks K in tile_k steps, each at least step_s (pipeline latency)
+        t_c = smooth_max(t_c, waves * np.ceil(k / tile_k) * fit.step_s, p=fit.smooth_p)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
     par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)
     l2 = 1.0 + fit.l2_boost * (fit.l2_half_bytes / (fit.l2_half_bytes + nbytes) if fit.l2_half_bytes > 0 else 0.0)
@@ -79,14 +133,29 @@ def gemm_bound(
     return "compute" if float(t_c) >= float(t_m) else "memory"
 
 
-def _m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
-    """``m`` and the first row of every later M tile up to the end of the wave after ``m``'s (see below)."""
-    tiles_n = -(-n // fit.tile_n)
-    wave = -(-(-(-m // fit.tile_m) * tiles_n) // fit.sm_count)
-    last_tile = -(-((wave + 1) * fit.sm_count) // tiles_n)  # M tiles that fill the next wave
-    first = -(-m // fit.tile_m)  # M tiles m already uses
-    starts = np.arange(first, max(first, last_tile) + 1, dtype=float) * fit.tile_m + 1
-    return np.concatenate(([float(m)], starts[starts > m]))
+def m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
+    """``m`` and, per kernel config of the tile rule that covers rows from ``m`` on, its first row at or after
+    ``m`` and the first row of every later M block (tile times cluster) of that config up to the end of the
+    wave after that row's."""
+    out, lo = [float(m)], 0
+    configs = tile_configs(fit)
+    if fit.tile_rule == "deepgemm_sm90":  # per-shape blocks: every 64-row edge of the smallest block
+        bm, bn = (int(v) for v in deepgemm_blocks(m, n, fit.sm_count))
+        configs = ((0, 64, bn, 1, 128),)
+    for rows, tile_m, tile_n, cluster_m, _ in configs:
+        start, block = max(m, lo + 1), tile_m * cluster_m
+        if not rows or start <= rows:
+            tiles_n = -(-n // tile_n) * cluster_m  # CTAs per M block
+            first = -(-start // block)  # M blocks ``start`` already uses
+            wave = -(-(first * tiles_n) // fit.sm_count)
+            last_tile = -(-((wave + 1) * fit.sm_count) // tiles_n)  # M blocks that fill the next wave
+            starts = np.arange(first, max(first, last_tile) + 1, dtype=float) * block + 1
+            keep = (starts > start) & ((starts <= rows) if rows else True)
+            out += [float(start), *starts[keep]]
+        lo = rows
+        if not rows:
+            break
+    return np.unique(np.asarray(out))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -103,6 +172,7 @@ def gemm_eval_s(
     to the next it rises, so the minimum over ``m' >= m`` is at ``m`` or at the first row of a later
     tile up to the end of the next wave: those are evaluated and the least is taken. Exactly
     non-decreasing in M (tests/test_monotone.py). Model dimensions N and K are fixed by the weights.
+    With a tile rule, each kernel config from ``m`` on contributes its own tile edges (:func:`m_candidates`).
     """
-    ms = _m_candidates(fit, int(m), int(n))
+    ms = m_candidates(fit, int(m), int(n))
     return float(np.min(gemm_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, ms, n, k, captured)))

@@ -67,6 +67,9 @@ _GEMM_FIT_SCHEMA: dict[str, Any] = {
     "tile_m?": _SMS,
     "tile_n?": _SMS,
     "host_floor_s?": _SECONDS,
+    "tile_rule?": Str(64),
+    "step_s?": _SECONDS,
+    "tile_k?": _SMS,
 }
 _PREFILL_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),

@@ -40,6 +40,8 @@ _GEMM = {
     "smooth_p": (4.0, 1.0, 20.0),
     "launch_s": (4e-6, 0.0, 3e-4),
 }
+_GEMM_TILED = {"step_s": (2e-7, 0.0, 1e-5)}  # with a declared tile rule only: the per-K-step floor
+_GEMM_TILED_HOLD = {"half_m": 0.0}  # with a tile rule the padded M blocks carry the small-M waste instead
 _PREFILL = {
     "matmul": (0.6, 0.05, 1.0),
     "half_q_len": (100.0, 0.0, 1e5),
@@ -107,14 +109,15 @@ def _fit(
 
 # ------------------------------------------------------------------ GEMM
 def fit_gemm(
-    rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int, fixed: dict[str, float] | None = None
+    rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int, fixed: dict[str, float | str] | None = None
 ) -> tuple[GemmFit, float]:
     """A :class:`GemmFit` for ``dtype`` on ``gemm`` rows of that dtype; (fit, median abs % error).
 
     ``fixed``: parameters held at the given values instead of fitted (a small table cannot pin all
-    twelve; e.g. no L2 term when no shape is small enough to stay in L2).
+    twelve; e.g. no L2 term when no shape is small enough to stay in L2); ``tile_rule`` declares the
+    kernel's tile per row count (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`) and adds ``step_s``.
     """
-    hold = dict(fixed or {})
+    hold = {**(_GEMM_TILED_HOLD if (fixed or {}).get("tile_rule") else {}), **(fixed or {})}
     g = rows[(rows["kind"] == "gemm") & (rows["dtype"] == dtype)]
     if not len(g):
         raise ValueError(f"no gemm rows of dtype {dtype}")
@@ -125,8 +128,9 @@ def fit_gemm(
     def make(p: dict[str, float]) -> GemmFit:
         return GemmFit(dtype=dtype, sm_count=sm_count, **hold, **p)  # type: ignore[arg-type]  # p: the float fields
 
+    spec = {**_GEMM, **(_GEMM_TILED if hold.get("tile_rule") else {})}
     params, err = _fit(
-        {k: v for k, v in _GEMM.items() if k not in hold},
+        {k: v for k, v in spec.items() if k not in hold},
         lambda p: gemm_time_s(make(p), peak, bw, m, n, k),
         t,
         starts=[

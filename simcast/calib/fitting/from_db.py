@@ -108,6 +108,14 @@ families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA wav
 the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
 multi-block split."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
+GEMM_TILE_RULE_OF = {
+    **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
+    **{(s, "sglang_deepgemm_gemm_nt_f8f8bf16"): "deepgemm_sm90" for s in ("h100_sxm", "h200_sxm")},
+}
+"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`):
+on Hopper, sgl-kernel's CUTLASS fp8 GEMM switches its CTA tile by row count and DeepGEMM picks its block per
+shape by its wave heuristic. Other tables keep one tile (cuBLAS and TensorRT-LLM's GEMMs are not declared
+here; the Blackwell builds of these kernels dispatch differently)."""
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -241,7 +249,8 @@ def fit_engine(
         if len(rows) < 50:
             continue
         h = held_out(rows)
-        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count)
+        rule = GEMM_TILE_RULE_OF.get((system, str(rows["op"].iloc[0])), "")
+        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count, {"tile_rule": rule} if rule else None)
         peak = dev.matmul_peak(PEAK_DTYPE[fam])
         t = rows[h]
         errs[f"gemm.{fam}"] = errors(gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, t["m"], t["n"], t["k"]), t["time_s"])

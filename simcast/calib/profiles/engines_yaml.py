@@ -31,7 +31,11 @@ ERRS_NOTE = "[median, p90] % on the held-out half (CRC32 of the shape odd), fitt
 
 # list key, its note, the fields left out when at their default, the error key of one fit
 _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("gemm", "simcast.cost.gemm: per dtype family", ("tile_m", "tile_n", "host_floor_s")),
+    (
+        "gemm",
+        "simcast.cost.gemm: per dtype family",
+        ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k"),
+    ),
     ("prefill", "simcast.cost.attention.prefill_time_s: per KV dtype", ("tile",)),
     (
         "decode",

@@ -47,13 +47,57 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the one-calls typed for mypy (a misspelt keyword is an error); loaded lazily at run time
+# every public name typed for mypy (a misspelt keyword of a one-call is an error); loaded lazily at run time
+if TYPE_CHECKING:
     from simcast.api.bench import BenchOptions as BenchOptions
+    from simcast.api.bench import BenchResult as BenchResult
     from simcast.api.bench import bench_serve as bench_serve
+    from simcast.api.optimize import SearchResult as SearchResult
+    from simcast.api.optimize import SearchRow as SearchRow
     from simcast.api.optimize import optimize as optimize
     from simcast.api.search_inputs import SearchOptions as SearchOptions
     from simcast.api.step import StepOptions as StepOptions
+    from simcast.api.step import StepReport as StepReport
     from simcast.api.step import simulate_step as simulate_step
+    from simcast.core.device import DeviceSpec as DeviceSpec
+    from simcast.core.errors import SimcastInputError as SimcastInputError
+    from simcast.core.fabrics import FabricChoice as FabricChoice
+    from simcast.core.model_spec import ModelSpec as ModelSpec
+    from simcast.core.specs import Batch as Batch
+    from simcast.core.specs import ParallelSpec as ParallelSpec
+    from simcast.core.specs import SimSpec as SimSpec
+    from simcast.inputs.loaders import load_device as load_device
+    from simcast.inputs.loaders import load_model as load_model
+    from simcast.inputs.loaders import shipped_devices as shipped_devices
+    from simcast.inputs.loaders import shipped_models as shipped_models
+    from simcast.inputs.workloads import load_distribution as load_distribution
+    from simcast.render.bench_plots import plot_bench as plot_bench
+    from simcast.render.breakdown import breakdown_line as breakdown_line
+    from simcast.render.chrome_trace import chrome_trace as chrome_trace
+    from simcast.render.pareto_plot import plot_pareto as plot_pareto
+    from simcast.render.plots import new_figure as new_figure
+    from simcast.render.plots import plot_gantt as plot_gantt
+    from simcast.render.plots import plot_report as plot_report
+    from simcast.render.plots import plot_stage_breakdown as plot_stage_breakdown
+    from simcast.render.plots import plot_stage_memory as plot_stage_memory
+    from simcast.render.search_tables import to_dataframe as to_dataframe
+    from simcast.render.tables import format_report as format_report
+    from simcast.serving.disagg_search import evaluate_pools as evaluate_pools
+    from simcast.serving.disagg_search import mechanism as mechanism
+    from simcast.serving.disagg_search import search_disagg as search_disagg
+    from simcast.serving.model import ServingConfig as ServingConfig
+    from simcast.serving.model import Workload as Workload
+    from simcast.serving.model import estimate_serving as estimate_serving
+    from simcast.serving.model import kv_capacity_tokens as kv_capacity_tokens
+    from simcast.serving.model import max_batch_for_memory as max_batch_for_memory
+    from simcast.serving.search import SearchSpace as SearchSpace
+    from simcast.serving.search import search as search
+    from simcast.serving.speculative import from_sglang_flags as from_sglang_flags
+    from simcast.sim.partition import resolve_partition as resolve_partition
+    from simcast.sim.partition import simulate_partitioned as simulate_partitioned
+    from simcast.sim.simulate import Report as Report
+    from simcast.sim.simulate import simulate as simulate
+    from simcast.sim.timeline import report_timeline as report_timeline
 
 __version__ = "0.1.0"
 

@@ -330,6 +330,27 @@ def test_decode_attention_by_hand(h100):
     assert p.time_s == pytest.approx(kv_bytes / (h100.hbm_bw_bytes_per_s * 0.8) + 5e-6, rel=1e-3)
 
 
+def test_decode_l2_capacity_form_by_hand():
+    """``l2_edge`` > 0: a fraction ``1 / (1 + (bytes / L)^edge)`` of the bytes at ``1 + l2_boost`` times the
+    bandwidth, the rest at 1: at ``L`` half hit, far below all (factor ``1 + boost``), far above none (1); the
+    memory time ``bytes / factor`` still rises with the bytes across the edge."""
+    from simcast.cost.attention import l2_factor
+
+    base = dict(dtype="bf16", memory=0.8, half_units=0.0, split_tokens=1e9, half_kv_len=0.0, matmul=1.0)
+    fit = DecodeAttentionFit(
+        **base, wave_s=0.0, smooth_p=2.0, launch_s=0.0, sm_count=142, l2_boost=4.0, l2_half_bytes=1e8, l2_edge=15.0
+    )
+    assert l2_factor(fit, 1e8) == pytest.approx(1.0 / (0.5 / 5.0 + 0.5))
+    assert l2_factor(fit, 1e6) == pytest.approx(5.0, rel=1e-9)
+    assert l2_factor(fit, 1e12) == pytest.approx(1.0, rel=1e-9)
+    nb = np.geomspace(1e6, 1e10, 2001)
+    assert np.all(np.diff(nb / l2_factor(fit, nb)) > 0)
+    smooth = DecodeAttentionFit(
+        **base, wave_s=0.0, smooth_p=2.0, launch_s=0.0, sm_count=142, l2_boost=4.0, l2_half_bytes=1e8
+    )
+    assert l2_factor(smooth, 1e8) == pytest.approx(1.0 + 4.0 * 0.5)  # l2_edge 0: the smooth form
+
+
 def test_profile_engines_section_is_strict(tmp_path):
     from simcast.inputs.loaders import load_device, profiles_dir
 

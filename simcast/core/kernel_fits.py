@@ -157,7 +157,12 @@ class DecodeAttentionFit:
     size; past it the generic kernel works per query head, partly served from L2).
     ``l2_boost``, ``l2_half_bytes``: the bandwidth rises by ``1 + l2_boost · L/(L + bytes)`` when the
     keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
-    L2 next to slow memory, e.g. L40S).
+    L2 next to slow memory, e.g. L40S). ``l2_edge`` (0 = that smooth form): the capacity form instead, a
+    fraction ``hit = 1 / (1 + (bytes / l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times
+    the bandwidth and the rest from memory (:func:`simcast.cost.attention.l2_factor`): a working set that
+    fits in L2 stays there between calls, one past it is evicted before it is read again (the cyclic read of
+    a set larger than the cache misses on every line), so the speed falls over a narrow edge at the
+    capacity ``l2_half_bytes`` (L40S: 3.5 TB/s below ~90 MiB of KV, 0.7 TB/s above, in the engines' tables).
     ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
     TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
     (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
@@ -199,6 +204,7 @@ class DecodeAttentionFit:
     fallback_merge_s: float = 0.0
     mmha_ctas_per_sm: int = 1
     mmha_block_tokens: int = 256
+    l2_edge: float = 0.0
 
     def __post_init__(self) -> None:
         require(

@@ -351,6 +351,35 @@ def test_decode_l2_capacity_form_by_hand():
     assert l2_factor(smooth, 1e8) == pytest.approx(1.0 + 4.0 * 0.5)  # l2_edge 0: the smooth form
 
 
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "dtype", "tc"),
+    [
+        (32, 32, "bf16", False),
+        (32, 16, "bf16", False),
+        (24, 8, "bf16", False),
+        (32, 8, "bf16", True),
+        (40, 8, "bf16", True),
+        (64, 1, "bf16", True),
+        (32, 32, "fp8", True),
+        (28, 8, "bf16", False),
+    ],
+)
+def test_flashinfer_tensor_core_rule_is_sglangs(heads, kv_heads, dtype, tc):
+    """SGLang's ``should_use_tensor_core``: group ``heads // kv_heads`` >= 4 with a bf16 KV cache, always with fp8
+    (28 / 8 floors to 3: CUDA cores); under the rule each family takes its own per-wave time."""
+    from simcast.cost.attention import decode_kernel
+    from simcast.cost.flashinfer_decode import tensor_core_runs
+
+    fit = DecodeAttentionFit(
+        dtype=dtype, memory=0.8, half_units=0.0, split_tokens=1e9, half_kv_len=0.0, matmul=1.0, wave_s=3e-6,
+        smooth_p=2.0, launch_s=0.0, sm_count=142, kernel_rule="flashinfer_tc", fallback_wave_s=1e-6,
+    )  # fmt: skip
+    assert bool(tensor_core_runs(fit, heads, kv_heads)) is tc
+    reads, cta_heads, wave = decode_kernel(fit, 8, 4096, heads, kv_heads, 128)
+    assert float(reads) == 1.0 and float(cta_heads) == kv_heads  # both read the keys once, one CTA per KV head
+    assert float(wave) == (3e-6 if tc else 1e-6)
+
+
 def test_profile_engines_section_is_strict(tmp_path):
     from simcast.inputs.loaders import load_device, profiles_dir
 

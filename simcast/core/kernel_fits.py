@@ -38,9 +38,10 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb")
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
-"trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it."""
+"trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
+"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -168,6 +169,9 @@ class DecodeAttentionFit:
     (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
     once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
     and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
+    ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.flashinfer_decode.tensor_core_runs`):
+    the tensor-core kernel (GQA group >= 4 or fp8 KV; per-wave time ``wave_s``) or the CUDA-core one
+    (``fallback_wave_s``), both one CTA per request and KV head, keys and values read once.
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
     sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
     (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of

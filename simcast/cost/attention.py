@@ -48,6 +48,7 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
     mmha_blocks,
@@ -289,6 +290,9 @@ def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_
     h, hkv = np.asarray(heads, float), np.asarray(kv_heads, float)
     g = h / hkv
     fallback_reads = np.maximum(1.0, g / fit.group_share)
+    if fit.kernel_rule == FLASHINFER_TC_RULE:
+        tc = tensor_core_runs(fit, h, hkv)
+        return np.ones_like(g), hkv * np.ones_like(g), np.where(tc, fit.wave_s, fit.fallback_wave_s)
     if fit.kernel_rule not in XQA_RULES:
         reads = np.where(g > fit.max_group, fallback_reads, 1.0) if fit.max_group else np.ones_like(g)
         return reads, hkv, np.full_like(g, fit.wave_s)

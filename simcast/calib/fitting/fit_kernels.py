@@ -70,7 +70,6 @@ _XQA_SPLIT = {  # the multi-block launches' per-CTA times (trtllm_xqa_mb)
     "fallback_kv_byte_s": (1e-11, 0.0, 1e-9),
     "fallback_merge_s": (1e-7, 0.0, 1e-5),
 }
-_L2_EDGE = "l2 capacity"  # the fit's name of the capacity-form candidate (not a kernel rule)
 _L2_CAPACITY = {  # the capacity form: L2 size where half the bytes hit (start: 64 MiB) and its edge's steepness
     "l2_half_bytes": (6.4e7, 1e6, 1e9),
     "l2_edge": (8.0, 1.0, 60.0),
@@ -200,8 +199,8 @@ def fit_decode(
     families chosen by the engine's rule, e.g. ``"trtllm_xqa_mb"``, each family with its own fitted
     per-wave time) or, without a declared rule, one kernel with a large-group fallback at each
     ``max_group``; a candidate replaces the simpler one only when it lowers the mean abs log error on these
-    rows by 3 %. ``l2_edge``: one more candidate, one kernel with the capacity form of the L2 term
-    (:attr:`DecodeAttentionFit.l2_edge`).
+    rows by 3 %. ``l2_edge``: more candidates, one kernel and each declared rule outside TensorRT-LLM's with
+    the capacity form of the L2 term (:attr:`DecodeAttentionFit.l2_edge`).
     """
     r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
     if not len(r):
@@ -214,12 +213,10 @@ def fit_decode(
     rules = [rule for rule in kernel_rules if rule]
     # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
     candidates = [(mg, "") for mg in [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])]
-    candidates += [(0, rule) for rule in rules]
-    if l2_edge:  # the capacity form of the L2 term (one kernel): the engines' tables reuse one KV cache
-        candidates.append((0, _L2_EDGE))
-    for max_group, rule in candidates:  # a kernel switch (or the L2 capacity form), chosen by error
-        edge = rule == _L2_EDGE
-        rule = "" if edge else rule
+    candidates = [(mg, rule, False) for mg, rule in candidates + [(0, rule) for rule in rules]]
+    if l2_edge:  # the capacity form of the L2 term, with one kernel or each declared rule
+        candidates += [(0, rule, True) for rule in ["", *rules] if rule not in attn.XQA_RULES]
+    for max_group, rule, edge in candidates:  # a kernel switch (or the L2 capacity form), chosen by error
         hold: dict[str, float] = {}
         if rule == "trtllm_xqa_mb":
             hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
@@ -230,7 +227,7 @@ def fit_decode(
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
         if edge:
             spec.update(_L2_CAPACITY)
-        if max_group or rule:
+        if max_group or rule in attn.XQA_RULES:  # a fallback that reads the keys per query head
             spec["group_share"] = (4.0, 1.0, 128.0)
         if rule:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)

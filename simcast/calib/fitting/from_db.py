@@ -99,14 +99,17 @@ HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
 its own rows on these x86 HGX systems."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
 DECODE_KERNEL_RULES = {
-    ("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")
+    **{("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")},
+    ("sglang", "l40s"): ("", "flashinfer_tc"),
 }
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there. Candidates (chosen on the fitting half): the two
 families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``); on L40S
 the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
-multi-block split."""
+multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
+tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
+(op ``flash_attention``), one kernel."""
 DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term
 (:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:

@@ -212,8 +212,8 @@ def fit_decode(
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
     rules = [rule for rule in kernel_rules if rule]
     # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
-    candidates = [(mg, "") for mg in [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])]
-    candidates = [(mg, rule, False) for mg, rule in candidates + [(0, rule) for rule in rules]]
+    groups_at = [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])
+    candidates = [(mg, "", False) for mg in groups_at] + [(0, rule, False) for rule in rules]
     if l2_edge:  # the capacity form of the L2 term, with one kernel or each declared rule
         candidates += [(0, rule, True) for rule in ["", *rules] if rule not in attn.XQA_RULES]
     for max_group, rule, edge in candidates:  # a kernel switch (or the L2 capacity form), chosen by error

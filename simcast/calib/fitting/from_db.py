@@ -116,8 +116,9 @@ DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm
 the collector times each decode on a one-layer KV pool of the batch's own tokens, read again on every repeat
 (ai-dynamo/aiconfigurator ``collector/sglang/collect_attn.py``@000b9280 ``run_attention_torch``:
 ``MHATokenToKVPool(size=batch·(input_len+1), layer_num=1)``), so a pool that fits in L2 is served from it. On
-L40S (96 MB L2 next to 864 GB/s GDDR6) the engines' tables run at ~3.5 TB/s up to ~90 MiB of KV and ~0.7 TB/s
-past ~100 MiB; the smooth form spread that edge over two decades. TensorRT-LLM keeps its declared rule."""
+L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to 864 GB/s GDDR6) the engines' tables run
+at ~3.5 TB/s up to ~80 MiB of KV and ~0.7 TB/s past ~110 MiB; the smooth form spread that edge over two
+decades. TensorRT-LLM keeps its declared rule."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},

@@ -330,6 +330,56 @@ def test_decode_attention_by_hand(h100):
     assert p.time_s == pytest.approx(kv_bytes / (h100.hbm_bw_bytes_per_s * 0.8) + 5e-6, rel=1e-3)
 
 
+def test_decode_l2_capacity_form_by_hand():
+    """``l2_edge`` > 0: a fraction ``1 / (1 + (bytes / L)^edge)`` of the bytes at ``1 + l2_boost`` times the
+    bandwidth, the rest at 1: at ``L`` half hit, far below all (factor ``1 + boost``), far above none (1); the
+    memory time ``bytes / factor`` still rises with the bytes across the edge."""
+    from simcast.cost.attention import l2_factor
+
+    base = dict(dtype="bf16", memory=0.8, half_units=0.0, split_tokens=1e9, half_kv_len=0.0, matmul=1.0)
+    fit = DecodeAttentionFit(
+        **base, wave_s=0.0, smooth_p=2.0, launch_s=0.0, sm_count=142, l2_boost=4.0, l2_half_bytes=1e8, l2_edge=15.0
+    )
+    assert l2_factor(fit, 1e8) == pytest.approx(1.0 / (0.5 / 5.0 + 0.5))
+    assert l2_factor(fit, 1e6) == pytest.approx(5.0, rel=1e-9)
+    assert l2_factor(fit, 1e12) == pytest.approx(1.0, rel=1e-9)
+    nb = np.geomspace(1e6, 1e10, 2001)
+    assert np.all(np.diff(nb / l2_factor(fit, nb)) > 0)
+    smooth = DecodeAttentionFit(
+        **base, wave_s=0.0, smooth_p=2.0, launch_s=0.0, sm_count=142, l2_boost=4.0, l2_half_bytes=1e8
+    )
+    assert l2_factor(smooth, 1e8) == pytest.approx(1.0 + 4.0 * 0.5)  # l2_edge 0: the smooth form
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "dtype", "tc"),
+    [
+        (32, 32, "bf16", False),
+        (32, 16, "bf16", False),
+        (24, 8, "bf16", False),
+        (32, 8, "bf16", True),
+        (40, 8, "bf16", True),
+        (64, 1, "bf16", True),
+        (32, 32, "fp8", True),
+        (28, 8, "bf16", False),
+    ],
+)
+def test_flashinfer_tensor_core_rule_is_sglangs(heads, kv_heads, dtype, tc):
+    """SGLang's ``should_use_tensor_core``: group ``heads // kv_heads`` >= 4 with a bf16 KV cache, always with fp8
+    (28 / 8 floors to 3: CUDA cores); under the rule each family takes its own per-wave time."""
+    from simcast.cost.attention import decode_kernel
+    from simcast.cost.flashinfer_decode import tensor_core_runs
+
+    fit = DecodeAttentionFit(
+        dtype=dtype, memory=0.8, half_units=0.0, split_tokens=1e9, half_kv_len=0.0, matmul=1.0, wave_s=3e-6,
+        smooth_p=2.0, launch_s=0.0, sm_count=142, kernel_rule="flashinfer_tc", fallback_wave_s=1e-6,
+    )  # fmt: skip
+    assert bool(tensor_core_runs(fit, heads, kv_heads)) is tc
+    reads, cta_heads, wave = decode_kernel(fit, 8, 4096, heads, kv_heads, 128)
+    assert float(reads) == 1.0 and float(cta_heads) == kv_heads  # both read the keys once, one CTA per KV head
+    assert float(wave) == (3e-6 if tc else 1e-6)
+
+
 def test_profile_engines_section_is_strict(tmp_path):
     from simcast.inputs.loaders import load_device, profiles_dir
 

@@ -38,9 +38,10 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb")
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
-"trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it."""
+"trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
+"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -157,12 +158,20 @@ class DecodeAttentionFit:
     size; past it the generic kernel works per query head, partly served from L2).
     ``l2_boost``, ``l2_half_bytes``: the bandwidth rises by ``1 + l2_boost · L/(L + bytes)`` when the
     keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
-    L2 next to slow memory, e.g. L40S).
+    L2 next to slow memory, e.g. L40S). ``l2_edge`` (0 = that smooth form): the capacity form instead, a
+    fraction ``hit = 1 / (1 + (bytes / l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times
+    the bandwidth and the rest from memory (:func:`simcast.cost.attention.l2_factor`): a working set that
+    fits in L2 stays there between calls, one past it is evicted before it is read again (the cyclic read of
+    a set larger than the cache misses on every line), so the speed falls over a narrow edge at the
+    capacity ``l2_half_bytes`` (L40S: 3.5 TB/s below ~90 MiB of KV, 0.7 TB/s above, in the engines' tables).
     ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
     TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
     (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
     once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
     and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
+    ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.flashinfer_decode.tensor_core_runs`):
+    the tensor-core kernel (GQA group >= 4 or fp8 KV; per-wave time ``wave_s``) or the CUDA-core one
+    (``fallback_wave_s``), both one CTA per request and KV head, keys and values read once.
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
     sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
     (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
@@ -199,6 +208,7 @@ class DecodeAttentionFit:
     fallback_merge_s: float = 0.0
     mmha_ctas_per_sm: int = 1
     mmha_block_tokens: int = 256
+    l2_edge: float = 0.0
 
     def __post_init__(self) -> None:
         require(

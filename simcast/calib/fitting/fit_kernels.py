@@ -70,6 +70,11 @@ _XQA_SPLIT = {  # the multi-block launches' per-CTA times (trtllm_xqa_mb)
     "fallback_kv_byte_s": (1e-11, 0.0, 1e-9),
     "fallback_merge_s": (1e-7, 0.0, 1e-5),
 }
+_L2_CAPACITY = {  # the capacity form: L2 size where half the bytes hit (start: 64 MiB) and its edge's steepness
+    "l2_half_bytes": (6.4e7, 1e6, 1e9),
+    "l2_edge": (8.0, 1.0, 60.0),
+    "l2_boost": (3.0, 0.0, 20.0),
+}
 _SPLIT_UNUSED = {"half_units": 0.0, "split_tokens": 1.0, "half_kv_len": 0.0, "matmul": 1.0}
 """Terms the multi-block form does not read (its waves carry the small-launch inefficiency): held, not fitted."""
 MMHA_CTAS_PER_SM = (1, 2, 3, 4)
@@ -181,7 +186,12 @@ def fit_prefill(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, tile: int = 128
 
 
 def fit_decode(
-    rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int, kernel_rules: tuple[str, ...] = ("",)
+    rows: pd.DataFrame,
+    dev: DeviceSpec,
+    dtype: str,
+    sm_count: int,
+    kernel_rules: tuple[str, ...] = ("",),
+    l2_edge: bool = False,
 ) -> tuple[DecodeAttentionFit, float]:
     """A :class:`DecodeAttentionFit` on ``attention_decode`` rows of KV dtype ``dtype``.
 
@@ -189,7 +199,8 @@ def fit_decode(
     families chosen by the engine's rule, e.g. ``"trtllm_xqa_mb"``, each family with its own fitted
     per-wave time) or, without a declared rule, one kernel with a large-group fallback at each
     ``max_group``; a candidate replaces the simpler one only when it lowers the mean abs log error on these
-    rows by 3 %.
+    rows by 3 %. ``l2_edge``: more candidates, one kernel and each declared rule outside TensorRT-LLM's with
+    the capacity form of the L2 term (:attr:`DecodeAttentionFit.l2_edge`).
     """
     r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
     if not len(r):
@@ -201,9 +212,11 @@ def fit_decode(
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
     rules = [rule for rule in kernel_rules if rule]
     # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
-    candidates = [(mg, "") for mg in [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])]
-    candidates += [(0, rule) for rule in rules]
-    for max_group, rule in candidates:  # a kernel switch, chosen by error
+    groups_at = [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])
+    candidates = [(mg, "", False) for mg in groups_at] + [(0, rule, False) for rule in rules]
+    if l2_edge:  # the capacity form of the L2 term, with one kernel or each declared rule
+        candidates += [(0, rule, True) for rule in ["", *rules] if rule not in attn.XQA_RULES]
+    for max_group, rule, edge in candidates:  # a kernel switch (or the L2 capacity form), chosen by error
         hold: dict[str, float] = {}
         if rule == "trtllm_xqa_mb":
             hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
@@ -212,7 +225,9 @@ def fit_decode(
             return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)  # type: ignore[arg-type]  # the float fields
 
         spec = {**_DECODE, "l2_boost": (0.5, 0.0, 20.0), "l2_half_bytes": (2e7, 1e5, 1e9)}
-        if max_group or rule:
+        if edge:
+            spec.update(_L2_CAPACITY)
+        if max_group or rule in attn.XQA_RULES:  # a fallback that reads the keys per query head
             spec["group_share"] = (4.0, 1.0, 128.0)
         if rule:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)

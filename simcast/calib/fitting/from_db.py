@@ -99,14 +99,26 @@ HOST_FLOOR_DONORS = {("vllm", "fp8_block"): ("b200_sxm", "b300_sxm")}
 its own rows on these x86 HGX systems."""
 PROXY_ATTENTION = ("sglang", ("fa3",))
 DECODE_KERNEL_RULES = {
-    ("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")
+    **{("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")},
+    ("sglang", "l40s"): ("", "flashinfer_tc"),
 }
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there. Candidates (chosen on the fitting half): the two
 families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``); on L40S
 the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
-multi-block split."""
+multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
+tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
+(op ``flash_attention``), one kernel."""
+DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
+"""(engine, system) pairs whose decode fit may take the capacity form of the L2 term
+(:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:
+the collector times each decode on a one-layer KV pool of the batch's own tokens, read again on every repeat
+(ai-dynamo/aiconfigurator ``collector/sglang/collect_attn.py``@000b9280 ``run_attention_torch``:
+``MHATokenToKVPool(size=batch·(input_len+1), layer_num=1)``), so a pool that fits in L2 is served from it. On
+L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to 864 GB/s GDDR6) the engines' tables run
+at ~3.5 TB/s up to ~80 MiB of KV and ~0.7 TB/s past ~110 MiB; the smooth form spread that edge over two
+decades. TensorRT-LLM keeps its declared rule."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
@@ -285,7 +297,8 @@ def fit_engine(
                 pre.append(fp)
             else:
                 rules = DECODE_KERNEL_RULES.get((engine, system), ("",))
-                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules)
+                edge = (engine, system) in DECODE_L2_EDGE
+                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
                 p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
                 dec.append(fd)
             errs[f"{kind.split('_')[1]}.{dt}"] = errors(p, a["t"])

@@ -55,6 +55,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "fallback_merge_s",
             "mmha_ctas_per_sm",
             "mmha_block_tokens",
+            "l2_edge",
         ),
     ),
     (

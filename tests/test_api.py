@@ -221,6 +221,7 @@ def test_bench_serve_refuses_bad_input() -> None:
 SPEC = {"method": "eagle3", "num_speculative_tokens": 2}
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 def test_simulate_step_speculative_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     """The verify step and the draft's block (``--json``'s ``speculative``) through both; SGLang's spelling
     gives the same step as vLLM's."""

@@ -81,6 +81,7 @@ def test_record_producers_build_no_sentences():
     assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @pytest.mark.parametrize("devices_per_node", [2, 6])
 def test_pp2_tp2_across_two_nodes_states_the_hop_and_the_fabric(qwen06b, devices_per_node):
     """Hand case on tests/data/golden_device.yaml (test-ib: 5e10 B/s, 8 us, efficiency 0.8).

@@ -104,6 +104,7 @@ GEMM_CSV = (
 )
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
     csv = write(tmp_path, "g.csv", GEMM_CSV)
     out = tmp_path / "o.yaml"
@@ -129,6 +130,7 @@ def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
         (b"kind,dtype,m,n,k,time_s\ngemm,bf16,64,64,64,\xff\xfe\n", ["UTF-8"]),
     ],
 )
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @pytest.mark.parametrize("command", ["validate", "calibrate"])
 def test_bad_measured_csv_is_one_line(tmp_path, capsys, command, text, needles):
     csv = write(tmp_path, "m.csv", text)
@@ -322,6 +324,7 @@ def test_trace_onto_a_device_file(capsys):
     bad(["simulate", "--model", MODEL, "--device", DEV, "--trace", "/dev/full"], capsys, "--trace")
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_disk_full_at_write_time_leaves_nothing(tmp_path, capsys):
     """A file size limit (EFBIG, like ENOSPC) hits the Chrome-trace write: one line, no partial file."""
     base = ["simulate", "--model", MODEL, "--device", DEV, "--batch", 2, "--input-length", 64]
@@ -735,6 +738,7 @@ def cold_trace(monkeypatch):
     cache.clear_memory_cache()
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @pytest.mark.parametrize("how", ["under a file", "unsearchable"])
 def test_unusable_trace_cache_folder_is_a_warning(tmp_path, capsys, monkeypatch, cold_trace, how, request):
     if how == "under a file":

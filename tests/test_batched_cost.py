@@ -91,6 +91,7 @@ def test_many_batch_path_equals_simulate(name, par, kv, engine, h100):
         _same_ops(coster.simulate(spec), simulate(spec))
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_prefetch_fills_the_memo_once_and_answers_from_it(h100):
     cfg = ServingConfig(
         model=load_model("Qwen/Qwen3-0.6B"),
@@ -109,6 +110,7 @@ def test_prefetch_fills_the_memo_once_and_answers_from_it(h100):
     assert coster.report(BATCHES[3]).runtime.stage_times_s == coster.stage_times_s(BATCHES[3])
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_frontier_prefetch_covers_every_batch_the_estimate_asks_for(h100):
     """The optimizer dry-runs estimate_serving to cost its frontier in one pass; the real run then finds every
     batch already costed (a batch chosen from a cost would be costed alone: still right, only slower)."""

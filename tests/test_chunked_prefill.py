@@ -196,6 +196,7 @@ def run_cli(capsys, *args):
     return rc, (json.loads(out.out) if rc == 0 else None), out.err
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_cli_chunked_prefill_flags(capsys):
     rc, js, _ = run_cli(capsys, "--pp", "2", "--input-length", "10000", "--chunked-prefill-size", "4096")
     assert rc == 0 and js["prefill_chunks"] == [4096, 4096, 1808] and js["num_microbatches"] == 3

@@ -184,6 +184,7 @@ def test_batch_envelope_never_lets_a_request_speed_up_the_launch():
     assert times[0] < mmha  # the envelope, not the masked-MHA waves, set batch 1's time
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 def test_envelope_is_non_decreasing_in_context_off_the_grid(h100):
     """The multi-block form's envelope grid holds only each segment's first context past 4096 tokens; a
     context between grid points takes the better of its own time and the best grid context past it, so

@@ -76,6 +76,7 @@ def test_infinite_link_matched_pools_are_two_independent_engines():
         assert ry.prefill_utilisation <= 1
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_ttft_decomposition_and_transfer_by_hand():
     # one device per node: the pools sit on separate nodes, the KV crosses the profile's inter-node link
     pre = _cfg(per_node=1)

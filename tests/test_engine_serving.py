@@ -132,6 +132,7 @@ def test_gemm_family_of_linear_and_quantised_linear():
 
 
 # ------------------------------------------------------------------ provenance counts
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_recount_after_from_db_replaced_carried_lines():
     from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py

@@ -203,6 +203,7 @@ def test_config_json(tmp_path_factory, cfg, raw, data):
 
 
 # ------------------------------------------------------------------ device profiles
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @FAST
 @given(prof=mutated(PROFILE, ("calibration",)), raw=st.booleans(), data=st.data())
 def test_device_profile(tmp_path_factory, prof, raw, data):
@@ -272,6 +273,7 @@ BENCH_RESULT = {
 }
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @FAST
 @given(prof=mutated(ENGINE_PROFILE), raw=st.booleans(), data=st.data())
 def test_engine_profile(tmp_path_factory, prof, raw, data):
@@ -361,6 +363,7 @@ def test_measured_csv_validate(tmp_path_factory, text, raw, data):
             error_table(pred, ("kind",))
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @settings(FAST, max_examples=max(N // 2, 30))
 @given(text=csv_text())
 def test_measured_csv_calibrate(tmp_path_factory, text, capsys):
@@ -631,6 +634,7 @@ def kernel_argv(draw):
     return ["kernel", name, "--device", DEV] + [x for kv in flags.items() for x in kv]
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 @FAST
 @given(argv=kernel_argv())
 def test_cli_kernel_values(argv, capsys):

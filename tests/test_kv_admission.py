@@ -120,6 +120,7 @@ def test_steady_state_matches_a_long_closed_loop_bench_serve(engine):
     assert tps == pytest.approx(st.tokens_per_s, rel=0.05)
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_guaranteed_no_evict_never_preempts_and_on_demand_does_when_memory_is_short():
     cfg = replace(_cfg("trtllm"), workload=Workload(input_length=512, output_length=256))
     reqs = make_requests(num_prompts=200, rate=math.inf, input_len=512, output_len=256, seed=2)

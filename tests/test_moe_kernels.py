@@ -103,6 +103,7 @@ def test_simulate_costs_experts_and_all_to_all_with_the_engine_fits(h100):
     assert "moe experts (bf16) generic roofline (no engine fit for moe bf16 on h100_sxm)" in g_line
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_experts_fallback_to_the_nearest_engine(h100):
     model = load_model("Qwen/Qwen3-30B-A3B")
     bare = _no_moe(h100)
@@ -197,6 +198,7 @@ def test_tile_wave_form_by_hand(h100):
     assert t_c > 2 * pairs * h * 3 * i / (h100.matmul_peak("bf16") * 0.5) * 1.1
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_moe_fit_picks_the_tile_form_on_tile_quantised_rows(h100):
     truth = MoeFit(
         dtype="fp8", matmul=0.6, half_rows=0.0, half_n=100.0, half_k=0.0, memory=0.8, smooth_p=4.0,

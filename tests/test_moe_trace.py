@@ -135,6 +135,7 @@ def test_routing_formulas_hand_values():
     assert ranks_per_token(8, 256, 1) == 1
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 def test_sliding_window_caps_attention_and_kv():
     oss = load_model("openai/gpt-oss-20b")
     spec = SimSpec(model=oss, device=load_device("h100_sxm"), parallel=ParallelSpec(tp=1), batch=Batch.decode(2, 4000))

@@ -91,6 +91,7 @@ def test_stage_memory(report, tmp_path):
     assert any("capacity" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_report_summary(report, tmp_path):
     fig = plots.plot_report(report)
     assert len(fig.axes) == 3

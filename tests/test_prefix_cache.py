@@ -76,6 +76,7 @@ def test_without_prefix_caching_a_shared_prefix_changes_nothing():
     assert [(x.ttft_s, x.e2e_s) for x in a.requests] == [(x.ttft_s, x.e2e_s) for x in b.requests]
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_no_shared_prefix_same_result_with_and_without_caching():
     """Without shared prefixes (and without preemption) the prefix cache never hits: identical runs."""
     reqs = make_requests(num_prompts=64, rate=20.0, input_len=256, output_len=16, range_ratio=0.5, seed=5)

@@ -73,6 +73,7 @@ def gemm_csv(tmp_path, dev):
     return path
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 @pytest.mark.parametrize("device", ["h100_sxm", "a100_sxm_40gb"])
 def test_gemm_only_calibration_keeps_unchanged_values_and_their_labels(tmp_path, capsys, device):
     out = tmp_path / "o.yaml"
@@ -116,6 +117,7 @@ def test_transfer_from_an_unfitted_profile_says_so(tmp_path):
     assert dev.efficiency.matmul == 0.85 and dev.efficiency.matmul_half_n == 0.0
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     out = tmp_path / "h200.yaml"
     assert main(["calibrate", "--device", "h200_sxm", "--transfer-from", "h100_sxm", "--out", str(out)]) == 0

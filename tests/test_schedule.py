@@ -51,6 +51,7 @@ def test_flow_shop_equals_fill_drain_for_identical_microbatches(stage_times, m):
     assert flow_shop_latency([stage_times] * m) == pytest.approx(fill_drain_latency(stage_times, m), abs=1e-9)
 
 
+@pytest.mark.slow  # ~1 s or more: out of make test-fast
 @settings(max_examples=100, deadline=None)
 @given(st.lists(times, min_size=1, max_size=6).filter(lambda r: len({len(x) for x in r}) == 1))
 def test_bubble_never_negative(rows):

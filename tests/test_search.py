@@ -79,6 +79,7 @@ def test_cli_flag_contract(capsys):
     assert len(pts) > 1 and sum(r["best"] for r in pts) == 1  # the whole curve, one chosen point
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_golden_optimize_output(capsys, tmp_path):
     csv = tmp_path / "rows.csv"
     rc, out, err = _opt(

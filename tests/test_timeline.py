@@ -49,6 +49,7 @@ def stage_times(compute, send):
 MODES = ["receiver", "blocking", "overlap"]
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @settings(max_examples=300, deadline=None)
 @given(pipelines(identical=True))
 def test_receiver_equals_fill_drain_for_identical_microbatches(cs):
@@ -66,6 +67,7 @@ def test_receiver_equals_flow_shop_bitwise_for_any_floats(cs):
     assert schedule_pipeline(compute, send).makespan_s == flow_shop_latency(receiver_stage_times(compute, send))
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @settings(max_examples=300, deadline=None)
 @given(pipelines(identical=True))
 def test_blocking_equals_fill_drain_for_identical_microbatches(cs):
@@ -84,6 +86,7 @@ def test_blocking_equals_flow_shop_exactly(cs):
     )
 
 
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 @settings(max_examples=200, deadline=None)
 @given(pipelines(t=anyfloat))
 def test_blocking_equals_flow_shop_bitwise_for_any_floats(cs):

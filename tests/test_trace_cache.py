@@ -72,6 +72,7 @@ def _edit_pow_shape(d):
 @pytest.mark.parametrize(
     "edit", [_edit_ops_empty, _edit_shape_times_1e6, _edit_unknown_op, _edit_unknown_dtype, _edit_pow_shape]
 )
+@pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_edited_entry_is_rebuilt(entry, fresh, edit):
     path, compiles = entry
     d = _load(path)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.profiles import profile_yaml as py
 from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
@@ -108,11 +109,11 @@ def fit_all_reduce(name: str, device: str, gpus: int, names: tuple[str, ...]) ->
     r = _csv(name)
     r = r[(r["device"] == device) & (r["gpus"] == gpus)]
     h = held_out(r)
-    fits, _ = fk.fit_all_reduce(r[~h], names=names)
+    fits, _ = fc.fit_all_reduce(r[~h], names=names)
     t = r[h]
-    held = errors(fk.predict_all_reduce(fits, t), t["time_s"])
-    fits, _ = fk.fit_all_reduce(r, names=names)
-    return fits, held, int((~h).sum()), int(h.sum()), errors(fk.predict_all_reduce(fits, r), r["time_s"])
+    held = errors(fc.predict_all_reduce(fits, t), t["time_s"])
+    fits, _ = fc.fit_all_reduce(r, names=names)
+    return fits, held, int((~h).sum()), int(h.sum()), errors(fc.predict_all_reduce(fits, r), r["time_s"])
 
 
 def _pct(e: tuple[float, float]) -> str:

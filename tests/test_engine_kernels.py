@@ -238,7 +238,7 @@ def test_decode_fit_recovers_synthetic_kernel(h100):
 
 
 def test_piecewise_fit_finds_the_switch():
-    from simcast.calib.fitting.fit_kernels import fit_piecewise
+    from simcast.calib.fitting.fit_collectives import fit_piecewise
 
     b = 2.0 ** np.arange(8, 30)
     fac = 2 * 7 / 8

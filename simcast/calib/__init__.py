@@ -8,7 +8,8 @@ import one another module by module without cycles (``fitting/fit.py`` predicts 
 
 - ``readers/``: measured-data readers (``aic_db.py`` the measured-kernel database, ``vidur.py``,
   ``measured_schema.py`` the generic CSV schema, ``db_split.py`` the held-out split);
-- ``fitting/``: ``fit.py`` efficiency and links, ``fit_kernels.py`` engine kernels, ``from_db.py`` /
+- ``fitting/``: ``fit.py`` efficiency and links, ``fit_kernels.py`` engine kernels, ``fit_collectives.py``
+  collective regimes, ``from_db.py`` /
   ``from_db_moe.py`` the database's tables, ``nccl_transfer.py``, ``template.py`` a new device's profile;
 - ``validation/``: ``validate.py``, ``db_accuracy.py``, ``db_accuracy_moe.py``, ``public_nccl.py`` (NCCL all-reduce
   against public timings transcribed into ``benchmarks/data/nccl_tests_public.csv``);

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.fitting.from_db_moe import fit_moe_engine
 from simcast.calib.readers import aic_db
@@ -305,9 +306,9 @@ def fit_engine(
     ar: tuple[CollectiveFit, ...] = ()
     if len(data.all_reduce):
         h = held_out(data.all_reduce)
-        ar, _ = fk.fit_all_reduce(data.all_reduce[~h], names=("one_shot", "two_shot", "nccl"))
+        ar, _ = fc.fit_all_reduce(data.all_reduce[~h], names=("one_shot", "two_shot", "nccl"))
         t = data.all_reduce[h]
-        errs["all_reduce"] = errors(fk.predict_all_reduce(ar, t), t["time_s"])
+        errs["all_reduce"] = errors(fc.predict_all_reduce(ar, t), t["time_s"])
     moe, a2a, moe_errs, moe_tables = fit_moe_engine(system, engine, dev, info.sm_count)
     errs.update(moe_errs)
     data = dataclasses.replace(data, tables=data.tables + moe_tables)
@@ -341,11 +342,11 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
     if got is not None:
         rows, ver = got
         h = held_out(rows)
-        fits, _ = fk.fit_all_reduce(rows[~h], names=nccl_transfer.NAMES)
+        fits, _ = fc.fit_all_reduce(rows[~h], names=nccl_transfer.NAMES)
         t = rows[h]
         return (
             fits,
-            {"nccl.all_reduce": errors(fk.predict_all_reduce(fits, t), t["time_s"])},
+            {"nccl.all_reduce": errors(fc.predict_all_reduce(fits, t), t["time_s"])},
             f"aiconfigurator-core {aic_db.package_version()} {system}/comm/nccl/{ver}/nccl_perf all_reduce (fit half)",
         )
     if not nccl_transfer.engine_tables_bw(system)[0]:

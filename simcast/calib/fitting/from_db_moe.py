@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.readers import aic_db
 from simcast.calib.readers.db_split import errors, held_out, newest, version_key
@@ -204,7 +205,7 @@ def fit_moe(rows: pd.DataFrame, dev: DeviceSpec, dtype: str, sm_count: int = 0) 
 def fit_a2a(rows: pd.DataFrame, mode: str, phase: str) -> AllToAllFit:
     """``latency + bytes / bw`` on one mode's and phase's rows (robust, in log space)."""
     r = rows[(rows["mode"] == mode) & (rows["phase"] == phase)]
-    lat, bw = fk._line(r["bytes"].to_numpy(float), r["time_s"].to_numpy(float), 1.0)
+    lat, bw = fc.fit_line(r["bytes"].to_numpy(float), r["time_s"].to_numpy(float), 1.0)
     return AllToAllFit(mode=mode, phase=phase, latency_s=lat, bw_bytes_per_s=bw, ep=int(r["ep"].iloc[0]))
 
 

@@ -20,11 +20,12 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from simcast.calib.fitting import fit_kernels as fk
+from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.readers import aic_db
 from simcast.calib.readers.db_split import errors, newest, version_key
 from simcast.core.device import CollectiveFit
 from simcast.core.engines import ENGINES
+from simcast.cost.collectives import factor
 
 NAMES = ("nccl_small", "nccl_medium", "nccl_large")
 NVSWITCH = ("b200_sxm", "b300_sxm", "gb200", "gb300", "a100_sxm")
@@ -50,7 +51,7 @@ def large_message_bw(rows: pd.DataFrame, min_bytes: float = 64 * 2**20) -> dict[
         if grp["bytes"].nunique() < 2:
             continue
         slope = np.polyfit(grp["bytes"].to_numpy(float), grp["time_s"].to_numpy(float), 1)[0]
-        out[int(g)] = fk.factor("all_reduce", int(g)) / slope
+        out[int(g)] = factor("all_reduce", int(g)) / slope
     return out
 
 
@@ -97,7 +98,7 @@ def donors(systems: tuple[str, ...] = NVSWITCH) -> dict[str, tuple[Donor, pd.Dat
         if got is None or not bw:
             continue
         rows, v = got
-        fits, _ = fk.fit_all_reduce(rows, names=NAMES)
+        fits, _ = fc.fit_all_reduce(rows, names=NAMES)
         out[s] = (Donor(system=s, version=v, fits=fits, bw=bw), rows)
     return out
 
@@ -109,7 +110,7 @@ def check(cands: dict[str, tuple[Donor, pd.DataFrame]]) -> pd.DataFrame:
         for t, (target, rows) in cands.items():
             if t == d:
                 continue
-            pred = fk.predict_all_reduce(donor.to(target.bw), rows)
+            pred = fc.predict_all_reduce(donor.to(target.bw), rows)
             ok = ~np.isnan(pred)
             meas = rows["time_s"].to_numpy(float)
             small = ok & (rows["bytes"] < SMALL_BYTES).to_numpy()

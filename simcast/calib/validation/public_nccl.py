@@ -135,7 +135,7 @@ def donor_check(rows: pd.DataFrame, cands: dict | None = None) -> pd.DataFrame:
     error per donor and target. A second check of the donor choice, on rows no database table holds
     (needs the optional extra aiconfigurator-core). ``cands``: :func:`~simcast.calib.fitting.nccl_transfer.donors`
     already built (built here when None)."""
-    from simcast.calib.fitting import fit_kernels as fk
+    from simcast.calib.fitting import fit_collectives as fc
     from simcast.calib.fitting import nccl_transfer as nt
 
     cands = nt.donors() if cands is None else cands
@@ -146,7 +146,7 @@ def donor_check(rows: pd.DataFrame, cands: dict | None = None) -> pd.DataFrame:
         frame = pd.DataFrame({"kind": "allreduce", "gpus": grp["gpus"], "bytes": grp["size_bytes"].astype(float)})
         meas = grp["time_us"].to_numpy(float)
         for d, (donor, _) in cands.items():
-            err = pd.Series((fk.predict_all_reduce(donor.to(tbw), frame) * 1e6 / meas - 1.0) * 100.0)
+            err = pd.Series((fc.predict_all_reduce(donor.to(tbw), frame) * 1e6 / meas - 1.0) * 100.0)
             med, _, signed = _stats(err)
             out.append(
                 {

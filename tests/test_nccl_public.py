@@ -36,11 +36,12 @@ def _errs(pred, system, harness, gpus=None, lo=0, hi=2**60):
 
 def test_every_row_is_cited_and_names_its_harness():
     rows = pn.load(CSV)
-    assert len(rows) >= 50
+    assert len(rows) >= 170
     assert set(rows.harness) <= set(pn.HARNESSES)
     assert rows.source_url.str.startswith("https://github.com/").all()
     assert set(rows.system) <= {"h100_sxm", "h200_sxm", "b200"}
-    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 12
+    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 40
+    assert rows.harness.isin(pn.JUDGE).sum() >= 110
 
 
 def test_published_bus_bandwidth_matches_size_over_time():
@@ -72,6 +73,58 @@ def test_h200_large_messages_and_the_latency_floor(pred):
     small = _errs(pred, "h200_sxm", "torch-eager", 8, hi=2**20)
     assert len(small) == 5
     assert np.median(np.abs(small)) <= 36.0 and (small < 0).all()
+
+
+def _band(pred, gpus, label, harnesses=pn.JUDGE):
+    p = pred[pred.harness.isin(harnesses) & pred.system.isin(["h100_sxm", "h200_sxm"]) & (pred.gpus == gpus)]
+    return p.loc[pn.band(p.size_bytes) == label, "err_pct"].to_numpy(float)
+
+
+def test_band_labels_split_at_64_kib_and_8_mib():
+    import pandas as pd
+
+    got = pn.band(pd.Series([1, 65536, 65537, 8 * 2**20 - 1, 8 * 2**20, 2**33])).tolist()
+    assert got == ["<=64KiB", "<=64KiB", "64KiB-8MiB", "64KiB-8MiB", ">=8MiB", ">=8MiB"]
+
+
+def test_hopper_transfer_per_group_size_and_band(pred):
+    """The judge rows (nccl-tests, default or NVLS algorithm) per group size and band, as docs/accuracy.md
+    reports them: 8 GPUs 13.7 / 5.9 / 2.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB), every band faster than measured
+    below 8 MiB; 4 GPUs (one 4x H100 sweep) 34.9 / 19.4 / 6.4 %: the B200 latency is far below Hopper's floor."""
+    e8 = [_band(pred, 8, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
+    assert [len(e) for e in e8] == [33, 18, 33]
+    assert np.median(np.abs(e8[0])) <= 16.0 and np.median(e8[0]) < 0
+    assert np.median(np.abs(e8[1])) <= 8.0 and np.median(np.abs(e8[2])) <= 4.0
+    e4 = [_band(pred, 4, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
+    assert [len(e) for e in e4] == [14, 6, 8]
+    assert (e4[0] < -25.0).all() and np.median(np.abs(e4[0])) <= 38.0
+    assert np.median(np.abs(e4[2])) <= 8.0
+
+
+def test_summary_by_band_matches_the_rows(pred):
+    t = pn.band_summary(pred).set_index(["gpus", "band"])
+    assert t.loc[(8, "<=64KiB"), "rows"] == 33 and t.loc[(8, "<=64KiB"), "publishers"] == "Azure NVIDIA"
+    assert t.loc[(4, ">=8MiB"), "median_abs_err_pct"] == pytest.approx(np.median(np.abs(_band(pred, 4, ">=8MiB"))))
+
+
+def test_with_small_latency_moves_only_the_small_regime():
+    dev = load_device("h100_sxm")
+    moved = pn.with_small_latency(dev, 1e-6, (4,))
+    for a, b in zip(dev.links.intra_node.collectives, moved.links.intra_node.collectives):
+        lift = 1e-6 if (a.gpus, a.algorithm) == (4, "nccl_small") else 0.0
+        assert b.latency_s == pytest.approx(a.latency_s + lift) and b.bus_bw_bytes_per_s == a.bus_bw_bytes_per_s
+
+
+def test_offset_check_is_why_the_links_keep_the_transfer():
+    """Leave one publisher out: a Hopper small-message latency offset fitted on the other publishers' 8-GPU rows
+    helps the held-out NVIDIA/nccl #2094 rows (20.2 -> ~10 %) and the 4-GPU sweep below 8 MiB, but worsens
+    Azure's 64 KiB-8 MiB band (5.9 -> ~15 %): not an improvement everywhere, so the shipped links keep (a)."""
+    t = pn.offset_check(pn.load(CSV)).set_index(["held_out", "gpus", "band"])
+    assert set(t.index.get_level_values(0)) == {"Azure", "NVIDIA", "dudeperf3ct"}
+    assert (t.offset_us > 2.0).all() and (t.offset_us < 8.0).all()  # Hopper's floor sits above B200's
+    better = t.offset_median < t.transfer_median - 3.0
+    assert better[("NVIDIA", 8, "<=64KiB")] and better[("dudeperf3ct", 4, "<=64KiB")]
+    assert t.loc[("Azure", 8, "64KiB-8MiB"), "offset_median"] > t.loc[("Azure", 8, "64KiB-8MiB"), "transfer_median"] + 5
 
 
 def test_b200_own_table_fit_against_public_pynccl_rows(pred):

@@ -156,8 +156,8 @@ needs_db = pytest.mark.skipif(not aic_db.available(), reason="needs the optional
 @pytest.mark.measured
 @pytest.mark.slow  # builds every donor's fit: ~15 s of CPU
 def test_public_rows_rank_the_donors_as_the_held_out_check_does():
-    """Carried to H100 as shipped, each candidate donor on the public nccl-tests rows: B200 lowest (20.2 %),
-    then B300 (22.2 %), A100 (34.0 %), GB200 / GB300 (51-53 %: no 8-GPU table, their 4-GPU fit is used)."""
+    """Carried to H100 as shipped, each candidate donor on the public nccl-tests rows: B200 lowest (20.7 %),
+    then B300 (22.8 %), GB200 (32.5 %), A100 (33.1 %), GB300 (35.5 %) on the 40 rows of 4 and 8 GPUs."""
     from simcast.calib.fitting import nccl_transfer as nt
 
     cands = nt.donors()

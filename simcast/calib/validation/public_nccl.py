@@ -27,7 +27,7 @@ from simcast.inputs.files import load_csv, numeric_column
 
 HARNESSES = {
     "nccl-tests": "nccl-tests all_reduce_perf, no CUDA graph (what the links' fits are fitted on)",
-    "nccl-tests-nvls": "nccl-tests all_reduce_perf with NCCL_ALGO=NVLS forced (no CUDA graph): like the links' fits but the algorithm fixed",
+    "nccl-tests-nvls": "nccl-tests all_reduce_perf, NCCL_ALGO=NVLS, no CUDA graph: like the fits, algorithm fixed",
     "nccl-tests-cudagraph": "nccl-tests all_reduce_perf -G (CUDA graphs): no host launch in the time",
     "nccl-tests-tuned": "nccl-tests tuned for latency (NCCL >= 2.27 symmetric memory), a best case quoted in text",
     "pynccl-cudagraph": "vLLM's PyNcclCommunicator, 10 all-reduces per CUDA-graph replay (an engine's view of NCCL)",
@@ -132,7 +132,8 @@ def summary(pred: pd.DataFrame) -> pd.DataFrame:
 def band(size_bytes: pd.Series) -> pd.Series:
     """The :data:`BANDS` label of each message size (bytes per rank)."""
     b = size_bytes.astype(float)
-    return pd.Series(np.where(b <= BANDS[0][0], BANDS[0][1], np.where(b < BANDS[1][0], BANDS[1][1], BANDS[2][1])), index=b.index)
+    lab = np.where(b <= BANDS[0][0], BANDS[0][1], np.where(b < BANDS[1][0], BANDS[1][1], BANDS[2][1]))
+    return pd.Series(lab, index=b.index)
 
 
 def publisher(url: pd.Series) -> pd.Series:
@@ -157,7 +158,8 @@ def band_summary(pred: pd.DataFrame, harnesses: tuple[str, ...] = JUDGE) -> pd.D
                 "signed_median_pct": signed,
             }
         )
-    return pd.DataFrame(out)
+    order = {lab: i for i, (_, lab) in enumerate(BANDS)}
+    return pd.DataFrame(out).sort_values(["gpus", "band"], key=lambda c: c.map(order) if c.name == "band" else c)
 
 
 def with_small_latency(dev: DeviceSpec, add_s: float, gpus: tuple[int, ...]) -> DeviceSpec:
@@ -193,7 +195,7 @@ def offset_check(rows: pd.DataFrame, fit_gpus: int = 8) -> pd.DataFrame:
         add_us = float(np.median(fit["time_us"] - fit["predicted_us"]))
         test = like[like["pub"] == held]
         moved = predict(test, {s: with_small_latency(d, add_us * 1e-6, gpus) for s, d in devs.items()})
-        for (g, lab), grp in test.assign(band=band(test["size_bytes"])).groupby(["gpus", "band"], sort=True):
+        for (g, lab), grp in test.assign(band=band(test["size_bytes"])).groupby(["gpus", "band"], sort=False):
             out.append(
                 {
                     "held_out": held,

@@ -40,8 +40,9 @@ def test_every_row_is_cited_and_names_its_harness():
     assert set(rows.harness) <= set(pn.HARNESSES)
     assert rows.source_url.str.startswith("https://github.com/").all()
     assert set(rows.system) <= {"h100_sxm", "h200_sxm", "b200"}
-    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 40
-    assert rows.harness.isin(pn.JUDGE).sum() >= 110
+    assert rows[rows.harness.isin(pn.JUDGE)].groupby("source_url").size().min() >= 12  # whole tables, not points
+    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 60
+    assert rows.harness.isin(pn.JUDGE).sum() >= 130
 
 
 def test_published_bus_bandwidth_matches_size_over_time():
@@ -89,22 +90,31 @@ def test_band_labels_split_at_64_kib_and_8_mib():
 
 def test_hopper_transfer_per_group_size_and_band(pred):
     """The judge rows (nccl-tests, default or NVLS algorithm) per group size and band, as docs/accuracy.md
-    reports them: 8 GPUs 13.7 / 5.9 / 2.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB), every band faster than measured
-    below 8 MiB; 4 GPUs (one 4x H100 sweep) 34.9 / 19.4 / 6.4 %: the B200 latency is far below Hopper's floor."""
+    reports them: 8 GPUs 14.3 / 7.8 / 1.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB), faster than measured below
+    64 KiB; 4 GPUs (one 4x H100 sweep) 34.9 / 19.4 / 6.4 %: B200's latency is far below that sweep's floor."""
     e8 = [_band(pred, 8, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
-    assert [len(e) for e in e8] == [33, 18, 33]
-    assert np.median(np.abs(e8[0])) <= 16.0 and np.median(e8[0]) < 0
-    assert np.median(np.abs(e8[1])) <= 8.0 and np.median(np.abs(e8[2])) <= 4.0
+    assert [len(e) for e in e8] == [35, 24, 45]
+    assert np.median(np.abs(e8[0])) <= 17.0 and np.median(e8[0]) < 0
+    assert np.median(np.abs(e8[1])) <= 10.0 and np.median(np.abs(e8[2])) <= 3.0
     e4 = [_band(pred, 4, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
     assert [len(e) for e in e4] == [14, 6, 8]
     assert (e4[0] < -25.0).all() and np.median(np.abs(e4[0])) <= 38.0
     assert np.median(np.abs(e4[2])) <= 8.0
 
 
+def test_public_small_message_floor_spans_the_transfer(pred):
+    """At 8 GPUs and <= 32 KiB the public nccl-tests floors bracket the transfer: NCCL 2.30.7 on H200
+    (ml-engineering) is slower-predicted, NVIDIA/nccl #2094 (2.28 / 2.29.7 on H100) faster-predicted."""
+    p = pred[(pred.gpus == 8) & (pred.harness == "nccl-tests") & (pred.size_bytes <= 32 * 2**10)]
+    by = p.groupby(pn.publisher(p.source_url))["err_pct"].median()
+    assert by["stas00"] > 30.0 and by["NVIDIA"] < -15.0
+
+
 def test_summary_by_band_matches_the_rows(pred):
     t = pn.band_summary(pred).set_index(["gpus", "band"])
-    assert t.loc[(8, "<=64KiB"), "rows"] == 33 and t.loc[(8, "<=64KiB"), "publishers"] == "Azure NVIDIA"
+    assert t.loc[(8, "<=64KiB"), "rows"] == 35 and t.loc[(8, "<=64KiB"), "publishers"] == "Azure NVIDIA stas00"
     assert t.loc[(4, ">=8MiB"), "median_abs_err_pct"] == pytest.approx(np.median(np.abs(_band(pred, 4, ">=8MiB"))))
+    assert list(t.loc[8].index) == ["<=64KiB", "64KiB-8MiB", ">=8MiB"]
 
 
 def test_with_small_latency_moves_only_the_small_regime():
@@ -117,14 +127,16 @@ def test_with_small_latency_moves_only_the_small_regime():
 
 def test_offset_check_is_why_the_links_keep_the_transfer():
     """Leave one publisher out: a Hopper small-message latency offset fitted on the other publishers' 8-GPU rows
-    helps the held-out NVIDIA/nccl #2094 rows (20.2 -> ~10 %) and the 4-GPU sweep below 8 MiB, but worsens
-    Azure's 64 KiB-8 MiB band (5.9 -> ~15 %): not an improvement everywhere, so the shipped links keep (a)."""
+    helps the held-out NVIDIA/nccl #2094 rows (20.2 -> ~12 %) and the 4-GPU sweep below 64 KiB (34.9 -> ~20 %),
+    but worsens Azure's 64 KiB-8 MiB band (5.9 -> ~15 %) and the NCCL 2.30.7 H200 sweep (48 -> ~70 % below
+    64 KiB): not an improvement everywhere, so the shipped links keep (a)."""
     t = pn.offset_check(pn.load(CSV)).set_index(["held_out", "gpus", "band"])
-    assert set(t.index.get_level_values(0)) == {"Azure", "NVIDIA", "dudeperf3ct"}
-    assert (t.offset_us > 2.0).all() and (t.offset_us < 8.0).all()  # Hopper's floor sits above B200's
+    assert set(t.index.get_level_values(0)) == {"Azure", "NVIDIA", "dudeperf3ct", "stas00"}
+    assert (t.offset_us > 2.0).all() and (t.offset_us < 8.0).all()  # the pooled floor sits above B200's
     better = t.offset_median < t.transfer_median - 3.0
+    worse = t.offset_median > t.transfer_median + 5.0
     assert better[("NVIDIA", 8, "<=64KiB")] and better[("dudeperf3ct", 4, "<=64KiB")]
-    assert t.loc[("Azure", 8, "64KiB-8MiB"), "offset_median"] > t.loc[("Azure", 8, "64KiB-8MiB"), "transfer_median"] + 5
+    assert worse[("Azure", 8, "64KiB-8MiB")] and worse[("stas00", 8, "<=64KiB")] and worse[("stas00", 8, "64KiB-8MiB")]
 
 
 def test_b200_own_table_fit_against_public_pynccl_rows(pred):
@@ -157,7 +169,8 @@ needs_db = pytest.mark.skipif(not aic_db.available(), reason="needs the optional
 @pytest.mark.slow  # builds every donor's fit: ~15 s of CPU
 def test_public_rows_rank_the_donors_as_the_held_out_check_does():
     """Carried to H100 as shipped, each candidate donor on the public nccl-tests rows: B200 lowest (20.7 %),
-    then B300 (22.8 %), GB200 (32.5 %), A100 (33.1 %), GB300 (35.5 %) on the 40 rows of 4 and 8 GPUs."""
+    then B300 (22.8 %), GB200 (32.5 %), A100 (33.1 %), GB300 (35.5 %) on the 40 rows of 4 and 8 GPUs; on the
+    H200 rows (NCCL 2.30.7) B200 is lowest too (5.1 %)."""
     from simcast.calib.fitting import nccl_transfer as nt
 
     cands = nt.donors()
@@ -166,3 +179,5 @@ def test_public_rows_rank_the_donors_as_the_held_out_check_does():
     best = str(h100.idxmin()).split(" ")[0]
     assert best == nt.choose(nt.check(cands)) == "b200_sxm"
     assert h100.min() <= 25.0
+    h200 = table[table.target == "h200_sxm"].set_index("donor")["median_abs_err_pct"]
+    assert str(h200.idxmin()).split(" ")[0] == "b200_sxm"

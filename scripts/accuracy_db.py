@@ -267,58 +267,92 @@ def nccl_public_markdown() -> list[str]:
     table = pn.summary(pred)
     hopper = rows[rows.system.isin(("h100_sxm", "h200_sxm"))]
     before = pn.summary(pn.predict(hopper, {s: _before(s) for s in ("h100_sxm", "h200_sxm")}))
-    big = pred[(pred.system == "h200_sxm") & (pred.harness == "torch-eager") & (pred.size_bytes >= 64 * 2**20)]
-    big_med = float(big["err_pct"].abs().median())
     table["sources"] = [" ".join(_short(u) for u in s.split()) for s in table["sources"]]
     donors = pn.donor_check(rows)
 
-    def cell(t: pd.DataFrame, system: str, harness: str) -> pd.Series:
-        return t[(t.system == system) & (t.harness == harness)].iloc[0]
+    def cell(t: pd.DataFrame, system: str, harness: str, gpus: int = 8) -> pd.Series:
+        return t[(t.system == system) & (t.harness == harness) & (t.gpus == gpus)].iloc[0]
 
     h100, h100_before = cell(table, "h100_sxm", pn.LIKE_FOR_LIKE), cell(before, "h100_sxm", pn.LIKE_FOR_LIKE)
     h200, h200_before = cell(table, "h200_sxm", "torch-eager"), cell(before, "h200_sxm", "torch-eager")
-    best = donors.loc[donors["median_abs_err_pct"].idxmin()]
+    h100_4, h100_4_before = cell(table, "h100_sxm", pn.LIKE_FOR_LIKE, 4), cell(before, "h100_sxm", pn.LIKE_FOR_LIKE, 4)
+    by_target = {t: g.loc[g["median_abs_err_pct"].idxmin()] for t, g in donors.groupby("target")}
+    best_h100, best_h200 = by_target["h100_sxm"], by_target["h200_sxm"]
     quoted = table[table.harness.isin(("nccl-tests-tuned", "nccl-tests-cudagraph"))]
     tuned = 1 + quoted["signed_median_pct"] / 100
-    b200 = cell(table, "b200", "pynccl-cudagraph")
+    b200 = cell(table, "b200", "pynccl-cudagraph", 2)
     keys = ["system", "harness", "gpus", "rows"]
     both = table[table.system != "b200"][keys + ["median_abs_err_pct", "signed_median_pct"]].merge(
         before[keys + ["median_abs_err_pct", "signed_median_pct"]], on=keys, suffixes=("", "_vidur_fit_before")
     )
+    bands = pn.band_summary(pred).set_index(["gpus", "band"])
+    off = pn.offset_check(rows)
+    at = off.set_index(["held_out", "gpus", "band"])
+    nv, az = at.loc[("NVIDIA", 8, "<=64KiB")], at.loc[("Azure", 8, "64KiB-8MiB")]
+    dp, ml = at.loc[("dudeperf3ct", 4, "<=64KiB")], at.loc[("stas00", 8, "<=64KiB")]
+    pyn4 = cell(table, "h100_sxm", "pynccl-cudagraph", 4)
+    b8 = [bands.loc[(8, b), "median_abs_err_pct"] for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
+    b4 = [bands.loc[(4, b), "median_abs_err_pct"] for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
     return [
         "Public timings (`benchmarks/data/nccl_tests_public.csv`: rows typed from public GitHub issues, pull "
-        "requests and a results page, each citing its URL; the sources, and those checked but not usable, in "
-        "`benchmarks/data/nccl_tests_public.md`). Nothing is fitted on them. `harness` says how each source "
-        "timed NCCL: only `nccl-tests` rows (all_reduce_perf without CUDA graphs) are timed like the database "
-        "tables the fits come from; torch.distributed adds a host launch per call, vLLM's pynccl runs 10 "
-        "all-reduces per CUDA-graph replay, and the tuned / CUDA-graph points are best cases quoted in text. "
-        "No complete public nccl-tests sweep of 8x H100 or 8x H200 was found: the like-for-like check is one "
-        f"8x H100 table of 1-32 KiB (NVIDIA/nccl #2094), where the shipped transfer is {h100.median_abs_err_pct:.1f} % "
-        f"median off (signed {h100.signed_median_pct:+.1f} %: faster than that table). The 8x H200 "
-        f"torch.distributed sweep agrees within {h200.median_abs_err_pct:.1f} % median over 32 KiB-16 GiB "
-        f"({big_med:.1f} % median at >= 64 MiB) and is {h200.below_1MiB_median:.0f} % off below 1 MiB, where its "
-        "blocking call adds launch and barrier time. The small-message floor differs 2x between public setups "
-        "(8x H100: ~19 us through torch.distributed, ~33 us in nccl-tests; 8x H200: ~40 us through "
-        "torch.distributed), as much as the error. Latency-tuned NCCL (symmetric memory, CUDA graphs: 2-6 us) is "
-        f"another regime than the nccl-tests floor the links model: predicted {tuned.min():.1f}-{tuned.max():.1f}x "
+        "requests and results pages, each citing its URL; the sources, and those checked but not usable, in "
+        "`benchmarks/data/nccl_tests_public.md`). `harness` says how each source timed NCCL. The judge rows are "
+        "nccl-tests `all_reduce_perf` without CUDA graphs, timed like the database tables the fits come from: "
+        "`nccl-tests` (default algorithm: 8x H100 1-32 KiB, NVIDIA/nccl #2094, NCCL 2.28 or 2.29.7; 8x H200 "
+        "32 KiB-16 GiB, ml-engineering, NCCL 2.30.7; 4x H100 8 B-1 GiB, a blog post, NCCL 2.26.2) and "
+        "`nccl-tests-nvls` (NCCL_ALGO=NVLS forced: Azure's ND H100 v5 / ND H200 v5 sweeps, 8 GPUs, 1 KiB-8 GiB, "
+        "NCCL 2.18.5 / 2.20.5 / 2.26.2). Where a page gives bus bandwidth only, the time is derived from it. "
+        "torch.distributed adds a host launch per call, vLLM's pynccl runs 10 all-reduces per CUDA-graph replay, "
+        "and the tuned / CUDA-graph points are best cases quoted in text: context, not judges. No public 2-GPU "
+        "nccl-tests row of H100/H200 was found. The shipped transfer on the judge rows, median absolute % error per "
+        f"band (<= 64 KiB / 64 KiB-8 MiB / >= 8 MiB): 8 GPUs {b8[0]:.1f} / {b8[1]:.1f} / {b8[2]:.1f}, 4 GPUs "
+        f"{b4[0]:.1f} / {b4[1]:.1f} / {b4[2]:.1f}. The small-message floor moves with NCCL's version more than the "
+        "error does: at 8 GPUs ~18 us (H200, NCCL 2.30.7), 25-31 us (Azure, NVLS forced, 2.18-2.26) and ~33 us "
+        "(H100, 2.28 / 2.29.7) against the transfer's 26.5 us; at 4 GPUs ~24 us (2.26.2) against 15.6 us. "
+        "Latency-tuned NCCL "
+        f"(symmetric memory, CUDA graphs: 2-6 us) is another regime: predicted {tuned.min():.1f}-{tuned.max():.1f}x "
         f"its time. B200's own-table fit on the public B200 rows: {b200.median_abs_err_pct:.1f} % median on vLLM's "
         "2-GPU pynccl rows (0.5-1.5 MiB).",
         "",
+        markdown_table(bands.reset_index()),
+        "",
         markdown_table(table),
         "",
-        "Before and after: the Vidur-based fit H100/H200 carried until commit 4c23e9c (30.5 us + 348 GB/s bus "
-        "bandwidth at 8 GPUs, timed through torch.distributed) is closer on the one nccl-tests table "
-        f"({h100_before.median_abs_err_pct:.1f} % against {h100.median_abs_err_pct:.1f} %) and worse on every "
-        f"other public set (8x H200 sweep {h200_before.median_abs_err_pct:.1f} % against "
-        f"{h200.median_abs_err_pct:.1f} %: its bandwidth is ring-like where NCCL runs NVLS):",
+        "Where the small-message regime should come from, decided on these rows only, holding out one publisher at "
+        "a time (Azure's three sweeps and their fork count as one): (a) the B200 transfer as shipped; (b) a fit per "
+        "group size on the other publishers' rows, possible only at 8 GPUs (4 GPUs has one publisher, 2 GPUs none); "
+        "(c) a donor blend or shift. Blending donors cannot help: on the H100 rows every donor is too fast, on "
+        "the H200 rows (NCCL 2.30.7) every donor is too slow (table at the end), so a blend of B200 and B300 moves "
+        "along the wrong axis. The shift tested: the "
+        "transfer plus a Hopper small-message latency offset, median(measured - predicted) over the other "
+        "publishers' 8-GPU judge rows below 1 MiB, added to every group size's `nccl_small` latency (a fit per "
+        f"group size at 8 GPUs is the same number). It helps the held-out NVIDIA/nccl #2094 rows "
+        f"({nv.transfer_median:.1f} -> {nv.offset_median:.1f} %, offset {nv.offset_us:.1f} us) and the held-out "
+        f"4-GPU sweep below 64 KiB ({dp.transfer_median:.1f} -> {dp.offset_median:.1f} %), but worsens Azure's "
+        f"64 KiB-8 MiB band ({az.transfer_median:.1f} -> {az.offset_median:.1f} %: the B200 curve's rise from 64 KiB "
+        "to 1 MiB already spans Hopper's flat floor there), the held-out NCCL 2.30.7 H200 sweep below 8 MiB "
+        f"({ml.transfer_median:.1f} -> {ml.offset_median:.1f} % below 64 KiB) and, at 4 GPUs, vLLM's pynccl rows "
+        f"({pyn4.median_abs_err_pct:.1f} % now, slower than measured: CUDA graphs drop the launch the offset adds). "
+        "Not better everywhere: the shipped links keep (a), unchanged; B200 / B300 / GB200 own-table cells above "
+        "are untouched. A second public 4-GPU (or any 2-GPU) nccl-tests sweep, and sweeps of one NCCL version "
+        "across group sizes, would decide a Hopper-specific small-message latency.",
+        "",
+        markdown_table(off),
+        "",
+        "Before and after the transfer: the Vidur-based fit H100/H200 carried until commit 4c23e9c (30.5 us + 348 "
+        "GB/s bus bandwidth at 8 GPUs, timed through torch.distributed) is closer on the two H100 nccl-tests "
+        f"default-algorithm sets (8x H100 table {h100_before.median_abs_err_pct:.1f} % against "
+        f"{h100.median_abs_err_pct:.1f} %, 4x H100 sweep {h100_4_before.median_abs_err_pct:.1f} % against "
+        f"{h100_4.median_abs_err_pct:.1f} %) and worse on the NVLS sweeps and on H200 (8x H200 torch.distributed "
+        f"{h200_before.median_abs_err_pct:.1f} % against {h200.median_abs_err_pct:.1f} %: its bandwidth is "
+        "ring-like where NCCL runs NVLS):",
         "",
         markdown_table(both),
         "",
-        "Donor choice checked on the public rows (each candidate carried to H100 the way the shipped transfer is, "
-        f"on the nccl-tests rows): {best.donor.split(' ')[0]} is lowest ({best.median_abs_err_pct:.1f} %), the "
-        "donor the held-out check above chose, so the shipped links are unchanged. Every donor predicts this "
-        "table too fast; one table of six sizes, its NCCL version unstated (the issue compares 2.28 with 2.29.7, "
-        "which differ at these sizes), is no basis for refitting the latency, and none was made.",
+        "Donor choice checked on the public rows (each candidate carried to H100 / H200 the way the shipped "
+        f"transfer is, on the `nccl-tests` rows): {best_h100.donor.split(' ')[0]} is lowest on H100 "
+        f"({best_h100.median_abs_err_pct:.1f} %) and {best_h200.donor.split(' ')[0]} on H200 "
+        f"({best_h200.median_abs_err_pct:.1f} %), the donor the held-out check above chose.",
         "",
         markdown_table(donors),
         "",

@@ -36,11 +36,13 @@ def _errs(pred, system, harness, gpus=None, lo=0, hi=2**60):
 
 def test_every_row_is_cited_and_names_its_harness():
     rows = pn.load(CSV)
-    assert len(rows) >= 50
+    assert len(rows) >= 170
     assert set(rows.harness) <= set(pn.HARNESSES)
     assert rows.source_url.str.startswith("https://github.com/").all()
     assert set(rows.system) <= {"h100_sxm", "h200_sxm", "b200"}
-    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 12
+    assert rows[rows.harness.isin(pn.JUDGE)].groupby("source_url").size().min() >= 12  # whole tables, not points
+    assert (rows.harness == pn.LIKE_FOR_LIKE).sum() >= 60
+    assert rows.harness.isin(pn.JUDGE).sum() >= 130
 
 
 def test_published_bus_bandwidth_matches_size_over_time():
@@ -74,6 +76,69 @@ def test_h200_large_messages_and_the_latency_floor(pred):
     assert np.median(np.abs(small)) <= 36.0 and (small < 0).all()
 
 
+def _band(pred, gpus, label, harnesses=pn.JUDGE):
+    p = pred[pred.harness.isin(harnesses) & pred.system.isin(["h100_sxm", "h200_sxm"]) & (pred.gpus == gpus)]
+    return p.loc[pn.band(p.size_bytes) == label, "err_pct"].to_numpy(float)
+
+
+def test_band_labels_split_at_64_kib_and_8_mib():
+    import pandas as pd
+
+    got = pn.band(pd.Series([1, 65536, 65537, 8 * 2**20 - 1, 8 * 2**20, 2**33])).tolist()
+    assert got == ["<=64KiB", "<=64KiB", "64KiB-8MiB", "64KiB-8MiB", ">=8MiB", ">=8MiB"]
+
+
+def test_hopper_transfer_per_group_size_and_band(pred):
+    """The judge rows (nccl-tests, default or NVLS algorithm) per group size and band, as docs/accuracy.md
+    reports them: 8 GPUs 14.3 / 7.8 / 1.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB), faster than measured below
+    64 KiB; 4 GPUs (one 4x H100 sweep) 34.9 / 19.4 / 6.4 %: B200's latency is far below that sweep's floor."""
+    e8 = [_band(pred, 8, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
+    assert [len(e) for e in e8] == [35, 24, 45]
+    assert np.median(np.abs(e8[0])) <= 17.0 and np.median(e8[0]) < 0
+    assert np.median(np.abs(e8[1])) <= 10.0 and np.median(np.abs(e8[2])) <= 3.0
+    e4 = [_band(pred, 4, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
+    assert [len(e) for e in e4] == [14, 6, 8]
+    assert (e4[0] < -25.0).all() and np.median(np.abs(e4[0])) <= 38.0
+    assert np.median(np.abs(e4[2])) <= 8.0
+
+
+def test_public_small_message_floor_spans_the_transfer(pred):
+    """At 8 GPUs and <= 32 KiB the public nccl-tests floors bracket the transfer: NCCL 2.30.7 on H200
+    (ml-engineering) is slower-predicted, NVIDIA/nccl #2094 (2.28 / 2.29.7 on H100) faster-predicted."""
+    p = pred[(pred.gpus == 8) & (pred.harness == "nccl-tests") & (pred.size_bytes <= 32 * 2**10)]
+    by = p.groupby(pn.publisher(p.source_url))["err_pct"].median()
+    assert by["stas00"] > 30.0 and by["NVIDIA"] < -15.0
+
+
+def test_summary_by_band_matches_the_rows(pred):
+    t = pn.band_summary(pred).set_index(["gpus", "band"])
+    assert t.loc[(8, "<=64KiB"), "rows"] == 35 and t.loc[(8, "<=64KiB"), "publishers"] == "Azure NVIDIA stas00"
+    assert t.loc[(4, ">=8MiB"), "median_abs_err_pct"] == pytest.approx(np.median(np.abs(_band(pred, 4, ">=8MiB"))))
+    assert list(t.loc[8].index) == ["<=64KiB", "64KiB-8MiB", ">=8MiB"]
+
+
+def test_with_small_latency_moves_only_the_small_regime():
+    dev = load_device("h100_sxm")
+    moved = pn.with_small_latency(dev, 1e-6, (4,))
+    for a, b in zip(dev.links.intra_node.collectives, moved.links.intra_node.collectives):
+        lift = 1e-6 if (a.gpus, a.algorithm) == (4, "nccl_small") else 0.0
+        assert b.latency_s == pytest.approx(a.latency_s + lift) and b.bus_bw_bytes_per_s == a.bus_bw_bytes_per_s
+
+
+def test_offset_check_is_why_the_links_keep_the_transfer():
+    """Leave one publisher out: a Hopper small-message latency offset fitted on the other publishers' 8-GPU rows
+    helps the held-out NVIDIA/nccl #2094 rows (20.2 -> ~12 %) and the 4-GPU sweep below 64 KiB (34.9 -> ~20 %),
+    but worsens Azure's 64 KiB-8 MiB band (5.9 -> ~15 %) and the NCCL 2.30.7 H200 sweep (48 -> ~70 % below
+    64 KiB): not an improvement everywhere, so the shipped links keep (a)."""
+    t = pn.offset_check(pn.load(CSV)).set_index(["held_out", "gpus", "band"])
+    assert set(t.index.get_level_values(0)) == {"Azure", "NVIDIA", "dudeperf3ct", "stas00"}
+    assert (t.offset_us > 2.0).all() and (t.offset_us < 8.0).all()  # the pooled floor sits above B200's
+    better = t.offset_median < t.transfer_median - 3.0
+    worse = t.offset_median > t.transfer_median + 5.0
+    assert better[("NVIDIA", 8, "<=64KiB")] and better[("dudeperf3ct", 4, "<=64KiB")]
+    assert worse[("Azure", 8, "64KiB-8MiB")] and worse[("stas00", 8, "<=64KiB")] and worse[("stas00", 8, "64KiB-8MiB")]
+
+
 def test_b200_own_table_fit_against_public_pynccl_rows(pred):
     """B200's link fit (its own nccl-tests table) on vLLM's pynccl 2-GPU rows (CUDA graphs): 8.6 % median."""
     e = _errs(pred, "b200", "pynccl-cudagraph", 2)
@@ -103,8 +168,9 @@ needs_db = pytest.mark.skipif(not aic_db.available(), reason="needs the optional
 @pytest.mark.measured
 @pytest.mark.slow  # builds every donor's fit: ~15 s of CPU
 def test_public_rows_rank_the_donors_as_the_held_out_check_does():
-    """Carried to H100 as shipped, each candidate donor on the public nccl-tests rows: B200 lowest (20.2 %),
-    then B300 (22.2 %), A100 (34.0 %), GB200 / GB300 (51-53 %: no 8-GPU table, their 4-GPU fit is used)."""
+    """Carried to H100 as shipped, each candidate donor on the public nccl-tests rows: B200 lowest (20.7 %),
+    then B300 (22.8 %), GB200 (32.5 %), A100 (33.1 %), GB300 (35.5 %) on the 40 rows of 4 and 8 GPUs; on the
+    H200 rows (NCCL 2.30.7) B200 is lowest too (5.1 %)."""
     from simcast.calib.fitting import nccl_transfer as nt
 
     cands = nt.donors()
@@ -113,3 +179,5 @@ def test_public_rows_rank_the_donors_as_the_held_out_check_does():
     best = str(h100.idxmin()).split(" ")[0]
     assert best == nt.choose(nt.check(cands)) == "b200_sxm"
     assert h100.min() <= 25.0
+    h200 = table[table.target == "h200_sxm"].set_index("donor")["median_abs_err_pct"]
+    assert str(h200.idxmin()).split(" ")[0] == "b200_sxm"

@@ -27,6 +27,7 @@ from simcast.inputs.files import load_csv, numeric_column
 
 HARNESSES = {
     "nccl-tests": "nccl-tests all_reduce_perf, no CUDA graph (what the links' fits are fitted on)",
+    "nccl-tests-nvls": "nccl-tests all_reduce_perf, NCCL_ALGO=NVLS, no CUDA graph: like the fits, algorithm fixed",
     "nccl-tests-cudagraph": "nccl-tests all_reduce_perf -G (CUDA graphs): no host launch in the time",
     "nccl-tests-tuned": "nccl-tests tuned for latency (NCCL >= 2.27 symmetric memory), a best case quoted in text",
     "pynccl-cudagraph": "vLLM's PyNcclCommunicator, 10 all-reduces per CUDA-graph replay (an engine's view of NCCL)",
@@ -34,6 +35,13 @@ HARNESSES = {
 }
 """How each source timed NCCL; only ``nccl-tests`` rows are like for like with the links' fits."""
 LIKE_FOR_LIKE = "nccl-tests"
+JUDGE = ("nccl-tests", "nccl-tests-nvls")
+"""Harnesses whose rows judge the links' NCCL fits (nccl-tests without CUDA graphs, default or NVLS algorithm)."""
+BANDS = ((64 * 2**10, "<=64KiB"), (8 * 2**20, "64KiB-8MiB"), (float("inf"), ">=8MiB"))
+"""Message-size bands of the reports: (upper bound in bytes, exclusive except the first, label)."""
+SAME_HARNESS = {"yosoyjay": "Azure"}
+"""Publishers counted as one in a leave-one-publisher-out check: yosoyjay/AI-benchmarking-guide is a fork of
+Azure/AI-benchmarking-guide (the same harness on the same VM type), so it is held out with Azure's rows."""
 SMALL_BYTES = 2**20
 """Messages below 1 MiB: the latency-bound band, reported on its own."""
 COLUMNS = ("system", "gpus", "nccl_version", "size_bytes", "time_us", "busbw_gbps", "in_place", "harness")
@@ -118,6 +126,87 @@ def summary(pred: pd.DataFrame) -> pd.DataFrame:
                 "sources": " ".join(sorted(set(g["source_url"]))),
             }
         )
+    return pd.DataFrame(out)
+
+
+def band(size_bytes: pd.Series) -> pd.Series:
+    """The :data:`BANDS` label of each message size (bytes per rank)."""
+    b = size_bytes.astype(float)
+    lab = np.where(b <= BANDS[0][0], BANDS[0][1], np.where(b < BANDS[1][0], BANDS[1][1], BANDS[2][1]))
+    return pd.Series(lab, index=b.index)
+
+
+def publisher(url: pd.Series) -> pd.Series:
+    """The GitHub owner of each source URL, forks of one harness merged (:data:`SAME_HARNESS`)."""
+    return url.str.extract(r"github\.com/([^/]+)/")[0].replace(SAME_HARNESS)
+
+
+def band_summary(pred: pd.DataFrame, harnesses: tuple[str, ...] = JUDGE) -> pd.DataFrame:
+    """Per group size and :data:`BANDS` band, on ``harnesses`` rows of H100/H200: rows, publishers, median
+    absolute and signed median % error (``err_pct`` of :func:`predict`)."""
+    p = pred[pred["harness"].isin(harnesses) & pred["system"].isin(("h100_sxm", "h200_sxm"))]
+    out = []
+    for (gpus, lab), g in p.assign(band=band(p["size_bytes"])).groupby(["gpus", "band"], sort=True):
+        med, _, signed = _stats(g["err_pct"])
+        out.append(
+            {
+                "gpus": int(gpus),
+                "band": lab,
+                "rows": len(g),
+                "publishers": " ".join(sorted(set(publisher(g["source_url"])))),
+                "median_abs_err_pct": med,
+                "signed_median_pct": signed,
+            }
+        )
+    order = {lab: i for i, (_, lab) in enumerate(BANDS)}
+    return pd.DataFrame(out).sort_values(["gpus", "band"], key=lambda c: c.map(order) if c.name == "band" else c)
+
+
+def with_small_latency(dev: DeviceSpec, add_s: float, gpus: tuple[int, ...]) -> DeviceSpec:
+    """``dev`` with ``add_s`` seconds added to the latency of its intra-node ``nccl_small`` regimes of ``gpus``."""
+    import dataclasses
+
+    coll = tuple(
+        dataclasses.replace(f, latency_s=f.latency_s + add_s) if f.algorithm == "nccl_small" and f.gpus in gpus else f
+        for f in dev.links.intra_node.collectives
+    )
+    intra = dataclasses.replace(dev.links.intra_node, collectives=coll)
+    return dataclasses.replace(dev, links=dataclasses.replace(dev.links, intra_node=intra))
+
+
+def offset_check(rows: pd.DataFrame, fit_gpus: int = 8) -> pd.DataFrame:
+    """Leave one publisher out, option (c) of docs/accuracy.md against the shipped transfer (a): the
+    small-message latency offset ``median(measured - predicted)`` fitted on the *other* publishers' :data:`JUDGE`
+    rows of ``fit_gpus`` GPUs below :data:`SMALL_BYTES` (H100 and H200 pooled: one fabric), added to the
+    ``nccl_small`` latency of every group size, then the held-out publisher's rows predicted both ways.
+    Per held-out publisher, group size and band: rows, the offset (us), median abs % error of (a) and (c)."""
+    from simcast.inputs.loaders import load_device
+
+    like = rows[rows["harness"].isin(JUDGE) & rows["system"].isin(("h100_sxm", "h200_sxm"))]
+    like = like.assign(pub=publisher(like["source_url"]))
+    base = predict(like)
+    devs = {s: load_device(s) for s in like["system"].unique()}
+    gpus = tuple(int(g) for g in sorted(like["gpus"].unique()))
+    out = []
+    for held in sorted(like["pub"].unique()):
+        fit = base[(like["pub"] != held) & (like["gpus"] == fit_gpus) & (like["size_bytes"] < SMALL_BYTES)]
+        if not len(fit):
+            continue
+        add_us = float(np.median(fit["time_us"] - fit["predicted_us"]))
+        test = like[like["pub"] == held]
+        moved = predict(test, {s: with_small_latency(d, add_us * 1e-6, gpus) for s, d in devs.items()})
+        for (g, lab), grp in test.assign(band=band(test["size_bytes"])).groupby(["gpus", "band"], sort=False):
+            out.append(
+                {
+                    "held_out": held,
+                    "gpus": int(g),
+                    "band": lab,
+                    "rows": len(grp),
+                    "offset_us": add_us,
+                    "transfer_median": _stats(base.loc[grp.index, "err_pct"])[0],
+                    "offset_median": _stats(moved.loc[grp.index, "err_pct"])[0],
+                }
+            )
     return pd.DataFrame(out)
 
 

@@ -106,14 +106,19 @@ def db_markdown() -> list[str]:
         'shapes) and checked against max(fit, host floor) under "Host-bound rows and CUDA graphs".',
         "",
         "TensorRT-LLM's decode cells on h100_sxm, h200_sxm, a100_sxm_80gb and l40s use two declared kernel "
-        "families (`kernel_rule: trtllm_xqa_mb` in the profile; L40S fp8 keeps `trtllm_xqa`, the same choice with "
-        "saturating efficiencies, which fits its rows better), chosen per launch by the engine's own rule "
+        "families (`kernel_rule: trtllm_xqa_mb` in the profile; L40S fp8 `trtllm_xqa_sb`, below), chosen per "
+        "launch by the engine's own rule "
         "(`simcast.cost.attention.xqa_runs`, from TensorRT-LLM's `decoderXQAImplJIT`/`kernelUtils.cpp`): XQA for "
         "GQA groups 2-32 and head sizes <= 256 when `4 · kv_heads · batch · max(1, history / 128) >= SMs` or the "
         "KV cache is fp8, else masked MHA (vanilla MHA and groups > 32 always). Both run in multi-block mode, "
         "each request's context cut into sub-sequences as the engine sizes them (XQA `computeMultiBlockCount`, "
         "masked MHA `multi_block_grid_setup`), costed as whole waves of CTAs with fitted fixed and per-token "
-        "times (docs/model.md); on Blackwell the engine runs its trtllm-gen kernels and one kernel is fitted.",
+        "times (docs/model.md); on Blackwell the engine runs its trtllm-gen kernels and one kernel is fitted. "
+        "With an fp8 KV cache below SM90 the engine turns XQA's multi-block mode off (TensorRT-LLM "
+        "`attentionOp.cpp` `convertMMHAParamsToXQAParams`), so L40S fp8 declares `trtllm_xqa_sb`: XQA one CTA "
+        "per request and KV head over the whole context (before, with `trtllm_xqa`: 12.4 / 46.3). Both L40S "
+        "TensorRT-LLM decode fits take the capacity form of the L2 term (`l2_edge`, as SGLang's and vLLM's; "
+        "bf16 before: 10.0 / 32.8).",
         "",
     ]
     # transfer checks

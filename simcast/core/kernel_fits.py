@@ -38,9 +38,11 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc")
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb", "flashinfer_tc")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
+"trtllm_xqa_sb" that launch with XQA's multi-block mode off (the engine's choice for an fp8 KV cache below
+SM90, :mod:`simcast.cost.trtllm_decode_sm89`; fp8 fits only);
 "flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels."""
 
 
@@ -181,7 +183,9 @@ class DecodeAttentionFit:
     ``fallback_merge_s`` per sub-sequence when split; masked MHA keeps ``mmha_ctas_per_sm`` CTAs resident
     per SM and splits in steps of ``mmha_block_tokens``; memory ``bytes / (hbm_bw · memory)`` (with the L2
     term above); smooth maximum of the two. ``half_units``, ``split_tokens``, ``half_kv_len`` and
-    ``matmul`` are not read by this form.
+    ``matmul`` are not read by this form. ``"trtllm_xqa_sb"`` (fp8 KV only): the same form with one
+    sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block mode off for an fp8 KV cache
+    below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
     """
 
     dtype: str
@@ -230,6 +234,12 @@ class DecodeAttentionFit:
         require(self.group_share >= 1, f"engines.decode[{self.dtype}].group_share", self.group_share, "must be >= 1")
         for f in ("mmha_ctas_per_sm", "mmha_block_tokens"):
             require(getattr(self, f) >= 1, f"engines.decode[{self.dtype}].{f}", getattr(self, f), "must be >= 1")
+        require(
+            self.kernel_rule != "trtllm_xqa_sb" or self.dtype == "fp8",
+            f"engines.decode[{self.dtype}].kernel_rule",
+            self.kernel_rule,
+            "'trtllm_xqa_sb' is the fp8-KV launch: allowed only with dtype fp8",
+        )
 
 
 MOE_DTYPES = ("bf16", "fp8", "fp8_block", "mxfp4")

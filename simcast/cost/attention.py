@@ -51,13 +51,14 @@ from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
-    mmha_blocks,
+    mmha_blocks,  # noqa: F401  (re-exported)
     split_launch_s,
-    xqa_blocks,
+    xqa_blocks,  # noqa: F401  (re-exported)
     xqa_min_batch,
     xqa_runs,
     xqa_supported,
 )
+from simcast.cost.trtllm_decode_sm89 import SPLIT_FORM_RULES, launch_blocks, xqa_launch_blocks
 
 
 def causal_pairs(q_len, cached):
@@ -163,7 +164,7 @@ def _segment_grid(step: int) -> np.ndarray:
 
 
 def _grid(fit: DecodeAttentionFit) -> np.ndarray:
-    return _segment_grid(segment_tokens(fit)) if fit.kernel_rule == "trtllm_xqa_mb" else _kv_grid(fit.split_tokens)
+    return _segment_grid(segment_tokens(fit)) if fit.kernel_rule in SPLIT_FORM_RULES else _kv_grid(fit.split_tokens)
 
 
 KV_TAIL_STEP = 1024
@@ -199,7 +200,7 @@ def decode_kv_padded(
     kv, grid = np.asarray(kv, dtype=float), _grid(fit)
     i = np.minimum(np.searchsorted(grid, kv), len(grid) - 1)
     on_grid = grid[i] == kv
-    segments = fit.kernel_rule == "trtllm_xqa_mb"
+    segments = fit.kernel_rule in SPLIT_FORM_RULES
     if not (segments or np.any(on_grid)):
         return kv
     start = int(np.min(i if segments else i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
@@ -320,11 +321,11 @@ def xqa_launch_terms(
     of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted), with
     the padding envelope in the batch (below). Shared by the per-call form and the batch paths
     (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
-    if fit.kernel_rule != "trtllm_xqa_mb":
+    if fit.kernel_rule not in SPLIT_FORM_RULES:
         return terms
     bt, kvm, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
     x = xqa_runs(fit, bt, kvm, h, hkv, d)
-    m = np.where(x, xqa_blocks(fit, bt, kvm, hkv), mmha_blocks(fit, bt, kvm, h))
+    m = launch_blocks(fit, x, bt, kvm, h, hkv)
     t_w = split_launch_s(fit, x, bt, m, mean_tokens(m), h, hkv, d)
     nb = np.asarray(nbytes, float)
     bw = hbm_bw_bytes_per_s * fit.memory
@@ -335,7 +336,7 @@ def xqa_launch_terms(
     pad = xqa_supported(h, hkv, d) & ~x
     if np.any(pad):
         bx = np.maximum(bt, xqa_min_batch(fit, kvm, hkv))
-        mx = xqa_blocks(fit, bx, kvm, hkv)
+        mx = xqa_launch_blocks(fit, bx, kvm, hkv)
         tok = (mean_tokens(mx) * bt + (bx - bt)) / bx
         t_wx = split_launch_s(fit, True, bx, mx, tok, h, hkv, d)
         qo = 4.0 * h * d  # q read and o written per request, 2 bytes each

@@ -12,8 +12,9 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit
 
-XQA_RULES = ("trtllm_xqa", "trtllm_xqa_mb")
-"""Decode kernel rules that choose between TensorRT-LLM's XQA and masked-MHA kernels (:func:`xqa_runs`)."""
+XQA_RULES = ("trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb")
+"""Decode kernel rules that choose between TensorRT-LLM's XQA and masked-MHA kernels (:func:`xqa_runs`;
+``"trtllm_xqa_sb"``: :mod:`simcast.cost.trtllm_decode_sm89`)."""
 XQA_MAX_GROUP = 32
 XQA_MAX_HEAD_DIM = 256
 XQA_MIN_HISTORY_TOKENS_PER_BLOCK = 128

@@ -199,8 +199,8 @@ def fit_decode(
     families chosen by the engine's rule, e.g. ``"trtllm_xqa_mb"``, each family with its own fitted
     per-wave time) or, without a declared rule, one kernel with a large-group fallback at each
     ``max_group``; a candidate replaces the simpler one only when it lowers the mean abs log error on these
-    rows by 3 %. ``l2_edge``: more candidates, one kernel and each declared rule outside TensorRT-LLM's with
-    the capacity form of the L2 term (:attr:`DecodeAttentionFit.l2_edge`).
+    rows by 3 %. ``l2_edge``: more candidates, one kernel and each declared rule but the saturating
+    ``"trtllm_xqa"`` with the capacity form of the L2 term (:attr:`DecodeAttentionFit.l2_edge`).
     """
     r = rows[(rows["kind"] == "attention_decode") & (rows["dtype"] == dtype)]
     if not len(r):
@@ -214,12 +214,12 @@ def fit_decode(
     # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
     groups_at = [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])
     candidates = [(mg, "", False) for mg in groups_at] + [(0, rule, False) for rule in rules]
-    if l2_edge:  # the capacity form of the L2 term, with one kernel or each declared rule
-        candidates += [(0, rule, True) for rule in ["", *rules] if rule not in attn.XQA_RULES]
+    if l2_edge:  # the capacity form of the L2 term, with one kernel or each declared rule but saturating XQA
+        candidates += [(0, rule, True) for rule in ["", *rules] if rule != "trtllm_xqa"]
     for max_group, rule, edge in candidates:  # a kernel switch (or the L2 capacity form), chosen by error
         hold: dict[str, float] = {}
-        if rule == "trtllm_xqa_mb":
-            hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
+        if rule in attn.SPLIT_FORM_RULES:
+            hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count, rule)}
 
         def make(p: dict[str, float], mg: int = max_group, kr: str = rule, h: dict = hold) -> DecodeAttentionFit:
             return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)  # type: ignore[arg-type]  # the float fields
@@ -231,7 +231,7 @@ def fit_decode(
             spec["group_share"] = (4.0, 1.0, 128.0)
         if rule:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
-        if rule == "trtllm_xqa_mb":
+        if rule in attn.SPLIT_FORM_RULES:
             spec.update(_XQA_SPLIT)
             spec = {k: v for k, v in spec.items() if k not in hold}
         params, err = _fit(
@@ -259,14 +259,16 @@ def fit_decode(
     return best[0], best[1]
 
 
-def _mmha_occupancy(a: dict[str, np.ndarray], dev: DeviceSpec, dtype: str, sm_count: int) -> dict[str, int]:
+def _mmha_occupancy(
+    a: dict[str, np.ndarray], dev: DeviceSpec, dtype: str, sm_count: int, rule: str = "trtllm_xqa_mb"
+) -> dict[str, int]:
     """``mmha_ctas_per_sm`` and ``mmha_block_tokens`` of the multi-block form: the pair among
     :data:`MMHA_CTAS_PER_SM` x :data:`MMHA_BLOCK_TOKENS` whose fit to the masked-MHA rows alone (those
     :func:`simcast.cost.trtllm_decode.xqa_runs` sends there) has the least mean abs log error."""
     probe = DecodeAttentionFit(
         dtype=dtype,
         sm_count=sm_count,
-        kernel_rule="trtllm_xqa_mb",
+        kernel_rule=rule,
         memory=1.0,
         matmul=1.0,
         half_units=0.0,

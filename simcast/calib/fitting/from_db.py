@@ -106,12 +106,18 @@ DECODE_KERNEL_RULES = {
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
 its trtllm-gen kernels instead, so one kernel is fitted there. Candidates (chosen on the fitting half): the two
-families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``); on L40S
-the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
-multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
-tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
-(op ``flash_attention``), one kernel."""
-DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
+families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``; for an
+fp8 KV cache below SM90 ``trtllm_xqa_sb`` instead, :data:`DECODE_FP8_SINGLE_BLOCK`). SGLang on L40S times
+FlashInfer (op ``flashinfer`` in its table) and may declare the engine's tensor-core / CUDA-core choice
+(:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention (op ``flash_attention``), one
+kernel."""
+DECODE_FP8_SINGLE_BLOCK = {("trtllm", s) for s in ("a100_sxm", "l40s")}
+"""(engine, system) pairs whose fp8-KV decode takes ``trtllm_xqa_sb`` in place of ``trtllm_xqa_mb``: TensorRT-LLM
+turns XQA's multi-block mode off for an fp8 KV cache on SM < 90 (``cpp/tensorrt_llm/common/attentionOp.cpp``
+@00dbe288 ``convertMMHAParamsToXQAParams``; :mod:`simcast.cost.trtllm_decode_sm89`). A100 (SM80) has no fp8
+rows in the database; the L40S (SM89) fp8 table runs one CTA per request and KV head over the whole context
+(at batch 1-4 the time of 8 KV heads grows 16 ns per token and does not change with the batch)."""
+DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")} | {("trtllm", "l40s")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term
 (:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:
 the collector times each decode on a one-layer KV pool of the batch's own tokens, read again on every repeat
@@ -119,7 +125,10 @@ the collector times each decode on a one-layer KV pool of the batch's own tokens
 ``MHATokenToKVPool(size=batch·(input_len+1), layer_num=1)``), so a pool that fits in L2 is served from it. On
 L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to 864 GB/s GDDR6) the engines' tables run
 at ~3.5 TB/s up to ~80 MiB of KV and ~0.7 TB/s past ~110 MiB; the smooth form spread that edge over two
-decades. TensorRT-LLM keeps its declared rule."""
+decades. TensorRT-LLM's L40S table shows the same edge (its collector,
+``collector/trtllm/collect_attn.py``@095f58a5, also times one layer's pool, ``num_hidden_layers = 1``): there
+the capacity form is a candidate with the declared split rules (``trtllm_xqa_mb``, ``trtllm_xqa_sb``), chosen
+the same way."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
@@ -298,6 +307,8 @@ def fit_engine(
                 pre.append(fp)
             else:
                 rules = DECODE_KERNEL_RULES.get((engine, system), ("",))
+                if dt == "fp8" and (engine, system) in DECODE_FP8_SINGLE_BLOCK:
+                    rules = tuple("trtllm_xqa_sb" if r == "trtllm_xqa_mb" else r for r in rules)
                 edge = (engine, system) in DECODE_L2_EDGE
                 fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
                 p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])

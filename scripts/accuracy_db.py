@@ -113,7 +113,11 @@ def db_markdown() -> list[str]:
         "KV cache is fp8, else masked MHA (vanilla MHA and groups > 32 always). Both run in multi-block mode, "
         "each request's context cut into sub-sequences as the engine sizes them (XQA `computeMultiBlockCount`, "
         "masked MHA `multi_block_grid_setup`), costed as whole waves of CTAs with fitted fixed and per-token "
-        "times (docs/model.md); on Blackwell the engine runs its trtllm-gen kernels and one kernel is fitted.",
+        "times (docs/model.md); on Blackwell the engine runs its trtllm-gen kernels and one kernel is fitted. "
+        "On h100_sxm and h200_sxm the fp8 cells add a fitted fixed time per XQA launch whose cached head row is "
+        "under 128 bytes (head 64 with fp8 KV: Hopper XQA's 64-byte K/V parts, and the collector's attention "
+        "sinks at head 64; `narrow_launch_s`, docs/model.md); before it they were 10.6 / 24.2 and 10.9 / 23.7, "
+        "the head-64 rows running ~15 % over the fit.",
         "",
     ]
     # transfer checks

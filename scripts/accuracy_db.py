@@ -118,7 +118,11 @@ def db_markdown() -> list[str]:
         "`attentionOp.cpp` `convertMMHAParamsToXQAParams`), so L40S fp8 declares `trtllm_xqa_sb`: XQA one CTA "
         "per request and KV head over the whole context (before, with `trtllm_xqa`: 12.4 / 46.3). Both L40S "
         "TensorRT-LLM decode fits take the capacity form of the L2 term (`l2_edge`, as SGLang's and vLLM's; "
-        "bf16 before: 10.0 / 32.8).",
+        "bf16 before: 10.0 / 32.8). "
+        "On h100_sxm and h200_sxm the fp8 cells add a fitted fixed time per XQA launch whose cached head row is "
+        "under 128 bytes (head 64 with fp8 KV: Hopper XQA's 64-byte K/V parts, and the collector's attention "
+        "sinks at head 64; `narrow_launch_s`, docs/model.md); before it they were 10.6 / 24.2 and 10.9 / 23.7, "
+        "the head-64 rows running ~15 % over the fit.",
         "",
     ]
     # transfer checks
@@ -128,7 +132,9 @@ def db_markdown() -> list[str]:
         "Fit on one engine, predict another engine's own tables (all rows), and fit on H100, predict H200 and "
         "B200 from their own peaks (engine sections carried over with `transfer_engines`: fractions, half "
         "points and fixed times kept, SM count and link bandwidth of the target; GEMM tile rules kept too, so on B200 "
-        "the Hopper kernels' tile choice stands in for its own builds' dispatch).",
+        "the Hopper kernels' tile choice stands in for its own builds' dispatch). TensorRT-LLM's H100 fp8 decode "
+        "fit carries its narrow-head XQA launch time along: it moves the H200 cell from 10.9 / 23.9 to 8.7 / 23.1 "
+        "and the B200 cell from 24.1 / 62.0 to 25.0 / 68.5 (Blackwell runs trtllm-gen, not XQA).",
         "",
     ]
     tr = []

@@ -13,6 +13,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels
 from simcast.cost import attention as attn
 from simcast.cost.curves import smooth_max
+from simcast.cost.trtllm_decode import xqa_narrow
 
 
 def _mb_fit(dtype: str = "bf16", **kw) -> DecodeAttentionFit:
@@ -77,6 +78,27 @@ def test_split_launch_time_by_hand():
     cta = 3e-6 + 1821 * 2 * 128 * 2 * 5e-11
     want = math.ceil(32 * 9 / 264) * cta + 9 * 2e-7
     assert float(attn.split_launch_s(fit, False, 1, 9, 1821, 32, 32, 128)) == pytest.approx(want, rel=1e-12)
+
+
+def test_narrow_head_launch_time_by_hand():
+    """XQA launches whose cached head row is under 128 bytes (head 64, fp8) take ``narrow_launch_s`` once per
+    launch; wider rows (head 128 fp8, head 64 bf16) and masked MHA do not."""
+    fit = _mb_fit("fp8", narrow_launch_s=2e-6)
+    assert bool(xqa_narrow(64, "fp8")) and not bool(xqa_narrow(128, "fp8"))
+    assert not bool(xqa_narrow(64, "bf16"))
+    # 1 request, 8 KV heads, group 4, head 64, fp8: 32 blocks of 513 tokens, one wave
+    cta = 1e-6 + 1e-9 * 4 * 64 + 513 * (2 * 64 * 1 * 1e-12 + 1e-12 * 4 * 64)
+    want = math.ceil(8 * 32 / 132) * cta + 32 * 1e-7 + 2e-6
+    assert float(attn.split_launch_s(fit, True, 1, 32, 513, 32, 8, 64)) == pytest.approx(want, rel=1e-12)
+    base = dataclasses.replace(fit, narrow_launch_s=0.0)
+    for xqa, d in ((True, 128), (False, 64)):
+        assert float(attn.split_launch_s(fit, xqa, 1, 32, 513, 32, 8, d)) == float(
+            attn.split_launch_s(base, xqa, 1, 32, 513, 32, 8, d)
+        )
+    bf16 = _mb_fit("bf16", narrow_launch_s=2e-6)
+    assert float(attn.split_launch_s(bf16, True, 1, 32, 513, 32, 8, 64)) == float(
+        attn.split_launch_s(dataclasses.replace(bf16, narrow_launch_s=0.0), True, 1, 32, 513, 32, 8, 64)
+    )
 
 
 def test_split_form_per_call_terms():

@@ -180,12 +180,13 @@ class DecodeAttentionFit:
     CTAs, each with a fixed time (``wave_s`` + ``cta_group_s`` per query head · head-dim element for XQA,
     ``fallback_wave_s`` for masked MHA) and a per-token time (``cta_kv_byte_s`` per KV byte +
     ``token_group_s`` per query head · head-dim element; ``fallback_kv_byte_s``), ``merge_s`` /
-    ``fallback_merge_s`` per sub-sequence when split; masked MHA keeps ``mmha_ctas_per_sm`` CTAs resident
-    per SM and splits in steps of ``mmha_block_tokens``; memory ``bytes / (hbm_bw · memory)`` (with the L2
-    term above); smooth maximum of the two. ``half_units``, ``split_tokens``, ``half_kv_len`` and
-    ``matmul`` are not read by this form. ``"trtllm_xqa_sb"`` (fp8 KV only): the same form with one
-    sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block mode off for an fp8 KV cache
-    below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
+    ``fallback_merge_s`` per sub-sequence when split, ``narrow_launch_s`` once per XQA launch whose cached head
+    row is under 128 bytes (:func:`simcast.cost.trtllm_decode.xqa_narrow`; 0 = none); masked MHA keeps
+    ``mmha_ctas_per_sm`` CTAs resident per SM and splits in steps of ``mmha_block_tokens``; memory
+    ``bytes / (hbm_bw · memory)`` (with the L2 term above); smooth maximum of the two. ``half_units``,
+    ``split_tokens``, ``half_kv_len`` and ``matmul`` are not read by this form. ``"trtllm_xqa_sb"`` (fp8 KV
+    only): the same form with one sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block
+    mode off for an fp8 KV cache below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
     """
 
     dtype: str
@@ -207,6 +208,7 @@ class DecodeAttentionFit:
     cta_kv_byte_s: float = 0.0
     cta_group_s: float = 0.0
     token_group_s: float = 0.0
+    narrow_launch_s: float = 0.0
     merge_s: float = 0.0
     fallback_kv_byte_s: float = 0.0
     fallback_merge_s: float = 0.0

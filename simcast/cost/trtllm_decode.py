@@ -91,6 +91,21 @@ def mmha_blocks(fit: DecodeAttentionFit, batch, kv_max, heads):
     return np.clip(np.ceil(fit.sm_count * fit.mmha_ctas_per_sm / np.maximum(b * h, 1.0)), 1.0, np.maximum(most, 1.0))
 
 
+XQA_PART_BYTES = 128
+"""The widest K/V row part Hopper's XQA kernel loads (``cpp/kernels/xqa/mha_sm90.cu``@fbbc05dd
+``cacheHeadPartBytes``)."""
+
+
+def xqa_narrow(head_dim, dtype: str):
+    """Whether a cached K/V head row is narrower than XQA's 128-byte part (array-friendly): head 64 with an fp8
+    cache (64 bytes). Hopper's XQA kernel then loads its K/V tiles in 64-byte swizzled parts
+    (``cpp/kernels/xqa/mha_sm90.cu``@fbbc05dd: ``cacheHeadPartBytes = min(paddedCacheHeadBytes, 128)``,
+    ``swizzleBytes = cacheHeadPartBytes``). aiconfigurator's collector also times every head-64 row with
+    attention sinks (``collector/trtllm/collect_attn.py``@05656140); which of the two costs the fixed time the
+    rows show per launch (``narrow_launch_s``, :func:`split_launch_s`) is not resolved (docs/model.md)."""
+    return np.asarray(head_dim, float) * DTYPE_BYTES[dtype] < XQA_PART_BYTES
+
+
 def split_launch_s(fit: DecodeAttentionFit, xqa, batch, blocks, tokens, heads, kv_heads, head_dim):
     """Seconds of a decode launch's CTA waves under ``"trtllm_xqa_mb"`` (array-friendly; ``blocks``: the
     family's sub-sequences per request, ``tokens``: the mean over requests of ``ceil(kv_len / blocks)``).
@@ -98,7 +113,8 @@ def split_launch_s(fit: DecodeAttentionFit, xqa, batch, blocks, tokens, heads, k
     XQA (``xqa`` true): ``batch · kv_heads · blocks`` CTAs, one resident per SM (assumed: XQA keeps its KV
     tiles in shared memory; the per-CTA time is fitted), each ``wave_s + cta_group_s · group · head_dim``
     plus per token ``2 · head_dim · kv_bytes · cta_kv_byte_s + token_group_s · group · head_dim``; plus
-    ``merge_s`` per sub-sequence when ``blocks > 1``. Masked MHA: ``batch · heads · blocks`` CTAs,
+    ``merge_s`` per sub-sequence when ``blocks > 1``; plus ``narrow_launch_s`` once per launch when the cached
+    head row is under 128 bytes (:func:`xqa_narrow`). Masked MHA: ``batch · heads · blocks`` CTAs,
     ``mmha_ctas_per_sm`` resident per SM, each ``fallback_wave_s + tokens · 2 · head_dim · kv_bytes ·
     fallback_kv_byte_s``; plus ``fallback_merge_s`` per tile when ``blocks > 1``.
     """
@@ -107,6 +123,7 @@ def split_launch_s(fit: DecodeAttentionFit, xqa, batch, blocks, tokens, heads, k
     gd = h / hkv * d
     x_cta = fit.wave_s + fit.cta_group_s * gd + tok * (row * fit.cta_kv_byte_s + fit.token_group_s * gd)
     x_t = np.ceil(b * hkv * m / fit.sm_count) * x_cta + np.where(m > 1, fit.merge_s * m, 0.0)
+    x_t = x_t + np.where(xqa_narrow(d, fit.dtype), fit.narrow_launch_s, 0.0)
     f_cta = fit.fallback_wave_s + tok * row * fit.fallback_kv_byte_s
     f_t = np.ceil(b * h * m / (fit.sm_count * max(fit.mmha_ctas_per_sm, 1))) * f_cta
     return np.where(xqa, x_t, f_t + np.where(m > 1, fit.fallback_merge_s * m, 0.0))

@@ -102,6 +102,7 @@ _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "cta_kv_byte_s?": _SECONDS,
     "cta_group_s?": _SECONDS,
     "token_group_s?": _SECONDS,
+    "narrow_launch_s?": _SECONDS,
     "merge_s?": _SECONDS,
     "fallback_kv_byte_s?": _SECONDS,
     "fallback_merge_s?": _SECONDS,

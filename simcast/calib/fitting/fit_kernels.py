@@ -24,6 +24,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
 from simcast.cost import attention as attn
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+from simcast.cost.trtllm_decode import xqa_narrow
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
 _GEMM = {
@@ -210,6 +211,7 @@ def fit_decode(
 
     best: tuple[DecodeAttentionFit, float, float] | None = None
     groups = sorted(set((a["h"] / a["hkv"]).astype(int)))
+    narrow = xqa_narrow(a["d"], dtype)
     rules = [rule for rule in kernel_rules if rule]
     # a declared kernel rule already sends large groups to the engine's fallback kernel: no max_group search
     groups_at = [0] + ([] if rules else [g for g in (8, 16, 32, 64) if g < max(groups)])
@@ -233,6 +235,8 @@ def fit_decode(
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
         if rule in attn.SPLIT_FORM_RULES:
             spec.update(_XQA_SPLIT)
+            if np.any(narrow):  # XQA's narrow-head launches (:data:`simcast.cost.trtllm_decode.XQA_PART_BYTES`)
+                spec["narrow_launch_s"] = (1e-6, 0.0, 1e-4)
             spec = {k: v for k, v in spec.items() if k not in hold}
         params, err = _fit(
             spec,

@@ -50,6 +50,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "cta_kv_byte_s",
             "cta_group_s",
             "token_group_s",
+            "narrow_launch_s",
             "merge_s",
             "fallback_kv_byte_s",
             "fallback_merge_s",

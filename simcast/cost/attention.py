@@ -48,6 +48,7 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.flash_decode import FA2_SPLITKV_RULE, fa2_waves_s
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
@@ -376,11 +377,13 @@ def decode_parts(
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
     reads, cta_heads, wave_s = decode_kernel(fit, b, s, h, hkv, d)
     units = b * cta_heads * np.maximum(1.0, s / fit.split_tokens)
+    t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
+    if fit.kernel_rule == FA2_SPLITKV_RULE:  # flash-attn's own split count and per-CTA keys
+        units, t_w = fa2_waves_s(fit, b, s, h, hkv, d)
     nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, reads=reads)
     eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
-    t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
     return xqa_launch_terms(fit, hbm_bw_bytes_per_s, b, s, lambda m: np.ceil(s / m), h, hkv, d, nbytes, (t_c, t_m, t_w))
 
 

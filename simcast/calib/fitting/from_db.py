@@ -102,6 +102,7 @@ PROXY_ATTENTION = ("sglang", ("fa3",))
 DECODE_KERNEL_RULES = {
     **{("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")},
     ("sglang", "l40s"): ("", "flashinfer_tc"),
+    ("vllm", "a100_sxm"): ("", "fa2_splitkv"),
 }
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
@@ -110,7 +111,8 @@ families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA wav
 the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
 multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
 tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
-(op ``flash_attention``), one kernel."""
+(op ``flash_attention``), one kernel. vLLM on A100 times its FlashAttention-2 build (op ``vllm_flash_attn``) and
+may declare flash-attn's split-KV launch (:mod:`simcast.cost.flash_decode`)."""
 DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term
 (:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:
@@ -120,6 +122,17 @@ the collector times each decode on a one-layer KV pool of the batch's own tokens
 L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to 864 GB/s GDDR6) the engines' tables run
 at ~3.5 TB/s up to ~80 MiB of KV and ~0.7 TB/s past ~110 MiB; the smooth form spread that edge over two
 decades. TensorRT-LLM keeps its declared rule."""
+DIFF_KV_HEAD_DIM = 192
+DIFF_KV_OPS = ("fa3",)
+"""Decode rows of head size 192 in the FlashAttention-3 tables (SGLang's, and vLLM's proxy on H100/H200) are
+not fitted or scored: the collector's only head-192 configuration is MiMo-V2-Flash's attention, keys of 192 and
+values of 128 elements (ai-dynamo/aiconfigurator ``collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml``@
+e23be5a7: ``head_dim: 192``, ``v_head_dim: 128``; ``collector/sglang/collect_attn.py`` accepts head 192 only under
+that contract), a shape a row of one head size does not state, timed through SGLang's separate K/V-head-size path.
+Their long-context times follow 192 + 128 bytes per token and their short-context floor is ~16 us at batch 1
+against ~9-11 us for heads 64-256 (h100_sxm sglang 0.5.14 table): fitting them as 192/192 rows bent the fit for
+every other head size (held-out decode p90 ~26 %). The table's head-192 shapes are exactly that model's at TP 1-64
+(64/4 heads, 32/2, 16/1, ...). Prefill rows of that shape are kept (not refitted with this rule)."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
@@ -197,6 +210,14 @@ def engine_data(system: str, engine: str, version: str | None = None) -> EngineD
             proxies.append(
                 f"attention: {system}/attention/{donor}/{dv} {'/'.join(ops)} rows (proxy: FlashAttention-3, "
                 f"vLLM's default on Hopper)"
+            )
+    if len(att):
+        diff = (att["kind"] == "attention_decode") & att["op"].isin(DIFF_KV_OPS) & (att["head_dim"] == DIFF_KV_HEAD_DIM)
+        if diff.any():
+            att = att[~diff].reset_index(drop=True)
+            (proxies if proxies and proxies[-1].startswith("attention:") else tables).append(
+                f"{int(diff.sum())} decode rows of head size {DIFF_KV_HEAD_DIM} left out (MiMo-V2's keys 192 / values "
+                "128: a shape one head size does not state)"
             )
     ar_v = newest(system, "comm", engine, "custom_allreduce_perf")
     ar = pd.DataFrame()

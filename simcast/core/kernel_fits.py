@@ -38,11 +38,11 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc", "fa2_splitkv")
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc", "fa2_varlen")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
-"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels; "fa2_splitkv"
-FlashAttention-2's split-KV launch as flash-attn sizes it (vLLM on SM80)."""
+"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels; "fa2_varlen"
+FlashAttention-2's varlen decode launch as vLLM calls it on SM80 (no split for group 1, copies around GQA)."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -173,10 +173,12 @@ class DecodeAttentionFit:
     ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.flashinfer_decode.tensor_core_runs`):
     the tensor-core kernel (GQA group >= 4 or fp8 KV; per-wave time ``wave_s``) or the CUDA-core one
     (``fallback_wave_s``), both one CTA per request and KV head, keys and values read once.
-    ``"fa2_splitkv"``: FlashAttention-2's decode as vLLM launches it (:mod:`simcast.cost.flash_decode`): the
-    CTAs and keys per CTA from flash-attn's split-KV rule (no split for group 1), ``units`` = those CTAs, and a
-    wave floor ``ceil(CTAs / (2 · sm_count)) · (wave_s + keys per CTA · 2 · head_dim · KV bytes · cta_kv_byte_s)``
-    (one CTA streams its keys at a bounded rate); ``split_tokens`` is not read.
+    ``"fa2_varlen"``: FlashAttention-2's decode as vLLM launches it (:mod:`simcast.cost.flash_decode`): vanilla
+    MHA (group 1) is not split, ``units = batch · heads``; a GQA launch folds the group into the query rows,
+    ``units = batch · kv_heads · ceil(group / 64) · max(1, kv_len / split_tokens)``; the wave floor counts
+    ``ceil(units / (2 · sm_count)) · wave_s``; and the swap copies the output back (``gqa_swap_s`` + its bytes)
+    and, with >= 2 requests and >= 2 KV heads, the query too (``gqa_copy_s`` + its bytes), outside the kernel
+    (:func:`simcast.cost.flash_decode.fa2_copies_s`).
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
     sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
     (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
@@ -214,6 +216,8 @@ class DecodeAttentionFit:
     mmha_ctas_per_sm: int = 1
     mmha_block_tokens: int = 256
     l2_edge: float = 0.0
+    gqa_swap_s: float = 0.0
+    gqa_copy_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(

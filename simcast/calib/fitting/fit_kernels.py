@@ -23,7 +23,7 @@ from simcast.calib.fitting.fit import least_squares
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
 from simcast.cost import attention as attn
-from simcast.cost.flash_decode import FA2_SPLITKV_RULE
+from simcast.cost.flash_decode import FA2_VARLEN_RULE
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
@@ -221,8 +221,6 @@ def fit_decode(
         hold: dict[str, float] = {}
         if rule == "trtllm_xqa_mb":
             hold = {**_SPLIT_UNUSED, **_mmha_occupancy(a, dev, dtype, sm_count)}
-        if rule == FA2_SPLITKV_RULE:
-            hold = {"split_tokens": 1.0}  # not read: flash-attn's rule sizes the split
 
         def make(p: dict[str, float], mg: int = max_group, kr: str = rule, h: dict = hold) -> DecodeAttentionFit:
             return DecodeAttentionFit(dtype=dtype, sm_count=sm_count, max_group=mg, kernel_rule=kr, **h, **p)  # type: ignore[arg-type]  # the float fields
@@ -232,11 +230,10 @@ def fit_decode(
             spec.update(_L2_CAPACITY)
         if max_group or rule in attn.XQA_RULES:  # a fallback that reads the keys per query head
             spec["group_share"] = (4.0, 1.0, 128.0)
-        if rule and rule != FA2_SPLITKV_RULE:
+        if rule and rule != FA2_VARLEN_RULE:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
-        if rule == FA2_SPLITKV_RULE:  # flash-attn sizes the split; each CTA streams its keys at a fitted rate
-            spec["cta_kv_byte_s"] = _XQA_SPLIT["cta_kv_byte_s"]
-            spec.pop("split_tokens")
+        if rule == FA2_VARLEN_RULE:  # the copies around a GQA launch
+            spec |= {"gqa_swap_s": (2e-6, 0.0, 1e-4), "gqa_copy_s": (4e-6, 0.0, 1e-4)}
         if rule == "trtllm_xqa_mb":
             spec.update(_XQA_SPLIT)
             spec = {k: v for k, v in spec.items() if k not in hold}

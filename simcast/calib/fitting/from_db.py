@@ -102,7 +102,7 @@ PROXY_ATTENTION = ("sglang", ("fa3",))
 DECODE_KERNEL_RULES = {
     **{("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")},
     ("sglang", "l40s"): ("", "flashinfer_tc"),
-    ("vllm", "a100_sxm"): ("", "fa2_varlen"),
+    **{("vllm", s): ("", "fa2_varlen") for s in ("a100_sxm", "l40s")},
 }
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
@@ -111,7 +111,8 @@ families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA wav
 the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf16's) do not follow XQA's
 multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
 tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
-(op ``flash_attention``), one kernel. vLLM on A100 times its FlashAttention-2 build (op ``vllm_flash_attn``) and
+(op ``flash_attention``), one kernel. vLLM on A100 and L40S times its FlashAttention-2 build (ops
+``vllm_flash_attn``, ``vllm_flash_attn_fa2``; L40S's fp8 rows time FlashInfer, where the fit keeps one kernel) and
 may declare its launch: no split for group 1, copies around a GQA launch (:mod:`simcast.cost.flash_decode`)."""
 DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term

@@ -114,3 +114,24 @@ def test_batch_paths_equal_the_per_call_form(h100):
             want = float(attn.decode_time_s(fit, peak, bw, batch, kv, heads, kv_heads, 128)[0])
             assert got[0] == pytest.approx(want, rel=1e-9), (batch, ctx, heads, kv_heads)
             assert float(many[0][i]) == pytest.approx(want, rel=1e-9), (batch, ctx, heads, kv_heads)
+
+
+@pytest.mark.slow
+def test_fa3_head192_decode_rows_left_out():
+    """The FlashAttention-3 tables' head-192 decode rows (MiMo-V2: keys 192, values 128) are not fitted or
+    scored; their prefill rows and every other head size stay, and the provenance counts what was left out."""
+    pytest.importorskip("aiconfigurator_core")
+    pytest.importorskip("pyarrow")
+    from simcast.calib.fitting.from_db import DIFF_KV_HEAD_DIM, engine_data
+
+    for engine in ("sglang", "vllm"):  # SGLang's own table, and vLLM's proxy of it
+        d = engine_data("h100_sxm", engine)
+        a = d.attention
+        dec = a[a["kind"] == "attention_decode"]
+        assert not (dec["head_dim"] == DIFF_KV_HEAD_DIM).any()
+        assert set(dec["head_dim"]) == {64, 128, 256}
+        assert (a[a["kind"] == "attention_prefill"]["head_dim"] == DIFF_KV_HEAD_DIM).any()
+        assert any("decode rows of head size 192 left out" in t for t in d.tables + d.proxies)
+    # a table of another kernel keeps them (TensorRT-LLM's rows are not FlashAttention-3's)
+    t = engine_data("h100_sxm", "trtllm").attention
+    assert (t[t["kind"] == "attention_decode"]["head_dim"] == DIFF_KV_HEAD_DIM).any()

@@ -15,7 +15,7 @@ of the same kernel family stands in and is named in provenance:
   median 1-5 %); fp8 and fp8-block GEMM: SGLang's (CUTLASS per-tensor fp8 kernels
   adapted from vLLM's; DeepGEMM block-scaled);
 * attention: SGLang's FlashAttention-3 rows (vLLM's default attention backend on
-  Hopper is FlashAttention-3 as well).
+  Hopper is FlashAttention-3 as well), without their head-192 decode rows (``DIFF_KV_HEAD_DIM``).
 
 NCCL's own all-reduce is fitted on the system's NCCL table. For h100_sxm and
 h200_sxm every non-reserved NCCL table lacks all-reduce or holds rows tagged with

@@ -38,12 +38,13 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
-DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb", "flashinfer_tc")
+DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb", "flashinfer_tc", "fa2_varlen")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
 "trtllm_xqa_sb" that launch with XQA's multi-block mode off (the engine's choice for an fp8 KV cache below
 SM90, :mod:`simcast.cost.trtllm_decode_sm89`; fp8 fits only);
-"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels."""
+"flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels; "fa2_varlen"
+FlashAttention-2's varlen decode launch as vLLM calls it on SM80 (no split for group 1, copies around GQA)."""
 
 
 def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> None:
@@ -174,6 +175,12 @@ class DecodeAttentionFit:
     ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.flashinfer_decode.tensor_core_runs`):
     the tensor-core kernel (GQA group >= 4 or fp8 KV; per-wave time ``wave_s``) or the CUDA-core one
     (``fallback_wave_s``), both one CTA per request and KV head, keys and values read once.
+    ``"fa2_varlen"``: FlashAttention-2's decode as vLLM launches it (:mod:`simcast.cost.flash_decode`): vanilla
+    MHA (group 1) is not split, ``units = batch · heads``; a GQA launch folds the group into the query rows,
+    ``units = batch · kv_heads · ceil(group / 64) · max(1, kv_len / split_tokens)``; the wave floor counts
+    ``ceil(units / (2 · sm_count)) · wave_s``; and the swap copies the output back (``gqa_swap_s`` + its bytes)
+    and, with >= 2 requests and >= 2 KV heads, the query too (``gqa_copy_s`` + its bytes), outside the kernel
+    (:func:`simcast.cost.flash_decode.fa2_copies_s`).
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
     sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
     (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
@@ -215,6 +222,8 @@ class DecodeAttentionFit:
     mmha_ctas_per_sm: int = 1
     mmha_block_tokens: int = 256
     l2_edge: float = 0.0
+    gqa_swap_s: float = 0.0
+    gqa_copy_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(

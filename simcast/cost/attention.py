@@ -48,6 +48,7 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
@@ -377,11 +378,14 @@ def decode_parts(
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
     reads, cta_heads, wave_s = decode_kernel(fit, b, s, h, hkv, d)
     units = b * cta_heads * np.maximum(1.0, s / fit.split_tokens)
+    t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
+    if fit.kernel_rule == FA2_VARLEN_RULE:  # no split for group 1; CTAs over 2 slots per SM
+        units, waves = fa2_launch(fit, b, s, h, hkv, d)
+        t_w = waves * wave_s
     nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, reads=reads)
     eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
     t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
-    t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
     return xqa_launch_terms(fit, hbm_bw_bytes_per_s, b, s, lambda m: np.ceil(s / m), h, hkv, d, nbytes, (t_c, t_m, t_w))
 
 
@@ -397,4 +401,5 @@ def decode_time_s(
 ):
     """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
     t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
-    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s
+    copies = fa2_copies_s(fit, hbm_bw_bytes_per_s, batch, heads, kv_heads, head_dim)
+    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s + copies

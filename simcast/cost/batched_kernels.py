@@ -19,6 +19,7 @@ from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
+from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
 
 
@@ -98,7 +99,9 @@ def attention_many(
             ok &= ~has_dec
         else:
             t_dec, k_dec = _decode_part(fit, peak, bw, bs, dec, heads, kv_heads, head_dim)
-            l_dec = np.where(has_dec, fit.launch_s, 0.0)
+            l_dec = np.where(
+                has_dec, fit.launch_s + fa2_copies_s(fit, bw, bs.per_batch(dec * bs.n), heads, kv_heads, head_dim), 0.0
+            )
     if has_pre.any():
         fit, _ = pick(dev, engine, "prefill", dtype)
         if fit is None:
@@ -137,6 +140,10 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
         np.broadcast_to(v, (nb,)) for v in attn.decode_kernel(fit, wsum, kv_max, heads, kv_heads, head_dim)
     )
     units = tot(w * cta_heads[owner] * np.maximum(1.0, kv / fit.split_tokens))
+    t_w = np.ceil(wsum * cta_heads / fit.sm_count) * wave_s
+    if fit.kernel_rule == FA2_VARLEN_RULE:  # no split for group 1; CTAs over 2 slots per SM
+        units = tot(w * fa2_launch(fit, 1.0, kv, heads, kv_heads, head_dim)[0])
+        t_w = np.ceil(units / (FA2_CTAS_PER_SM * fit.sm_count)) * wave_s
     mean_kv = tot(w * kv) / safe
     nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads[owner]))
     eff_m = (
@@ -147,7 +154,6 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
     )
     t_m = nbytes / (bw * np.where(eff_m > 0, eff_m, 1.0))
     t_c = tot(w * 4.0 * heads * head_dim * kv) / (peak * fit.matmul)
-    t_w = np.ceil(wsum * cta_heads / fit.sm_count) * wave_s
     t_c, t_m, t_w = attn.xqa_launch_terms(
         fit,
         bw,

@@ -29,6 +29,7 @@ from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
 from simcast.cost import collectives, moe_kernels
 from simcast.cost.curves import smooth_max
+from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 
 FALLBACK: dict[str, tuple[str, ...]] = {
@@ -184,6 +185,10 @@ def attention_s(
             float(v) for v in attn.decode_kernel(fit, float(np.sum(w)), float(np.max(kv)), heads, kv_heads, head_dim)
         )
         units = float(np.sum(w * cta_heads * np.maximum(1.0, kv / fit.split_tokens)))
+        t_w = float(np.ceil(np.sum(w) * cta_heads / fit.sm_count)) * wave_s
+        if fit.kernel_rule == FA2_VARLEN_RULE:  # no split for group 1; CTAs over 2 slots per SM
+            units = float(np.sum(fa2_launch(fit, w, kv, heads, kv_heads, head_dim)[0]))
+            t_w = float(np.ceil(units / (FA2_CTAS_PER_SM * fit.sm_count))) * wave_s
         mean_kv = float(np.sum(w * kv) / np.sum(w))
         nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads)))
         eff_m = (
@@ -194,7 +199,6 @@ def attention_s(
         )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
-        t_w = float(np.ceil(np.sum(w) * cta_heads / fit.sm_count)) * wave_s
         t_c, t_m, t_w = (
             float(v)
             for v in attn.xqa_launch_terms(
@@ -213,7 +217,8 @@ def attention_s(
         parts.append(
             (
                 float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
-                fit.launch_s,
+                fit.launch_s
+                + float(fa2_copies_s(fit, dev.hbm_bw_bytes_per_s, float(np.sum(w)), heads, kv_heads, head_dim)),
                 "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency"),
             )
         )

@@ -23,6 +23,7 @@ from simcast.calib.fitting.fit import least_squares
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
 from simcast.cost import attention as attn
+from simcast.cost.flash_decode import FA2_VARLEN_RULE
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 from simcast.cost.trtllm_decode import xqa_narrow
 
@@ -231,8 +232,10 @@ def fit_decode(
             spec.update(_L2_CAPACITY)
         if max_group or rule in attn.XQA_RULES:  # a fallback that reads the keys per query head
             spec["group_share"] = (4.0, 1.0, 128.0)
-        if rule:
+        if rule and rule != FA2_VARLEN_RULE:
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
+        if rule == FA2_VARLEN_RULE:  # the copies around a GQA launch
+            spec |= {"gqa_swap_s": (2e-6, 0.0, 1e-4), "gqa_copy_s": (4e-6, 0.0, 1e-4)}
         if rule in attn.SPLIT_FORM_RULES:
             spec.update(_XQA_SPLIT)
             if np.any(narrow):  # XQA's narrow-head launches (:data:`simcast.cost.trtllm_decode.XQA_PART_BYTES`)

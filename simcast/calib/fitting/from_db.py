@@ -15,7 +15,7 @@ of the same kernel family stands in and is named in provenance:
   median 1-5 %); fp8 and fp8-block GEMM: SGLang's (CUTLASS per-tensor fp8 kernels
   adapted from vLLM's; DeepGEMM block-scaled);
 * attention: SGLang's FlashAttention-3 rows (vLLM's default attention backend on
-  Hopper is FlashAttention-3 as well).
+  Hopper is FlashAttention-3 as well), without their head-192 decode rows (``DIFF_KV_HEAD_DIM``).
 
 NCCL's own all-reduce is fitted on the system's NCCL table. For h100_sxm and
 h200_sxm every non-reserved NCCL table lacks all-reduce or holds rows tagged with
@@ -102,6 +102,7 @@ PROXY_ATTENTION = ("sglang", ("fa3",))
 DECODE_KERNEL_RULES = {
     **{("trtllm", s): ("", "trtllm_xqa", "trtllm_xqa_mb") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s")},
     ("sglang", "l40s"): ("", "flashinfer_tc"),
+    **{("vllm", s): ("", "fa2_varlen") for s in ("a100_sxm", "l40s")},
 }
 """(engine, system) pairs whose decode fit may declare the engine's kernel choice: TensorRT-LLM's XQA / masked-MHA
 rule holds on SM80-SM90 (XQA's HMMA kernels need SM >= 80, its QGMMA ones SM 90); on Blackwell the engine runs
@@ -110,7 +111,9 @@ families with saturating efficiencies (``trtllm_xqa``) or as multi-block CTA wav
 fp8 KV cache below SM90 ``trtllm_xqa_sb`` instead, :data:`DECODE_FP8_SINGLE_BLOCK`). SGLang on L40S times
 FlashInfer (op ``flashinfer`` in its table) and may declare the engine's tensor-core / CUDA-core choice
 (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention (op ``flash_attention``), one
-kernel."""
+kernel. vLLM on A100 and L40S times its FlashAttention-2 build (ops
+``vllm_flash_attn``, ``vllm_flash_attn_fa2``; L40S's fp8 rows time FlashInfer, where the fit keeps one kernel) and
+may declare its launch: no split for group 1, copies around a GQA launch (:mod:`simcast.cost.flash_decode`)."""
 DECODE_FP8_SINGLE_BLOCK = {("trtllm", s) for s in ("a100_sxm", "l40s")}
 """(engine, system) pairs whose fp8-KV decode takes ``trtllm_xqa_sb`` in place of ``trtllm_xqa_mb``: TensorRT-LLM
 turns XQA's multi-block mode off for an fp8 KV cache on SM < 90 (``cpp/tensorrt_llm/common/attentionOp.cpp``
@@ -129,6 +132,17 @@ decades. TensorRT-LLM's L40S table shows the same edge (its collector,
 ``collector/trtllm/collect_attn.py``@095f58a5, also times one layer's pool, ``num_hidden_layers = 1``): there
 the capacity form is a candidate with the declared split rules (``trtllm_xqa_mb``, ``trtllm_xqa_sb``), chosen
 the same way."""
+DIFF_KV_HEAD_DIM = 192
+DIFF_KV_OPS = ("fa3",)
+"""Decode rows of head size 192 in the FlashAttention-3 tables (SGLang's, and vLLM's proxy on H100/H200) are
+not fitted or scored: the collector's only head-192 configuration is MiMo-V2-Flash's attention, keys of 192 and
+values of 128 elements (ai-dynamo/aiconfigurator ``collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml``@
+e23be5a7: ``head_dim: 192``, ``v_head_dim: 128``; ``collector/sglang/collect_attn.py`` accepts head 192 only under
+that contract), a shape a row of one head size does not state, timed through SGLang's separate K/V-head-size path.
+Their long-context times follow 192 + 128 bytes per token and their short-context floor is ~16 us at batch 1
+against ~9-11 us for heads 64-256 (h100_sxm sglang 0.5.14 table): fitting them as 192/192 rows bent the fit for
+every other head size (held-out decode p90 ~26 %). The table's head-192 shapes are exactly that model's at TP 1-64
+(64/4 heads, 32/2, 16/1, ...). Prefill rows of that shape are kept (not refitted with this rule)."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
@@ -206,6 +220,14 @@ def engine_data(system: str, engine: str, version: str | None = None) -> EngineD
             proxies.append(
                 f"attention: {system}/attention/{donor}/{dv} {'/'.join(ops)} rows (proxy: FlashAttention-3, "
                 f"vLLM's default on Hopper)"
+            )
+    if len(att):
+        diff = (att["kind"] == "attention_decode") & att["op"].isin(DIFF_KV_OPS) & (att["head_dim"] == DIFF_KV_HEAD_DIM)
+        if diff.any():
+            att = att[~diff].reset_index(drop=True)
+            (proxies if proxies and proxies[-1].startswith("attention:") else tables).append(
+                f"{int(diff.sum())} decode rows of head size {DIFF_KV_HEAD_DIM} left out (MiMo-V2's keys 192 / values "
+                "128: a shape one head size does not state)"
             )
     ar_v = newest(system, "comm", engine, "custom_allreduce_perf")
     ar = pd.DataFrame()

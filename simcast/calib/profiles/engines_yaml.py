@@ -57,6 +57,8 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "mmha_ctas_per_sm",
             "mmha_block_tokens",
             "l2_edge",
+            "gqa_swap_s",
+            "gqa_copy_s",
         ),
     ),
     (

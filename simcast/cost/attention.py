@@ -49,6 +49,7 @@ from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
+from simcast.cost.prefill_rules import cta_time_s, tile_kv_heads
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
     mmha_blocks,
@@ -229,21 +230,28 @@ def prefill_parts(
     head_dim,
     flops_tiled=None,
 ):
-    """(compute_s, memory_s) of a prefill attention call."""
+    """(compute_s, memory_s) of a prefill attention call (tiles and CTAs as the fit's ``kernel_rule`` lays them
+    out, :mod:`simcast.cost.prefill_rules`; ``flops_tiled``, when given, counted so)."""
     q, d = (np.asarray(v, float) for v in (q_len, head_dim))
-    fl = (
-        prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None else flops_tiled
-    )
-    units = prefill_units(batch, q_len, heads, kv_heads, fit.tile)
+    pk = tile_kv_heads(fit, heads, kv_heads)
+    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, pk) if flops_tiled is None else flops_tiled
+    units = prefill_units(batch, q_len, heads, pk, fit.tile)
     eff = (
         fit.matmul
         * saturation(q, fit.half_q_len)
         * saturation(units, fit.half_units)
         * saturation(d, fit.half_head_dim)
     )
-    t_c = fl / (peak_flops_per_s * eff)
-    t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
-    return t_c, t_m
+    t_c = fl / (peak_flops_per_s * eff) + cta_time_s(fit, units)
+    nbytes = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype)
+    return t_c, prefill_memory_s(fit, hbm_bw_bytes_per_s, nbytes)
+
+
+def prefill_memory_s(fit: PrefillAttentionFit, hbm_bw_bytes_per_s: float, nbytes):
+    """A prefill call's bytes at ``memory`` of the bandwidth, times the L2 speed-up (:func:`l2_factor`) when
+    fitted (array-friendly)."""
+    nb = np.asarray(nbytes, dtype=float)
+    return nb / (hbm_bw_bytes_per_s * fit.memory * l2_factor(fit, nb))
 
 
 def prefill_time_s(
@@ -347,7 +355,7 @@ def xqa_launch_terms(
     return np.zeros_like(t_m), t_m, t_w
 
 
-def l2_factor(fit: DecodeAttentionFit, nbytes):
+def l2_factor(fit: DecodeAttentionFit | PrefillAttentionFit, nbytes):
     """The bandwidth multiple of a decode call's working set served from L2 (1 when off): ``1 + l2_boost ·
     L / (L + bytes)``; with ``l2_edge`` > 0 the capacity form ``1 / (hit / (1 + l2_boost) + 1 - hit)``, ``hit =
     1 / (1 + (bytes / L)^l2_edge)`` (``L = l2_half_bytes``). Both fall as ``bytes`` grows, so the memory time

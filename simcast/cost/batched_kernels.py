@@ -20,6 +20,7 @@ from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
 from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
+from simcast.cost.prefill_rules import tile_kv_heads
 
 
 def gemm_many(
@@ -171,10 +172,11 @@ def _prefill_part(fit, peak, bw, bs: Batches, pre, heads, kv_heads, head_dim) ->
     nb = len(bs)
     qp, cp, w = bs.q[pre].astype(float), bs.c[pre].astype(float), bs.n[pre].astype(float)
     owner = bs.owner[pre]
-    g = heads / max(kv_heads, 1)
+    pk = tile_kv_heads(fit, heads, kv_heads)
+    g = heads / max(pk, 1)  # the rows of a query tile per position
     tiles = np.ceil(qp * g / fit.tile)
     wsum = np.bincount(owner, weights=w, minlength=nb)
-    few = np.sqrt(fit.half_q_len * fit.half_units * g / fit.tile / np.maximum(wsum * kv_heads, 1.0))
+    few = np.sqrt(fit.half_q_len * fit.half_units * g / fit.tile / np.maximum(wsum * pk, 1.0))
     steps = np.minimum(PREFILL_MAX_LOOKAHEAD, np.maximum(PREFILL_LOOKAHEAD_TILES, 2 * np.ceil(few) + 2)) + 1
     has = wsum > 0
     n_j = int(steps[has].max())
@@ -187,13 +189,13 @@ def _prefill_part(fit, peak, bw, bs: Batches, pre, heads, kv_heads, head_dim) ->
             n_j, nb
         )
 
-    fl = tot(w * attn.prefill_flops(1, qj, cp, heads, head_dim, fit.tile, kv_heads))
+    fl = tot(w * attn.prefill_flops(1, qj, cp, heads, head_dim, fit.tile, pk))
     nbytes = tot(w * attn.prefill_bytes(1, qj, cp, heads, kv_heads, head_dim, fit.dtype))
     b = np.where(has, wsum, 1.0)
     mean_q = np.ceil(tot(w * qj) / b * g / fit.tile) * fit.tile / g  # attention.padded_q
     mean_q = np.where(has, mean_q, 1.0)  # batches without a prefill group: any positive value (unused)
     t_c, _ = attn.prefill_parts(fit, peak, bw, b, mean_q, 0.0, heads, kv_heads, head_dim, fl)
-    t_m = nbytes / (bw * fit.memory)
+    t_m = attn.prefill_memory_s(fit, bw, nbytes)
     t = np.asarray(smooth_max(t_c, t_m, p=fit.smooth_p), dtype=float)
     t = np.where(np.arange(n_j)[:, None] < steps[None, :], t, math.inf)
     best = np.argmin(t, axis=0)  # the first least, as the scalar loop keeps it

@@ -111,6 +111,20 @@ the fp8 rows keep ``trtllm_xqa``: their small-batch long-context times (2-10x bf
 multi-block split. SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's
 tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention
 (op ``flash_attention``), one kernel."""
+BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
+PREFILL_KERNEL_RULES = {
+    **{("trtllm", s): ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s", *BLACKWELL)},
+    **{("vllm", s): ("", "trtllm_ctx") for s in BLACKWELL},
+    **{(e, "l40s"): ("",) for e in ("sglang", "vllm")},
+}
+"""(engine, system) pairs whose prefill fit may add a per-CTA time under a declared CTA layout
+(:mod:`simcast.cost.prefill_rules`), chosen on the fitting half: "" (GQA-packed query tiles) or "trtllm_ctx"
+(one query head per CTA: TensorRT-LLM's context kernels, and TRT-LLM-gen's, which vLLM's FlashInfer backend
+runs on Blackwell: op ``vllm_flashinfer_trtllmprefill`` in its tables)."""
+PREFILL_L2_EDGE = {(e, "l40s") for e in ("sglang", "vllm", "trtllm")}
+"""(engine, system) pairs whose prefill fit may take the L2 capacity form of the memory term: on L40S the
+tables' prefill times jump several-fold where Q, K, V and O outgrow its 96 MB L2 (e.g. SGLang, 8 KV heads of
+128, 64 requests: 58 us at 128 tokens each, 386 us at 256)."""
 DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term
 (:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:
@@ -291,7 +305,14 @@ def fit_engine(
             a = fk._attn_arrays(rows[h])
             peak = dev.matmul_peak("fp8" if dt == "fp8" else "bf16")
             if kind == "attention_prefill":
-                fp, _ = fk.fit_prefill(rows[~h], dev, dt)
+                fp, _ = fk.fit_prefill(
+                    rows[~h],
+                    dev,
+                    dt,
+                    sm_count=info.sm_count if (engine, system) in PREFILL_KERNEL_RULES else 0,
+                    kernel_rules=PREFILL_KERNEL_RULES.get((engine, system), ("",)),
+                    l2_edge=(engine, system) in PREFILL_L2_EDGE,
+                )
                 p = attn.prefill_time_s(
                     fp, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
                 )

@@ -71,7 +71,6 @@ def test_batch_path_matches_per_call_form():
     time and L2 term all on), up to the padding envelope, which can only lower it."""
     import dataclasses
 
-    from simcast.core.kernel_fits import EngineKernels
     from simcast.cost import engine_cost
     from simcast.inputs.loaders import load_device
 
@@ -88,3 +87,45 @@ def test_batch_path_matches_per_call_form():
         assert got[0] <= want * (1 + 1e-9)
         assert got[0] >= want * 0.8, (q, n, got[0], want)
         assert math.isfinite(got[0])
+
+
+def test_flashinfer_tile_rule_by_hand():
+    """FlashInfer's FA2DetermineCtaTileQ on the packed query length q * heads / kv_heads: 16 rows up to 16, 64 up
+    to 64, 128 above (64 at head size 256)."""
+    from simcast.cost.prefill_rules import rule_tile
+
+    fit = _fit(kernel_rule="flashinfer_fa2")
+    q = np.array([1, 2, 3, 8, 9, 64, 65, 4096])
+    assert list(rule_tile(fit, q, 8, 1, 128)) == [16, 16, 64, 64, 128, 128, 128, 128]
+    assert list(rule_tile(fit, q, 8, 1, 256)) == [16, 16, 64, 64, 64, 64, 64, 64]
+    assert rule_tile(_fit(), q, 8, 1, 128) == 128  # other rules: the fit's tile
+    # a 16-row tile at half_tile = 48 runs at a quarter of the efficiency: four times the compute time
+    slow = _fit(kernel_rule="flashinfer_fa2", half_tile=48.0)
+    t16, _ = attn.prefill_parts(slow, PEAK, 1e30, 1, 2, 0, 8, 1, 128)
+    t16_off, _ = attn.prefill_parts(_fit(kernel_rule="flashinfer_fa2"), PEAK, 1e30, 1, 2, 0, 8, 1, 128)
+    assert float(t16) == pytest.approx(4 * float(t16_off))
+    assert float(t16_off) == pytest.approx(4 * 1 * 128 * 16 * 16 / PEAK)  # one 16 x 16 block of one KV head
+
+
+@pytest.mark.parametrize("qs", [(2,), (10,), (40,), (300,), (2, 300), (10, 5000)])
+def test_flashinfer_batch_path_matches_per_call_form(qs):
+    """Under "flashinfer_fa2" the batch path (engine_cost) and the vectorised batch path (batched_kernels) agree,
+    and for one group match the per-call form up to the padding envelope."""
+    import dataclasses
+
+    from simcast.cost import engine_cost
+    from simcast.inputs.loaders import load_device
+
+    dev = load_device("l40s")
+    fit = dev.engines["sglang"].prefill_fit("bf16")
+    assert fit is not None and fit.kernel_rule == "flashinfer_fa2"
+    fit2 = dataclasses.replace(fit, half_tile=60.0)
+    ek = dataclasses.replace(dev.engines["sglang"], prefill=(fit2,))
+    dev = dataclasses.replace(dev, engines={**dev.engines, "sglang": ek})
+    cs, ns = (0,) * len(qs), (3,) * len(qs)
+    got = engine_cost.attention_s(dev, "sglang", "bf16", qs, cs, 32, 8, 128, phase="prefill", counts=ns)
+    assert got is not None and math.isfinite(got[0])
+    if len(qs) == 1:
+        peak, bw = dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s
+        want = float(attn.prefill_time_s(fit2, peak, bw, 3, qs[0], 0, 32, 8, 128))
+        assert want * 0.8 <= got[0] <= want * (1 + 1e-9)

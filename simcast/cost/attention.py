@@ -49,7 +49,7 @@ from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
-from simcast.cost.prefill_rules import cta_time_s, tile_kv_heads
+from simcast.cost.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
     mmha_blocks,
@@ -74,7 +74,7 @@ def _packed_sum(count, group):
     return group * a * (a + 1) / 2 + r * (a + 1)
 
 
-def tiled_causal_blocks(q_len, cached, tile: int, group=1):
+def tiled_causal_blocks(q_len, cached, tile, group=1):
     """``tile × tile`` blocks a tiled causal kernel computes per KV head (array-friendly).
 
     Query rows are the request's ``q_len`` positions times ``group`` query heads of one KV head
@@ -89,7 +89,7 @@ def tiled_causal_blocks(q_len, cached, tile: int, group=1):
     return (n - 1) * np.ceil(c / tile) + _packed_sum(n - 1, g) + np.ceil((c + q) / tile)
 
 
-def tiled_causal_pairs(q_len, cached, tile: int):
+def tiled_causal_pairs(q_len, cached, tile):
     """Query-key pairs one query head's tiled causal kernel computes: blocks × ``tile²``.
 
     For ``c = 0`` and ``q`` a multiple of the tile, ``n(n+1)/2`` blocks (``n = q / tile``).
@@ -97,7 +97,7 @@ def tiled_causal_pairs(q_len, cached, tile: int):
     return tiled_causal_blocks(q_len, cached, tile, 1) * tile * tile
 
 
-def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None, kv_heads=None):
+def prefill_flops(batch, q_len, cached, heads, head_dim, tile=None, kv_heads=None):
     """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given.
 
     Tiled with ``kv_heads``: GQA-packed tiles, ``4 · batch · kv_heads · head_dim · blocks · tile²``.
@@ -111,7 +111,7 @@ def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None
     return 4.0 * b * hkv * d * tiled_causal_blocks(q_len, cached, tile, h / hkv) * tile * tile
 
 
-def prefill_units(batch, q_len, heads, kv_heads, tile: int):
+def prefill_units(batch, q_len, heads, kv_heads, tile):
     """CTAs of a GQA-packed prefill: ``batch · kv_heads · ceil(q_len · group / tile)``."""
     b, q, h, hkv = (np.asarray(v, float) for v in (batch, q_len, heads, kv_heads))
     return b * hkv * np.ceil(q * (h / hkv) / tile)
@@ -124,7 +124,7 @@ def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
     return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * DTYPE_BYTES[dtype])
 
 
-def padded_q(q_len: float, heads: int, kv_heads: int, tile: int) -> float:
+def padded_q(q_len: float, heads: int, kv_heads: int, tile: float) -> float:
     """The query length filling the GQA-packed query tiles ``q_len`` uses: ``ceil(q·g / tile) · tile / g``."""
     g = heads / max(kv_heads, 1)
     return float(np.ceil(q_len * g / tile) * tile / g)
@@ -229,18 +229,22 @@ def prefill_parts(
     kv_heads,
     head_dim,
     flops_tiled=None,
+    tile=None,
 ):
     """(compute_s, memory_s) of a prefill attention call (tiles and CTAs as the fit's ``kernel_rule`` lays them
-    out, :mod:`simcast.cost.prefill_rules`; ``flops_tiled``, when given, counted so)."""
+    out, :mod:`simcast.cost.prefill_rules`; ``flops_tiled``, when given, counted so; ``tile``: the launch's query
+    tile, by default :func:`rule_tile` of ``q_len``)."""
     q, d = (np.asarray(v, float) for v in (q_len, head_dim))
     pk = tile_kv_heads(fit, heads, kv_heads)
-    fl = prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, pk) if flops_tiled is None else flops_tiled
-    units = prefill_units(batch, q_len, heads, pk, fit.tile)
+    tl = rule_tile(fit, q_len, heads, kv_heads, head_dim) if tile is None else tile
+    fl = prefill_flops(batch, q_len, cached, heads, head_dim, tl, pk) if flops_tiled is None else flops_tiled
+    units = prefill_units(batch, q_len, heads, pk, tl)
     eff = (
         fit.matmul
         * saturation(q, fit.half_q_len)
         * saturation(units, fit.half_units)
         * saturation(d, fit.half_head_dim)
+        * saturation(np.asarray(tl, float), fit.half_tile)
     )
     t_c = fl / (peak_flops_per_s * eff) + cta_time_s(fit, units)
     nbytes = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype)

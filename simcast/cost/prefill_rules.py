@@ -1,5 +1,6 @@
 """How a prefill attention kernel lays out its CTAs, as the engine launches it, and the terms that follow from
-that layout: the heads a query tile packs (:func:`tile_kv_heads`) and a fixed time per CTA (:func:`cta_time_s`).
+that layout: the heads a query tile packs (:func:`tile_kv_heads`), the query tile of a launch (:func:`rule_tile`)
+and a fixed time per CTA (:func:`cta_time_s`).
 The memory term (with its L2 capacity form) is :func:`simcast.cost.attention.prefill_memory_s`; the formulas
 that use them live in :mod:`simcast.cost.attention` (``prefill_parts``) and the batch paths
 (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`).
@@ -15,6 +16,8 @@ heads, not the KV heads (64 query heads over 2 KV heads: 308 us; over 1 KV head:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -35,3 +38,20 @@ def cta_time_s(fit: PrefillAttentionFit, units):
     if fit.cta_s <= 0 or fit.sm_count < 1:
         return 0.0
     return np.asarray(units, dtype=float) * fit.cta_s / fit.sm_count
+
+
+FLASHINFER_FA2 = "flashinfer_fa2"
+
+
+def rule_tile(fit: PrefillAttentionFit, q_len, heads, kv_heads, head_dim) -> Any:
+    """The query tile (rows) a launch runs with: ``fit.tile``, or under ``"flashinfer_fa2"`` FlashInfer's own
+    choice from the launch's mean packed query length ``q · heads / kv_heads`` (array-friendly): 128 rows above 64
+    packed rows when the head size is below 256, else 64 rows above 16, else 16 (flashinfer-ai/flashinfer
+    ``include/flashinfer/utils.cuh``@0d618712 ``FA2DetermineCtaTileQ``, SM80 and newer; called by
+    ``PrefillSplitQOKVIndptr`` in ``include/flashinfer/attention/scheduler.cuh``@00b1eec4 with the batch's
+    mean packed length), which SGLang's FlashInfer prefill runs on L40S."""
+    if fit.kernel_rule != FLASHINFER_FA2:
+        return fit.tile
+    pq = np.asarray(q_len, float) * np.asarray(heads, float) / np.asarray(kv_heads, float)
+    d = np.asarray(head_dim, float)
+    return np.where((pq > 64) & (d < 256), 128, np.where(pq > 16, 64, 16))

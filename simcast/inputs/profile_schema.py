@@ -87,6 +87,7 @@ _PREFILL_FIT_SCHEMA: dict[str, Any] = {
     "l2_boost?": _BOOST,
     "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
     "l2_edge?": Num(0.0, MAX_FIT_EXPONENT),  # 0 = the smooth L2 form
+    "half_tile?": _HALF,
 }
 _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),

@@ -24,6 +24,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
 from simcast.cost import attention as attn
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+from simcast.cost.prefill_rules import FLASHINFER_FA2, rule_tile, tile_kv_heads
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
 _GEMM = {
@@ -189,12 +190,16 @@ def fit_prefill(
         candidates += [(rule, True, e) for rule in kernel_rules for e in ((False, True) if l2_edge else (False,))]
     best: tuple[PrefillAttentionFit, float, float] | None = None
     for rule, cta, edge in candidates:
-        pk = a["h"] if rule else a["hkv"]  # the tiles' heads (simcast.cost.prefill_rules.tile_kv_heads)
-        fl = attn.prefill_flops(a["b"], a["q"], a["c"], a["h"], a["d"], tile, pk)
         hold = {"kernel_rule": rule, "sm_count": sm_count if cta else 0}
+        probe = make_probe(dtype, tile, rule)
+        pk = tile_kv_heads(probe, a["h"], a["hkv"])
+        tl = rule_tile(probe, a["q"], a["h"], a["hkv"], a["d"])
+        fl = attn.prefill_flops(a["b"], a["q"], a["c"], a["h"], a["d"], tl, pk)
         spec = dict(_PREFILL)
         if cta:
             spec["cta_s"] = (1e-6, 0.0, 1e-4)
+        if rule == FLASHINFER_FA2:  # the tile changes per launch: its efficiency
+            spec["half_tile"] = (50.0, 0.0, 1e4)
         if edge:
             spec.update(_L2_CAPACITY)
 
@@ -211,6 +216,22 @@ def fit_prefill(
             best = (make(params), err, cost)
     assert best is not None
     return best[0], best[1]
+
+
+def make_probe(dtype: str, tile: int, rule: str) -> PrefillAttentionFit:
+    """A prefill fit that only carries its layout (``tile``, ``kernel_rule``): for the rule's tiles and heads."""
+    return PrefillAttentionFit(
+        dtype=dtype,
+        tile=tile,
+        kernel_rule=rule,
+        matmul=1.0,
+        half_q_len=0.0,
+        half_units=0.0,
+        half_head_dim=0.0,
+        memory=1.0,
+        smooth_p=1.0,
+        launch_s=0.0,
+    )
 
 
 def fit_decode(

@@ -39,7 +39,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "prefill",
         "simcast.cost.attention.prefill_time_s: per KV dtype",
-        ("tile", "kernel_rule", "cta_s", "sm_count", "l2_boost", "l2_half_bytes", "l2_edge"),
+        ("tile", "kernel_rule", "cta_s", "sm_count", "l2_boost", "l2_half_bytes", "l2_edge", "half_tile"),
     ),
     (
         "decode",

@@ -7,10 +7,11 @@ that use them live in :mod:`simcast.cost.attention` (``prefill_parts``) and the 
 
 ``"trtllm_ctx"``: TensorRT-LLM's context attention on Blackwell (TRT-LLM-gen FMHA, also what vLLM's FlashInfer
 backend runs there, ``trtllm_batch_context_with_kv_cache``) launches one CTA per query tile, *query* head and
-request: ``numCtasPerSeqQ = ceil(max_q / stepQ)``, ``numHeadsPerCta = 1`` unless the kernel groups heads,
-and context kernels require ``maxNumHeadsQPerKvInCta == 1`` (NVIDIA/TensorRT-LLM
-``cpp/tensorrt_llm/kernels/trtllmGenKernels/fmha/fmhaKernels.h``@52cd475a ``computeNumCtas``,
-``hashFromRunnerParams``); its SM80-SM90 context FMHA (fmha_v2) likewise tiles each query head on its own. The
+request: ``numCtasPerSeqQ = ceil(max_q / stepQ)``, ``numHeadsPerCta = 1`` unless the kernel groups heads
+(``mGroupsHeadsQ``, NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/kernels/trtllmGenKernels/fmha/fmhaKernels.h``@52cd475a
+``computeNumCtas``); context kernels do not (an earlier ``hashFromRunnerParams`` of the same file requires
+``maxNumHeadsQPerKvInCta == 1`` for them). TensorRT-LLM's SM80-SM90 context FMHA is given the same layout as a
+fit candidate; the fitting half keeps it on H100/H200 and not on L40S (``calib/fitting/from_db.py``). The
 measured tables agree: on B200 vLLM a 16-token prefill over 256 requests costs in proportion to the query
 heads, not the KV heads (64 query heads over 2 KV heads: 308 us; over 1 KV head: 349 us; 32 over 1: 162 us).
 """

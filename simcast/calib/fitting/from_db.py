@@ -114,15 +114,16 @@ tensor-core / CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
 PREFILL_KERNEL_RULES = {
     **{("trtllm", s): ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s", *BLACKWELL)},
-    **{("vllm", s): ("", "trtllm_ctx") for s in BLACKWELL},
+    **{(e, s): ("", "trtllm_ctx") for e in ("vllm", "sglang") for s in BLACKWELL},
     ("sglang", "l40s"): ("", "flashinfer_fa2"),
     ("vllm", "l40s"): ("",),
 }
 """(engine, system) pairs whose prefill fit may add a per-CTA time under a declared CTA layout
 (:mod:`simcast.cost.prefill_rules`), chosen on the fitting half: "" (GQA-packed query tiles) or "trtllm_ctx"
 (one query head per CTA: TensorRT-LLM's context kernels, and TRT-LLM-gen's, which vLLM's FlashInfer backend
-runs on Blackwell: op ``vllm_flashinfer_trtllmprefill`` in its tables); "flashinfer_fa2" (FlashInfer's query tile
-per launch: SGLang's L40S table times FlashInfer, op ``flashinfer``)."""
+runs on Blackwell, op ``vllm_flashinfer_trtllmprefill`` in its tables, as does SGLang's ``trtllm_mha`` backend
+there); "flashinfer_fa2" (FlashInfer's query tile per launch: SGLang's L40S table times FlashInfer, op
+``flashinfer``)."""
 PREFILL_L2_EDGE = {(e, "l40s") for e in ("sglang", "vllm", "trtllm")}
 """(engine, system) pairs whose prefill fit may take the L2 capacity form of the memory term: on L40S the
 tables' prefill times jump several-fold where Q, K, V and O outgrow its 96 MB L2 (e.g. SGLang, 8 KV heads of

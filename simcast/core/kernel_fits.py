@@ -38,6 +38,11 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
+PREFILL_KERNEL_RULES = ("", "trtllm_ctx", "flashinfer_fa2")
+"""How a prefill fit lays out its CTAs: "" the query heads of a GQA group packed into one query tile (one CTA per
+request, KV head and query tile, FlashAttention-3 / FlashInfer style); "trtllm_ctx" one query head per CTA
+(TensorRT-LLM's context FMHA and its TRT-LLM-gen context kernels); "flashinfer_fa2" GQA-packed with FlashInfer's
+own query tile per launch (16, 64 or 128 rows, :func:`simcast.cost.prefill_rules.rule_tile`)."""
 DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb", "flashinfer_tc", "fa2_varlen")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
@@ -123,6 +128,15 @@ class PrefillAttentionFit:
     heads packed into the query tile) and ``units = batch · kv_heads · query tiles`` is the
     number of CTAs; memory ``bytes / (hbm_bw · memory)``; smooth maximum with ``smooth_p``;
     plus ``launch_s``.
+    ``kernel_rule`` (:data:`PREFILL_KERNEL_RULES`, "" = GQA-packed tiles): ``"trtllm_ctx"`` counts tiles and
+    CTAs per *query* head (``units = batch · heads · query tiles``), as TensorRT-LLM's context kernels launch
+    them (:mod:`simcast.cost.prefill_rules`). ``cta_s`` (0 = off, needs ``sm_count``): a fixed time per CTA
+    (its Q load, softmax set-up and O store), ``units · cta_s / sm_count`` added to the compute term: the CTAs
+    share the SMs. ``l2_boost``, ``l2_half_bytes``, ``l2_edge`` (0 = off): the capacity form of the L2 term of
+    :class:`DecodeAttentionFit` on the call's bytes (a working set within L2 is read at ``1 + l2_boost`` times
+    the bandwidth; L40S: Q, K, V and O of a prefill stay in its 96 MB L2 up to an edge). ``half_tile`` (0 = off):
+    the efficiency also saturates in the query tile's rows, ``tile / (tile + half_tile)`` (a small tile reuses
+    each K/V block for fewer rows), for rules whose tile changes per launch (``"flashinfer_fa2"``).
     """
 
     dtype: str
@@ -134,8 +148,27 @@ class PrefillAttentionFit:
     smooth_p: float
     launch_s: float
     tile: int = 128
+    kernel_rule: str = ""
+    cta_s: float = 0.0
+    sm_count: int = 0
+    l2_boost: float = 0.0
+    l2_half_bytes: float = 0.0
+    l2_edge: float = 0.0
+    half_tile: float = 0.0
 
     def __post_init__(self) -> None:
+        require(
+            self.kernel_rule in PREFILL_KERNEL_RULES,
+            f"engines.prefill[{self.dtype}].kernel_rule",
+            self.kernel_rule,
+            f"allowed: {', '.join(repr(r) for r in PREFILL_KERNEL_RULES)}",
+        )
+        require(
+            self.cta_s == 0 or self.sm_count >= 1,
+            f"engines.prefill[{self.dtype}].sm_count",
+            self.sm_count,
+            "must be >= 1 with cta_s",
+        )
         require(
             self.dtype in ATTENTION_DTYPES,
             "engines.prefill.dtype",

@@ -50,6 +50,7 @@ from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
+from simcast.cost.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
 from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
     XQA_RULES,
     mmha_blocks,  # noqa: F401  (re-exported)
@@ -75,7 +76,7 @@ def _packed_sum(count, group):
     return group * a * (a + 1) / 2 + r * (a + 1)
 
 
-def tiled_causal_blocks(q_len, cached, tile: int, group=1):
+def tiled_causal_blocks(q_len, cached, tile, group=1):
     """``tile × tile`` blocks a tiled causal kernel computes per KV head (array-friendly).
 
     Query rows are the request's ``q_len`` positions times ``group`` query heads of one KV head
@@ -90,7 +91,7 @@ def tiled_causal_blocks(q_len, cached, tile: int, group=1):
     return (n - 1) * np.ceil(c / tile) + _packed_sum(n - 1, g) + np.ceil((c + q) / tile)
 
 
-def tiled_causal_pairs(q_len, cached, tile: int):
+def tiled_causal_pairs(q_len, cached, tile):
     """Query-key pairs one query head's tiled causal kernel computes: blocks × ``tile²``.
 
     For ``c = 0`` and ``q`` a multiple of the tile, ``n(n+1)/2`` blocks (``n = q / tile``).
@@ -98,7 +99,7 @@ def tiled_causal_pairs(q_len, cached, tile: int):
     return tiled_causal_blocks(q_len, cached, tile, 1) * tile * tile
 
 
-def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None, kv_heads=None):
+def prefill_flops(batch, q_len, cached, heads, head_dim, tile=None, kv_heads=None):
     """``4 · batch · heads · head_dim · pairs``: exact causal pairs, or tiled when ``tile`` is given.
 
     Tiled with ``kv_heads``: GQA-packed tiles, ``4 · batch · kv_heads · head_dim · blocks · tile²``.
@@ -112,7 +113,7 @@ def prefill_flops(batch, q_len, cached, heads, head_dim, tile: int | None = None
     return 4.0 * b * hkv * d * tiled_causal_blocks(q_len, cached, tile, h / hkv) * tile * tile
 
 
-def prefill_units(batch, q_len, heads, kv_heads, tile: int):
+def prefill_units(batch, q_len, heads, kv_heads, tile):
     """CTAs of a GQA-packed prefill: ``batch · kv_heads · ceil(q_len · group / tile)``."""
     b, q, h, hkv = (np.asarray(v, float) for v in (batch, q_len, heads, kv_heads))
     return b * hkv * np.ceil(q * (h / hkv) / tile)
@@ -125,7 +126,7 @@ def prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, dtype: str):
     return b * (2 * q * h * d * 2 + 2 * (c + q) * hkv * d * DTYPE_BYTES[dtype])
 
 
-def padded_q(q_len: float, heads: int, kv_heads: int, tile: int) -> float:
+def padded_q(q_len: float, heads: int, kv_heads: int, tile: float) -> float:
     """The query length filling the GQA-packed query tiles ``q_len`` uses: ``ceil(q·g / tile) · tile / g``."""
     g = heads / max(kv_heads, 1)
     return float(np.ceil(q_len * g / tile) * tile / g)
@@ -230,22 +231,33 @@ def prefill_parts(
     kv_heads,
     head_dim,
     flops_tiled=None,
+    tile=None,
 ):
-    """(compute_s, memory_s) of a prefill attention call."""
+    """(compute_s, memory_s) of a prefill attention call (tiles and CTAs as the fit's ``kernel_rule`` lays them
+    out, :mod:`simcast.cost.prefill_rules`; ``flops_tiled``, when given, counted so; ``tile``: the launch's query
+    tile, by default :func:`rule_tile` of ``q_len``)."""
     q, d = (np.asarray(v, float) for v in (q_len, head_dim))
-    fl = (
-        prefill_flops(batch, q_len, cached, heads, head_dim, fit.tile, kv_heads) if flops_tiled is None else flops_tiled
-    )
-    units = prefill_units(batch, q_len, heads, kv_heads, fit.tile)
+    pk = tile_kv_heads(fit, heads, kv_heads)
+    tl = rule_tile(fit, q_len, heads, kv_heads, head_dim) if tile is None else tile
+    fl = prefill_flops(batch, q_len, cached, heads, head_dim, tl, pk) if flops_tiled is None else flops_tiled
+    units = prefill_units(batch, q_len, heads, pk, tl)
     eff = (
         fit.matmul
         * saturation(q, fit.half_q_len)
         * saturation(units, fit.half_units)
         * saturation(d, fit.half_head_dim)
+        * saturation(np.asarray(tl, float), fit.half_tile)
     )
-    t_c = fl / (peak_flops_per_s * eff)
-    t_m = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype) / (hbm_bw_bytes_per_s * fit.memory)
-    return t_c, t_m
+    t_c = fl / (peak_flops_per_s * eff) + cta_time_s(fit, units)
+    nbytes = prefill_bytes(batch, q_len, cached, heads, kv_heads, head_dim, fit.dtype)
+    return t_c, prefill_memory_s(fit, hbm_bw_bytes_per_s, nbytes)
+
+
+def prefill_memory_s(fit: PrefillAttentionFit, hbm_bw_bytes_per_s: float, nbytes):
+    """A prefill call's bytes at ``memory`` of the bandwidth, times the L2 speed-up (:func:`l2_factor`) when
+    fitted (array-friendly)."""
+    nb = np.asarray(nbytes, dtype=float)
+    return nb / (hbm_bw_bytes_per_s * fit.memory * l2_factor(fit, nb))
 
 
 def prefill_time_s(
@@ -349,7 +361,7 @@ def xqa_launch_terms(
     return np.zeros_like(t_m), t_m, t_w
 
 
-def l2_factor(fit: DecodeAttentionFit, nbytes):
+def l2_factor(fit: DecodeAttentionFit | PrefillAttentionFit, nbytes):
     """The bandwidth multiple of a decode call's working set served from L2 (1 when off): ``1 + l2_boost ·
     L / (L + bytes)``; with ``l2_edge`` > 0 the capacity form ``1 / (hit / (1 + l2_boost) + 1 - hit)``, ``hit =
     1 / (1 + (bytes / L)^l2_edge)`` (``L = l2_half_bytes``). Both fall as ``bytes`` grows, so the memory time

@@ -21,6 +21,7 @@ from simcast.cost.curves import smooth_max
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
+from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
 
 
 def gemm_many(
@@ -177,15 +178,23 @@ def _prefill_part(fit, peak, bw, bs: Batches, pre, heads, kv_heads, head_dim) ->
     nb = len(bs)
     qp, cp, w = bs.q[pre].astype(float), bs.c[pre].astype(float), bs.n[pre].astype(float)
     owner = bs.owner[pre]
-    g = heads / max(kv_heads, 1)
-    tiles = np.ceil(qp * g / fit.tile)
+    pk = tile_kv_heads(fit, heads, kv_heads)
+    g = heads / max(pk, 1)  # the rows of a query tile per position
+    gq = heads / max(kv_heads, 1)  # the GQA group (FlashInfer's packed length, rule_tile)
     wsum = np.bincount(owner, weights=w, minlength=nb)
-    few = np.sqrt(fit.half_q_len * fit.half_units * g / fit.tile / np.maximum(wsum * kv_heads, 1.0))
+
+    def launch_tile(sum_wq: np.ndarray) -> np.ndarray:  # engine_cost._launch_tile per batch
+        mean_packed = np.floor(sum_wq * gq / np.maximum(wsum, 1.0))
+        return np.asarray(rule_tile(fit, mean_packed / gq, heads, kv_heads, head_dim), dtype=float) * np.ones_like(wsum)
+
+    tile0 = launch_tile(np.bincount(owner, weights=w * qp, minlength=nb))
+    tiles = np.ceil(qp * g / tile0[owner])
+    few = np.sqrt(fit.half_q_len * fit.half_units * g / tile0 / np.maximum(wsum * pk, 1.0))
     steps = np.minimum(PREFILL_MAX_LOOKAHEAD, np.maximum(PREFILL_LOOKAHEAD_TILES, 2 * np.ceil(few) + 2)) + 1
     has = wsum > 0
     n_j = int(steps[has].max())
     j = np.arange(n_j, dtype=float)[:, None]
-    qj = np.where(j == 0, qp[None, :], (tiles[None, :] + j - 1) * fit.tile / g + 1)  # (lookahead, groups)
+    qj = np.where(j == 0, qp[None, :], (tiles[None, :] + j - 1) * tile0[owner][None, :] / g + 1)  # (lookahead, groups)
     flat_owner = (np.arange(n_j)[:, None] * nb + owner[None, :]).ravel()
 
     def tot(v: np.ndarray) -> np.ndarray:
@@ -193,13 +202,15 @@ def _prefill_part(fit, peak, bw, bs: Batches, pre, heads, kv_heads, head_dim) ->
             n_j, nb
         )
 
-    fl = tot(w * attn.prefill_flops(1, qj, cp, heads, head_dim, fit.tile, kv_heads))
+    wq = tot(w * qj)
+    tile_j = np.stack([launch_tile(row) for row in wq])  # (lookahead, batches)
+    fl = tot(w * attn.prefill_flops(1, qj, cp, heads, head_dim, tile_j[:, owner], pk))
     nbytes = tot(w * attn.prefill_bytes(1, qj, cp, heads, kv_heads, head_dim, fit.dtype))
     b = np.where(has, wsum, 1.0)
-    mean_q = np.ceil(tot(w * qj) / b * g / fit.tile) * fit.tile / g  # attention.padded_q
+    mean_q = np.ceil(wq / b * g / tile_j) * tile_j / g  # attention.padded_q
     mean_q = np.where(has, mean_q, 1.0)  # batches without a prefill group: any positive value (unused)
-    t_c, _ = attn.prefill_parts(fit, peak, bw, b, mean_q, 0.0, heads, kv_heads, head_dim, fl)
-    t_m = nbytes / (bw * fit.memory)
+    t_c, _ = attn.prefill_parts(fit, peak, bw, b, mean_q, 0.0, heads, kv_heads, head_dim, fl, tile=tile_j)
+    t_m = attn.prefill_memory_s(fit, bw, nbytes)
     t = np.asarray(smooth_max(t_c, t_m, p=fit.smooth_p), dtype=float)
     t = np.where(np.arange(n_j)[:, None] < steps[None, :], t, math.inf)
     best = np.argmin(t, axis=0)  # the first least, as the scalar loop keeps it

@@ -31,6 +31,7 @@ from simcast.cost import collectives, moe_kernels
 from simcast.cost.curves import smooth_max
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
+from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
 
 FALLBACK: dict[str, tuple[str, ...]] = {
     "vllm": ("sglang", "trtllm"),
@@ -227,15 +228,16 @@ def attention_s(
         if fit is None:
             return None
         qp, cp, w = q[pre], c[pre], n[pre]
-        g = heads / max(kv_heads, 1)
-        tiles = np.ceil(qp * g / fit.tile)
+        g = heads / max(tile_kv_heads(fit, heads, kv_heads), 1)  # the rows of a query tile per position
+        tl = float(_launch_tile(fit, qp, w, heads, kv_heads, head_dim))
+        tiles = np.ceil(qp * g / tl)
         best: tuple[float, float, str] | None = None
         # the padding envelope in the query length (attention.py): the next tiles' first rows, as many as the
         # fitted time can still fall over (it falls while sqrt(half_q_len * half_units * group / tile / units)
         # tiles are not reached: the two saturations' product), at least PREFILL_LOOKAHEAD_TILES
-        few = math.sqrt(fit.half_q_len * fit.half_units * g / fit.tile / max(float(np.sum(w)) * kv_heads, 1.0))
+        few = math.sqrt(fit.half_q_len * fit.half_units * g / tl / max(float(np.sum(w)) * heads / g, 1.0))
         for j in range(min(PREFILL_MAX_LOOKAHEAD, max(PREFILL_LOOKAHEAD_TILES, 2 * math.ceil(few) + 2)) + 1):
-            qj = qp if j == 0 else (tiles + j - 1) * fit.tile / g + 1
+            qj = qp if j == 0 else (tiles + j - 1) * tl / g + 1
             t_c, t_m = _prefill_parts(dev, fit, peak, qj, cp, w, heads, kv_heads, head_dim)
             got = (float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s, "compute" if t_c >= t_m else "memory")
             best = got if best is None or got[0] < best[0] else best
@@ -252,14 +254,26 @@ PREFILL_MAX_LOOKAHEAD = 128
 when a tile is added (more CTAs saturate the GPU) while the tiles are few; past a few it only rises."""
 
 
+def _launch_tile(fit, qp, w, heads, kv_heads, head_dim):
+    """The query tile of a launch over request groups: the fit's rule at the launch's mean query length (FlashInfer
+    takes the batch's mean packed length, rounded down: :func:`simcast.cost.prefill_rules.rule_tile`)."""
+    g = heads / max(kv_heads, 1)
+    mean_packed = np.floor(np.sum(w * qp) * g / np.sum(w))
+    return rule_tile(fit, mean_packed / g, heads, kv_heads, head_dim)
+
+
 def _prefill_parts(dev, fit, peak, qp, cp, w, heads, kv_heads, head_dim) -> tuple[float, float]:
     """(compute_s, memory_s) of one prefill launch over request groups (query, cached, count)."""
-    fl = float(np.sum(w * attn.prefill_flops(1, qp, cp, heads, head_dim, fit.tile, kv_heads)))
+    pk = tile_kv_heads(fit, heads, kv_heads)
+    tl = _launch_tile(fit, qp, w, heads, kv_heads, head_dim)
+    fl = float(np.sum(w * attn.prefill_flops(1, qp, cp, heads, head_dim, tl, pk)))
     nb = float(np.sum(w * attn.prefill_bytes(1, qp, cp, heads, kv_heads, head_dim, fit.dtype)))
     b = float(np.sum(w))
-    mean_q = attn.padded_q(float(np.sum(w * qp) / b), heads, kv_heads, fit.tile)
-    t_c, _ = attn.prefill_parts(fit, peak, dev.hbm_bw_bytes_per_s, b, mean_q, 0.0, heads, kv_heads, head_dim, fl)
-    return float(t_c), nb / (dev.hbm_bw_bytes_per_s * fit.memory)
+    mean_q = attn.padded_q(float(np.sum(w * qp) / b), heads, pk, float(tl))
+    t_c, _ = attn.prefill_parts(
+        fit, peak, dev.hbm_bw_bytes_per_s, b, mean_q, 0.0, heads, kv_heads, head_dim, fl, tile=tl
+    )
+    return float(t_c), float(attn.prefill_memory_s(fit, dev.hbm_bw_bytes_per_s, nb))
 
 
 def all_reduce_s(

@@ -81,6 +81,13 @@ _PREFILL_FIT_SCHEMA: dict[str, Any] = {
     "smooth_p": _POWER,
     "launch_s": _SECONDS,
     "tile?": _SMS,
+    "kernel_rule?": Str(64),
+    "cta_s?": _SECONDS,
+    "sm_count?": Int(0, MAX_SM_COUNT),
+    "l2_boost?": _BOOST,
+    "l2_half_bytes?": Num(0.0, MAX_HBM_BYTES),
+    "l2_edge?": Num(0.0, MAX_FIT_EXPONENT),  # 0 = the smooth L2 form
+    "half_tile?": _HALF,
 }
 _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),

@@ -120,6 +120,23 @@ turns XQA's multi-block mode off for an fp8 KV cache on SM < 90 (``cpp/tensorrt_
 @00dbe288 ``convertMMHAParamsToXQAParams``; :mod:`simcast.cost.trtllm_decode_sm89`). A100 (SM80) has no fp8
 rows in the database; the L40S (SM89) fp8 table runs one CTA per request and KV head over the whole context
 (at batch 1-4 the time of 8 KV heads grows 16 ns per token and does not change with the batch)."""
+BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
+PREFILL_KERNEL_RULES = {
+    **{("trtllm", s): ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", "a100_sxm", "l40s", *BLACKWELL)},
+    **{(e, s): ("", "trtllm_ctx") for e in ("vllm", "sglang") for s in BLACKWELL},
+    ("sglang", "l40s"): ("", "flashinfer_fa2"),
+    ("vllm", "l40s"): ("",),
+}
+"""(engine, system) pairs whose prefill fit may add a per-CTA time under a declared CTA layout
+(:mod:`simcast.cost.prefill_rules`), chosen on the fitting half: "" (GQA-packed query tiles) or "trtllm_ctx"
+(one query head per CTA: TensorRT-LLM's context kernels, and TRT-LLM-gen's, which vLLM's FlashInfer backend
+runs on Blackwell, op ``vllm_flashinfer_trtllmprefill`` in its tables, as does SGLang's ``trtllm_mha`` backend
+there); "flashinfer_fa2" (FlashInfer's query tile per launch: SGLang's L40S table times FlashInfer, op
+``flashinfer``)."""
+PREFILL_L2_EDGE = {(e, "l40s") for e in ("sglang", "vllm", "trtllm")}
+"""(engine, system) pairs whose prefill fit may take the L2 capacity form of the memory term: on L40S the
+tables' prefill times jump several-fold where Q, K, V and O outgrow its 96 MB L2 (e.g. SGLang, 8 KV heads of
+128, 64 requests: 58 us at 128 tokens each, 386 us at 256)."""
 DECODE_L2_EDGE = {(e, s) for e in ("sglang", "vllm") for s in ("l40s", "a100_sxm")} | {("trtllm", "l40s")}
 """(engine, system) pairs whose decode fit may take the capacity form of the L2 term
 (:attr:`simcast.core.kernel_fits.DecodeAttentionFit.l2_edge`), chosen on the fitting half like a kernel rule:
@@ -322,7 +339,14 @@ def fit_engine(
             a = fk._attn_arrays(rows[h])
             peak = dev.matmul_peak("fp8" if dt == "fp8" else "bf16")
             if kind == "attention_prefill":
-                fp, _ = fk.fit_prefill(rows[~h], dev, dt)
+                fp, _ = fk.fit_prefill(
+                    rows[~h],
+                    dev,
+                    dt,
+                    sm_count=info.sm_count if (engine, system) in PREFILL_KERNEL_RULES else 0,
+                    kernel_rules=PREFILL_KERNEL_RULES.get((engine, system), ("",)),
+                    l2_edge=(engine, system) in PREFILL_L2_EDGE,
+                )
                 p = attn.prefill_time_s(
                     fp, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
                 )

@@ -36,7 +36,11 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "simcast.cost.gemm: per dtype family",
         ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k"),
     ),
-    ("prefill", "simcast.cost.attention.prefill_time_s: per KV dtype", ("tile",)),
+    (
+        "prefill",
+        "simcast.cost.attention.prefill_time_s: per KV dtype",
+        ("tile", "kernel_rule", "cta_s", "sm_count", "l2_boost", "l2_half_bytes", "l2_edge", "half_tile"),
+    ),
     (
         "decode",
         "simcast.cost.attention.decode_time_s: per KV dtype",

@@ -579,6 +579,44 @@ def test_sgl_fp8_sm90_tiles_by_hand():
     assert cluster == [1, 1, 2, 2] and tile_k == [256, 256, 128, 128]
 
 
+def test_sgl_fp8_sm89_tiles_by_m_and_n_bands():
+    """sgl-kernel's SM89 dispatch picks the tile by M and N bands: at N = 4096, 16 x 64 tiles (K step 128) up to
+    16 rows, 32 x 64 up to 64, 64 x 64 up to 128, 128 x 64 (K step 64) up to 256, 128 x 128 above; at N = 12288
+    (8192 < N <= 16384) 64 x 128 tiles for 129-256 rows; past N = 16384 one row runs 32-row tiles and 2-16 rows
+    16-row ones."""
+    from simcast.cost.gemm import tile_shape
+
+    fit = _tiled_fit("sgl_fp8_sm89")
+    m = np.array([1, 16, 17, 65, 129, 257])
+    block, tile_n, cluster, tile_k = (np.asarray(v).tolist() for v in tile_shape(fit, m, np.full(6, 4096)))
+    assert block == [16, 16, 32, 64, 128, 128] and tile_n == [64, 64, 64, 64, 64, 128]
+    assert cluster == [1] * 6 and tile_k == [128, 128, 128, 128, 64, 64]
+    block, tile_n, _, _ = (np.asarray(v).tolist() for v in tile_shape(fit, m, np.full(6, 12288)))
+    assert block == [32, 32, 32, 64, 64, 128] and tile_n == [64, 64, 64, 64, 128, 128]
+    block, _, _, tile_k = (np.asarray(v).tolist() for v in tile_shape(fit, np.array([1, 2, 65, 129]), 32768))
+    assert block == [32, 16, 32, 128] and tile_k == [128, 128, 128, 128]
+
+
+def test_gemm_l2_capacity_form_by_hand():
+    """``l2_edge`` > 0: half the operand bytes hit L2 at ``l2_half_bytes`` (bandwidth ``1 / (0.5 / (1 + boost) +
+    0.5)`` times HBM's), all of them far below it, none far above; 0 keeps the smooth form."""
+    from simcast.cost.gemm import gemm_bytes, gemm_parts
+
+    nb = float(gemm_bytes(1, 4096, 4096, "bf16"))
+    fit = _tiled_fit("", dtype="bf16", l2_boost=3.0, l2_half_bytes=nb, l2_edge=20.0)
+    nbytes = nb
+    bw = 1e12 * fit.memory  # par = 1: 32 tiles x K / split_k_elems >= 132 SMs
+    _, t_m = gemm_parts(fit, 1e15, 1e12, 1, 4096, 4096)
+    assert float(t_m) == pytest.approx(nbytes / (bw / (0.5 / 4.0 + 0.5)), rel=1e-9)
+    _, t_small = gemm_parts(fit, 1e15, 1e12, 1, 512, 4096)
+    assert float(t_small) == pytest.approx(float(gemm_bytes(1, 512, 4096, "bf16")) / (bw * 4.0), rel=1e-6)
+    _, t_big = gemm_parts(fit, 1e15, 1e12, 1, 65536, 4096)
+    assert float(t_big) == pytest.approx(float(gemm_bytes(1, 65536, 4096, "bf16")) / bw, rel=1e-6)
+    smooth = _tiled_fit("", dtype="bf16", l2_boost=3.0, l2_half_bytes=nbytes)
+    _, t_s = gemm_parts(smooth, 1e15, 1e12, 1, 4096, 4096)
+    assert float(t_s) == pytest.approx(nbytes / (bw * (1.0 + 3.0 * 0.5)), rel=1e-9)
+
+
 def test_tile_rule_pads_m_blocks_and_counts_waves():
     """129 rows run a whole 256-row cluster block (same compute as 256 rows); 257 add a second block. On
     N = 8448 (66 tile columns): 256 rows = 2 CTAs x 66 = 132 CTAs, one wave; 257 rows = 264 CTAs, two waves,

@@ -33,11 +33,42 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
     # deepseek-ai/DeepGEMM deep_gemm/jit_kernels/gemm.py@c4a7116e get_best_configs (SM90 gemm_fp8_fp8_bf16_nt):
     # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
     "deepgemm_sm90": (),
+    "sgl_fp8_sm89": (),  # per N band: GEMM_TILE_RULES_BY_N
 }
 """A GEMM kernel's CTA tile per row count, as the engine's dispatch picks it: ``(max_rows, tile_m, tile_n,
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
 along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
 ``tile_m × tile_n`` (and ``tile_k``), no clusters."""
+GEMM_TILE_RULES_BY_N: dict[str, tuple[tuple[int, tuple[tuple[int, int, int, int, int], ...]], ...]] = {
+    # sgl-project/sglang sgl-kernel/csrc/gemm/fp8_gemm_kernel.cu@350439a5 sm89_fp8_dispatch_shape (SM89
+    # fp8_scaled_mm: CUTLASS 2.x GEMMs, no clusters, no split-K): the CTA tile by M and N bands (warp shapes
+    # and stage counts, which also change between bands, are not separated here)
+    "sgl_fp8_sm89": (
+        (
+            8192,
+            (
+                (16, 16, 64, 1, 128),
+                (64, 32, 64, 1, 128),
+                (128, 64, 64, 1, 128),
+                (256, 128, 64, 1, 64),
+                (0, 128, 128, 1, 64),
+            ),
+        ),
+        (16384, ((64, 32, 64, 1, 128), (128, 64, 64, 1, 128), (256, 64, 128, 1, 64), (0, 128, 128, 1, 64))),
+        (
+            0,
+            (
+                (1, 32, 64, 1, 128),
+                (64, 16, 64, 1, 128),
+                (128, 32, 64, 1, 128),
+                (256, 128, 64, 1, 128),
+                (0, 128, 128, 1, 64),
+            ),
+        ),
+    ),
+}
+"""Rules whose tiles depend on N as well: ``(max_n, configs)`` bands in order, the first whose ``max_n`` covers
+N (0 = no limit), each band's configs as in :data:`GEMM_TILE_RULES`."""
 DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "flashinfer_tc")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
@@ -74,6 +105,10 @@ class GemmFit:
     ``step_s`` (0 = off; fitted only with a tile rule): each wave walks K in ``tile_k``-wide steps that take at
     least ``step_s`` each (the pipeline's load latency when a tile is too small to hide it), a compute floor
     ``waves · ceil(K / tile_k) · step_s`` joined to the compute term by the smooth maximum.
+    ``l2_edge`` (0 = the smooth L2 form above): the capacity form instead, a fraction ``hit = 1 / (1 + (bytes /
+    l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times the bandwidth and the rest from memory
+    (:func:`simcast.cost.curves.l2_multiple`; as :attr:`DecodeAttentionFit.l2_edge`): operands that fit in L2
+    stay there between calls, larger ones are evicted first.
     """
 
     dtype: str
@@ -96,6 +131,7 @@ class GemmFit:
     tile_rule: str = ""
     step_s: float = 0.0
     tile_k: int = 128
+    l2_edge: float = 0.0
 
     def __post_init__(self) -> None:
         require(

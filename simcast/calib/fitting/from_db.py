@@ -133,11 +133,13 @@ Other tables keep one tile (cuBLAS and TensorRT-LLM's GEMMs are not declared her
 dispatch and the Blackwell builds of these kernels are not declared yet)."""
 GEMM_L2_EDGE = {"l40s", "b200_sxm", "b300_sxm", "gb200"}
 """Systems whose GEMM fits may take the capacity form of the L2 term (:attr:`simcast.core.kernel_fits.GemmFit.l2_edge`),
-chosen on the fitting half: the collectors time each shape as six copies of its operands called in turn
-(ai-dynamo/aiconfigurator ``collector/sglang/collect_gemm.py``@2ec2c274 ``outside_loop_count = 6``), so a call's
-operands stay in L2 between repeats while six copies fit (L40S: AD102's 96 MB L2, NVIDIA Ada architecture
-whitepaper; its table's small-M GEMMs run at ~1.2-1.9 TB/s up to ~16 MiB of operands and ~0.65 TB/s past
-~20 MiB, against 864 GB/s GDDR6). Hopper and A100 keep the smooth form their fits were chosen with."""
+chosen on the fitting half: the collectors call several copies of a shape's operands in turn (ai-dynamo/aiconfigurator
+``collector/sglang/collect_gemm.py``@2ec2c274 and ``collector/vllm/collect_gemm.py``@00e9bded: six, vLLM's fp8-block
+one; ``collector/trtllm/collect_gemm.py``@00095909: up to five, enough to span the L2), so a call's operands stay in
+L2 between repeats while the copies fit: on L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to
+864 GB/s GDDR6) SGLang's small-M bf16 GEMMs run at ~1.2-1.9 TB/s up to ~16 MiB of operands (96 MB / 6) and at
+~0.65 TB/s past ~20 MiB, a step the smooth form spread over two decades. Hopper and A100 keep the smooth form
+their fits were chosen with."""
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:

@@ -546,6 +546,33 @@ def test_shipped_hopper_fp8_gemms_meet_targets_on_held_out_half(system, profile)
         assert np.median(e) <= 10.0 and np.percentile(e, 90) <= 25.0, (fam, np.median(e), np.percentile(e, 90))
 
 
+@pytest.mark.slow
+@pytest.mark.measured
+def test_shipped_l40s_gemm_medians_meet_target_on_held_out_half():
+    """Every L40S GEMM table (the L2 capacity form; SGLang's fp8 with sgl-kernel's SM89 tile rule): median at
+    the 10 % target on the held-out half, through the simulator's own per-row path (the whole halves give
+    6.2-9.8 %; 10.5 % allows for the 3000-row sample; the smooth L2 form gave 7.0-11.6 %; p90s still miss:
+    24-33 %)."""
+    pytest.importorskip("aiconfigurator_core")
+    pytest.importorskip("pyarrow")
+    from simcast.calib.fitting.from_db import held_out
+    from simcast.calib.validation.db_accuracy import engine_rows
+    from simcast.calib.validation.validate import predict_frame
+    from simcast.inputs.loaders import load_device
+
+    dev = load_device("l40s")
+    assert dev.engines["sglang"].gemm_fit("fp8").tile_rule == "sgl_fp8_sm89"
+    for engine in ("sglang", "trtllm", "vllm"):
+        rows = engine_rows("l40s", engine)
+        for fam in ("bf16", "fp8", "fp8_block"):
+            test = rows[held_out(rows) & (rows["kind"] == "gemm") & (rows["dtype"] == fam)]
+            if not len(test):
+                continue
+            assert dev.engines[engine].gemm_fit(fam).l2_edge > 0, (engine, fam)
+            e = predict_frame(test.sample(min(len(test), 3000), random_state=0), dev)["abs_err_pct"].dropna()
+            assert len(e) > 1000 and np.median(e) <= 10.5, (engine, fam, np.median(e))
+
+
 # ------------------------------------------------------------------ GEMM tile rules
 def _tiled_fit(rule: str, **kw) -> GemmFit:
     base = dict(

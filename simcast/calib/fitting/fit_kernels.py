@@ -132,7 +132,8 @@ def fit_gemm(
     twelve; e.g. no L2 term when no shape is small enough to stay in L2); ``tile_rule`` declares the
     kernel's tile per row count (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`) and adds ``step_s``.
     ``l2_edge``: a second candidate with the capacity form of the L2 term (:attr:`GemmFit.l2_edge`), kept
-    when it lowers the mean abs log error on these rows by 3 % (as :func:`fit_decode`'s).
+    when it lowers the mean abs log error on these rows by 3 % (as :func:`fit_decode`'s) and keeps an L2
+    term (``l2_boost`` > 0).
     """
     hold = {**(_GEMM_TILED_HOLD if (fixed or {}).get("tile_rule") else {}), **(fixed or {})}
     g = rows[(rows["kind"] == "gemm") & (rows["dtype"] == dtype)]
@@ -158,6 +159,8 @@ def fit_gemm(
             ],
         )
         fit = make(params)
+        if edge and fit.l2_boost <= 0:  # no L2 term left: not the capacity form, whatever else moved
+            continue
         cost = float(np.mean(np.abs(np.log(gemm_time_s(fit, peak, bw, m, n, k) / t))))
         if best is None or cost < best[2] * 0.97:  # the capacity form must earn its keep (3 % lower error)
             best = (fit, err, cost)

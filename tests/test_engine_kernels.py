@@ -624,6 +624,20 @@ def test_sgl_fp8_sm89_tiles_by_m_and_n_bands():
     assert block == [32, 16, 32, 128] and tile_k == [128, 128, 128, 128]
 
 
+def test_vllm_fp8_sm100_tiles_by_hand():
+    """vLLM's SM100 CUTLASS fp8 dispatch: 64x64 tiles (K step 256) up to 64 rows; 128-row MMA tiles over 2-CTA
+    pairs (64 rows a CTA, 128-row blocks) up to 128; 256-row ones (128 a CTA) above. 65 rows on N = 4096: one
+    128-row block of 2 CTAs x 32 tile columns = 64 CTAs."""
+    from simcast.cost.gemm import gemm_parts, tile_shape
+
+    fit = _tiled_fit("vllm_fp8_sm100", sm_count=148, step_s=1e-3)
+    block, tile_n, cluster, tile_k = (np.asarray(v).tolist() for v in tile_shape(fit, np.array([64, 65, 128, 129])))
+    assert block == [64, 128, 128, 256] and tile_n == [64, 128, 128, 128]
+    assert cluster == [1, 2, 2, 2] and tile_k == [256, 64, 64, 64]
+    t_c, _ = gemm_parts(fit, 1e15, 8e12, 65, 4096, 4096)  # the floor: 1 wave x 4096 / 64 K steps
+    assert float(t_c) == pytest.approx(64 * 1e-3, rel=1e-3)
+
+
 def test_gemm_l2_capacity_form_by_hand():
     """``l2_edge`` > 0: half the operand bytes hit L2 at ``l2_half_bytes`` (bandwidth ``1 / (0.5 / (1 + boost) +
     0.5)`` times HBM's), all of them far below it, none far above; 0 keeps the smooth form."""

@@ -34,6 +34,12 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
     # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
     "deepgemm_sm90": (),
     "sgl_fp8_sm89": (),  # per N band: GEMM_TILE_RULES_BY_N
+    # vllm-project/vllm csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm100_fp8_dispatch.cuh@85d7e255 (SM100
+    # cutlass_scaled_mm, by mp2 = max(64, next_pow2(M))): M <= 64 64x64x256 tiles (1x8 clusters along N, not
+    # separated); (64, 128] 128x128x64 and above 256x128x64 MMA tiles in 2x2 clusters, each MMA tile shared by
+    # the two CTAs of a 2-SM pair along M (assumed: KernelScheduleAuto's choice for an even cluster M), so a
+    # CTA covers 64 or 128 rows
+    "vllm_fp8_sm100": ((64, 64, 64, 1, 256), (128, 64, 128, 2, 64), (0, 128, 128, 2, 64)),
 }
 """A GEMM kernel's CTA tile per row count, as the engine's dispatch picks it: ``(max_rows, tile_m, tile_n,
 cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs

@@ -34,7 +34,8 @@ from functools import lru_cache
 import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
-from simcast.core.kernel_fits import GEMM_TILE_RULES, GEMM_TILE_RULES_BY_N, GemmFit
+from simcast.core.gemm_tiles import GEMM_TILE_RULES, GEMM_TILE_RULES_BY_N
+from simcast.core.kernel_fits import GemmFit
 from simcast.cost.curves import l2_multiple, saturation, smooth_max
 
 __all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s"]

@@ -130,7 +130,7 @@ def fit_gemm(
 
     ``fixed``: parameters held at the given values instead of fitted (a small table cannot pin all
     twelve; e.g. no L2 term when no shape is small enough to stay in L2); ``tile_rule`` declares the
-    kernel's tile per row count (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`) and adds ``step_s``.
+    kernel's tile per row count (:data:`simcast.core.gemm_tiles.GEMM_TILE_RULES`) and adds ``step_s``.
     ``l2_edge``: a second candidate with the capacity form of the L2 term (:attr:`GemmFit.l2_edge`), kept
     when it lowers the mean abs log error on these rows by 3 % (as :func:`fit_decode`'s) and keeps an L2
     term (``l2_boost`` > 0).

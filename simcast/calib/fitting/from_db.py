@@ -125,13 +125,14 @@ GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
     **{(s, "sglang_deepgemm_gemm_nt_f8f8bf16"): "deepgemm_sm90" for s in ("h100_sxm", "h200_sxm")},
     ("l40s", "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm89",
+    ("l40s", "CutlassFP8ScaledMMLinearKernel"): "vllm_fp8_sm89",
     **{(s, "CutlassFP8ScaledMMLinearKernel"): "vllm_fp8_sm100" for s in ("b200_sxm", "gb200")},
 }
-"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`):
+"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.gemm_tiles.GEMM_TILE_RULES`):
 on Hopper, sgl-kernel's CUTLASS fp8 GEMM switches its CTA tile by row count and DeepGEMM picks its block per
-shape by its wave heuristic; on L40S (SM89) sgl-kernel's CUTLASS 2.x fp8 GEMM switches it by M and N bands;
-on B200 and GB200 (SM100) vLLM's CUTLASS fp8 GEMM by M. Other tables keep one tile (cuBLAS and TensorRT-LLM's
-GEMMs are not declared here; vLLM's SM89 dispatch and the other Blackwell builds are not declared yet; B300 is
+shape by its wave heuristic; on L40S (SM89) sgl-kernel's and vLLM's CUTLASS 2.x fp8 GEMMs switch it by M and N
+bands; on B200 and GB200 (SM100) vLLM's CUTLASS fp8 GEMM by M. Other tables keep one tile (cuBLAS and
+TensorRT-LLM's GEMMs are not declared here; the other Blackwell builds are not declared yet; B300 is
 SM103, whose vLLM dispatch is not established here, and its table fits the SM100 rule worse: held-out p90 24.8
 against 22.6 % with one grid on a 5000-row fitting sample)."""
 GEMM_L2_EDGE = {"l40s", "b200_sxm", "b300_sxm", "gb200"}

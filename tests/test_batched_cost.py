@@ -142,3 +142,20 @@ def test_frontier_prefetch_covers_every_batch_the_estimate_asks_for(h100):
         assert got.tpot_s == ref.tpot_s and got.ttft_s == ref.ttft_s and got.tokens_per_s == ref.tokens_per_s
         assert got.decode.runtime.stage_times_s == ref.decode.runtime.stage_times_s
     assert (len(coster._memo), len(coster._memo.reports)) == (costed, reported)  # nothing costed after the prefetch
+
+
+def test_gemm_many_equals_scalar_path_on_an_n_banded_tile_rule():
+    """L40S SGLang fp8 (sgl-kernel's SM89 tiles by M and N bands): the batched GEMM path gives the scalar
+    path's padded time at every row count, in each N band."""
+    import numpy as np
+
+    from simcast.cost import engine_cost
+    from simcast.cost.batched_kernels import gemm_many
+
+    dev = load_device("l40s")
+    assert dev.engines["sglang"].gemm_fit("fp8").tile_rule == "sgl_fp8_sm89"
+    m = np.array([1, 2, 16, 17, 64, 65, 128, 129, 256, 257, 511, 513, 4097])
+    for n, k in ((4096, 4096), (12288, 5120), (57344, 8192)):
+        got, _ = gemm_many(dev, "sglang", "fp8", m, n, k, np.ones(len(m), dtype=bool))
+        want = [engine_cost.gemm_s(dev, "sglang", "fp8", int(x), n, k)[0] for x in m]
+        assert np.allclose(got, want, rtol=1e-12), (n, k)

@@ -18,26 +18,12 @@ from dataclasses import dataclass, fields
 
 from simcast.core.engines import ENGINES
 from simcast.core.errors import require
+from simcast.core.gemm_tiles import GEMM_TILE_RULES
 
 GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
 """GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
 ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
 """KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
-GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
-    "": (),
-    # sgl-project/sglang sgl-kernel/csrc/cutlass_extensions/gemm/fp8_gemm_sm90_dispatch.cuh@812a916a
-    # (SM90 fp8_scaled_mm, from PR 25532): M <= 16 and (16, 64] swap A and B (CTA tile 64 of N x 16 or 64 of
-    # M, K step 256; the (16, 64] bucket's 16-row variant for N <= 1280 is not separated here); (64, 128]
-    # 64x128x128 tiles in 2x1 clusters; above 128 rows 128x128x128 tiles in 2x1 clusters.
-    "sgl_fp8_sm90": ((16, 16, 64, 1, 256), (64, 64, 64, 1, 256), (128, 64, 128, 2, 128), (0, 128, 128, 2, 128)),
-    # deepseek-ai/DeepGEMM deep_gemm/jit_kernels/gemm.py@c4a7116e get_best_configs (SM90 gemm_fp8_fp8_bf16_nt):
-    # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
-    "deepgemm_sm90": (),
-}
-"""A GEMM kernel's CTA tile per row count, as the engine's dispatch picks it: ``(max_rows, tile_m, tile_n,
-cluster_m, tile_k)`` in order, the first whose ``max_rows`` covers M (0 = no limit). ``cluster_m`` CTAs
-along M form a cluster, so the grid rounds M up to ``tile_m · cluster_m`` rows. "" = one config: the fit's
-``tile_m × tile_n`` (and ``tile_k``), no clusters."""
 PREFILL_KERNEL_RULES = ("", "trtllm_ctx", "flashinfer_fa2")
 """How a prefill fit lays out its CTAs: "" the query heads of a GQA group packed into one query tile (one CTA per
 request, KV head and query tile, FlashAttention-3 / FlashInfer style); "trtllm_ctx" one query head per CTA
@@ -82,6 +68,10 @@ class GemmFit:
     ``step_s`` (0 = off; fitted only with a tile rule): each wave walks K in ``tile_k``-wide steps that take at
     least ``step_s`` each (the pipeline's load latency when a tile is too small to hide it), a compute floor
     ``waves · ceil(K / tile_k) · step_s`` joined to the compute term by the smooth maximum.
+    ``l2_edge`` (0 = the smooth L2 form above): the capacity form instead, a fraction ``hit = 1 / (1 + (bytes /
+    l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times the bandwidth and the rest from memory
+    (:func:`simcast.cost.curves.l2_multiple`; as :attr:`DecodeAttentionFit.l2_edge`): operands that fit in L2
+    stay there between calls, larger ones are evicted first.
     """
 
     dtype: str
@@ -104,6 +94,7 @@ class GemmFit:
     tile_rule: str = ""
     step_s: float = 0.0
     tile_k: int = 128
+    l2_edge: float = 0.0
 
     def __post_init__(self) -> None:
         require(

@@ -47,7 +47,7 @@ import numpy as np
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
-from simcast.cost.curves import saturation, smooth_max
+from simcast.cost.curves import l2_multiple, saturation, smooth_max
 from simcast.cost.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
@@ -362,18 +362,9 @@ def xqa_launch_terms(
 
 
 def l2_factor(fit: DecodeAttentionFit | PrefillAttentionFit, nbytes):
-    """The bandwidth multiple of a decode call's working set served from L2 (1 when off): ``1 + l2_boost ·
-    L / (L + bytes)``; with ``l2_edge`` > 0 the capacity form ``1 / (hit / (1 + l2_boost) + 1 - hit)``, ``hit =
-    1 / (1 + (bytes / L)^l2_edge)`` (``L = l2_half_bytes``). Both fall as ``bytes`` grows, so the memory time
-    ``bytes / factor`` rises with it."""
-    if fit.l2_boost <= 0 or fit.l2_half_bytes <= 0:
-        return 1.0
-    nb = np.asarray(nbytes, dtype=float)
-    if fit.l2_edge > 0:
-        # 1 / (1 + x^edge) written as 0.5 (1 - tanh(edge · ln x / 2)): no overflow for a steep edge
-        hit = 0.5 * (1.0 - np.tanh(0.5 * fit.l2_edge * np.log(np.maximum(nb, 1.0) / fit.l2_half_bytes)))
-        return 1.0 / (hit / (1.0 + fit.l2_boost) + 1.0 - hit)
-    return 1.0 + fit.l2_boost * fit.l2_half_bytes / (fit.l2_half_bytes + nb)
+    """The bandwidth multiple of a decode or prefill call's working set served from L2 (1 when off): the smooth or, with
+    ``l2_edge`` > 0, the capacity form of :func:`simcast.cost.curves.l2_multiple`."""
+    return l2_multiple(nbytes, fit.l2_boost, fit.l2_half_bytes, fit.l2_edge)
 
 
 def decode_parts(

@@ -16,7 +16,8 @@
   bytes, A = B = element bytes; fp8 outputs are bf16), at an HBM fraction that
   drops when too few CTAs run (``tiles · max(1, K / split_k_elems)`` against the
   SM count: split-K spreads a skinny GEMM over more SMs) and rises when the
-  operands are small enough to stay in L2 between calls.
+  operands are small enough to stay in L2 between calls (smoothly, or with ``l2_edge`` over a narrow edge at
+  a capacity: :func:`simcast.cost.curves.l2_multiple`).
 * the two overlap imperfectly: a smooth maximum ``(tc^p + tm^p)^(1/p)``;
   then a fixed launch time: a call replayed from a captured CUDA graph.
 * run eagerly (``captured=False``), a fit measured without CUDA graphs also has a host floor: the
@@ -33,8 +34,9 @@ from functools import lru_cache
 import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
-from simcast.core.kernel_fits import GEMM_TILE_RULES, GemmFit
-from simcast.cost.curves import saturation, smooth_max
+from simcast.core.gemm_tiles import GEMM_TILE_RULES, GEMM_TILE_RULES_BY_N
+from simcast.core.kernel_fits import GemmFit
+from simcast.cost.curves import l2_multiple, saturation, smooth_max
 
 __all__ = ["PEAK_DTYPE", "gemm_bytes", "gemm_time_s"]
 
@@ -45,9 +47,12 @@ def gemm_bytes(m, n, k, dtype: str):
     return eb * (m * k + n * k) + 2 * m * n
 
 
-def tile_configs(fit: GemmFit) -> tuple[tuple[int, int, int, int, int], ...]:
-    """``(max_rows, tile_m, tile_n, cluster_m, tile_k)`` per kernel config of the fit's tile rule (one config:
-    its own tile)."""
+def tile_configs(fit: GemmFit, n: int = 0) -> tuple[tuple[int, int, int, int, int], ...]:
+    """``(max_rows, tile_m, tile_n, cluster_m, tile_k)`` per kernel config of the fit's tile rule at ``n``
+    columns (one config: its own tile)."""
+    for max_n, configs in GEMM_TILE_RULES_BY_N.get(fit.tile_rule, ()):
+        if not max_n or n <= max_n:
+            return configs
     return GEMM_TILE_RULES[fit.tile_rule] or ((0, fit.tile_m, fit.tile_n, 1, fit.tile_k),)
 
 
@@ -84,10 +89,14 @@ def tile_shape(fit: GemmFit, m, n=None) -> tuple[np.ndarray, ...]:
     if fit.tile_rule == "deepgemm_sm90":
         bm, bn = deepgemm_blocks(m, n, fit.sm_count)
         return bm, bn, np.ones_like(bm), np.full_like(bm, 128.0)
+    bands = GEMM_TILE_RULES_BY_N.get(fit.tile_rule) or ((0, tile_configs(fit)),)
+    m, n = np.broadcast_arrays(m, np.zeros_like(m) if n is None else np.asarray(n, dtype=float))
     out = [np.zeros_like(m) for _ in range(4)]
-    for rows, tm, tn, cm, tk in reversed(tile_configs(fit)):
-        hit = m <= rows if rows else np.ones_like(m, dtype=bool)
-        out = [np.where(hit, v, o) for v, o in zip((tm * cm, tn, cm, tk), out)]
+    for max_n, configs in reversed(bands):
+        in_band = n <= max_n if max_n else np.ones_like(m, dtype=bool)
+        for rows, tm, tn, cm, tk in reversed(configs):
+            hit = in_band & (m <= rows if rows else True)
+            out = [np.where(hit, v, o) for v, o in zip((tm * cm, tn, cm, tk), out)]
     return tuple(out)
 
 
@@ -111,7 +120,7 @@ def gemm_parts(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float,
         t_c = smooth_max(t_c, waves * np.ceil(k / tile_k) * fit.step_s, p=fit.smooth_p)
     nbytes = gemm_bytes(m, n, k, fit.dtype)
     par = np.minimum(1.0, tiles * np.maximum(k / fit.split_k_elems, 1.0) / fit.sm_count)
-    l2 = 1.0 + fit.l2_boost * (fit.l2_half_bytes / (fit.l2_half_bytes + nbytes) if fit.l2_half_bytes > 0 else 0.0)
+    l2 = l2_multiple(nbytes, fit.l2_boost, fit.l2_half_bytes, fit.l2_edge)
     t_m = nbytes / (hbm_bw_bytes_per_s * fit.memory * par**fit.parallel_exp * l2)
     return t_c, t_m
 
@@ -138,7 +147,7 @@ def m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
     ``m`` and the first row of every later M block (tile times cluster) of that config up to the end of the
     wave after that row's."""
     out, lo = [float(m)], 0
-    configs = tile_configs(fit)
+    configs = tile_configs(fit, n)
     if fit.tile_rule == "deepgemm_sm90":  # per-shape blocks: every 64-row edge of the smallest block
         bm, bn = (int(v) for v in deepgemm_blocks(m, n, fit.sm_count))
         configs = ((0, 64, bn, 1, 128),)

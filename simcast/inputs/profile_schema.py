@@ -70,6 +70,7 @@ _GEMM_FIT_SCHEMA: dict[str, Any] = {
     "tile_rule?": Str(64),
     "step_s?": _SECONDS,
     "tile_k?": _SMS,
+    "l2_edge?": Num(0.0, MAX_FIT_EXPONENT),  # 0 = the smooth L2 form
 }
 _PREFILL_FIT_SCHEMA: dict[str, Any] = {
     "dtype": Str(64),

@@ -164,11 +164,26 @@ GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
     **{(s, "sglang_deepgemm_gemm_nt_f8f8bf16"): "deepgemm_sm90" for s in ("h100_sxm", "h200_sxm")},
+    ("l40s", "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm89",
+    ("l40s", "CutlassFP8ScaledMMLinearKernel"): "vllm_fp8_sm89",
+    **{(s, "CutlassFP8ScaledMMLinearKernel"): "vllm_fp8_sm100" for s in ("b200_sxm", "gb200")},
 }
-"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.kernel_fits.GEMM_TILE_RULES`):
+"""(system, kernel op) -> the kernel's declared tile rule (:data:`simcast.core.gemm_tiles.GEMM_TILE_RULES`):
 on Hopper, sgl-kernel's CUTLASS fp8 GEMM switches its CTA tile by row count and DeepGEMM picks its block per
-shape by its wave heuristic. Other tables keep one tile (cuBLAS and TensorRT-LLM's GEMMs are not declared
-here; the Blackwell builds of these kernels dispatch differently)."""
+shape by its wave heuristic; on L40S (SM89) sgl-kernel's and vLLM's CUTLASS 2.x fp8 GEMMs switch it by M and N
+bands; on B200 and GB200 (SM100) vLLM's CUTLASS fp8 GEMM by M. Other tables keep one tile (cuBLAS and
+TensorRT-LLM's GEMMs are not declared here; the other Blackwell builds are not declared yet; B300 is
+SM103, whose vLLM dispatch is not established here, and its table fits the SM100 rule worse: held-out p90 24.8
+against 22.6 % with one grid on a 5000-row fitting sample)."""
+GEMM_L2_EDGE = {"l40s", "b200_sxm", "b300_sxm", "gb200"}
+"""Systems whose GEMM fits may take the capacity form of the L2 term (:attr:`simcast.core.kernel_fits.GemmFit.l2_edge`),
+chosen on the fitting half: the collectors call several copies of a shape's operands in turn (ai-dynamo/aiconfigurator
+``collector/sglang/collect_gemm.py``@2ec2c274 and ``collector/vllm/collect_gemm.py``@00e9bded: six, vLLM's fp8-block
+one; ``collector/trtllm/collect_gemm.py``@00095909: up to five, enough to span the L2), so a call's operands stay in
+L2 between repeats while the copies fit: on L40S (AD102's 96 MB L2, NVIDIA Ada architecture whitepaper, next to
+864 GB/s GDDR6) SGLang's small-M bf16 GEMMs run at ~1.2-1.9 TB/s up to ~16 MiB of operands (96 MB / 6) and at
+~0.65 TB/s past ~20 MiB, a step the smooth form spread over two decades. Hopper and A100 keep the smooth form
+their fits were chosen with."""
 
 
 def _main_kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -290,28 +305,25 @@ def host_floor(engine: str, family: str, own: pd.DataFrame | None = None) -> tup
     )
 
 
-def fit_engine(
-    system: str, engine: str, dev: DeviceSpec, version: str | None = None
-) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
-    """Fit one engine section on the fitting half; (kernels, {kind: (median, p90) held-out % error}, data)."""
-    require(system in SYSTEMS, "--system", system, f"allowed: {', '.join(SYSTEMS)}")
-    require(engine in ENGINES, "--engine", engine, f"allowed: {', '.join(ENGINES)}")
-    info = SYSTEMS[system]
-    data = engine_data(system, engine, version)
-    errs: dict[str, tuple[float, float]] = {}
-    gemms: list[GemmFit] = []
-    pre: list[PrefillAttentionFit] = []
-    dec: list[DecodeAttentionFit] = []
-    from simcast.cost import attention as attn
+def fit_gemms(
+    system: str, engine: str, dev: DeviceSpec, data: EngineData
+) -> tuple[list[GemmFit], dict[str, tuple[float, float]], EngineData]:
+    """The engine's GEMM fits per family on the fitting half of ``data``; (fits, {kind: (median, p90) held-out %
+    error}, ``data`` with any host-floor provenance added)."""
     from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 
+    info = SYSTEMS[system]
+    errs: dict[str, tuple[float, float]] = {}
+    gemms: list[GemmFit] = []
     for fam in GEMM_FAMILIES:
         rows = data.gemm[data.gemm["dtype"] == fam] if len(data.gemm) else data.gemm
         if len(rows) < 50:
             continue
         h = held_out(rows)
         rule = GEMM_TILE_RULE_OF.get((system, str(rows["op"].iloc[0])), "")
-        g, _ = fk.fit_gemm(rows[~h], dev, fam, info.sm_count, {"tile_rule": rule} if rule else None)
+        g, _ = fk.fit_gemm(
+            rows[~h], dev, fam, info.sm_count, {"tile_rule": rule} if rule else None, l2_edge=system in GEMM_L2_EDGE
+        )
         peak = dev.matmul_peak(PEAK_DTYPE[fam])
         t = rows[h]
         errs[f"gemm.{fam}"] = errors(gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, t["m"], t["n"], t["k"]), t["time_s"])
@@ -326,6 +338,24 @@ def fit_engine(
                 p = gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, e["m"], e["n"], e["k"], captured=False)
                 errs[f"gemm.{fam}.eager"] = errors(p, e["time_s"])
         gemms.append(g)
+    return gemms, errs, data
+
+
+def fit_engine(
+    system: str, engine: str, dev: DeviceSpec, version: str | None = None
+) -> tuple[EngineKernels, dict[str, tuple[float, float]], EngineData]:
+    """Fit one engine section on the fitting half; (kernels, {kind: (median, p90) held-out % error}, data)."""
+    require(system in SYSTEMS, "--system", system, f"allowed: {', '.join(SYSTEMS)}")
+    require(engine in ENGINES, "--engine", engine, f"allowed: {', '.join(ENGINES)}")
+    info = SYSTEMS[system]
+    data = engine_data(system, engine, version)
+    errs: dict[str, tuple[float, float]] = {}
+    pre: list[PrefillAttentionFit] = []
+    dec: list[DecodeAttentionFit] = []
+    from simcast.cost import attention as attn
+
+    gemms, gemm_errs, data = fit_gemms(system, engine, dev, data)
+    errs.update(gemm_errs)
     for dt in ("bf16", "fp8"):
         for kind in ("attention_prefill", "attention_decode"):
             rows = (

@@ -34,7 +34,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "gemm",
         "simcast.cost.gemm: per dtype family",
-        ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k"),
+        ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k", "l2_edge"),
     ),
     (
         "prefill",

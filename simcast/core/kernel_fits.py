@@ -219,7 +219,7 @@ class DecodeAttentionFit:
     only): the same form with one sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block
     mode off for an fp8 KV cache below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
     ``diff_kv_launch_s`` (seconds, default 0): added once to a launch whose keys and values have different head
-    sizes (:func:`simcast.cost.attention.kv_mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
+    sizes (:func:`simcast.cost.diff_kv.mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
     separate K/V head-size path; fitted only where the fitting rows hold such launches.
     """
 

@@ -117,21 +117,24 @@ def test_batch_paths_equal_the_per_call_form(h100):
 
 
 @pytest.mark.slow
-def test_fa3_head192_decode_rows_left_out():
-    """The FlashAttention-3 tables' head-192 decode rows (MiMo-V2: keys 192, values 128) are not fitted or
-    scored; their prefill rows and every other head size stay, and the provenance counts what was left out."""
+def test_fa3_head192_decode_rows_costed_as_diff_kv():
+    """The FlashAttention-3 tables' head-192 decode rows (MiMo-V2: keys 192, values 128) are fitted and scored
+    with ``v_head_dim`` 128; their prefill rows and every other head size keep one head size; the provenance
+    counts them; TensorRT-LLM's head-192 rows are not given the rule."""
     pytest.importorskip("aiconfigurator_core")
     pytest.importorskip("pyarrow")
-    from simcast.calib.fitting.from_db import DIFF_KV_HEAD_DIM, engine_data
+    from simcast.calib.fitting.from_db import DIFF_KV_HEAD_DIM, DIFF_KV_V_HEAD_DIM, engine_data
 
     for engine in ("sglang", "vllm"):  # SGLang's own table, and vLLM's proxy of it
         d = engine_data("h100_sxm", engine)
         a = d.attention
-        dec = a[a["kind"] == "attention_decode"]
-        assert not (dec["head_dim"] == DIFF_KV_HEAD_DIM).any()
-        assert set(dec["head_dim"]) == {64, 128, 256}
+        diff = (a["kind"] == "attention_decode") & (a["head_dim"] == DIFF_KV_HEAD_DIM)
+        assert diff.any()
+        assert (a.loc[diff, "v_head_dim"] == DIFF_KV_V_HEAD_DIM).all()
+        assert (a.loc[~diff, "v_head_dim"] == a.loc[~diff, "head_dim"]).all()
         assert (a[a["kind"] == "attention_prefill"]["head_dim"] == DIFF_KV_HEAD_DIM).any()
-        assert any("decode rows of head size 192 left out" in t for t in d.tables + d.proxies)
-    # a table of another kernel keeps them (TensorRT-LLM's rows are not FlashAttention-3's)
+        assert any("decode rows of head size 192 costed as keys 192 / values 128" in t for t in d.tables + d.proxies)
     t = engine_data("h100_sxm", "trtllm").attention
-    assert (t[t["kind"] == "attention_decode"]["head_dim"] == DIFF_KV_HEAD_DIM).any()
+    dec = t[t["kind"] == "attention_decode"]
+    assert (dec["head_dim"] == DIFF_KV_HEAD_DIM).any()
+    assert (dec["v_head_dim"] == dec["head_dim"]).all()

@@ -218,6 +218,9 @@ class DecodeAttentionFit:
     ``split_tokens``, ``half_kv_len`` and ``matmul`` are not read by this form. ``"trtllm_xqa_sb"`` (fp8 KV
     only): the same form with one sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block
     mode off for an fp8 KV cache below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
+    ``diff_kv_launch_s`` (seconds, default 0): added once to a launch whose keys and values have different head
+    sizes (:func:`simcast.cost.diff_kv.mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
+    separate K/V head-size path; fitted only where the fitting rows hold such launches.
     """
 
     dtype: str
@@ -248,6 +251,7 @@ class DecodeAttentionFit:
     l2_edge: float = 0.0
     gqa_swap_s: float = 0.0
     gqa_copy_s: float = 0.0
+    diff_kv_launch_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(

@@ -48,6 +48,7 @@ import numpy as np
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
 from simcast.cost.curves import l2_multiple, saturation, smooth_max
+from simcast.cost.diff_kv import diff_kv_s, mean_head_dim
 from simcast.cost.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
@@ -177,12 +178,20 @@ cache hit rate when contexts vary)."""
 
 @lru_cache(maxsize=4096)
 def _kv_suffix_argmin(
-    fit: DecodeAttentionFit, peak: float, bw: float, heads, kv_heads, head_dim, batch: float, start: int = 0
+    fit: DecodeAttentionFit,
+    peak: float,
+    bw: float,
+    heads,
+    kv_heads,
+    head_dim,
+    batch: float,
+    start: int = 0,
+    v_head_dim: float | None = None,
 ):
     """Per point of the context grid from index ``start`` on, the grid context >= it at which the decode
     time is least."""
     kv = _grid(fit)[start:]
-    t = decode_time_s(fit, peak, bw, np.full_like(kv, batch), kv, heads, kv_heads, head_dim)
+    t = decode_time_s(fit, peak, bw, np.full_like(kv, batch), kv, heads, kv_heads, head_dim, v_head_dim=v_head_dim)
     suffix_min = np.minimum.accumulate(t[::-1])[::-1]
     n = len(kv)
     record = np.where(t <= suffix_min, np.arange(n), n)  # points whose time no later point beats
@@ -191,7 +200,15 @@ def _kv_suffix_argmin(
 
 
 def decode_kv_padded(
-    fit: DecodeAttentionFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, heads, kv_heads, head_dim, batch, kv
+    fit: DecodeAttentionFit,
+    peak_flops_per_s: float,
+    hbm_bw_bytes_per_s: float,
+    heads,
+    kv_heads,
+    head_dim,
+    batch,
+    kv,
+    v_head_dim: float | None = None,
 ):
     """Each request's context moved to the context >= it where a decode of ``batch`` requests is least (the
     padding envelope; the fitted time falls over short contexts and just past the split-KV length).
@@ -207,7 +224,7 @@ def decode_kv_padded(
         return kv
     start = int(np.min(i if segments else i[on_grid])) // KV_TAIL_STEP * KV_TAIL_STEP
     b = float(max(1.0, round(batch)))
-    pad = _kv_suffix_argmin(fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, b, start)
+    pad = _kv_suffix_argmin(fit, peak_flops_per_s, hbm_bw_bytes_per_s, heads, kv_heads, head_dim, b, start, v_head_dim)
     best = pad[np.maximum(i - start, 0)]
     if not segments:
         return np.where(on_grid, best, kv)
@@ -215,7 +232,8 @@ def decode_kv_padded(
     if not np.any(off):
         return np.where(on_grid, best, kv)
     t_own, t_pad = (
-        decode_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, b, x, heads, kv_heads, head_dim) for x in (kv, best)
+        decode_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, b, x, heads, kv_heads, head_dim, v_head_dim=v_head_dim)
+        for x in (kv, best)
     )
     return np.where(on_grid | (off & (t_pad < t_own)), best, kv)
 
@@ -376,19 +394,23 @@ def decode_parts(
     heads,
     kv_heads,
     head_dim,
+    v_head_dim=None,
 ):
-    """(compute_s, memory_s, wave-floor_s) of a decode attention call."""
+    """(compute_s, memory_s, wave-floor_s) of a decode attention call; ``v_head_dim``: the values' head size
+    when it differs from the keys' (:mod:`simcast.cost.diff_kv`: bytes and FLOPs at the mean, kernel rules at
+    ``head_dim``)."""
     b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
+    dm = mean_head_dim(d, v_head_dim)
     reads, cta_heads, wave_s = decode_kernel(fit, b, s, h, hkv, d)
     units = b * cta_heads * np.maximum(1.0, s / fit.split_tokens)
     t_w = np.ceil(b * cta_heads / fit.sm_count) * wave_s
     if fit.kernel_rule == FA2_VARLEN_RULE:  # no split for group 1; CTAs over 2 slots per SM
         units, waves = fa2_launch(fit, b, s, h, hkv, d)
         t_w = waves * wave_s
-    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, head_dim, fit.dtype, reads=reads)
+    nbytes = decode_bytes(batch, kv_len, heads, kv_heads, dm, fit.dtype, reads=reads)
     eff_m = fit.memory * saturation(units, fit.half_units) * saturation(s, fit.half_kv_len) * l2_factor(fit, nbytes)
     t_m = nbytes / (hbm_bw_bytes_per_s * eff_m)
-    t_c = 4.0 * b * h * d * s / (peak_flops_per_s * fit.matmul)
+    t_c = 4.0 * b * h * dm * s / (peak_flops_per_s * fit.matmul)
     return xqa_launch_terms(fit, hbm_bw_bytes_per_s, b, s, lambda m: np.ceil(s / m), h, hkv, d, nbytes, (t_c, t_m, t_w))
 
 
@@ -401,8 +423,12 @@ def decode_time_s(
     heads,
     kv_heads,
     head_dim,
+    v_head_dim=None,
 ):
-    """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included)."""
-    t_c, t_m, t_w = decode_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim)
+    """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included);
+    ``v_head_dim`` as in :func:`decode_parts` (plus the fit's ``diff_kv_launch_s`` when it differs)."""
+    t_c, t_m, t_w = decode_parts(
+        fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim, v_head_dim
+    )
     copies = fa2_copies_s(fit, hbm_bw_bytes_per_s, batch, heads, kv_heads, head_dim)
-    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s + copies
+    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s + copies + diff_kv_s(fit, head_dim, v_head_dim)

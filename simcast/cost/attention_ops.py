@@ -13,7 +13,7 @@ import numpy as np
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.cost.op_work import CostContext, OpWork
-from simcast.trace.ir import OpRecord, shape_fn
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
 
@@ -26,19 +26,29 @@ def attention(rec: OpRecord, ctx: CostContext) -> OpWork:
     element type (``--kv-cache-dtype``), once per query tile of
     ``FA_QUERY_TILE`` rows (GQA group heads packed into the tile), the causal
     mask skipping blocks past the diagonal (mean visible length ``c + (q+1)/2``).
+    ``D`` is the mean of the key and value head sizes when they differ (:mod:`simcast.cost.diff_kv`).
     """
     q, kc = rec.args[0], rec.args[1]
     dims = ctx.dims
-    d = shape_fn(kc.shape[-1])(*dims)
+    d, dv = head_dims(rec, dims)
+    dm = (d + dv) / 2
     hkv = shape_fn(kc.shape[-2])(*dims)
     hq = shape_fn(q.shape[-1])(*dims) // d
     b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
     b_ = ctx.batch
     pairs, tile_tokens = attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
-    io = 2 * ctx.batch.num_tokens * hq * d * b
+    io = 2 * ctx.batch.num_tokens * hq * dm * b
     return OpWork(
-        flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube", attn=(hq, hkv, d)
+        flops=4.0 * hq * dm * pairs, bytes=io + tile_tokens * 2 * hkv * dm * kvb, unit="cube", attn=(hq, hkv, d, dv)
     )
+
+
+def head_dims(rec: OpRecord, dims) -> tuple[int, int]:
+    """(key, value) head sizes of an attention op: its key and value caches' last dimensions (equal unless
+    the op states distinct ones, :mod:`simcast.cost.diff_kv`)."""
+    d = shape_fn(rec.args[1].shape[-1])(*dims)
+    v = rec.args[2]
+    return d, (shape_fn(v.shape[-1])(*dims) if isinstance(v, TensorArg) else d)
 
 
 VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop

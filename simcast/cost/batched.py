@@ -26,7 +26,7 @@ from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.specs import Batch
 from simcast.cost import batched_kernels as bk
 from simcast.cost import comm, engine_cost
-from simcast.cost.attention_ops import FA_QUERY_TILE
+from simcast.cost.attention_ops import FA_QUERY_TILE, head_dims
 from simcast.cost.batches import Batches
 from simcast.cost.compute import _ENGINE_BOUNDS, gemm_family, launch_s, op_cost, roofline_parts
 from simcast.cost.formulas import OP_FORMULAS
@@ -122,7 +122,7 @@ def _attention_work(rec: OpRecord, ctx: ArrayContext) -> OpWork:
     """``simcast::attention``'s formula (:func:`simcast.cost.attention_ops.attention`) over the batches."""
     q, kc = rec.args[0], rec.args[1]
     bs = ctx.many
-    d = shape_fn(kc.shape[-1])(0, 0, 0)
+    d, dv = head_dims(rec, (0, 0, 0))
     hkv = shape_fn(kc.shape[-2])(0, 0, 0)
     hq = shape_fn(q.shape[-1])(0, 0, 0) // d
     b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
@@ -131,9 +131,10 @@ def _attention_work(rec: OpRecord, ctx: ArrayContext) -> OpWork:
     pairs = bs.per_batch(n * (ql * cl + ql * (ql + 1) / 2))
     tiles = np.ceil(bs.q * group / FA_QUERY_TILE)
     tile_tokens = bs.per_batch(n * tiles * np.where(bs.q > 1, cl + (ql + 1) / 2, cl + 1))
-    io = 2 * bs.tokens * hq * d * b
-    flops, nbytes_ = 4.0 * hq * d * pairs, io + tile_tokens * 2 * hkv * d * kvb
-    return OpWork(flops=cast(float, flops), bytes=cast(float, nbytes_), unit="cube", attn=(hq, hkv, d))
+    dm = (d + dv) / 2  # the mean of the key and value head sizes (simcast.cost.diff_kv)
+    io = 2 * bs.tokens * hq * dm * b
+    flops, nbytes_ = 4.0 * hq * dm * pairs, io + tile_tokens * 2 * hkv * dm * kvb
+    return OpWork(flops=cast(float, flops), bytes=cast(float, nbytes_), unit="cube", attn=(hq, hkv, d, dv))
 
 
 def _static_dims(rec: OpRecord) -> bool:

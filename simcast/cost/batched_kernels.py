@@ -18,6 +18,7 @@ from simcast.core.device import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max
+from simcast.cost.diff_kv import diff_kv_s
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
@@ -79,6 +80,7 @@ def attention_many(
     heads: int,
     kv_heads: int,
     head_dim: int,
+    v_head_dim: int = 0,
     phase: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(seconds, bound, has a fit) of one attention launch per batch (:func:`engine_cost.attention_s`).
@@ -99,10 +101,10 @@ def attention_many(
         if fit is None:
             ok &= ~has_dec
         else:
-            t_dec, k_dec = _decode_part(fit, peak, bw, bs, dec, heads, kv_heads, head_dim)
-            l_dec = np.where(
-                has_dec, fit.launch_s + fa2_copies_s(fit, bw, bs.per_batch(dec * bs.n), heads, kv_heads, head_dim), 0.0
-            )
+            dv = v_head_dim or head_dim
+            t_dec, k_dec = _decode_part(fit, peak, bw, bs, dec, heads, kv_heads, head_dim, dv)
+            copies = fa2_copies_s(fit, bw, bs.per_batch(dec * bs.n), heads, kv_heads, head_dim)
+            l_dec = np.where(has_dec, fit.launch_s + copies + diff_kv_s(fit, head_dim, dv), 0.0)
     if has_pre.any():
         fit, _ = pick(dev, engine, "prefill", dtype)
         if fit is None:
@@ -117,8 +119,9 @@ def attention_many(
     return body + launch, kind, ok
 
 
-def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> tuple[np.ndarray, np.ndarray]:
-    """The decode part of each batch (zeros where it has no decode group)."""
+def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim, dv) -> tuple[np.ndarray, np.ndarray]:
+    """The decode part of each batch (zeros where it has no decode group); ``dv``: the values' head size."""
+    dm = (head_dim + dv) / 2  # bytes and FLOPs at the mean head size (simcast.cost.diff_kv)
     nb = len(bs)
     w = bs.n[dec].astype(float)
     owner = bs.owner[dec]
@@ -128,7 +131,7 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
     g_batch = wsum[owner]
     for b in attn.sorted_unique(g_batch):  # the envelope depends on the batch's decodes: once per distinct count
         sel = g_batch == b
-        kv[sel] = attn.decode_kv_padded(fit, peak, bw, heads, kv_heads, head_dim, float(b), ctx1[sel])
+        kv[sel] = attn.decode_kv_padded(fit, peak, bw, heads, kv_heads, head_dim, float(b), ctx1[sel], float(dv))
 
     def tot(v: np.ndarray) -> np.ndarray:
         return np.bincount(owner, weights=v, minlength=nb)
@@ -146,7 +149,7 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
         units = tot(w * fa2_launch(fit, 1.0, kv, heads, kv_heads, head_dim)[0])
         t_w = np.ceil(units / (FA2_CTAS_PER_SM * fit.sm_count)) * wave_s
     mean_kv = tot(w * kv) / safe
-    nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads[owner]))
+    nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, dm, fit.dtype, reads=reads[owner]))
     eff_m = (
         fit.memory
         * attn.saturation(units, fit.half_units)
@@ -154,7 +157,7 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim) -> 
         * attn.l2_factor(fit, nbytes)
     )
     t_m = nbytes / (bw * np.where(eff_m > 0, eff_m, 1.0))
-    t_c = tot(w * 4.0 * heads * head_dim * kv) / (peak * fit.matmul)
+    t_c = tot(w * 4.0 * heads * dm * kv) / (peak * fit.matmul)
     t_c, t_m, t_w = attn.xqa_launch_terms(
         fit,
         bw,

@@ -29,6 +29,7 @@ from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
 from simcast.cost import collectives, moe_kernels
 from simcast.cost.curves import smooth_max
+from simcast.cost.diff_kv import diff_kv_s
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
@@ -154,6 +155,7 @@ def attention_s(
     heads: int,
     kv_heads: int,
     head_dim: int,
+    v_head_dim: int = 0,
     phase: str = "auto",
     counts: Sequence[int] = (),
 ) -> tuple[float, str] | None:
@@ -164,8 +166,11 @@ def attention_s(
     requests the prefill fit with their tiled causal FLOPs summed and the mean query length for
     the efficiency. A mixed batch (chunked prefill beside decodes, one varlen launch in
     vLLM/SGLang) costs both parts and one launch. ``phase="prefill"`` costs every request with
-    the prefill fit (a 1-token prompt is a prefill).
+    the prefill fit (a 1-token prompt is a prefill). ``v_head_dim`` (0: ``head_dim``): the values' head size;
+    a decode with distinct sizes is costed as :mod:`simcast.cost.diff_kv` states (prefill keeps ``head_dim``).
     """
+    dv = v_head_dim or head_dim
+    dm = (head_dim + dv) / 2
     q = np.asarray(query_lens, dtype=float)
     c = np.asarray(context_lens, dtype=float)
     n = np.asarray(counts, dtype=float) if len(counts) else np.ones_like(q)
@@ -178,7 +183,7 @@ def attention_s(
             return None
         w = n[dec]
         kv = attn.decode_kv_padded(
-            fit, peak, dev.hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(np.sum(w)), c[dec] + 1
+            fit, peak, dev.hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(np.sum(w)), c[dec] + 1, float(dv)
         )
         # the batch's totals: for equal requests this is attention.decode_parts exactly
         # the kernel family the engine picks for this launch (its batch and longest context)
@@ -191,7 +196,7 @@ def attention_s(
             units = float(np.sum(fa2_launch(fit, w, kv, heads, kv_heads, head_dim)[0]))
             t_w = float(np.ceil(units / (FA2_CTAS_PER_SM * fit.sm_count))) * wave_s
         mean_kv = float(np.sum(w * kv) / np.sum(w))
-        nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, head_dim, fit.dtype, reads=reads)))
+        nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, dm, fit.dtype, reads=reads)))
         eff_m = (
             fit.memory
             * attn.saturation(units, fit.half_units)
@@ -199,7 +204,7 @@ def attention_s(
             * float(attn.l2_factor(fit, nbytes))
         )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
-        t_c = float(np.sum(w * 4.0 * heads * head_dim * kv)) / (peak * fit.matmul)
+        t_c = float(np.sum(w * 4.0 * heads * dm * kv)) / (peak * fit.matmul)
         t_c, t_m, t_w = (
             float(v)
             for v in attn.xqa_launch_terms(
@@ -219,7 +224,8 @@ def attention_s(
             (
                 float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
                 fit.launch_s
-                + float(fa2_copies_s(fit, dev.hbm_bw_bytes_per_s, float(np.sum(w)), heads, kv_heads, head_dim)),
+                + float(fa2_copies_s(fit, dev.hbm_bw_bytes_per_s, float(np.sum(w)), heads, kv_heads, head_dim))
+                + float(diff_kv_s(fit, head_dim, dv)),
                 "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency"),
             )
         )

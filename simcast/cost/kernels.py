@@ -119,11 +119,13 @@ def attention(
     head_dim: int,
     dtype: str = "bf16",
     engine: str | None = None,
+    v_head_dim: int = 0,
 ) -> KernelPrediction:
     """Paged/flash attention for ``batch`` requests of ``q_len`` new tokens each.
 
     ``kv_len`` is the total keys per request including the new tokens (so the
-    cached context is ``kv_len - q_len``); decode means ``q_len = 1``.
+    cached context is ``kv_len - q_len``); decode means ``q_len = 1``. ``v_head_dim`` (0: ``head_dim``): the
+    values' head size when it differs from the keys' (:mod:`simcast.cost.diff_kv`).
     """
     _positive(batch=batch, q_len=q_len, kv_len=kv_len, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     require(phase in ("prefill", "decode"), "--phase", phase, "allowed: prefill, decode")
@@ -132,9 +134,11 @@ def attention(
     require(heads % kv_heads == 0, "--kv-heads", kv_heads, f"must divide --heads={heads}")
     b = Batch(query_lens=(q_len,), context_lens=(kv_len - q_len,), counts=(batch,))
     kv = TensorArg(shape=_t(batch * kv_len, kv_heads, head_dim), dtype=dtype)
+    v = TensorArg(shape=_t(batch * kv_len, kv_heads, v_head_dim or head_dim), dtype=dtype)
     q = TensorArg(shape=_t(batch * q_len, heads * head_dim), dtype=dtype)
+    o = TensorArg(shape=_t(batch * q_len, heads * (v_head_dim or head_dim)), dtype=dtype)
     rec = OpRecord(
-        op="simcast::attention", scope="kernel", args=(q, kv, kv, None, None, True, head_dim**-0.5), outputs=(q,)
+        op="simcast::attention", scope="kernel", args=(q, kv, v, None, None, True, head_dim**-0.5), outputs=(o,)
     )
     return _cost(f"attention_{phase}", rec, dev, dtype, b, engine=engine, kind=phase, phase=phase)
 

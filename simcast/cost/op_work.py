@@ -47,7 +47,7 @@ class OpWork:
     unit: str  # "cube" | "vec" | "comm"
     comm_s: float = 0.0
     mnk: tuple[int, int, int] | None = None  # GEMM shape (rows M, cols N, reduction K) for the shape curves
-    attn: tuple[int, int, int] | None = None  # attention (query heads, KV heads, head_dim) per rank
+    attn: tuple[int, int, int, int] | None = None  # attention (query heads, KV heads, K head_dim, V head_dim) per rank
     dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
     # routed experts: (pairs, active experts, i per rank, h, routed pairs = layer tokens · top_k)
     moe: tuple[float, float, int, int, float] | None = None

@@ -183,6 +183,8 @@ def _attn_arrays(rows: pd.DataFrame) -> dict[str, np.ndarray]:
         "h": rows["heads"].to_numpy(float),
         "hkv": rows["kv_heads"].to_numpy(float),
         "d": rows["head_dim"].to_numpy(float),
+        # the values' head size where the rows state one (0: the keys' size, :mod:`simcast.cost.diff_kv`)
+        "dv": rows["v_head_dim"].fillna(0).to_numpy(float) if "v_head_dim" in rows else np.zeros(len(rows)),
         "t": rows["time_s"].to_numpy(float),
     }
 
@@ -307,6 +309,8 @@ def fit_decode(
             spec["fallback_wave_s"] = (2e-6, 0.0, 1e-4)
         if rule == FA2_VARLEN_RULE:  # the copies around a GQA launch
             spec |= {"gqa_swap_s": (2e-6, 0.0, 1e-4), "gqa_copy_s": (4e-6, 0.0, 1e-4)}
+        if np.any((a["dv"] > 0) & (a["dv"] != a["d"])):  # launches with distinct K/V head sizes among the rows
+            spec["diff_kv_launch_s"] = (2e-6, 0.0, 1e-4)
         if rule in attn.SPLIT_FORM_RULES:
             spec.update(_XQA_SPLIT)
             if np.any(narrow):  # XQA's narrow-head launches (:data:`simcast.cost.trtllm_decode.XQA_PART_BYTES`)
@@ -315,7 +319,7 @@ def fit_decode(
         params, err = _fit(
             spec,
             lambda p: attn.decode_time_s(
-                make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]
+                make(p), peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]
             ),
             a["t"],
             starts=[{"smooth_p": 1.5, "launch_s": float(np.min(a["t"])) * 0.6, "split_tokens": 256.0, "wave_s": 4e-6}],
@@ -325,7 +329,9 @@ def fit_decode(
             np.mean(
                 np.abs(
                     np.log(
-                        attn.decode_time_s(fit, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                        attn.decode_time_s(
+                            fit, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]
+                        )
                         / a["t"]
                     )
                 )

@@ -15,7 +15,8 @@ of the same kernel family stands in and is named in provenance:
   median 1-5 %); fp8 and fp8-block GEMM: SGLang's (CUTLASS per-tensor fp8 kernels
   adapted from vLLM's; DeepGEMM block-scaled);
 * attention: SGLang's FlashAttention-3 rows (vLLM's default attention backend on
-  Hopper is FlashAttention-3 as well), without their head-192 decode rows (``DIFF_KV_HEAD_DIM``).
+  Hopper is FlashAttention-3 as well), their head-192 decode rows costed as keys 192 / values 128
+  (``DIFF_KV_HEAD_DIM``).
 
 NCCL's own all-reduce is fitted on the system's NCCL table. For h100_sxm and
 h200_sxm every non-reserved NCCL table lacks all-reduce or holds rows tagged with
@@ -150,16 +151,19 @@ decades. TensorRT-LLM's L40S table shows the same edge (its collector,
 the capacity form is a candidate with the declared split rules (``trtllm_xqa_mb``, ``trtllm_xqa_sb``), chosen
 the same way."""
 DIFF_KV_HEAD_DIM = 192
+DIFF_KV_V_HEAD_DIM = 128
 DIFF_KV_OPS = ("fa3",)
 """Decode rows of head size 192 in the FlashAttention-3 tables (SGLang's, and vLLM's proxy on H100/H200) are
-not fitted or scored: the collector's only head-192 configuration is MiMo-V2-Flash's attention, keys of 192 and
-values of 128 elements (ai-dynamo/aiconfigurator ``collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml``@
-e23be5a7: ``head_dim: 192``, ``v_head_dim: 128``; ``collector/sglang/collect_attn.py`` accepts head 192 only under
-that contract), a shape a row of one head size does not state, timed through SGLang's separate K/V-head-size path.
-Their long-context times follow 192 + 128 bytes per token and their short-context floor is ~16 us at batch 1
-against ~9-11 us for heads 64-256 (h100_sxm sglang 0.5.14 table): fitting them as 192/192 rows bent the fit for
-every other head size (held-out decode p90 ~26 %). The table's head-192 shapes are exactly that model's at TP 1-64
-(64/4 heads, 32/2, 16/1, ...). Prefill rows of that shape are kept (not refitted with this rule)."""
+fitted and scored as keys of 192 and values of 128 elements (column ``v_head_dim``; :mod:`simcast.cost.diff_kv`):
+the collector's only head-192 configuration is MiMo-V2-Flash's attention (ai-dynamo/aiconfigurator
+``collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml``@e23be5a7: ``head_dim: 192``, ``v_head_dim: 128``;
+``collector/sglang/collect_attn.py`` accepts head 192 only under that contract), timed through SGLang's
+separate K/V-head-size path. Their long-context times follow 192 + 128 bytes per token and their
+short-context floor is ~16 us at batch 1 against ~9-11 us for heads 64-256 (h100_sxm sglang 0.5.14 table);
+fitted as 192/192 rows they bent the fit for every other head size (held-out decode p90 ~26 %). The fit may
+add ``diff_kv_launch_s`` to such launches (chosen by the optimiser on the fitting half, 0 allowed). Prefill
+rows of that shape keep one head size (not refitted with this rule); other tables' head-192 rows (TensorRT-LLM,
+Triton, FlashAttention-2) are not given the rule."""
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
@@ -255,11 +259,11 @@ def engine_data(system: str, engine: str, version: str | None = None) -> EngineD
             )
     if len(att):
         diff = (att["kind"] == "attention_decode") & att["op"].isin(DIFF_KV_OPS) & (att["head_dim"] == DIFF_KV_HEAD_DIM)
+        att = att.assign(v_head_dim=np.where(diff, DIFF_KV_V_HEAD_DIM, att["head_dim"]))
         if diff.any():
-            att = att[~diff].reset_index(drop=True)
             (proxies if proxies and proxies[-1].startswith("attention:") else tables).append(
-                f"{int(diff.sum())} decode rows of head size {DIFF_KV_HEAD_DIM} left out (MiMo-V2's keys 192 / values "
-                "128: a shape one head size does not state)"
+                f"{int(diff.sum())} decode rows of head size {DIFF_KV_HEAD_DIM} costed as keys {DIFF_KV_HEAD_DIM} / "
+                f"values {DIFF_KV_V_HEAD_DIM} (MiMo-V2's attention)"
             )
     ar_v = newest(system, "comm", engine, "custom_allreduce_perf")
     ar = pd.DataFrame()
@@ -387,7 +391,9 @@ def fit_engine(
                     rules = tuple("trtllm_xqa_sb" if r == "trtllm_xqa_mb" else r for r in rules)
                 edge = (engine, system) in DECODE_L2_EDGE
                 fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
-                p = attn.decode_time_s(fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"])
+                p = attn.decode_time_s(
+                    fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]
+                )
                 dec.append(fd)
             errs[f"{kind.split('_')[1]}.{dt}"] = errors(p, a["t"])
     ar: tuple[CollectiveFit, ...] = ()

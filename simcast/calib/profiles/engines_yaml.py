@@ -63,6 +63,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "l2_edge",
             "gqa_swap_s",
             "gqa_copy_s",
+            "diff_kv_launch_s",
         ),
     ),
     (

@@ -2,7 +2,8 @@
 
 Input rows follow the generic schema (docs/accuracy.md): ``kind, device, dtype, m, n, k,
 batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus, nodes, time_s``
-(+ ``model`` for ``layer`` rows; optional ``op``, ``source``, ``engine``). Kinds:
+(+ ``model`` for ``layer`` rows; optional ``op``, ``source``, ``engine``, and ``v_head_dim`` on attention rows
+whose values' head size differs from the keys', :mod:`simcast.cost.diff_kv`). Kinds:
 ``gemm``, ``attention_prefill``, ``attention_decode``, ``allreduce``,
 ``allgather``, ``p2p``, ``layer`` and simcast's elementwise kinds
 ``rms_norm``/``add``/``silu_and_mul`` (m tokens, n width) and ``rope`` (m
@@ -53,6 +54,13 @@ def _num(row: dict, col: str) -> int:
     return int(float(v))
 
 
+def _opt(row: dict, col: str) -> int:
+    """An optional whole-number column's value, 0 when absent or empty (``v_head_dim``: the values' head size,
+    empty = ``head_dim``; :mod:`simcast.cost.diff_kv`)."""
+    v = row.get(col)
+    return 0 if v is None or v == "" or pd.isna(v) else int(float(v))
+
+
 def _dtype(row: dict) -> str:
     v = row.get("dtype")
     return "bf16" if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else str(v)
@@ -91,6 +99,7 @@ def predict_row(
             _num(row, "head_dim"),
             dt,
             engine=eng,
+            v_head_dim=_opt(row, "v_head_dim"),
         ), ""
     if kind in ("allreduce", "allgather"):
         nodes = 1 if row.get("nodes") is None or pd.isna(row.get("nodes")) else _num(row, "nodes")
@@ -241,6 +250,7 @@ COLUMN_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "heads": (1, MAX_HEADS, True),
     "kv_heads": (1, MAX_HEADS, True),
     "head_dim": (1, MAX_HEAD_DIM, True),
+    "v_head_dim": (1, MAX_HEAD_DIM, True),
     "gpus": (1, MAX_DEVICES, True),
     "nodes": (1, MAX_DEVICES, True),
 }

@@ -12,6 +12,8 @@ import pytest
 from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels
 from simcast.cost import attention as attn
+from simcast.cost import trtllm_decode as td
+from simcast.cost import trtllm_decode_sm89 as sm89
 from simcast.cost.curves import smooth_max
 
 
@@ -51,19 +53,19 @@ def _sb_fit(**kw) -> DecodeAttentionFit:
 @pytest.mark.parametrize("batch,kv_max", [(1, 128), (1, 16385), (8, 16385), (2048, 100000)])
 def test_xqa_runs_one_block_per_request(batch, kv_max):
     fit = _sb_fit()
-    assert float(attn.xqa_launch_blocks(fit, batch, kv_max, 8)) == 1.0
+    assert float(sm89.xqa_launch_blocks(fit, batch, kv_max, 8)) == 1.0
     # the multi-block rule splits the same launch as TensorRT-LLM sizes it (16385 tokens, 1 request: 32)
     mb = dataclasses.replace(fit, kernel_rule="trtllm_xqa_mb")
-    assert float(attn.xqa_launch_blocks(mb, batch, kv_max, 8)) == float(attn.xqa_blocks(mb, batch, kv_max, 8))
-    assert float(attn.xqa_launch_blocks(mb, 1, 16385, 8)) == 32.0
+    assert float(sm89.xqa_launch_blocks(mb, batch, kv_max, 8)) == float(td.xqa_blocks(mb, batch, kv_max, 8))
+    assert float(sm89.xqa_launch_blocks(mb, 1, 16385, 8)) == 32.0
 
 
 def test_masked_mha_keeps_its_split():
     """Groups above 32 run masked MHA, whose multi-block mode the fp8 switch does not touch."""
     fit = _sb_fit()
-    assert not bool(attn.xqa_runs(fit, 1, 16384, 64, 1, 128))
-    got = attn.launch_blocks(fit, False, 1, 16384, 64, 1)
-    assert float(got) == float(attn.mmha_blocks(fit, 1, 16384, 64)) == math.ceil(142 / 64)
+    assert not bool(td.xqa_runs(fit, 1, 16384, 64, 1, 128))
+    got = sm89.launch_blocks(fit, False, 1, 16384, 64, 1)
+    assert float(got) == float(td.mmha_blocks(fit, 1, 16384, 64)) == math.ceil(142 / 64)
 
 
 def test_single_block_launch_time_by_hand():
@@ -113,7 +115,7 @@ def test_mixed_batch_reads_each_request_whole(l40s):
     got = attention_s(dev, "trtllm", "fp8", [1, 1], [16384, 1024], 32, 8, 128)
     assert got is not None
     kv = attn.decode_kv_padded(fit, dev.matmul_peak("fp8"), dev.hbm_bw_bytes_per_s, 32, 8, 128, 2, [16385.0, 1025.0])
-    t_w = float(attn.split_launch_s(fit, True, 2, 1, float(np.mean(kv)), 32, 8, 128))
+    t_w = float(td.split_launch_s(fit, True, 2, 1, float(np.mean(kv)), 32, 8, 128))
     t_m = float(np.sum(attn.decode_bytes(1, kv, 32, 8, 128, "fp8"))) / (dev.hbm_bw_bytes_per_s * fit.memory)
     assert got[0] == pytest.approx(float(smooth_max(0.0, t_m, t_w, p=fit.smooth_p)) + fit.launch_s, rel=1e-9)
 

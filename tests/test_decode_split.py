@@ -12,6 +12,7 @@ import pytest
 from simcast.core.errors import SimcastInputError
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels
 from simcast.cost import attention as attn
+from simcast.cost import trtllm_decode as td
 from simcast.cost.curves import smooth_max
 from simcast.cost.trtllm_decode import xqa_narrow
 
@@ -53,7 +54,7 @@ def _mb_fit(dtype: str = "bf16", **kw) -> DecodeAttentionFit:
     ],
 )
 def test_xqa_blocks_are_the_engines(batch, kv_max, kv_heads, want):
-    assert float(attn.xqa_blocks(_mb_fit(), batch, kv_max, kv_heads)) == want
+    assert float(td.xqa_blocks(_mb_fit(), batch, kv_max, kv_heads)) == want
 
 
 @pytest.mark.parametrize(
@@ -65,7 +66,7 @@ def test_xqa_blocks_are_the_engines(batch, kv_max, kv_heads, want):
     ],
 )
 def test_mmha_blocks_are_the_engines(batch, kv_max, heads, want):
-    assert float(attn.mmha_blocks(_mb_fit(), batch, kv_max, heads)) == want
+    assert float(td.mmha_blocks(_mb_fit(), batch, kv_max, heads)) == want
 
 
 def test_split_launch_time_by_hand():
@@ -73,11 +74,11 @@ def test_split_launch_time_by_hand():
     # XQA: 1 request, 8 KV heads, group 4, head 128, history 16384 -> 32 blocks of ceil(16385 / 32) = 513 tokens
     cta = 1e-6 + 1e-9 * 4 * 128 + 513 * (2 * 128 * 2 * 1e-12 + 1e-12 * 4 * 128)
     want = math.ceil(8 * 32 / 132) * cta + 32 * 1e-7
-    assert float(attn.split_launch_s(fit, True, 1, 32, 513, 32, 8, 128)) == pytest.approx(want, rel=1e-12)
+    assert float(td.split_launch_s(fit, True, 1, 32, 513, 32, 8, 128)) == pytest.approx(want, rel=1e-12)
     # masked MHA: 9 tiles per request (above), 32 * 9 CTAs over 132 SMs x 2, each 3 us + tokens' bytes
     cta = 3e-6 + 1821 * 2 * 128 * 2 * 5e-11
     want = math.ceil(32 * 9 / 264) * cta + 9 * 2e-7
-    assert float(attn.split_launch_s(fit, False, 1, 9, 1821, 32, 32, 128)) == pytest.approx(want, rel=1e-12)
+    assert float(td.split_launch_s(fit, False, 1, 9, 1821, 32, 32, 128)) == pytest.approx(want, rel=1e-12)
 
 
 def test_narrow_head_launch_time_by_hand():
@@ -89,15 +90,15 @@ def test_narrow_head_launch_time_by_hand():
     # 1 request, 8 KV heads, group 4, head 64, fp8: 32 blocks of 513 tokens, one wave
     cta = 1e-6 + 1e-9 * 4 * 64 + 513 * (2 * 64 * 1 * 1e-12 + 1e-12 * 4 * 64)
     want = math.ceil(8 * 32 / 132) * cta + 32 * 1e-7 + 2e-6
-    assert float(attn.split_launch_s(fit, True, 1, 32, 513, 32, 8, 64)) == pytest.approx(want, rel=1e-12)
+    assert float(td.split_launch_s(fit, True, 1, 32, 513, 32, 8, 64)) == pytest.approx(want, rel=1e-12)
     base = dataclasses.replace(fit, narrow_launch_s=0.0)
     for xqa, d in ((True, 128), (False, 64)):
-        assert float(attn.split_launch_s(fit, xqa, 1, 32, 513, 32, 8, d)) == float(
-            attn.split_launch_s(base, xqa, 1, 32, 513, 32, 8, d)
+        assert float(td.split_launch_s(fit, xqa, 1, 32, 513, 32, 8, d)) == float(
+            td.split_launch_s(base, xqa, 1, 32, 513, 32, 8, d)
         )
     bf16 = _mb_fit("bf16", narrow_launch_s=2e-6)
-    assert float(attn.split_launch_s(bf16, True, 1, 32, 513, 32, 8, 64)) == float(
-        attn.split_launch_s(dataclasses.replace(bf16, narrow_launch_s=0.0), True, 1, 32, 513, 32, 8, 64)
+    assert float(td.split_launch_s(bf16, True, 1, 32, 513, 32, 8, 64)) == float(
+        td.split_launch_s(dataclasses.replace(bf16, narrow_launch_s=0.0), True, 1, 32, 513, 32, 8, 64)
     )
 
 
@@ -111,7 +112,7 @@ def test_split_form_per_call_terms():
         fit, l2_boost=1.0, l2_half_bytes=float(attn.decode_bytes(1, 16385, 32, 8, 128, "bf16"))
     )
     assert float(attn.decode_parts(boosted, 1e15, 3e12, 1, 16385, 32, 8, 128)[1]) == pytest.approx(float(t_m) / 1.5)
-    assert float(t_w) == pytest.approx(float(attn.split_launch_s(fit, True, 1, 32, 513, 32, 8, 128)))
+    assert float(t_w) == pytest.approx(float(td.split_launch_s(fit, True, 1, 32, 513, 32, 8, 128)))
     # a rule without the split keeps its terms
     old = dataclasses.replace(fit, kernel_rule="trtllm_xqa", half_units=50.0, matmul=0.1)
     assert float(attn.decode_parts(old, 1e15, 3e12, 1, 16385, 32, 8, 128)[0]) > 0.0
@@ -144,9 +145,9 @@ def test_split_form_mixed_batch_uses_mean_tokens_and_longest_history(h100):
     kv = attn.decode_kv_padded(
         fit, dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s, 32, 8, 128, 2, np.array([16385.0, 1025.0])
     )
-    m = float(attn.xqa_blocks(fit, 2, kv.max(), 8))
+    m = float(td.xqa_blocks(fit, 2, kv.max(), 8))
     tok = float(np.mean(np.ceil(kv / m)))
-    t_w = float(attn.split_launch_s(fit, True, 2, m, tok, 32, 8, 128))
+    t_w = float(td.split_launch_s(fit, True, 2, m, tok, 32, 8, 128))
     nbytes = float(np.sum(attn.decode_bytes(1, kv, 32, 8, 128, "bf16")))
     t_m = nbytes / (dev.hbm_bw_bytes_per_s * fit.memory)
     assert got[0] == pytest.approx(float(smooth_max(0.0, t_m, t_w, p=fit.smooth_p)) + fit.launch_s, rel=1e-9)
@@ -198,11 +199,11 @@ def test_batch_envelope_never_lets_a_request_speed_up_the_launch():
     launch padded to the fewest requests XQA is chosen for, so one more request never makes it faster."""
     fit = _mb_fit(fallback_wave_s=2e-5)  # a slow masked-MHA CTA: without the envelope batch 1 > batch 3
     # history 256: 4 * 8 KV heads * b * 2 >= 132 SMs from b = 3 on
-    assert not bool(attn.xqa_runs(fit, 2, 257, 32, 8, 128)) and bool(attn.xqa_runs(fit, 3, 257, 32, 8, 128))
-    assert float(attn.xqa_min_batch(fit, 257, 8)) == 3
+    assert not bool(td.xqa_runs(fit, 2, 257, 32, 8, 128)) and bool(td.xqa_runs(fit, 3, 257, 32, 8, 128))
+    assert float(td.xqa_min_batch(fit, 257, 8)) == 3
     times = [float(attn.decode_time_s(fit, 1e15, 3e12, b, 257, 32, 8, 128)) for b in range(1, 9)]
     assert all(a <= b * (1 + 1e-12) for a, b in zip(times, times[1:])), times
-    mmha = float(attn.split_launch_s(fit, False, 1, attn.mmha_blocks(fit, 1, 257, 32), 129, 32, 8, 128))
+    mmha = float(td.split_launch_s(fit, False, 1, td.mmha_blocks(fit, 1, 257, 32), 129, 32, 8, 128))
     assert times[0] < mmha  # the envelope, not the masked-MHA waves, set batch 1's time
 
 

@@ -19,6 +19,7 @@ from simcast.core.kernel_fits import (
     GemmFit,
 )
 from simcast.cost import attention as attn
+from simcast.cost import trtllm_decode as td
 from simcast.render.assumption_text import assumption_text
 
 
@@ -741,7 +742,7 @@ def _xqa_fit(dtype: str = "bf16", **kw) -> DecodeAttentionFit:
 )
 def test_xqa_rule_is_the_engines(batch, kv, heads, kv_heads, head_dim, dtype, xqa):
     fit = _xqa_fit(dtype)
-    assert bool(attn.xqa_runs(fit, batch, kv, heads, kv_heads, head_dim)) is xqa
+    assert bool(td.xqa_runs(fit, batch, kv, heads, kv_heads, head_dim)) is xqa
 
 
 def test_decode_families_split_ctas_reads_and_wave_time():

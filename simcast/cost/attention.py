@@ -35,7 +35,7 @@ are divided by the short-context efficiency, so a 1-token context costs more tha
 (:func:`decode_kv_padded`; likewise just past the split-KV length, where more chunks add CTAs). Under
 TensorRT-LLM's kernel rule a launch left to masked MHA for having too few requests may be slower than
 XQA on a few more: it takes the time of XQA on the launch padded to the fewest requests XQA is chosen
-for, when smaller (:func:`xqa_launch_terms`).
+for, when smaller (:func:`simcast.cost.xqa_launch.xqa_launch_terms`).
 """
 
 from __future__ import annotations
@@ -47,21 +47,18 @@ import numpy as np
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.kernel_fits import DecodeAttentionFit, PrefillAttentionFit
-from simcast.cost.curves import l2_multiple, saturation, smooth_max
+from simcast.cost.attention_io import decode_bytes, l2_factor
+from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.diff_kv import diff_kv_s, mean_head_dim
 from simcast.cost.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
 from simcast.cost.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
-from simcast.cost.trtllm_decode import (  # re-exported: the decode form's callers and tests use attention.*
+from simcast.cost.trtllm_decode import (
     XQA_RULES,
-    mmha_blocks,  # noqa: F401  (re-exported)
-    split_launch_s,
-    xqa_blocks,  # noqa: F401  (re-exported)
-    xqa_min_batch,
     xqa_runs,
-    xqa_supported,
 )
-from simcast.cost.trtllm_decode_sm89 import SPLIT_FORM_RULES, launch_blocks, xqa_launch_blocks
+from simcast.cost.trtllm_decode_sm89 import SPLIT_FORM_RULES
+from simcast.cost.xqa_launch import xqa_launch_terms
 
 
 def causal_pairs(q_len, cached):
@@ -297,21 +294,6 @@ def prefill_time_s(
     return smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
 
 
-def decode_bytes(
-    batch, kv_len, heads, kv_heads, head_dim, dtype: str, max_group: int = 0, group_share: float = 1.0, reads=None
-):
-    """K and V of every request read once (KV dtype) + q read and o written (2 bytes).
-
-    With ``max_group`` > 0 and a GQA group larger than it, K and V are read
-    ``max(1, group / group_share)`` times; ``reads`` (array-friendly) overrides that count
-    (:func:`decode_kernel` gives it per launch).
-    """
-    b, s, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_len, heads, kv_heads, head_dim))
-    if reads is None:
-        reads = np.where(h / hkv > max_group, np.maximum(1.0, h / hkv / group_share), 1.0) if max_group else 1.0
-    return b * (2 * s * hkv * d * DTYPE_BYTES[dtype] * reads + 2 * h * d * 2)
-
-
 def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_dim):
     """The kernel family a decode launch runs, as (KV reads, heads per request that make CTAs, per-wave s).
 
@@ -330,59 +312,6 @@ def decode_kernel(fit: DecodeAttentionFit, batch, kv_max, heads, kv_heads, head_
         return reads, hkv, np.full_like(g, fit.wave_s)
     x = xqa_runs(fit, batch, kv_max, heads, kv_heads, head_dim)
     return np.where(x, 1.0, fallback_reads), np.where(x, hkv, h), np.where(x, fit.wave_s, fit.fallback_wave_s)
-
-
-def xqa_launch_terms(
-    fit: DecodeAttentionFit,
-    hbm_bw_bytes_per_s: float,
-    batch,
-    kv_max,
-    mean_tokens,
-    heads,
-    kv_heads,
-    head_dim,
-    nbytes,
-    terms,
-):
-    """(compute_s, memory_s, wave_s) of decode launches: ``terms`` under rules other than
-    ``"trtllm_xqa_mb"``; under it (array-friendly) the family the engine picks (:func:`xqa_runs`) split as
-    it splits it (:func:`xqa_blocks` / :func:`mmha_blocks`, from the launch's requests and longest
-    context), its CTA waves (:func:`split_launch_s`, ``mean_tokens(blocks)`` the mean tokens per CTA over
-    the requests), no separate compute term (the per-token times hold the math) and memory at ``memory``
-    of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted), with
-    the padding envelope in the batch (below). Shared by the per-call form and the batch paths
-    (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
-    if fit.kernel_rule not in SPLIT_FORM_RULES:
-        return terms
-    bt, kvm, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))
-    x = xqa_runs(fit, bt, kvm, h, hkv, d)
-    m = launch_blocks(fit, x, bt, kvm, h, hkv)
-    t_w = split_launch_s(fit, x, bt, m, mean_tokens(m), h, hkv, d)
-    nb = np.asarray(nbytes, float)
-    bw = hbm_bw_bytes_per_s * fit.memory
-    t_m = nb / (bw * l2_factor(fit, nb))
-    # the padding envelope in the batch: a launch the rule leaves to masked MHA although XQA takes its shape
-    # could run as XQA padded to the fewest requests XQA is chosen for (padding requests: one key each);
-    # it takes the smaller of the two, so adding a request never makes the launch faster
-    pad = xqa_supported(h, hkv, d) & ~x
-    if np.any(pad):
-        bx = np.maximum(bt, xqa_min_batch(fit, kvm, hkv))
-        mx = xqa_launch_blocks(fit, bx, kvm, hkv)
-        tok = (mean_tokens(mx) * bt + (bx - bt)) / bx
-        t_wx = split_launch_s(fit, True, bx, mx, tok, h, hkv, d)
-        qo = 4.0 * h * d  # q read and o written per request, 2 bytes each
-        reads = np.maximum(1.0, h / hkv / fit.group_share)  # masked MHA's KV reads, in ``nbytes``
-        nbx = (nb - bt * qo) / reads + bt * qo + (bx - bt) * decode_bytes(1, 1, h, hkv, d, fit.dtype)
-        t_mx = nbx / (bw * l2_factor(fit, nbx))
-        use = pad & (smooth_max(t_mx, t_wx, p=fit.smooth_p) < smooth_max(t_m, t_w, p=fit.smooth_p))
-        t_m, t_w = np.where(use, t_mx, t_m), np.where(use, t_wx, t_w)
-    return np.zeros_like(t_m), t_m, t_w
-
-
-def l2_factor(fit: DecodeAttentionFit | PrefillAttentionFit, nbytes):
-    """The bandwidth multiple of a decode or prefill call's working set served from L2 (1 when off): the smooth or, with
-    ``l2_edge`` > 0, the capacity form of :func:`simcast.cost.curves.l2_multiple`."""
-    return l2_multiple(nbytes, fit.l2_boost, fit.l2_half_bytes, fit.l2_edge)
 
 
 def decode_parts(

@@ -17,12 +17,13 @@ import numpy as np
 from simcast.core.device import DeviceSpec
 from simcast.cost import attention as attn
 from simcast.cost.batches import Batches
-from simcast.cost.curves import smooth_max
+from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.diff_kv import diff_kv_s
 from simcast.cost.engine_cost import PREFILL_LOOKAHEAD_TILES, PREFILL_MAX_LOOKAHEAD, pick
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_parts, gemm_time_s, m_candidates
 from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
+from simcast.cost.xqa_launch import xqa_launch_terms
 
 
 def gemm_many(
@@ -152,13 +153,13 @@ def _decode_part(fit, peak, bw, bs: Batches, dec, heads, kv_heads, head_dim, dv)
     nbytes = tot(w * attn.decode_bytes(1, kv, heads, kv_heads, dm, fit.dtype, reads=reads[owner]))
     eff_m = (
         fit.memory
-        * attn.saturation(units, fit.half_units)
-        * attn.saturation(mean_kv, fit.half_kv_len)
+        * saturation(units, fit.half_units)
+        * saturation(mean_kv, fit.half_kv_len)
         * attn.l2_factor(fit, nbytes)
     )
     t_m = nbytes / (bw * np.where(eff_m > 0, eff_m, 1.0))
     t_c = tot(w * 4.0 * heads * dm * kv) / (peak * fit.matmul)
-    t_c, t_m, t_w = attn.xqa_launch_terms(
+    t_c, t_m, t_w = xqa_launch_terms(
         fit,
         bw,
         wsum,

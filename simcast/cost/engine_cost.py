@@ -28,11 +28,12 @@ from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
 from simcast.cost import collectives, moe_kernels
-from simcast.cost.curves import smooth_max
+from simcast.cost.curves import saturation, smooth_max
 from simcast.cost.diff_kv import diff_kv_s
 from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
+from simcast.cost.xqa_launch import xqa_launch_terms
 
 FALLBACK: dict[str, tuple[str, ...]] = {
     "vllm": ("sglang", "trtllm"),
@@ -199,15 +200,15 @@ def attention_s(
         nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, dm, fit.dtype, reads=reads)))
         eff_m = (
             fit.memory
-            * attn.saturation(units, fit.half_units)
-            * attn.saturation(mean_kv, fit.half_kv_len)
+            * saturation(units, fit.half_units)
+            * saturation(mean_kv, fit.half_kv_len)
             * float(attn.l2_factor(fit, nbytes))
         )
         t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
         t_c = float(np.sum(w * 4.0 * heads * dm * kv)) / (peak * fit.matmul)
         t_c, t_m, t_w = (
             float(v)
-            for v in attn.xqa_launch_terms(
+            for v in xqa_launch_terms(
                 fit,
                 dev.hbm_bw_bytes_per_s,
                 float(np.sum(w)),

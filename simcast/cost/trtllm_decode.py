@@ -2,7 +2,7 @@
 masked MHA, :func:`xqa_runs`), how many sub-sequences each request's context is cut into in multi-block
 mode (:func:`xqa_blocks`, :func:`mmha_blocks`) and the time of the launch's CTA waves
 (:func:`split_launch_s`). The launch's memory term and padding envelope live in
-:mod:`simcast.cost.attention` (``xqa_launch_terms``); the rules and constants cite TensorRT-LLM's code.
+:mod:`simcast.cost.xqa_launch` (``xqa_launch_terms``); the rules and constants cite TensorRT-LLM's code.
 """
 
 from __future__ import annotations

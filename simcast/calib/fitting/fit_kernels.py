@@ -23,6 +23,7 @@ from simcast.calib.fitting.fit import least_squares
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit, GemmFit, PrefillAttentionFit
 from simcast.cost import attention as attn
+from simcast.cost import trtllm_decode as td
 from simcast.cost.flash_decode import FA2_VARLEN_RULE
 from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
 from simcast.cost.prefill_rules import FLASHINFER_FA2, rule_tile, tile_kv_heads
@@ -362,7 +363,7 @@ def _mmha_occupancy(
         smooth_p=1.0,
         launch_s=0.0,
     )
-    mm = ~np.asarray(attn.xqa_runs(probe, a["b"], a["kv"], a["h"], a["hkv"], a["d"]), dtype=bool)
+    mm = ~np.asarray(td.xqa_runs(probe, a["b"], a["kv"], a["h"], a["hkv"], a["d"]), dtype=bool)
     if mm.sum() < 20:
         return {}
     sub = {k: v[mm] for k, v in a.items()}

@@ -115,6 +115,41 @@ def test_attention_rows_kv_len_follows_each_collector(monkeypatch):
         assert list(dec["dtype"]) == ["bf16", "fp8"]
 
 
+def test_trtllm_prefill_keeps_the_attention_dtype_the_engine_runs(monkeypatch):
+    # one shape timed three ways, as TensorRT-LLM's collector does: bf16 cache; fp8 cache with bf16 attention;
+    # fp8 cache with fp8 context FMHA (the PyTorch backend's default: block reuse -> paged context FMHA -> FP8)
+    ctx = pd.DataFrame(
+        {
+            "kernel_source": "torch_flow",
+            "batch_size": 4,
+            "isl": 512,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "beam_width": 1,
+            "window_size": 0,
+            "attn_dtype": ["bfloat16", "bfloat16", "fp8"],
+            "kv_cache_dtype": ["bfloat16", "fp8", "fp8"],
+            "step": 0,
+            "latency": [0.3, 0.2, 0.1],
+        }
+    )
+    gen = ctx.assign(isl=1, step=511, attn_dtype="bfloat16")
+    _fake_tables(monkeypatch, {"context_attention_perf": ctx, "generation_attention_perf": gen})
+    pre = aic_db.attention_rows("x", "trtllm", "v", "d").query("kind == 'attention_prefill'")
+    assert list(pre["dtype"]) == ["bf16", "fp8"]
+    assert pre["time_s"].tolist() == pytest.approx([3e-4, 1e-4])  # the fp8 row is the fp8-attention one
+    assert aic_db.context_attention_dtype("trtllm", "fp8") == "fp8"
+    assert aic_db.context_attention_dtype("trtllm", "bfloat16") == "bfloat16"
+    # other engines keep every row (their attn_dtype is not read); decode rows are never filtered
+    for engine in ("sglang", "vllm"):
+        r = aic_db.attention_rows("x", engine, "v", "d")
+        assert (r["kind"] == "attention_prefill").sum() == 3
+        assert aic_db.context_attention_dtype(engine, "fp8") is None
+    dec = aic_db.attention_rows("x", "trtllm", "v", "d").query("kind == 'attention_decode'")
+    assert len(dec) == 3
+
+
 def test_nccl_rows_count_elements_and_merge_repeats(monkeypatch):
     _fake_tables(
         monkeypatch,

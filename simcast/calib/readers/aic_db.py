@@ -189,11 +189,31 @@ def _kv_len_decode(engine: str, step):
     return step if engine == "vllm" else step + 1
 
 
+def context_attention_dtype(engine: str, kv_cache_dtype: str) -> str | None:
+    """The ``attn_dtype`` of the prefill rows kept for ``engine`` with that KV cache: the one its default runs.
+
+    TensorRT-LLM's tables time every fp8-cache shape twice, with bf16 and with fp8 context attention
+    (ai-dynamo/aiconfigurator ``collector/trtllm/collect_attn.py``@05656140: ``use_fp8_context_fmha``). The
+    PyTorch backend runs FP8 context FMHA whenever the cache is fp8 and paged context FMHA is on
+    (``cpp/tensorrt_llm/thop/attentionOp.cpp``@38134b13: ``mFP8ContextFMHA = is_fp8_out || is_fp4_out ||
+    (hasFp8KvCache() && use_paged_context_fmha)``), and paged context FMHA is on with KV block reuse,
+    chunked prefill or draft tokens (``tensorrt_llm/_torch/attention_backend/trtllm.py``@00bede19), block reuse
+    being the default (``tensorrt_llm/llmapi/llm_args.py``@fcd3f316 ``KvCacheConfig.enable_block_reuse=True``,
+    passed as ``cache_reuse`` by ``_torch/pyexecutor/py_executor_creator.py``@bab0f2e6). bf16 attention over an
+    fp8 cache runs only with block reuse and chunked prefill both off (``KvCacheConfig(enable_block_reuse=False)``),
+    an option simcast does not model. ``None``: keep every row (other engines; their ``attn_dtype`` is not read).
+    """
+    if engine == "trtllm":
+        return "fp8" if kv_cache_dtype == "fp8" else kv_cache_dtype
+    return None
+
+
 def attention_rows(system: str, engine: str, version: str, device: str):
     """``attention_prefill`` and ``attention_decode`` rows; full attention only (window 0), beam 1.
 
     ``dtype`` is the KV-cache dtype (bf16 or fp8): with an fp8 cache the engines run fp8
     attention kernels (vLLM's FlashAttention casts q to fp8), and decode reads fp8 keys.
+    Prefill rows keep only the attention dtype the engine runs by default (:func:`context_attention_dtype`).
     """
     import pandas as pd
 
@@ -205,6 +225,9 @@ def attention_rows(system: str, engine: str, version: str, device: str):
         if "beam_width" in df:
             df = df[df["beam_width"] == 1]
         df = df[df["kv_cache_dtype"].isin(_KV_DTYPES)]
+        if phase == "prefill" and "attn_dtype" in df:
+            want = df["kv_cache_dtype"].map(lambda kv: context_attention_dtype(engine, kv))
+            df = df[want.isna() | (df["attn_dtype"] == want)]
         if phase == "prefill":
             q_len = df["isl"].astype(int)
             kv_len = q_len + df["step"].astype(int)

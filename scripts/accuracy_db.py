@@ -124,6 +124,56 @@ def db_markdown() -> list[str]:
         "sinks at head 64; `narrow_launch_s`, docs/model.md); before it they were 10.6 / 24.2 and 10.9 / 23.7, "
         "the head-64 rows running ~15 % over the fit.",
         "",
+        "vLLM's decode cell on a100_sxm_80gb uses FlashAttention-2's varlen decode launch as vLLM calls it "
+        "(`kernel_rule: fa2_varlen` in the profile; `simcast.cost.flash_decode`, from flash-attn's "
+        "`mha_varlen_fwd`): no split of the context for vanilla MHA (group 1), the GQA group folded into the "
+        "query rows and split, and the copies the fold costs outside the kernel (the output always; the query"
+        " with >= 2 requests and >= 2 KV heads); before: 9.7 / 37.7 (its group-1 rows; docs/model.md). The "
+        "same rule is a fit candidate for vLLM on l40s, where its bf16 rows time FlashAttention-2 too: chosen"
+        " on the fitting half with the L2 capacity form, 9.5 / 33.6 -> 6.8 / 25.8 (its fp8 rows time "
+        "FlashInfer and keep one kernel). SGLang's and vLLM's (proxy) decode cells on h100_sxm and h200_sxm "
+        "include the FlashAttention-3 table's head-192 decode rows, MiMo-V2's keys of 192 and values of 128 "
+        "elements (1114 rows per dtype per table), costed as such: bytes and FLOPs of keys 192 / values 128 "
+        "and a fitted fixed time per launch with distinct head sizes (`diff_kv_launch_s`: h100 8.5 us bf16, "
+        "10.2 us fp8; h200 8.3 / 9.9 us; `simcast.cost.diff_kv`, docs/model.md), refitted on the even half. "
+        "Held-out, with those rows: h100 bf16 7.9 / 24.7 -> 7.1 / 20.4, fp8 9.1 / 25.9 -> 8.2 / 21.4; h200 "
+        "bf16 8.4 / 23.7 -> 7.5 / 20.0, fp8 8.7 / 26.3 -> 7.9 / 22.2 (the previous merge left the rows out: "
+        "7.1 / 20.8, 8.0 / 22.0, 7.4 / 20.1, 7.8 / 22.9 without them). The head-192 rows alone: h100 bf16 6.2"
+        " / 17.2, fp8 4.7 / 17.1; h200 7.4 / 18.6, 5.5 / 16.3 (as 192/192 rows under the old all-rows fit "
+        "they were ~32-34 % median, ~44-47 % p90 on h100); the other head sizes 7.1 / 20.6, 8.4 / 21.6 (h100)"
+        " and 7.5 / 20.0, 8.0 / 22.6 (h200). TensorRT-LLM's h100/h200/l40s tables hold the same shapes (1177 "
+        "decode rows per dtype) and keep one head size: their times run at or above the 192/192 fit (h100 "
+        "held out, head-192 rows: bf16 9.3 / 28.5 as 192/192, 12.8 / 31.2 as 192/128 without a refit), as XQA"
+        " pads head 192 to 256 (docs/model.md).",
+        "",
+        "SGLang's and vLLM's decode cells on l40s use the capacity form of the L2 term (`l2_edge` in the "
+        "profile: the tables' KV pool runs from L2 up to ~100 MiB and from GDDR6 past it; before: sglang bf16"
+        " 17.8 / 61.7, fp8 8.7 / 36.4, vllm bf16 13.1 / 47.5, fp8 9.3 / 36.3), and SGLang's bf16 cell "
+        "FlashInfer's tensor-core / CUDA-core choice (`kernel_rule: flashinfer_tc`, from SGLang's "
+        "`should_use_tensor_core`; 7.7 / 34.2 with the L2 form alone); the a100_sxm_80gb fits keep the smooth"
+        " L2 form (vLLM's A100 cell: the paragraph above). TensorRT-LLM's L40S decode cells: above.",
+        "",
+        "GEMM cells on l40s, b200, b300 and gb200 (bf16 on Blackwell) use the capacity form of the L2 term "
+        "(`l2_edge` in the profile, a fit candidate on those systems kept where it lowers the fitting half's "
+        "mean abs log error by 3 %: all eight L40S GEMM fits and the nine Blackwell bf16 fits; the other "
+        "Blackwell fits keep the smooth form and, but for vLLM's fp8 on b200 and gb200, are unchanged), "
+        "SGLang's and vLLM's L40S fp8 cells their kernels' SM89 tile rules (`tile_rule: sgl_fp8_sm89`, "
+        "`vllm_fp8_sm89`; vLLM's with the L2 form alone 9.8 / 29.2); vLLM's fp8 cells on b200 and gb200 run "
+        "vLLM's SM100 CUTLASS tiles (`tile_rule: vllm_fp8_sm100`, with the capacity form; before 8.4 / 30.5 "
+        "and 7.2 / 22.5; b300, SM103, keeps one grid). Before (smooth L2 form, one 128×128 grid): l40s sglang"
+        " bf16 11.5 / 35.8, fp8 11.0 / 39.8; trtllm bf16 11.1 / 36.5, fp8 7.0 / 25.4, fp8-block 9.1 / 31.7; "
+        "vllm bf16 11.6 / 35.5, fp8 10.4 / 31.3, fp8-block 9.1 / 31.7; bf16 b200 sglang 8.1 / 26.0, trtllm "
+        "7.6 / 23.9, vllm 7.2 / 22.4; b300 sglang 8.0 / 25.4, trtllm 8.2 / 24.7, vllm 7.4 / 23.5; gb200 "
+        "sglang 7.8 / 25.1, trtllm 7.7 / 24.4, vllm 7.5 / 26.0. On L40S SGLang's fp8 with the L2 form alone "
+        "(no tile rule): 10.1 / 38.4 on the fit's own path (`gemm_time_s`, without the padding envelope), "
+        "against 9.2 / 33.1 with the rule.",
+        "",
+        "TensorRT-LLM's decode cells take the multi-block envelope (`simcast.cost.xqa_launch`, docs/model.md:"
+        " the engine's multi-block count falls as requests are added, so a launch takes the least of its own "
+        "time and the engine's time on more requests like its own); it moved h100 fp8 8.4 / 23.5 -> 8.5 / "
+        "23.8, h200 bf16 8.2 / 22.9 -> 8.3 / 23.0, fp8 8.6 / 23.4 -> 8.7 / 23.8, a100 bf16 8.6 -> 8.7 % "
+        "median; the transfer rows below were computed before it.",
+        "",
     ]
     # transfer checks
     md += [

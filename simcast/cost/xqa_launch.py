@@ -103,11 +103,11 @@ def _fewer_blocks_envelope(fit, bw, x, bt, kvm, m, mean_tokens, h, hkv, d, nb, t
         bx = np.maximum(bt, _first_batch_with_blocks(fit, x, fewer, h, hkv))
         same = xqa_runs(fit, bx, kvm, h, hkv, d) == x
         mx = launch_blocks(fit, x, bx, kvm, h, hkv)
-        ok = same & (mx < m) & (bx > bt)
+        ok = same & (mx < m) & (bx > bt) & (bt > 0)  # an empty launch (no requests) has nothing to pad
         if not np.any(ok):
             continue
         t_wx = split_launch_s(fit, x, bx, mx, mean_tokens(mx), h, hkv, d)
-        nbx = nb * bx / bt
+        nbx = nb * bx / np.maximum(bt, 1.0)
         t_mx = nbx / (bw * l2_factor(fit, nbx))
         tx = smooth_max(t_mx, t_wx, p=fit.smooth_p)
         use = ok & (tx < best)

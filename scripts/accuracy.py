@@ -153,7 +153,8 @@ def main(argv: list[str]) -> int:
         "`fp8_block` (128×128 block scales; needs an engine)",
         "* `attention_prefill` / `attention_decode`: batch (requests), q_len (new tokens per request; 1 for "
         "decode), kv_len (keys per request incl. the new ones), heads, kv_heads, head_dim (per GPU); dtype = "
-        "the KV-cache dtype (`bf16` or `fp8`)",
+        "the KV-cache dtype (`bf16` or `fp8`); optional v_head_dim (value head size when it differs from the "
+        "key's, e.g. keys 192 / values 128; empty = head_dim)",
         "* `allreduce` / `allgather`: bytes (per rank; all-gather: output per rank; a database row's "
         "`message_size` is an element count: bytes = elements × element size), gpus, nodes (default 1)",
         "* `p2p`: bytes; nodes > 1 means the two GPUs are on different nodes",

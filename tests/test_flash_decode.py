@@ -123,7 +123,8 @@ def test_fa3_head192_decode_rows_costed_as_diff_kv():
     counts them; TensorRT-LLM's head-192 rows are not given the rule."""
     pytest.importorskip("aiconfigurator_core")
     pytest.importorskip("pyarrow")
-    from simcast.calib.fitting.from_db import DIFF_KV_HEAD_DIM, DIFF_KV_V_HEAD_DIM, engine_data
+    from simcast.calib.fitting.from_db import engine_data
+    from simcast.calib.fitting.kernel_choices import DIFF_KV_HEAD_DIM, DIFF_KV_V_HEAD_DIM
 
     for engine in ("sglang", "vllm"):  # SGLang's own table, and vLLM's proxy of it
         d = engine_data("h100_sxm", engine)

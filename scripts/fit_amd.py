@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from simcast.calib.fitting import fit_collectives as fc
+from simcast.calib.fitting import fit_decode as fd_mod
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.profiles import profile_yaml as py
 from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
@@ -91,13 +92,13 @@ def fit_decode() -> tuple:
     dev = load_device("mi355x")
     r = _csv("mi355x_aiter_paged_decode.csv")
     h = held_out(r)
-    fit, _ = fk.fit_decode(r[~h], dev, "bf16", CDNA4_CUS)
+    fit, _ = fd_mod.fit_decode(r[~h], dev, "bf16", CDNA4_CUS)
     a = fk._attn_arrays(r[h])
     p = attn.decode_time_s(
         fit, dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]
     )
     held = errors(p, a["t"])
-    fit, _ = fk.fit_decode(r, dev, "bf16", CDNA4_CUS)
+    fit, _ = fd_mod.fit_decode(r, dev, "bf16", CDNA4_CUS)
     a = fk._attn_arrays(r)
     pa = attn.decode_time_s(
         fit, dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"]

@@ -138,7 +138,7 @@ def test_fit_recovers_the_single_block_form_with_the_l2_edge(l40s):
     the times."""
     import pandas as pd
 
-    from simcast.calib.fitting.fit_kernels import fit_decode
+    from simcast.calib.fitting.fit_decode import fit_decode
 
     true = _sb_fit(l2_boost=3.0, l2_half_bytes=1e8, l2_edge=20.0)
     rng = np.random.default_rng(1)

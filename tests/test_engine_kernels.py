@@ -237,7 +237,7 @@ def test_gemm_fit_recovers_synthetic_device(h100):
 
 
 def test_decode_fit_recovers_synthetic_kernel(h100):
-    from simcast.calib.fitting.fit_kernels import fit_decode
+    from simcast.calib.fitting.fit_decode import fit_decode
 
     true = DecodeAttentionFit(
         dtype="bf16",

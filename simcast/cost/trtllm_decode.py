@@ -85,7 +85,7 @@ def mmha_blocks(fit: DecodeAttentionFit, batch, kv_max, heads):
     ``clamp(ceil(SMs · blocks_per_sm / (batch · heads)), 1, ceil(kv_max / seq_len_per_kv_loop))``. The
     kernel's resident CTAs per SM (``mmha_ctas_per_sm``, from its occupancy query) and its tokens per KV
     loop (``mmha_block_tokens``, from its dynamic block size) are not fixed by the code: both are chosen by
-    the fit (:func:`simcast.calib.fitting.fit_kernels.fit_decode`)."""
+    the fit (:func:`simcast.calib.fitting.fit_decode.fit_decode`)."""
     b, h = np.asarray(batch, float), np.asarray(heads, float)
     most = np.ceil(np.asarray(kv_max, float) / max(fit.mmha_block_tokens, 1))
     return np.clip(np.ceil(fit.sm_count * fit.mmha_ctas_per_sm / np.maximum(b * h, 1.0)), 1.0, np.maximum(most, 1.0))

@@ -197,106 +197,100 @@ def chrome_trace(
     msg = {(e.src_stage, e.microbatch): e for e in report.runtime.send_recv_events}
     events = _metadata(report)
     recvs = {(e.stage, e.microbatch): e for e in tl.events if e.kind == "recv"}
-    chunked = report.spec.chunked_prefill is not None
     flow_id = 0
     for ev in tl.events:
-        st = report.stages[ev.stage]
-        mb = report.microbatches[ev.microbatch]
         if ev.kind == "compute":
-            mops = ops[ev.stage][ev.microbatch]
-            chunk = {"prefix_tokens": mb.context_lens[0]} if chunked else {}
-            events.append(
-                _slice(
-                    (
-                        f"chunk {ev.microbatch}: {mb.num_tokens} tok @ prefix {mb.context_lens[0]}"
-                        if chunked
-                        else f"mb {ev.microbatch} compute"
-                    ),
-                    "compute",
-                    ev.start_s * US,
-                    ev.end_s * US,
-                    ev.stage,
-                    TIDS["compute"],
-                    {
-                        "microbatch": ev.microbatch,
-                        "tokens": mb.num_tokens,
-                        "requests": mb.num_requests,
-                        "layers": st.num_layers,
-                        "flops": sum(o.flops * o.count for o in mops),
-                        "bytes": sum(o.bytes * o.count for o in mops),
-                        "tp_comm_us": sum(o.time_s * o.count for o in mops if o.bound == "Comm") * US,
-                        **chunk,
-                    },
-                )
-            )
-            if level != "stage":
-                groups = stage_segments(mops, st.start_layer, st.num_layers)
-                events.extend(_children(ev, groups, level, ev.stage))
+            events += _compute_events(report, ev, ops[ev.stage][ev.microbatch], level)
             continue
         hop = ev.stage if ev.kind == "send" else ev.peer
-        m = msg.get((hop, ev.microbatch)) if hop is not None else None
-        arrow = f"{ev.stage}->{ev.peer}" if ev.kind == "send" else f"{ev.peer}->{ev.stage}"
-        events.append(
-            _slice(
-                f"mb {ev.microbatch} {ev.kind} {arrow}",
-                "pp_comm",
-                ev.start_s * US,
-                ev.end_s * US,
-                ev.stage,
-                TIDS[ev.kind],
-                {
-                    "microbatch": ev.microbatch,
-                    "peer_stage": ev.peer,
-                    "bytes": m.message_bytes if m else None,
-                    "link": m.link if m else None,
-                    "transfer_us": m.latency_s * US if m else None,
-                    "all_gather_us": m.all_gather_s * US if m else None,
-                    "send_recv": tl.send_recv,
-                },
-            )
-        )
+        events.append(_comm_event(ev, msg.get((hop, ev.microbatch)) if hop is not None else None, tl.send_recv))
         if ev.kind == "send":  # flow arrow from this send to the matching recv
             flow_id += 1
             recv = recvs.get((ev.peer, ev.microbatch)) if ev.peer is not None else None
             if recv is not None:
-                mid = lambda e: round((e.start_s + e.end_s) / 2 * US, 3)  # noqa: E731
-                events += [
-                    {
-                        "name": "hidden states",
-                        "cat": "pp_comm",
-                        "ph": "s",
-                        "id": flow_id,
-                        "ts": mid(ev),
-                        "pid": ev.stage,
-                        "tid": TIDS["send"],
-                    },
-                    {
-                        "name": "hidden states",
-                        "cat": "pp_comm",
-                        "ph": "f",
-                        "bp": "e",
-                        "id": flow_id,
-                        "ts": mid(recv),
-                        "pid": recv.stage,
-                        "tid": TIDS["recv"],
-                    },
-                ]
+                events += _flow(flow_id, ev, recv)
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other_data(report, tl, level)}
+
+
+def _compute_events(report: Report, ev: TimelineEvent, mops: Sequence[Any], level: str) -> list[dict[str, Any]]:
+    """One microbatch's compute slice on its stage, and its children at ``level`` of detail."""
+    st = report.stages[ev.stage]
+    mb = report.microbatches[ev.microbatch]
+    chunked = report.spec.chunked_prefill is not None
+    chunk = {"prefix_tokens": mb.context_lens[0]} if chunked else {}
+    name = (
+        f"chunk {ev.microbatch}: {mb.num_tokens} tok @ prefix {mb.context_lens[0]}"
+        if chunked
+        else f"mb {ev.microbatch} compute"
+    )
+    args = {
+        "microbatch": ev.microbatch,
+        "tokens": mb.num_tokens,
+        "requests": mb.num_requests,
+        "layers": st.num_layers,
+        "flops": sum(o.flops * o.count for o in mops),
+        "bytes": sum(o.bytes * o.count for o in mops),
+        "tp_comm_us": sum(o.time_s * o.count for o in mops if o.bound == "Comm") * US,
+        **chunk,
+    }
+    out = [_slice(name, "compute", ev.start_s * US, ev.end_s * US, ev.stage, TIDS["compute"], args)]
+    if level != "stage":
+        out.extend(_children(ev, stage_segments(mops, st.start_layer, st.num_layers), level, ev.stage))
+    return out
+
+
+def _comm_event(ev: TimelineEvent, m: Any, send_recv: str) -> dict[str, Any]:
+    """A send or recv slice of the PP hand-off ``m`` (a send/recv event of the report, or None)."""
+    arrow = f"{ev.stage}->{ev.peer}" if ev.kind == "send" else f"{ev.peer}->{ev.stage}"
+    args = {
+        "microbatch": ev.microbatch,
+        "peer_stage": ev.peer,
+        "bytes": m.message_bytes if m else None,
+        "link": m.link if m else None,
+        "transfer_us": m.latency_s * US if m else None,
+        "all_gather_us": m.all_gather_s * US if m else None,
+        "send_recv": send_recv,
+    }
+    name = f"mb {ev.microbatch} {ev.kind} {arrow}"
+    return _slice(name, "pp_comm", ev.start_s * US, ev.end_s * US, ev.stage, TIDS[ev.kind], args)
+
+
+def _flow(flow_id: int, send: TimelineEvent, recv: TimelineEvent) -> list[dict[str, Any]]:
+    """The flow arrow (start and end events) from a send to its recv, at each slice's middle (us)."""
+
+    def mid(e: TimelineEvent) -> float:
+        return round((e.start_s + e.end_s) / 2 * US, 3)
+
+    name, cat = "hidden states", "pp_comm"
+    return [
+        {"name": name, "cat": cat, "ph": "s", "id": flow_id, "ts": mid(send), "pid": send.stage, "tid": TIDS["send"]},
+        {
+            "name": name,
+            "cat": cat,
+            "ph": "f",
+            "bp": "e",
+            "id": flow_id,
+            "ts": mid(recv),
+            "pid": recv.stage,
+            "tid": TIDS["recv"],
+        },
+    ]
+
+
+def _other_data(report: Report, tl: Timeline, level: str) -> dict[str, Any]:
+    """The trace's ``otherData``: what was simulated and the step's latencies (ms)."""
     rt, sp = report.runtime, report.spec
     return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "model": sp.model.name,
-            "device": sp.device.name,
-            "parallel": f"TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}",
-            "send_recv": SEND_RECV_LABELS[tl.send_recv],
-            "max_in_flight": tl.max_in_flight,
-            "detail": level,
-            "microbatches": tl.num_microbatches,
-            "prefill_chunks": list(sp.chunked_prefill.tokens) if sp.chunked_prefill is not None else None,
-            "timeline_makespan_ms": tl.makespan_s * 1e3,
-            "fill_drain_latency_ms": rt.latency_s * 1e3,
-            "rfc_bubble_ms": rt.breakdown["bubble"] * 1e3,
-            "idle_fraction": tl.idle_fraction,
-        },
+        "model": sp.model.name,
+        "device": sp.device.name,
+        "parallel": f"TP={sp.parallel.tp} | PP={sp.parallel.pp} | DP={sp.parallel.dp}",
+        "send_recv": SEND_RECV_LABELS[tl.send_recv],
+        "max_in_flight": tl.max_in_flight,
+        "detail": level,
+        "microbatches": tl.num_microbatches,
+        "prefill_chunks": list(sp.chunked_prefill.tokens) if sp.chunked_prefill is not None else None,
+        "timeline_makespan_ms": tl.makespan_s * 1e3,
+        "fill_drain_latency_ms": rt.latency_s * 1e3,
+        "rfc_bubble_ms": rt.breakdown["bubble"] * 1e3,
+        "idle_fraction": tl.idle_fraction,
     }

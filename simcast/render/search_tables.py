@@ -156,60 +156,9 @@ def format_search(
     then blames the limits, else the layouts themselves)."""
     best = best_rows(rows)[:top]
     chunks = any(c.chunk_choices for c in rows[:top])  # --chunked-prefill-sizes searched the chunk setting
-    cells = [
-        [
-            str(i + 1),
-            r["parallel"],
-            str(r["batch_size"]),
-            str(r["concurrency"]),
-            f"{r['ttft_ms']:.1f}",
-            f"{r['ttft_idle_ms']:.1f}",
-            *([f"{r['chunk_tokens']}" + (" dyn" if r["dynamic_chunking"] else "")] if chunks else []),
-            f"{r['tpot_ms']:.2f}",
-            f"{r['tokens_per_s']:.1f}",
-            f"{r['tokens_per_s_per_device']:.1f}",
-            f"{r['tokens_per_s_per_user']:.1f}",
-            f"{r['max_stage_weights_gib']:.1f}",
-            f"{r['max_stage_kv_gib']:.1f}",
-            r["links"],
-        ]
-        for i, r in enumerate(best)
-    ]
     out = [header, ""]
-    if cells:
-        out.append(
-            table(
-                [
-                    "#",
-                    "parallel",
-                    "batch_size",
-                    "concurrency",
-                    "ttft ms",
-                    "1-prompt ttft ms",
-                    *(["chunk"] if chunks else []),
-                    "tpot ms",
-                    "token/s",
-                    "token/s/device",
-                    "token/s/user",
-                    "weights GiB",
-                    "KV GiB",
-                    "links",
-                ],
-                cells,
-            )
-        )
-        out += ["", "breakdowns (% of op time | PP shares of step latency):"]
-        w = max(22, *(len(r["parallel"]) for r in best))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
-        for i, r in enumerate(best):
-            out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
-            out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
-        if chunks:
-            from simcast.serving.chunk_search import RULE
-
-            out += ["", f"chunk settings tried (1-prompt ttft ms, token/s/device; {RULE}):"]
-            for i, c in enumerate(rows[:top]):
-                tried = ", ".join(f"{lab}: {t * 1e3:.1f} ms, {x:.1f}" for lab, t, x in c.chunk_choices)
-                out.append(f"{i + 1:>2} {best[i]['parallel']:<{w}} {tried}")
+    if best:
+        out += _ranked_lines(rows[:top], best, chunks)
     else:
         out.append(
             "no layout meets the limits (see --show-rejected)"
@@ -224,6 +173,49 @@ def format_search(
             out += ["", f"{len(rejected)} layout(s) rejected (--show-rejected lists them)"]
     out += ["", "assumptions:"] + [f"  - {a}" for a in assumption_lines(assumptions)]
     return "\n".join(out)
+
+
+_RANKED_HEADERS = ("#", "parallel", "batch_size", "concurrency", "ttft ms", "1-prompt ttft ms")
+_RANKED_TAIL = ("tpot ms", "token/s", "token/s/device", "token/s/user", "weights GiB", "KV GiB", "links")
+
+
+def _ranked_cells(i: int, r: dict, chunks: bool) -> list[str]:
+    """One ranked layout's cells (ms, token/s, GiB as the headers say)."""
+    return [
+        str(i + 1),
+        r["parallel"],
+        str(r["batch_size"]),
+        str(r["concurrency"]),
+        f"{r['ttft_ms']:.1f}",
+        f"{r['ttft_idle_ms']:.1f}",
+        *([f"{r['chunk_tokens']}" + (" dyn" if r["dynamic_chunking"] else "")] if chunks else []),
+        f"{r['tpot_ms']:.2f}",
+        f"{r['tokens_per_s']:.1f}",
+        f"{r['tokens_per_s_per_device']:.1f}",
+        f"{r['tokens_per_s_per_user']:.1f}",
+        f"{r['max_stage_weights_gib']:.1f}",
+        f"{r['max_stage_kv_gib']:.1f}",
+        r["links"],
+    ]
+
+
+def _ranked_lines(ranked: list[Candidate], best: list[dict], chunks: bool) -> list[str]:
+    """The ranked layouts' table, each one's breakdowns and (when searched) the chunk settings tried."""
+    headers = [*_RANKED_HEADERS, *(["chunk"] if chunks else []), *_RANKED_TAIL]
+    out = [table(headers, [_ranked_cells(i, r, chunks) for i, r in enumerate(best)])]
+    out += ["", "breakdowns (% of op time | PP shares of step latency):"]
+    w = max(22, *(len(r["parallel"]) for r in best))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
+    for i, r in enumerate(best):
+        out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
+        out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
+    if chunks:
+        from simcast.serving.chunk_search import RULE
+
+        out += ["", f"chunk settings tried (1-prompt ttft ms, token/s/device; {RULE}):"]
+        for i, c in enumerate(ranked):
+            tried = ", ".join(f"{lab}: {t * 1e3:.1f} ms, {x:.1f}" for lab, t, x in c.chunk_choices)
+            out.append(f"{i + 1:>2} {best[i]['parallel']:<{w}} {tried}")
+    return out
 
 
 def format_serving(r: ServingResult, links: str) -> str:

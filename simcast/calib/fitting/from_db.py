@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from simcast.calib.fitting import fit_collectives as fc
+from simcast.calib.fitting import fit_decode as fd_mod
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.fitting.from_db_moe import fit_moe_engine
 from simcast.calib.fitting.kernel_choices import (
@@ -315,7 +316,7 @@ def fit_engine(
                 if dt == "fp8" and (engine, system) in DECODE_FP8_SINGLE_BLOCK:
                     rules = tuple("trtllm_xqa_sb" if r == "trtllm_xqa_mb" else r for r in rules)
                 edge = (engine, system) in DECODE_L2_EDGE
-                fd, _ = fk.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
+                fd, _ = fd_mod.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
                 p = attn.decode_time_s(
                     fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]
                 )

@@ -196,7 +196,10 @@ DEVSET_GROUPS = {
 }
 FIGURES: dict[str, Figure] = {
     **{f"devset_{k}": Figure(source=PUBLIC, read=devset_group(g, 2)) for k, g in DEVSET_GROUPS.items()},
-    **{f"devset_{k}_rows": Figure(source=PUBLIC, read=devset_group(g, 1)) for k, g in DEVSET_GROUPS.items()},
+    **{
+        f"devset_{k}_rows": Figure(source=PUBLIC, read=devset_group(DEVSET_GROUPS[k], 1))
+        for k in ("all", "kind_burst", "kind_concurrency", "kind_single")
+    },
     "pp_all": Figure(source=PUBLIC, read=pp_all),
     "pp_section": Figure(source=PUBLIC, read=pp_section),
     "pp_main_throughput": Figure(source=PUBLIC, read=pp_error("sgl7979-q235-h200-tp8pp4-main", "output_throughput")),
@@ -210,16 +213,16 @@ FIGURES: dict[str, Figure] = {
     "published_max_load": Figure(source=PUBLISHED, read=published_kind("max load")),
     "published_kinds_table": Figure(source=PUBLISHED, read=published_kinds_table),
     "published_mixtral_ttft_2048": Figure(source=PUBLISHED, read=published_error("ttft H100 Mixtral-8x7B 2 1 2048/1")),
-    "published_mixtral_ttft_2048_x": Figure(source=PUBLISHED, read=published_ratio("ttft H100 Mixtral-8x7B 2 1 2048/1")),
+    "published_mixtral_ttft_2048_x": Figure(
+        source=PUBLISHED, read=published_ratio("ttft H100 Mixtral-8x7B 2 1 2048/1")
+    ),
     "published_mixtral_ttft_128": Figure(source=PUBLISHED, read=published_error("ttft H100 Mixtral-8x7B 2 1 128/1", 1)),
     "published_405b_1000": Figure(source=PUBLISHED, read=published_error("max H200 Llama-3.1-405B 8 max 1000/1000")),
     "published_70b_tp2": Figure(source=PUBLISHED, read=published_error("max H100 Llama-3.1-70B 2 max 128/128")),
     "published_70b_tp8": Figure(source=PUBLISHED, read=published_error("max H100 Llama-3.1-70B 8 max 128/128")),
     "published_7b_static_896": Figure(source=PUBLISHED, read=published_error("static H100 Llama-2-7B 1 896 128/128")),
     "kernels_layer_range": Figure(source=ACCURACY, read=layer_range),
-    "engine_kernels_median": Figure(
-        source=ACCURACY, read=lambda t: f"{statistics.median(_engine_medians(t)):.1f}"
-    ),
+    "engine_kernels_median": Figure(source=ACCURACY, read=lambda t: f"{statistics.median(_engine_medians(t)):.1f}"),
     "engine_kernels_count": Figure(source=ACCURACY, read=lambda t: str(len(_engine_medians(t)))),
     "moe_median": Figure(source=ACCURACY, read=moe_median),
     "moe_count": Figure(source=ACCURACY, read=lambda t: str(len(_moe_medians(t)))),

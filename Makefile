@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/mypy simcast
 	$(BIN)/python -m pytest
 
-# The quick tier while iterating: no test marked slow or notebook (markers in pyproject.toml); 872 of 1243 tests (about 45-50 s on 2 cores)
+# The quick tier while iterating: no test marked slow or notebook (markers in pyproject.toml); about a minute on 2 cores
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not notebook"
 

@@ -310,3 +310,48 @@ def test_flag_checks_can_fail():
     )
     assert wrong_defaults(text, defaults) == [("--expert-imbalance", "1", [1.315, 1.315])]
     assert unknown_flags(text, set(defaults)) == ["--gone", "--random-*"]
+
+
+# --- files and modules the pages name exist ---------------------------------------------------------------------
+
+REPO_PATH = re.compile(r"(?<![\w/.-])((?:simcast|scripts|benchmarks|tests|device_profiles|models|examples)/[\w./-]*\w)")
+DOTTED = re.compile(r"(?<![\w/.])(simcast(?:\.\w+)+)")
+
+
+def resolves(dotted: str) -> bool:
+    """``simcast.a.b.C`` names an importable module, or attributes of the longest importable prefix."""
+    import importlib
+    import importlib.util
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            spec = None
+        if spec is not None:
+            obj = importlib.import_module(".".join(parts[:i]))
+            for name in parts[i:]:
+                if not hasattr(obj, name):
+                    return False
+                obj = getattr(obj, name)
+            return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_paths_and_modules_named_in_docs_exist(page):
+    """A repository path (``simcast/serving/speculative.py``) or module (``simcast.core.moe``) a page names
+    exists: a moved module is renamed in the pages too. Paths with a placeholder in capitals are skipped."""
+    text = page.read_text()
+    paths = [p for p in REPO_PATH.findall(text) if not re.search(r"[A-Z]{3,}", p) and not (ROOT / p).exists()]
+    modules = [m for m in DOTTED.findall(text) if not resolves(m)]
+    assert not paths and not modules, f"{page.relative_to(ROOT)} names what is not there: {paths + modules}"
+
+
+def test_path_check_can_fail():
+    assert resolves("simcast.core.moe.DEFAULT_EXPERT_IMBALANCE") and not resolves("simcast.core.no_such_module")
+    assert REPO_PATH.findall("see `simcast/no/such.py` and simcast/core/moe.py.") == [
+        "simcast/no/such.py",
+        "simcast/core/moe.py",
+    ]

@@ -285,6 +285,10 @@ DEFAULT_QUOTE = re.compile(
 )
 
 
+# "`--kv-transfer whole` is the default", "`--dataset-name random` (the default"
+NAMED_DEFAULT = re.compile(r"`(--[a-z][\w-]*) ([\w.-]+)`\**\s*(?:\(the default|is the default)")
+
+
 def wrong_defaults(text: str, defaults: dict[str, list[object]]) -> list[tuple[str, str, list[object]]]:
     """(flag, quoted default, the parser's defaults) of every default ``text`` quotes that no command has."""
     out = []
@@ -293,6 +297,10 @@ def wrong_defaults(text: str, defaults: dict[str, list[object]]) -> list[tuple[s
         have = defaults.get(flag, [])
         if not any(isinstance(d, int | float) and float(d) == float(m.group(3)) for d in have):
             out.append((flag, m.group(3), have))
+    for flag, value in NAMED_DEFAULT.findall(text):
+        have = defaults.get(flag, [])
+        if value not in [str(d) for d in have]:
+            out.append((flag, value, have))
     return out
 
 
@@ -306,10 +314,20 @@ def test_flag_checks_can_fail():
     defaults = {"--expert-imbalance": [1.315, 1.315], "--tp": [1], "--refine-prompts": [None]}
     text = (
         "`--expert-imbalance f` scales the load (default 1: uniform); `--tp` sets TP, default 1; "
-        "`--refine-prompts` prompts, default 4 × the concurrency; `--gone` and `--random-*` and `--tp*`"
+        "`--refine-prompts` prompts, default 4 × the concurrency; `--gone` and `--random-*` and `--tp*`; "
+        "**`--kv-transfer whole` is the default**, `--engine vllm` (the default)"
     )
-    assert wrong_defaults(text, defaults) == [("--expert-imbalance", "1", [1.315, 1.315])]
-    assert unknown_flags(text, set(defaults)) == ["--gone", "--random-*"]
+    defaults |= {"--kv-transfer": ["whole"], "--engine": ["none", "sglang"]}
+    assert wrong_defaults(text, defaults) == [
+        ("--expert-imbalance", "1", [1.315, 1.315]),
+        ("--engine", "vllm", ["none", "sglang"]),
+    ]
+    assert unknown_flags(text, set(defaults) - {"--kv-transfer", "--engine"}) == [
+        "--engine",
+        "--gone",
+        "--kv-transfer",
+        "--random-*",
+    ]
 
 
 # --- files and modules the pages name exist ---------------------------------------------------------------------

@@ -373,3 +373,13 @@ def test_path_check_can_fail():
         "simcast/no/such.py",
         "simcast/core/moe.py",
     ]
+
+
+def test_refine_prompts_help_states_the_rule():
+    """--refine-prompts' default is a rule, not a number: its help (and docs/usage.md) state the code's."""
+    from simcast.serving.refine import MAX_PROMPTS, MIN_PROMPTS, default_prompts
+
+    assert [default_prompts(c, 1000, 200) for c in (50, 300, 5000)] == [1000, 3000, 20000]  # 10 x c in range
+    (help_,) = {h for f, _, h in cli_actions() if f == "--refine-prompts"}
+    assert f"10 x the layout's steady-state concurrency within {MIN_PROMPTS}..{MAX_PROMPTS}" in help_
+    assert "10 × the steady-state concurrency within 1000–20000" in (ROOT / "docs" / "usage.md").read_text()

@@ -333,6 +333,7 @@ def test_flag_checks_can_fail():
 # --- files and modules the pages name exist ---------------------------------------------------------------------
 
 REPO_PATH = re.compile(r"(?<![\w/.-])((?:simcast|scripts|benchmarks|tests|device_profiles|models|examples)/[\w./-]*\w)")
+PACKAGE_PATH = re.compile(r"`((?:core|inputs|trace|cost|sim|calib|serving|render|api|cli|engines)/[\w/]*\w\.py)`")
 DOTTED = re.compile(r"(?<![\w/.])(simcast(?:\.\w+)+)")
 
 
@@ -359,10 +360,12 @@ def resolves(dotted: str) -> bool:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_paths_and_modules_named_in_docs_exist(page):
-    """A repository path (``simcast/serving/speculative.py``) or module (``simcast.core.moe``) a page names
-    exists: a moved module is renamed in the pages too. Paths with a placeholder in capitals are skipped."""
+    """A repository path (``simcast/serving/speculative.py``, or ``cost/moe.py`` inside the package) or module
+    (``simcast.core.moe``) a page names exists: a moved module is renamed in the pages too. Paths with a
+    placeholder in capitals are skipped."""
     text = page.read_text()
     paths = [p for p in REPO_PATH.findall(text) if not re.search(r"[A-Z]{3,}", p) and not (ROOT / p).exists()]
+    paths += [p for p in PACKAGE_PATH.findall(text) if not (ROOT / "simcast" / p).exists()]  # `cost/moe.py`
     modules = [m for m in DOTTED.findall(text) if not resolves(m)]
     assert not paths and not modules, f"{page.relative_to(ROOT)} names what is not there: {paths + modules}"
 

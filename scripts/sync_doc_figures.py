@@ -62,7 +62,7 @@ def devset_group(group: str, column: int) -> Callable[[str], str]:
 def pp_section(text: str) -> str:
     """The PP rows' section of the development-set page (rows, summary, commands), between the marks."""
     body = text.split(PP_HEADING, 1)[1]
-    return "\n" + body.split("\n## ", 1)[0].strip("\n") + "\n"
+    return "\n\n" + body.split("\n## ", 1)[0].strip("\n") + "\n\n"  # blank lines: the marks are blocks of their own
 
 
 def pp_all(text: str) -> str:
@@ -124,7 +124,7 @@ def published_ratio(row: str) -> Callable[[str], str]:
 def published_kinds_table(text: str) -> str:
     start = text.index("| kind | rows | median abs error |")
     block = text[start:].split("\n\n", 1)[0].rstrip("\n")
-    return "\n" + block + "\n"
+    return "\n\n" + block + "\n\n"
 
 
 def _generated(text: str) -> str:

@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/mypy simcast
 	$(BIN)/python -m pytest
 
-# The quick tier while iterating: no test marked slow or notebook (markers in pyproject.toml); 872 of 1243 tests (about 45-50 s on 2 cores)
+# The quick tier while iterating: no test marked slow or notebook (markers in pyproject.toml); about a minute on 2 cores
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not notebook"
 
@@ -51,6 +51,8 @@ accuracy: $(STAMP)
 readme: $(STAMP)
 	$(BIN)/python scripts/update_readme_examples.py
 
-# docs/cli.md from the argparse parser (tests/test_cli_docs.py fails when it is stale)
+# docs/cli.md from the argparse parser (tests/test_cli_docs.py fails when it is stale), then every figure a
+# page copies from another (marked <!-- fig:NAME -->) from its source page (tests/test_docs.py checks them)
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_cli_docs.py
+	$(BIN)/python scripts/sync_doc_figures.py

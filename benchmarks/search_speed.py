@@ -39,7 +39,7 @@ BENCH_SERVE = [*BENCH_SERVE_ARGS, "--num-prompts", "100000"]
 
 AIC_RECORDED_S = 13.3
 """AIConfigurator 0.12.0 ``cli exp``, the same search (agg, tp/pp candidates [1,2,4,8]), measured with this
-benchmark on the project's 2-core development machine (docs/model.md, "Speed")."""
+benchmark on the project's 2-core development machine (docs/speed.md)."""
 TARGET_WARM_X, TARGET_COLD_X, TARGET_BENCH_SERVE_S = 15.0, 3.0, 180.0
 
 

@@ -35,7 +35,9 @@ class SearchOptions(SpeculativeOptions, ServingEngineOptions, TargetOptions):
     pp_sizes: Sequence[int] | None = opt(None, "PP sizes searched (None: 1; []: powers of two <= num_devices)")
     ep_sizes: Sequence[int] | None = opt(None, "MoE: EP sizes searched (None: 1; []: powers of two)")
     moe_dp_sizes: Sequence[int] | None = opt(None, "MoE: expert DP sizes searched (None: 1; []: powers of two)")
-    batch_sizes: Sequence[int] | None = opt(None, "concurrencies per replica tried (None: a binary search up to 4096)")
+    batch_sizes: Sequence[int] | None = opt(
+        None, "concurrencies per replica tried (None: 1, 2, 3, 4, 6, 8, 12, ... up to what memory allows, <= 4096)"
+    )
     ttft_limit_ms: float | None = opt(None, "time to first token limit, ms (None or 0: none)")
     tpot_limit_ms: float | None = opt(None, "time per output token limit, ms (None or 0: none)")
     chunked_prefill_sizes: Sequence[int] | None = opt(

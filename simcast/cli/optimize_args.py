@@ -112,7 +112,8 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         "--batch-sizes",
         nargs="+",
         default=None,
-        help="restrict concurrency per replica to these values (default: binary search up to 4096) "
+        help="restrict concurrency per replica to these values (default: 1, 2, 3, 4, 6, 8, 12, ... up to what "
+        "memory allows, at most 4096) "
         "[each <= 10^6, at most 256 values]",
     )
     p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")

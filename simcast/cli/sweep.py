@@ -43,8 +43,8 @@ def add_sweep_args(p: argparse.ArgumentParser, refine: bool = True) -> None:
             "--refine-prompts",
             type=int_in(1, MAX_BENCH_PROMPTS, "requests per run"),
             default=None,
-            help="prompts per request-level run of --refine-top [default: 4 x the layout's steady-state "
-            f"concurrency within 500..2000; <= {MAX_BENCH_PROMPTS}]",
+            help="prompts per request-level run of --refine-top [default: 10 x the layout's steady-state "
+            f"concurrency within 1000..20000 and the {MAX_BENCH_TOKENS:,}-token cap; <= {MAX_BENCH_PROMPTS}]",
         )
 
 

@@ -45,7 +45,7 @@ request-steps over the requests in flight per replica: ~4e4 steps/s on one core,
 (At concurrency 1 the request-step bound alone admitted 5e7 steps: ~20 minutes.)"""
 MAX_BATCH_SIZES = 256
 """Values of ``optimize --batch-sizes``: each is one steady-state estimate per layout (~10 ms each, up to
-tens of layouts); the default binary search sweeps ~25."""
+tens of layouts); the default grid (1, 2, 3, 4, 6, 8, 12, ... up to 4096) sweeps ~25."""
 MAX_SPEC_TOKENS = 64
 """Speculative tokens per step (``num_speculative_tokens``, ``--speculative-num-steps``): each is one
 sequential draft pass per step; published EAGLE/MTP setups use 1-8, SGLang's tree setups verify up to 64."""

@@ -74,7 +74,8 @@ class PipelineRuntimeEstimate:
 
 
 def fill_drain_latency(stage_times_s: Sequence[float], num_microbatches: int) -> float:
-    """The RFC's formula: ``Σ stage_times + (M - 1) · max(stage_times)``."""
+    """The RFC's formula: ``Σ stage_times + (M - 1) · max(stage_times)``, the closed form of
+    :func:`pipeline_times` for identical microbatches without a cap."""
     if num_microbatches < 1:
         raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
     if not stage_times_s:
@@ -82,28 +83,63 @@ def fill_drain_latency(stage_times_s: Sequence[float], num_microbatches: int) ->
     return sum(stage_times_s) + (num_microbatches - 1) * max(stage_times_s)
 
 
-def flow_shop_latency(times_s: Sequence[Sequence[float]], max_in_flight: int | None = None) -> float:
-    """Makespan of microbatches ``times_s[m][s]`` through stages in order, blocking.
+@dataclass(frozen=True, kw_only=True)
+class PipelineTimes:
+    """When each microbatch holds each resource: ``start_s[m][r]`` and ``end_s[m][r]`` (s)."""
 
-    ``C[m][s] = max(C[m-1][s], C[m][s-1]) + t[m][s]``; for identical microbatches
-    it equals :func:`fill_drain_latency` exactly. ``max_in_flight``: microbatch ``m``
-    enters stage 0 only after microbatch ``m - max_in_flight`` has left the last
-    stage (an engine's batch queue; None: no cap).
+    start_s: tuple[tuple[float, ...], ...]
+    end_s: tuple[tuple[float, ...], ...]
+
+    @property
+    def makespan_s(self) -> float:
+        """End of the last microbatch on the last resource (0 without microbatches), seconds."""
+        return self.end_s[-1][-1] if self.end_s and self.end_s[-1] else 0.0
+
+
+def pipeline_times(busy_s: Sequence[Sequence[float]], max_in_flight: int | None = None) -> PipelineTimes:
+    """The one pipeline-timing formula: microbatches ``m`` through resources ``r`` in order, FIFO.
+
+    ``busy_s[m][r]``: seconds microbatch ``m`` holds resource ``r`` (a stage: its compute plus the send/recv the
+    caller charges to it; a link: one hop's transfer; the return hop of a serving step). The recurrence::
+
+        start[m][r] = max(end[m-1][r], end[m][r-1])        (end[m][-1] = 0, or end[m-K][R-1] with a cap K)
+        end[m][r]   = start[m][r] + busy[m][r]
+
+    Assumption: every resource serves one microbatch at a time in microbatch order (no overtaking, as vLLM and
+    SGLang run a PP forward step), a microbatch moves on as soon as it is done (unbounded buffers between
+    resources), and with ``max_in_flight`` K microbatch ``m`` enters the first resource only after microbatch
+    ``m - K`` has left the last one (an engine's batch queue). Closed forms for ``M`` identical microbatches of
+    times ``t_r``: the makespan without a cap is ``Σ t + (M - 1) · max t`` (the RFC's fill-drain,
+    :func:`fill_drain_latency`), and when ``K = M`` microbatches circulate (each one's next step enters
+    once it has left) one microbatch comes back every ``max(Σ t, M · max t)``
+    (:func:`simcast.serving.step.step_cycle_s`, whose round trip ``Σ t`` is this function on one microbatch).
     """
-    if not times_s:
-        return 0.0
-    prev = [0.0] * len(times_s[0])
-    left: list[float] = []  # per microbatch: end on the last stage
-    for m, row in enumerate(times_s):
-        cur, t = [], 0.0
+    starts: list[tuple[float, ...]] = []
+    ends: list[tuple[float, ...]] = []
+    prev: Sequence[float] = [0.0] * (len(busy_s[0]) if busy_s else 0)
+    for m, row in enumerate(busy_s):
+        t = 0.0
         if max_in_flight is not None and m >= max_in_flight:
-            t = left[m - max_in_flight]
-        for s, ts in enumerate(row):
-            t = max(t, prev[s]) + ts
+            t = ends[m - max_in_flight][-1]
+        st, cur = [], []
+        for r, tr in enumerate(row):
+            t = max(t, prev[r])
+            st.append(t)
+            t = t + tr
             cur.append(t)
+        starts.append(tuple(st))
+        ends.append(tuple(cur))
         prev = cur
-        left.append(cur[-1])
-    return prev[-1]
+    return PipelineTimes(start_s=tuple(starts), end_s=tuple(ends))
+
+
+def flow_shop_latency(times_s: Sequence[Sequence[float]], max_in_flight: int | None = None) -> float:
+    """Makespan of microbatches ``times_s[m][s]`` through stages in order (:func:`pipeline_times`).
+
+    For identical microbatches it equals :func:`fill_drain_latency`. ``max_in_flight``: microbatch ``m``
+    enters stage 0 only after microbatch ``m - max_in_flight`` has left the last stage (None: no cap).
+    """
+    return pipeline_times(times_s, max_in_flight).makespan_s
 
 
 def estimate_pipeline_runtime(

@@ -7,7 +7,8 @@ Where to add:
   array form for many batches at once: ``batched.py`` (``ARRAY_FORMULA_OPS``);
 - a roofline or efficiency term: ``compute.py``; a curve shape shared by kernel fits: ``curves.py``;
 - an engine-fitted kernel family: ``gemm.py``, ``attention.py``, ``moe_kernels.py``, dispatched by
-  ``engine_cost.py`` (vectorised: ``batched_kernels.py``);
+  ``engine_cost.py`` (one batch) and ``batched_kernels.py`` (many), which both call ``gemm.gemm_envelope`` and
+  ``attention_launch.attention_launch``;
 - a collective or p2p time: ``comm.py`` (analytic, hierarchical) and ``collectives.py`` (fitted
   ``α + factor · bytes / β`` regimes).
 """

@@ -15,8 +15,8 @@ which calls it).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -25,15 +25,13 @@ from simcast.core.assumption import KernelSource, KernelsUsed
 from simcast.core.device import DeviceSpec
 from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
-from simcast.core.kernel_fits import EngineKernels
-from simcast.cost import attention as attn
+from simcast.core.kernel_fits import EngineKernels, GemmFit
+from simcast.core.specs import Batch
 from simcast.cost import collectives, moe_kernels
-from simcast.cost.curves import saturation, smooth_max
-from simcast.cost.diff_kv import diff_kv_s
-from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
-from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
-from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
-from simcast.cost.xqa_launch import xqa_launch_terms
+from simcast.cost.attention_launch import attention_launch
+from simcast.cost.batches import Batches
+from simcast.cost.curves import smooth_max
+from simcast.cost.gemm import PEAK_DTYPE, gemm_envelope
 
 FALLBACK: dict[str, tuple[str, ...]] = {
     "vllm": ("sglang", "trtllm"),
@@ -137,14 +135,18 @@ def gemm_s(
     """(seconds, compute|memory|latency) of a GEMM with the engine's fit; None without one.
 
     ``captured``: the step is replayed from a CUDA graph (:mod:`simcast.core.cuda_graphs`); eager calls
-    take at least the fit's host floor when it has one.
+    take at least the fit's host floor when it has one. :func:`simcast.cost.gemm.gemm_envelope` on one row.
     """
     fit, _ = pick(dev, engine, "gemm", dtype)
     if fit is None:
         return None
-    peak = dev.matmul_peak(PEAK_DTYPE[fit.dtype])
-    t = gemm_eval_s(fit, peak, dev.hbm_bw_bytes_per_s, m, n, k, captured)
-    return t, gemm_bound(fit, peak, dev.hbm_bw_bytes_per_s, m, n, k, captured)
+    return _gemm_one(fit, dev.matmul_peak(PEAK_DTYPE[fit.dtype]), dev.hbm_bw_bytes_per_s, m, n, k, captured)
+
+
+@lru_cache(maxsize=1 << 16)
+def _gemm_one(fit: GemmFit, peak: float, bw: float, m: int, n: int, k: int, captured: bool) -> tuple[float, str]:
+    t, kind = gemm_envelope(fit, peak, bw, np.array([m]), int(n), int(k), bool(captured))
+    return float(t[0]), str(kind[0])
 
 
 def attention_s(
@@ -162,125 +164,17 @@ def attention_s(
 ) -> tuple[float, str] | None:
     """(seconds, bound) of one attention launch over a batch of requests; None without a fit.
 
-    Request group ``i`` is ``counts[i]`` identical requests (default one each). Decode requests
-    (one new token) use the decode fit with the batch's total KV read and split-KV units; prefill
-    requests the prefill fit with their tiled causal FLOPs summed and the mean query length for
-    the efficiency. A mixed batch (chunked prefill beside decodes, one varlen launch in
-    vLLM/SGLang) costs both parts and one launch. ``phase="prefill"`` costs every request with
-    the prefill fit (a 1-token prompt is a prefill). ``v_head_dim`` (0: ``head_dim``): the values' head size;
-    a decode with distinct sizes is costed as :mod:`simcast.cost.diff_kv` states (prefill keeps ``head_dim``).
+    Request group ``i`` is ``counts[i]`` identical requests (default one each).
+    :func:`simcast.cost.attention_launch.attention_launch` on this one batch (its docstring states the
+    decode, prefill and mixed-batch rules).
     """
-    dv = v_head_dim or head_dim
-    dm = (head_dim + dv) / 2
-    q = np.asarray(query_lens, dtype=float)
-    c = np.asarray(context_lens, dtype=float)
-    n = np.asarray(counts, dtype=float) if len(counts) else np.ones_like(q)
-    dec, pre = (q == 1, q > 1) if phase != "prefill" else (q < 0, q >= 1)
-    peak = dev.matmul_peak("fp8" if dtype == "fp8" else "bf16")
-    parts: list[tuple[float, float, str]] = []  # (time without launch, launch, bound)
-    if dec.any():
-        fit, _ = pick(dev, engine, "decode", dtype)
-        if fit is None:
-            return None
-        w = n[dec]
-        kv = attn.decode_kv_padded(
-            fit, peak, dev.hbm_bw_bytes_per_s, heads, kv_heads, head_dim, float(np.sum(w)), c[dec] + 1, float(dv)
-        )
-        # the batch's totals: for equal requests this is attention.decode_parts exactly
-        # the kernel family the engine picks for this launch (its batch and longest context)
-        reads, cta_heads, wave_s = (
-            float(v) for v in attn.decode_kernel(fit, float(np.sum(w)), float(np.max(kv)), heads, kv_heads, head_dim)
-        )
-        units = float(np.sum(w * cta_heads * np.maximum(1.0, kv / fit.split_tokens)))
-        t_w = float(np.ceil(np.sum(w) * cta_heads / fit.sm_count)) * wave_s
-        if fit.kernel_rule == FA2_VARLEN_RULE:  # no split for group 1; CTAs over 2 slots per SM
-            units = float(np.sum(fa2_launch(fit, w, kv, heads, kv_heads, head_dim)[0]))
-            t_w = float(np.ceil(units / (FA2_CTAS_PER_SM * fit.sm_count))) * wave_s
-        mean_kv = float(np.sum(w * kv) / np.sum(w))
-        nbytes = float(np.sum(w * attn.decode_bytes(1, kv, heads, kv_heads, dm, fit.dtype, reads=reads)))
-        eff_m = (
-            fit.memory
-            * saturation(units, fit.half_units)
-            * saturation(mean_kv, fit.half_kv_len)
-            * float(attn.l2_factor(fit, nbytes))
-        )
-        t_m = nbytes / (dev.hbm_bw_bytes_per_s * eff_m)
-        t_c = float(np.sum(w * 4.0 * heads * dm * kv)) / (peak * fit.matmul)
-        t_c, t_m, t_w = (
-            float(v)
-            for v in xqa_launch_terms(
-                fit,
-                dev.hbm_bw_bytes_per_s,
-                float(np.sum(w)),
-                float(np.max(kv)),
-                lambda m: float(np.sum(w * np.ceil(kv / m)) / np.sum(w)),
-                heads,
-                kv_heads,
-                head_dim,
-                nbytes,
-                (t_c, t_m, t_w),
-            )
-        )
-        parts.append(
-            (
-                float(smooth_max(t_c, t_m, t_w, p=fit.smooth_p)),
-                fit.launch_s
-                + float(fa2_copies_s(fit, dev.hbm_bw_bytes_per_s, float(np.sum(w)), heads, kv_heads, head_dim))
-                + float(diff_kv_s(fit, head_dim, dv)),
-                "memory" if t_m >= max(t_c, t_w) else ("compute" if t_c >= t_w else "latency"),
-            )
-        )
-    if pre.any():
-        fit, _ = pick(dev, engine, "prefill", dtype)
-        if fit is None:
-            return None
-        qp, cp, w = q[pre], c[pre], n[pre]
-        g = heads / max(tile_kv_heads(fit, heads, kv_heads), 1)  # the rows of a query tile per position
-        tl = float(_launch_tile(fit, qp, w, heads, kv_heads, head_dim))
-        tiles = np.ceil(qp * g / tl)
-        best: tuple[float, float, str] | None = None
-        # the padding envelope in the query length (attention.py): the next tiles' first rows, as many as the
-        # fitted time can still fall over (it falls while sqrt(half_q_len * half_units * group / tile / units)
-        # tiles are not reached: the two saturations' product), at least PREFILL_LOOKAHEAD_TILES
-        few = math.sqrt(fit.half_q_len * fit.half_units * g / tl / max(float(np.sum(w)) * heads / g, 1.0))
-        for j in range(min(PREFILL_MAX_LOOKAHEAD, max(PREFILL_LOOKAHEAD_TILES, 2 * math.ceil(few) + 2)) + 1):
-            qj = qp if j == 0 else (tiles + j - 1) * tl / g + 1
-            t_c, t_m = _prefill_parts(dev, fit, peak, qj, cp, w, heads, kv_heads, head_dim)
-            got = (float(smooth_max(t_c, t_m, p=fit.smooth_p)), fit.launch_s, "compute" if t_c >= t_m else "memory")
-            best = got if best is None or got[0] < best[0] else best
-        assert best is not None
-        parts.append(best)
-    body = sum(p[0] for p in parts)
-    bound = max(parts, key=lambda p: p[0])[2]
-    return body + max(p[1] for p in parts), bound
-
-
-PREFILL_LOOKAHEAD_TILES = 4
-PREFILL_MAX_LOOKAHEAD = 128
-"""Later query tiles whose first row is tried in the prefill padding envelope: the fitted time can fall
-when a tile is added (more CTAs saturate the GPU) while the tiles are few; past a few it only rises."""
-
-
-def _launch_tile(fit, qp, w, heads, kv_heads, head_dim):
-    """The query tile of a launch over request groups: the fit's rule at the launch's mean query length (FlashInfer
-    takes the batch's mean packed length, rounded down: :func:`simcast.cost.prefill_rules.rule_tile`)."""
-    g = heads / max(kv_heads, 1)
-    mean_packed = np.floor(np.sum(w * qp) * g / np.sum(w))
-    return rule_tile(fit, mean_packed / g, heads, kv_heads, head_dim)
-
-
-def _prefill_parts(dev, fit, peak, qp, cp, w, heads, kv_heads, head_dim) -> tuple[float, float]:
-    """(compute_s, memory_s) of one prefill launch over request groups (query, cached, count)."""
-    pk = tile_kv_heads(fit, heads, kv_heads)
-    tl = _launch_tile(fit, qp, w, heads, kv_heads, head_dim)
-    fl = float(np.sum(w * attn.prefill_flops(1, qp, cp, heads, head_dim, tl, pk)))
-    nb = float(np.sum(w * attn.prefill_bytes(1, qp, cp, heads, kv_heads, head_dim, fit.dtype)))
-    b = float(np.sum(w))
-    mean_q = attn.padded_q(float(np.sum(w * qp) / b), heads, pk, float(tl))
-    t_c, _ = attn.prefill_parts(
-        fit, peak, dev.hbm_bw_bytes_per_s, b, mean_q, 0.0, heads, kv_heads, head_dim, fl, tile=tl
+    batch = Batch(query_lens=tuple(query_lens), context_lens=tuple(context_lens), counts=tuple(counts))
+    dec_fit, _ = pick(dev, engine, "decode", dtype)
+    pre_fit, _ = pick(dev, engine, "prefill", dtype)
+    t, kind, ok = attention_launch(
+        dev, dec_fit, pre_fit, dtype, Batches.of([batch]), heads, kv_heads, head_dim, v_head_dim, phase
     )
-    return float(t_c), float(attn.prefill_memory_s(fit, dev.hbm_bw_bytes_per_s, nb))
+    return (float(t[0]), str(kind[0])) if ok[0] else None
 
 
 def all_reduce_s(

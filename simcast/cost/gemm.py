@@ -29,8 +29,6 @@ Array-friendly: the fit evaluates it on numpy arrays of shapes.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
@@ -132,16 +130,6 @@ def gemm_time_s(fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float
     return t if captured or fit.host_floor_s <= 0 else np.maximum(t, fit.host_floor_s)
 
 
-def gemm_bound(
-    fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m: int, n: int, k: int, captured: bool = True
-) -> str:
-    """``compute`` or ``memory`` (the larger term); ``latency`` when an eager call sits on its host floor."""
-    t_c, t_m = gemm_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, m, n, k)
-    if not captured and fit.host_floor_s > float(smooth_max(t_c, t_m, p=fit.smooth_p)) + fit.launch_s:
-        return "latency"
-    return "compute" if float(t_c) >= float(t_m) else "memory"
-
-
 def m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
     """``m`` and, per kernel config of the tile rule that covers rows from ``m`` on, its first row at or after
     ``m`` and the first row of every later M block (tile times cluster) of that config up to the end of the
@@ -167,12 +155,12 @@ def m_candidates(fit: GemmFit, m: int, n: int) -> np.ndarray:
     return np.unique(np.asarray(out))
 
 
-@lru_cache(maxsize=1 << 16)
-def gemm_eval_s(
-    fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m: int, n: int, k: int, captured: bool = True
-) -> float:
-    """Seconds for one GEMM call as the simulator costs it: :func:`gemm_time_s`, never more than a call on
-    more rows (the *padding envelope* in M, the dimension that grows with the step's tokens).
+def gemm_envelope(
+    fit: GemmFit, peak_flops_per_s: float, hbm_bw_bytes_per_s: float, m: np.ndarray, n: int, k: int, captured
+) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, compute|memory|latency) of one GEMM call on ``m[i]`` rows for each ``i``, as the simulator costs
+    it: :func:`gemm_time_s`, never more than a call on more rows (the *padding envelope* in M, the dimension that
+    grows with the step's tokens); ``captured[i]`` (a bool or an array like ``m``): replayed from a CUDA graph.
 
     A GEMM on ``m`` rows can always run as one on ``m' > m`` rows (padded), so its time is at most
     ``min_{m' >= m} t(m')``. The fitted form breaks this at M-tile edges: one more row adds a tile,
@@ -182,6 +170,32 @@ def gemm_eval_s(
     tile up to the end of the next wave: those are evaluated and the least is taken. Exactly
     non-decreasing in M (tests/test_monotone.py). Model dimensions N and K are fixed by the weights.
     With a tile rule, each kernel config from ``m`` on contributes its own tile edges (:func:`m_candidates`).
+    The bound is the larger term at ``m`` itself; ``latency`` when an eager call sits on its host floor.
     """
-    ms = m_candidates(fit, int(m), int(n))
-    return float(np.min(gemm_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, ms, n, k, captured)))
+    mi = np.asarray(m, dtype=np.int64)
+    cap = np.broadcast_to(np.asarray(captured, dtype=bool), mi.shape)
+    if fit.tile_rule:  # several kernel configs: each row count's candidates from the scalar rule
+        per = [m_candidates(fit, int(x), n) for x in mi.ravel()]
+        lens = np.array([len(c) for c in per], dtype=np.int64)
+        cand = np.concatenate(per) if per else np.zeros(0)
+        offsets = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        owner = np.repeat(np.arange(mi.size), lens)
+    else:  # one tile: m_candidates' tile starts, for every row count at once
+        tiles_n = -(-n // fit.tile_n)
+        first = -(-mi // fit.tile_m)  # M tiles m already uses
+        wave = -(-(first * tiles_n) // fit.sm_count)
+        last_tile = -(-((wave + 1) * fit.sm_count) // tiles_n)
+        lens = 2 + np.maximum(first, last_tile) - first  # m itself, then the tile starts first..max(first, last)
+        offsets = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        owner = np.repeat(np.arange(mi.size), lens)
+        pos = np.arange(int(lens.sum())) - offsets[owner]
+        cand = np.where(pos == 0, mi[owner].astype(float), (first[owner] + pos - 1).astype(float) * fit.tile_m + 1)
+    t = gemm_time_s(fit, peak_flops_per_s, hbm_bw_bytes_per_s, cand, n, k, True)
+    if fit.host_floor_s > 0:
+        t = np.where(cap[owner], t, np.maximum(t, fit.host_floor_s))
+    best = np.minimum.reduceat(t, offsets)
+    t_c, t_m = gemm_parts(fit, peak_flops_per_s, hbm_bw_bytes_per_s, mi, n, k)
+    own = smooth_max(t_c, t_m, p=fit.smooth_p) + fit.launch_s
+    kind = np.where(t_c >= t_m, "compute", "memory").astype("<U7")
+    kind[~cap & (fit.host_floor_s > own)] = "latency"
+    return best, kind

@@ -3,7 +3,7 @@ that layout: the heads a query tile packs (:func:`tile_kv_heads`), the query til
 and a fixed time per CTA (:func:`cta_time_s`).
 The memory term (with its L2 capacity form) is :func:`simcast.cost.attention.prefill_memory_s`; the formulas
 that use them live in :mod:`simcast.cost.attention` (``prefill_parts``) and the batch paths
-(:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`).
+(:mod:`simcast.cost.attention_launch`).
 
 ``"trtllm_ctx"``: TensorRT-LLM's context attention on Blackwell (TRT-LLM-gen FMHA, also what vLLM's FlashInfer
 backend runs there, ``trtllm_batch_context_with_kv_cache``) launches one CTA per query tile, *query* head and

@@ -2,7 +2,7 @@
 family the engine picks, its sub-sequence split and CTA waves, and the padding envelope in the batch.
 
 Shared by the per-call form (:func:`simcast.cost.attention.decode_parts`) and the batch paths
-(:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`); the rules and constants cite
+(:mod:`simcast.cost.attention_launch`); the rules and constants cite
 TensorRT-LLM's code in :mod:`simcast.cost.trtllm_decode` and :mod:`simcast.cost.trtllm_decode_sm89`.
 """
 
@@ -43,7 +43,7 @@ def xqa_launch_terms(
     the requests), no separate compute term (the per-token times hold the math) and memory at ``memory``
     of the bandwidth (the waves carry the small-launch inefficiency; :func:`l2_factor` where fitted), with
     the padding envelope in the batch (below). Shared by the per-call form and the batch paths
-    (:mod:`simcast.cost.engine_cost`, :mod:`simcast.cost.batched_kernels`)."""
+    (:mod:`simcast.cost.attention_launch`)."""
     if fit.kernel_rule not in SPLIT_FORM_RULES:
         return terms
     bt, kvm, h, hkv, d = (np.asarray(v, float) for v in (batch, kv_max, heads, kv_heads, head_dim))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from simcast.core.device import DeviceSpec
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
+from simcast.core.schedule import pipeline_times
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.serving.engines import EnginePolicy
 from simcast.sim.batched import LayoutCoster
@@ -31,10 +32,20 @@ def step_cycle_s(
     stage_times_s: tuple[float, ...], cpu_s: float, in_flight: int, overlap_cpu: bool, return_s: float = 0.0
 ) -> float:
     """Time between two steps of one microbatch with ``in_flight`` microbatches sharing the stages and the CPU;
-    ``return_s``: the hop that brings a microbatch's sampled tokens from the last stage back to stage 0 (PP)."""
-    gpu = sum(stage_times_s) + return_s
+    ``return_s``: the hop that brings a microbatch's sampled tokens from the last stage back to stage 0 (PP).
+
+    The GPU round trip is one microbatch through the stages (:func:`simcast.core.schedule.pipeline_times`) and
+    the return hop; ``in_flight`` microbatches circulating come back every
+    ``max(trip, in_flight · slowest stage)`` (the closed form stated there), the CPU a shared resource too.
+    """
+    gpu = stages_pass_s(stage_times_s) + return_s
     trip = max(cpu_s, gpu) if overlap_cpu else cpu_s + gpu
     return max(trip, in_flight * max(stage_times_s, default=0.0), in_flight * cpu_s)
+
+
+def stages_pass_s(stage_times_s: Sequence[float]) -> float:
+    """Seconds one microbatch takes through the stages alone (:func:`simcast.core.schedule.pipeline_times`)."""
+    return pipeline_times([stage_times_s]).makespan_s
 
 
 def microbatch_period_s(
@@ -50,7 +61,8 @@ def microbatch_period_s(
     trip. Equal microbatches reduce this to :func:`step_cycle_s`.
     """
     back = return_s or [0.0] * len(cpu_s)
-    trips = [max(c, sum(t) + r) if overlap_cpu else c + sum(t) + r for t, c, r in zip(stage_times_s, cpu_s, back)]
+    gpu = [stages_pass_s(t) for t in stage_times_s]
+    trips = [max(c, g + r) if overlap_cpu else c + g + r for g, c, r in zip(gpu, cpu_s, back)]
     per_stage = [sum(col) for col in zip(*stage_times_s)]
     mean_trip = sum(trips) / len(trips) if trips else 0.0
     return max(mean_trip, max(per_stage, default=0.0), sum(cpu_s))

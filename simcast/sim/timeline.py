@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from simcast.core.schedule import PipelineTimes, pipeline_times
+
 if TYPE_CHECKING:  # pragma: no cover
     from simcast.cost.op_work import OpCost
     from simcast.sim.simulate import Report
@@ -144,82 +146,89 @@ def schedule_pipeline(
     ``m``'s hidden states over hop ``h`` (s); ``P - 1`` hops per row.
     ``send_recv``: ``"receiver"``, ``"blocking"`` or ``"overlap"`` (module docstring).
     Zero-length send/recv events are omitted; compute events are always kept.
+    The times are :func:`simcast.core.schedule.pipeline_times` over the stages (``receiver``, ``blocking``:
+    each held for its compute and the transfers its mode charges to it) or over the stages and the links
+    between them (``overlap``).
     """
     m_count, p = _check_inputs(compute_s, send_s, max_in_flight, send_recv)
-    events: list[TimelineEvent] = []
-    stage_free = [0.0] * p
-    link_free = [0.0] * max(p - 1, 0)
-    left_pipeline: list[float] = []  # per microbatch: end on the last stage
-    for m in range(m_count):
-        ready = 0.0  # stage s-1 is done with microbatch m (blocking: its send too; overlap: the data has arrived)
-        if max_in_flight is not None and m >= max_in_flight:
-            ready = left_pipeline[m - max_in_flight]
-        for s in range(p):
-            c = compute_s[m][s]
-            start = max(stage_free[s], ready)
-            res = f"stage{s}"
-            if send_recv == "overlap":
-                end = start + c
-                events.append(
-                    TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=start, end_s=end, resource=res)
-                )
-                stage_free[s] = ready = end
-                if s < p - 1:
-                    t = send_s[m][s]
-                    t0 = max(end, link_free[s])
-                    t1 = t0 + t
-                    link_free[s] = t1
-                    if t > 0:
-                        link = f"link{s}->{s + 1}"
-                        events.append(
-                            TimelineEvent(
-                                kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s + 1
-                            )
-                        )
-                        events.append(
-                            TimelineEvent(
-                                kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s
-                            )
-                        )
-                    ready = t1
-                continue
-            inc = send_s[m][s - 1] if s > 0 else 0.0
-            out = send_s[m][s] if s < p - 1 and send_recv == "blocking" else 0.0
-            # same float expression as simulate/schedule: compute + (incoming [+ outgoing])
-            end = start + (c + ((0.0 + inc) + out))
-            c_start, c_end = start + inc, max(start + inc, end - out)
-            if inc > 0:
-                if send_recv == "receiver":  # the sender's side of the transfer: the link, not the sender, is held
-                    events.append(
-                        TimelineEvent(
-                            kind="send",
-                            stage=s - 1,
-                            microbatch=m,
-                            start_s=start,
-                            end_s=c_start,
-                            resource=f"link{s - 1}->{s}",
-                            peer=s,
-                        )
-                    )
-                events.append(
-                    TimelineEvent(
-                        kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
-                    )
-                )
-            events.append(
-                TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res)
-            )
-            if out > 0:
-                events.append(
-                    TimelineEvent(
-                        kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1
-                    )
-                )
-            stage_free[s] = ready = end
-        left_pipeline.append(stage_free[p - 1])
+    if send_recv == "overlap":
+        busy = [_interleave(compute_s[m], send_s[m]) for m in range(m_count)]
+        times = pipeline_times(busy, max_in_flight)
+        events = [e for m in range(m_count) for e in _overlap_events(m, times, send_s[m])]
+    else:
+        busy = [[_stage_busy(compute_s[m], send_s[m], s, send_recv) for s in range(p)] for m in range(m_count)]
+        times = pipeline_times(busy, max_in_flight)
+        events = [e for m in range(m_count) for e in _stage_events(m, times, send_s[m], send_recv)]
     return Timeline(
         events=tuple(events), num_stages=p, num_microbatches=m_count, send_recv=send_recv, max_in_flight=max_in_flight
     )
+
+
+def _interleave(compute: Sequence[float], send: Sequence[float]) -> list[float]:
+    """``[compute_0, send_0, compute_1, ..., compute_{P-1}]``: the overlap mode's resources in a microbatch's order."""
+    out = [compute[0]]
+    for c, t in zip(compute[1:], send):
+        out += [t, c]
+    return out
+
+
+def _stage_busy(compute: Sequence[float], send: Sequence[float], s: int, send_recv: str) -> float:
+    """Seconds stage ``s`` is held: compute + (incoming [+ outgoing]), the float expression of simulate/schedule."""
+    inc = send[s - 1] if s > 0 else 0.0
+    out = send[s] if s < len(compute) - 1 and send_recv == "blocking" else 0.0
+    return compute[s] + ((0.0 + inc) + out)
+
+
+def _overlap_events(m: int, times: PipelineTimes, send: Sequence[float]) -> list[TimelineEvent]:
+    """Microbatch ``m``'s events with overlapped send/recv: compute on the stages, each transfer on its link."""
+    start, end = times.start_s[m], times.end_s[m]
+    out: list[TimelineEvent] = []
+    for s in range(len(send) + 1):
+        out.append(
+            TimelineEvent(
+                kind="compute", stage=s, microbatch=m, start_s=start[2 * s], end_s=end[2 * s], resource=f"stage{s}"
+            )
+        )
+        if s < len(send) and send[s] > 0:
+            t0, t1, link = start[2 * s + 1], end[2 * s + 1], f"link{s}->{s + 1}"
+            out.append(
+                TimelineEvent(kind="send", stage=s, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s + 1)
+            )
+            out.append(
+                TimelineEvent(kind="recv", stage=s + 1, microbatch=m, start_s=t0, end_s=t1, resource=link, peer=s)
+            )
+    return out
+
+
+def _stage_events(m: int, times: PipelineTimes, send: Sequence[float], send_recv: str) -> list[TimelineEvent]:
+    """Microbatch ``m``'s events when the stages hold the transfers (``receiver``: the incoming one; ``blocking``:
+    both): recv, then compute, then (blocking) send, inside each stage's busy interval."""
+    out: list[TimelineEvent] = []
+    p = len(send) + 1
+    for s in range(p):
+        start, end, res = times.start_s[m][s], times.end_s[m][s], f"stage{s}"
+        inc = send[s - 1] if s > 0 else 0.0
+        out_s = send[s] if s < p - 1 and send_recv == "blocking" else 0.0
+        c_start, c_end = start + inc, max(start + inc, end - out_s)
+        if inc > 0:
+            if send_recv == "receiver":  # the sender's side of the transfer: the link, not the sender, is held
+                link = f"link{s - 1}->{s}"
+                out.append(
+                    TimelineEvent(
+                        kind="send", stage=s - 1, microbatch=m, start_s=start, end_s=c_start, resource=link, peer=s
+                    )
+                )
+            out.append(
+                TimelineEvent(
+                    kind="recv", stage=s, microbatch=m, start_s=start, end_s=c_start, resource=res, peer=s - 1
+                )
+            )
+        out.append(TimelineEvent(kind="compute", stage=s, microbatch=m, start_s=c_start, end_s=c_end, resource=res))
+        if out_s > 0:
+            out.append(
+                TimelineEvent(kind="send", stage=s, microbatch=m, start_s=c_end, end_s=end, resource=res, peer=s + 1)
+            )
+    return out
 
 
 # --- adapter from a Report ---------------------------------------------------

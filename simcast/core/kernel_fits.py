@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.gemm_tiles import GEMM_TILE_RULES
 
@@ -356,7 +355,8 @@ class AllToAllFit:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineKernels:
-    """One engine's fitted kernels on one device; empty tuples mean "not fitted here"."""
+    """One engine's fitted kernels on one device; empty tuples mean "not fitted here". ``engine`` is one of
+    :data:`simcast.engines.ENGINES` (checked where a profile is read, :func:`simcast.inputs.loaders.engine_kernels`)."""
 
     engine: str
     gemm: tuple[GemmFit, ...] = ()
@@ -366,9 +366,6 @@ class EngineKernels:
     moe: tuple[MoeFit, ...] = ()
     all_to_all: tuple[AllToAllFit, ...] = ()
     source: str = ""
-
-    def __post_init__(self) -> None:
-        require(self.engine in ENGINES, "engines", self.engine, f"allowed: {', '.join(ENGINES)}")
 
     def gemm_fit(self, dtype: str) -> GemmFit | None:
         want = "bf16" if dtype == "fp16" and not any(g.dtype == "fp16" for g in self.gemm) else dtype

@@ -23,7 +23,6 @@ import numpy as np
 
 from simcast.core.assumption import KernelSource, KernelsUsed
 from simcast.core.device import DeviceSpec
-from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels
 from simcast.cost import attention as attn
@@ -34,6 +33,7 @@ from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copi
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
 from simcast.cost.xqa_launch import xqa_launch_terms
+from simcast.engines import ENGINES, NCCL
 
 FALLBACK: dict[str, tuple[str, ...]] = {
     "vllm": ("sglang", "trtllm"),

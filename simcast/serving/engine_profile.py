@@ -26,11 +26,12 @@ import yaml
 
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
+from simcast.engines import ENGINE_CHOICES
+from simcast.engines.policy import EnginePolicy, engine_policy
+from simcast.engines.records import MEMORY_OF
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_LATENCY_S, MAX_REQUESTS, MAX_TOKENS
 from simcast.inputs.schema import Int, Num, Str, check
-from simcast.serving.engine_records import ENGINE_CHOICES, MEMORY_OF
-from simcast.serving.engines import EnginePolicy, engine_policy
 from simcast.serving.overhead_fit import OverheadFit, RunFit
 
 SCHEMA: dict[str, Any] = {

@@ -52,9 +52,9 @@ from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCa
 from simcast.core.chunking import chunk_plan, chunk_runs
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
+from simcast.engines.policy import EnginePolicy
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.draft import FC_NOTE, draft_coster
-from simcast.serving.engines import EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
     kv_capacity_tokens,
@@ -213,7 +213,9 @@ def _interp(cost, x: float) -> float:
 def step_wait_cycles(pol: EnginePolicy) -> float:
     """Mean steps a new prompt waits before its first step, at random arrival on a busy engine: the rest of
     the step in flight (half a step); an overlap scheduler has already formed the next step, so one more."""
-    if pol.name == "none" or pol.usage == "offline":  # offline: the queue is full, a slot refills at the step edge
+    if (
+        not pol.engine.schedules or pol.usage == "offline"
+    ):  # offline: the queue is full, a slot refills at the step edge
         return 0.0
     return 1.5 if pol.overlap_cpu else 0.5
 

@@ -46,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simcast.core.errors import require
-from simcast.serving.engine_records import SGLANG_RATIO
-from simcast.serving.engines import EnginePolicy
+from simcast.engines.policy import EnginePolicy
+from simcast.engines.sglang import SGLANG_RATIO
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,6 @@ from simcast.inputs.loaders import load_device, load_model
 from simcast.render.launch import BENCH_RANGE_RATIO, launch_lines
 from simcast.serving.model import ServingConfig, Workload
 
-
 RULES = tuple(r for e in REGISTRY.values() for r in e.launch_rules)
 
 

@@ -189,7 +189,7 @@ def step_spec(o: StepOptions) -> SimSpec:
 def _chunked(spec: SimSpec, o: StepOptions) -> SimSpec:
     """``spec`` with its prompt's chunked pipeline prefill when asked for, or when the engine chunks a
     prompt by default (SGLang, vLLM: chunks of the engine's token budget; TRT-LLM: the whole prompt)."""
-    from simcast.core.chunking import RULES
+    from simcast.engines import PP_PREFILL_RULES as RULES
     from simcast.engines.policy import engine_policy
     from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 

@@ -33,13 +33,9 @@ from simcast.cost.flash_decode import FA2_CTAS_PER_SM, FA2_VARLEN_RULE, fa2_copi
 from simcast.cost.gemm import PEAK_DTYPE, gemm_bound, gemm_eval_s
 from simcast.cost.prefill_rules import rule_tile, tile_kv_heads
 from simcast.cost.xqa_launch import xqa_launch_terms
-from simcast.engines import ENGINES, NCCL
+from simcast.engines import ENGINES, NCCL, get_engine
 
-FALLBACK: dict[str, tuple[str, ...]] = {
-    "vllm": ("sglang", "trtllm"),
-    "sglang": ("vllm", "trtllm"),
-    "trtllm": ("vllm", "sglang"),
-}
+FALLBACK: dict[str, tuple[str, ...]] = {n: get_engine(n).kernel_fallback for n in ENGINES}
 KINDS = ("gemm", "prefill", "decode", "all_reduce")
 
 

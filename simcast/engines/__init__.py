@@ -11,6 +11,7 @@ records: :mod:`simcast.engines.cuda_graphs`. Adding an engine: ``docs/developmen
 
 from __future__ import annotations
 
+from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.errors import require
 from simcast.engines import none, sglang, trtllm, vllm
 from simcast.engines.base import Engine
@@ -26,6 +27,11 @@ ENGINES: tuple[str, ...] = tuple(n for n, e in REGISTRY.items() if e.kernels)
 
 EMIT_ENGINES: tuple[str, ...] = tuple(n for n, e in REGISTRY.items() if e.emits)
 """Engines ``optimize --emit`` writes launch lines for (:meth:`~simcast.engines.base.Engine.server_lines`)."""
+
+PP_PREFILL_RULES: dict[str, PipelinePrefillRule] = {
+    n: e.pp_prefill_rule for n, e in REGISTRY.items() if e.pp_prefill_rule is not None
+}
+"""Per engine: what it does with one long prompt under PP + chunked prefill (its module's ``pp_prefill_rule``)."""
 
 NO_ENGINE = none.ENGINE.name
 """``--engine none``: no engine scheduler (serving) and the device's generic roofline kernels."""

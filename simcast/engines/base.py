@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
@@ -104,6 +105,8 @@ class Engine:
     """The engine's pipeline layer partition in words, with its source ("": uses vLLM's rule)."""
     partition_env_var: str = ""
     """The engine's environment variable for explicit layer counts ("": none)."""
+    pp_prefill_rule: PipelinePrefillRule | None = None
+    """What the engine does with one long prompt's chunks under PP (None: chunks overlap, no cap)."""
     pp_dynamic_chunking: bool = False
     """The engine sizes prompt chunks dynamically at PP > 1 (SGLang ``--enable-dynamic-chunking``)."""
     prefix_cache_when: str = "cached when scheduled (an approximation: the engine inserts them once computed)"
@@ -121,6 +124,8 @@ class Engine:
     prefill_kernel_rules: Mapping[str, tuple[str, ...]] = {}
     prefill_l2_edge: frozenset[str] = frozenset()
     decode_l2_edge: frozenset[str] = frozenset()
+    kernel_fallback: tuple[str, ...] = ()
+    """Engines whose fitted kernels stand in, in order, where this one has none (:mod:`simcast.cost.engine_cost`)."""
     launch_rules: tuple[Rule, ...] = ()
     bench_port_args: tuple[str | int, ...] = ()
     fp8_kv_cache_flag: str = "fp8"

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
@@ -196,10 +197,28 @@ def sglang_limits(device: DeviceSpec, tp: int, pp: int) -> tuple[int, float]:
     return chunk, round((gpu_mb - reserved_mb) / gpu_mb, 3)
 
 
+PP_PREFILL_RULE = PipelinePrefillRule(
+    engine="sglang",
+    overlap=True,
+    chunked_by_default=True,
+    cite="python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3",
+    source=(
+        "event_loop_pp: pp_size + "
+        "pp_async_batch_depth (default 0) microbatch slots; rank 0 schedules the next chunk of the "
+        "chunked request each slot (history_len = tokens already scheduled) and launches it once its "
+        "previous batch is launched; async send, sync recv (the receiver waits); rank 0 blocks on the "
+        "output of the batch pp slots back, so at most pp batches are in flight"
+    ),
+)
+"""What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
+
+
 class Sglang(Engine):
     """SGLang (see the module docstring)."""
 
     record = RECORD
+    pp_prefill_rule = PP_PREFILL_RULE
+    kernel_fallback = ("vllm", "trtllm")
     emits = True
     memory_flag = "--mem-fraction-static"
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"

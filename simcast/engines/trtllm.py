@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults
 from simcast.engines.records import FRONT_END, EngineRecord
@@ -82,10 +83,26 @@ PREFILL_KERNEL_RULES = {s: ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", 
 TRT-LLM-gen kernels on Blackwell)."""
 
 
+PP_PREFILL_RULE = PipelinePrefillRule(
+    engine="trtllm",
+    overlap=False,
+    chunked_by_default=False,
+    cite="tensorrt_llm/_torch/pyexecutor/py_executor.py (a stored version; upstream head not verified)",
+    source=(
+        "_add_inflight_ids: every scheduled context request joins inflight_req_ids and the scheduler "
+        "skips in-flight requests, so a prompt's next chunk waits for the previous one to leave the last "
+        "stage; tensorrt_llm/llmapi/llm_args.py: enable_chunked_prefill False"
+    ),
+)
+"""What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
+
+
 class Trtllm(Engine):
     """TensorRT-LLM (see the module docstring)."""
 
     record = RECORD
+    pp_prefill_rule = PP_PREFILL_RULE
+    kernel_fallback = ("vllm", "sglang")
     memory_flag = "--kv-cache-free-gpu-memory-fraction"  # trtllm-serve --kv_cache_free_gpu_memory_fraction
     memory_flag_help = "fraction of the memory left after weights for KV"
     memory_keyword = "kv_cache_free_gpu_memory_fraction"

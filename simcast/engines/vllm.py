@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
@@ -145,10 +146,28 @@ def vllm_limits(device: DeviceSpec, usage: str) -> tuple[int, int]:
     return (2048 if usage == "server" else 8192), 256
 
 
+PP_PREFILL_RULE = PipelinePrefillRule(
+    engine="vllm",
+    overlap=True,
+    chunked_by_default=True,
+    cite="vllm/v1/core/sched/scheduler.py @00024d31, vllm/v1/engine/core.py @00080ee1",
+    source=(
+        "Scheduler.schedule + _update_after_schedule: "
+        "num_computed_tokens advances when a chunk is scheduled, so the next chunk is scheduled in the "
+        "next step ('PP>1 and we have already scheduled all prompt tokens but they are not finished "
+        "yet'); EngineCore.step_with_batch_queue: batch_queue_size = "
+        "max_concurrent_batches = pp (vllm/config/vllm.py) steps in flight"
+    ),
+)
+"""What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
+
+
 class Vllm(Engine):
     """vLLM V1 (see the module docstring)."""
 
     record = RECORD
+    pp_prefill_rule = PP_PREFILL_RULE
+    kernel_fallback = ("sglang", "trtllm")
     emits = True
     memory_flag = "--gpu-memory-utilization"
     memory_flag_help = "fraction of total GPU memory for weights, activations and KV"

@@ -152,7 +152,7 @@ def engine_limits(o: EngineLimitOptions) -> dict[str, float | int | str | bool]:
 
 
 def engine_profile_for(name: str | None, engine: str, device: DeviceSpec, *, tp: int = 1, pp: int = 1) -> Any:
-    """``--engine-profile``'s :class:`~simcast.serving.engines.EnginePolicy`, or None when not given; its
+    """``--engine-profile``'s :class:`~simcast.engines.policy.EnginePolicy`, or None when not given; its
     module (and the overhead fit's) is imported only then (``tp``, ``pp``: the layout the fit is for)."""
     if not name:
         return None

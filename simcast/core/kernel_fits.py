@@ -59,7 +59,7 @@ class GemmFit:
     smooth maximum ``(tc^p + tm^p)^(1/p)`` with ``p = smooth_p``; plus ``launch_s``, the fixed time of a
     call replayed from a captured CUDA graph (what engines run in decode). ``host_floor_s`` (0 = none): the
     least time of a call run eagerly, when the rows were timed without CUDA graphs and the host's launch
-    path bounds small shapes (:mod:`simcast.core.cuda_graphs` says which steps are captured).
+    path bounds small shapes (:mod:`simcast.engines.cuda_graphs` says which steps are captured).
     ``tile_rule`` ("" = one tile): the engine's tile per row count (:data:`GEMM_TILE_RULES`, from the kernel's
     own dispatch code): the wave and parallelism terms count that rule's tiles, so a kernel switch at a row
     count (e.g. 64x64 tiles up to 256 rows, 128x128 above) moves the wave edges with it, and the compute

@@ -132,7 +132,7 @@ def gemm_s(
 ) -> tuple[float, str] | None:
     """(seconds, compute|memory|latency) of a GEMM with the engine's fit; None without one.
 
-    ``captured``: the step is replayed from a CUDA graph (:mod:`simcast.core.cuda_graphs`); eager calls
+    ``captured``: the step is replayed from a CUDA graph (:mod:`simcast.engines.cuda_graphs`); eager calls
     take at least the fit's host floor when it has one.
     """
     fit, _ = pick(dev, engine, "gemm", dtype)

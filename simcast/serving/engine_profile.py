@@ -7,7 +7,7 @@ step_overhead_s: 0.003                # CPU time per step, s
 per_request_overhead_s: 1.0e-05       # CPU time per request in the step, s
 overhead_source: "fitted: ..."        # the label every result prints ("assumption: ..." when not fitted)
 overlap_cpu: false                    # optional, and every other EnginePolicy field: default the engine's own
-max_num_batched_tokens: 8192          #   on the device in use (simcast/serving/engines.py)
+max_num_batched_tokens: 8192          #   on the device in use (simcast/engines/<name>.py)
 ...
 provenance: {fitted: [step_overhead_s], files: [{name: a.json, sha256: ...}], ...}   # optional, informational
 ```

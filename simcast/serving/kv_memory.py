@@ -1,6 +1,6 @@
 """KV memory of a serving deployment: each engine's memory rule and its KV admission policy.
 
-**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.serving.engines`):
+**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.engines.records`):
 
 * ``total`` (vLLM ``--gpu-memory-utilization``): KV = fraction × HBM − weights − the activation peak of
   vLLM's profile run (one forward of ``max_num_batched_tokens`` tokens, sampler over ``max_num_seqs``)

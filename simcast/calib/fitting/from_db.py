@@ -100,7 +100,7 @@ its fp8-block rows are ``max(GPU time, host launch path)`` (~0.16-0.3 ms at smal
 graph-captured table shows. Such rows cannot show the graph-captured kernel: its device time and launch
 come from the family's graph-captured proxy table (SGLang's DeepGEMM rows; vLLM's collector forces
 DeepGEMM too, ``VLLM_USE_DEEP_GEMM=1``), and the rows give only the eager host floor (``host_floor_s``),
-applied to steps the engine does not capture (:mod:`simcast.core.cuda_graphs`)."""
+applied to steps the engine does not capture (:mod:`simcast.engines.cuda_graphs`)."""
 HOST_BOUND_NEXT_PROXY = "trtllm"
 """Graph-captured proxy of a host-bound family when the first proxy has no such rows on the system (L40S:
 SGLang's table has no fp8-block GEMMs; TensorRT-LLM's block-scaled fp8 GEMMs stand in)."""

@@ -240,7 +240,7 @@ MOE_TARGET_PCT = 20.0
 def moe_markdown() -> list[str]:
     """MoE kernels: held-out shapes per system and engine, B200's fits on B300/GB200 and H100's on H200."""
     from simcast.calib.validation import db_accuracy_moe as dam
-    from simcast.core.engines import ENGINES
+    from simcast.engines import ENGINES
     from simcast.inputs.loaders import load_device
 
     devs = [(s, load_device(p)) for s, p in MOE_DEVICES]

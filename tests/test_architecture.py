@@ -1,7 +1,8 @@
 """The package tree is the architecture: imports run one way, down the data flow.
 
 Layers, lowest first (a module may import its own layer and the layers below):
-core (specs, layout, plan, memory, schedule) → inputs (strict file loading) → trace
+core (specs, layout, plan, memory, schedule) → engines (one module per serving engine: everything it decides)
+→ inputs (strict file loading) → trace
 (op IR, leaf ops, stage modules, tracer) → cost (roofline, comm, kernels) → sim (simulate,
 partitions, timeline) → calib → serving → render → api (the one-call functions) → cli.
 Function-local imports count too: a lazy import is still a dependency.
@@ -15,7 +16,7 @@ from pathlib import Path
 import networkx as nx
 
 PKG = Path(__file__).resolve().parents[1] / "simcast"
-LAYERS = ["core", "inputs", "trace", "cost", "sim", "calib", "serving", "render", "api", "cli"]
+LAYERS = ["core", "engines", "inputs", "trace", "cost", "sim", "calib", "serving", "render", "api", "cli"]
 
 
 def _modules() -> dict[str, Path]:

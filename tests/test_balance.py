@@ -4,8 +4,8 @@ import pytest
 
 from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
-from simcast.core.plan import partition_layers
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.engines.partition import partition_layers
 from simcast.inputs.loaders import load_model
 from simcast.render.assumption_text import assumption_text
 from simcast.sim.partition import balanced_counts, simulate_partitioned

@@ -14,11 +14,11 @@ import yaml
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
+from simcast.engines import get_engine
+from simcast.engines.policy import engine_policy
 from simcast.inputs.bench_results import MeasuredRun, read_run_file
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.engine_profile import profile_text, read_engine_profile
-from simcast.serving.engine_records import RECORDS
-from simcast.serving.engines import engine_policy
 from simcast.serving.model import ServingConfig, Workload
 from simcast.serving.overhead_fit import fit_overheads
 from simcast.serving.run_model import RunModel, RunPrediction
@@ -83,7 +83,7 @@ def test_one_concurrency_fits_a_only_with_b_at_the_assumption_hand_computed():
     fit = fit_overheads(m, [_run(source="c4", tpot_s=4.04e-3)], start=engine_policy("vllm", load_device(DEV)))
     assert fit.fitted == ("step_overhead_s",)
     assert fit.not_fitted[0][0] == "per_request_overhead_s" and "cannot be separated" in fit.not_fitted[0][1]
-    assert fit.per_request_overhead_s == RECORDS["vllm"].per_request_overhead_s == 5e-6
+    assert fit.per_request_overhead_s == get_engine("vllm").record.per_request_overhead_s == 5e-6
     assert fit.step_overhead_s == pytest.approx(3.02e-3, rel=1e-4)
 
 
@@ -169,11 +169,11 @@ def test_one_concurrency_file_fits_a_only_and_labels_b_as_the_assumption(tmp_pat
     assert "not fitted: per_request_overhead_s = 5 us kept from the starting profile: cannot be separated" in text
     prof = yaml.safe_load(out.read_text())
     assert prof["provenance"]["fitted"] == ["step_overhead_s", "front_end_s"]  # TTFT measured: the serving path too
-    assert prof["per_request_overhead_s"] == RECORDS["vllm"].per_request_overhead_s
+    assert prof["per_request_overhead_s"] == get_engine("vllm").record.per_request_overhead_s
     label = prof["overhead_source"]
     assert label.startswith("fitted: step_overhead_s ")
     assert "per_request_overhead_s 5 us not fitted (cannot be separated" in label
-    assert label.endswith("kept: " + RECORDS["vllm"].cpu_source)
+    assert label.endswith("kept: " + get_engine("vllm").record.cpu_source)
     # a absorbs the per-request time b cannot: a + 5 us * n = 3 ms + 10 us * n with n ~ 16 requests per step
     assert A_TRUE < prof["step_overhead_s"] < A_TRUE + 16 * (B_TRUE - 5e-6) * 1.2
 

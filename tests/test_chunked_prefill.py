@@ -8,7 +8,6 @@ import random
 import pytest
 
 from simcast.core.chunking import (
-    RULES,
     ChunkedPrefill,
     chunk_plan,
     fit_quadratic,
@@ -17,6 +16,7 @@ from simcast.core.chunking import (
 from simcast.core.errors import SimcastInputError
 from simcast.core.schedule import flow_shop_latency
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.engines import PP_PREFILL_RULES as RULES
 from simcast.sim.chunked import chunked_prefill_spec, chunked_prefill_timeline, stage_cost_of
 from simcast.sim.simulate import simulate
 from simcast.sim.timeline import schedule_pipeline

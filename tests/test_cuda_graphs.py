@@ -5,10 +5,11 @@ import dataclasses
 
 import pytest
 
-from simcast.core import cuda_graphs as cg
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost import engine_cost
 from simcast.cost.gemm import gemm_time_s
+from simcast.engines import cuda_graphs as cg
+from simcast.engines.sglang import sglang_max_bs
 from simcast.inputs.loaders import load_device, load_model, shipped_devices
 
 
@@ -21,8 +22,8 @@ def test_vllm_captures_steps_up_to_512_tokens_decode_or_not():
 
 def test_sglang_and_trtllm_capture_decode_only_up_to_their_batch():
     # SGLang on a 141 GiB H200 with TP 8: cuda_graph_max_bs 512; with TP 1: 256; on 192 GiB B200: 512
-    assert cg.sglang_max_bs(141, 8) == 512 and cg.sglang_max_bs(141, 1) == 256 and cg.sglang_max_bs(192, 1) == 512
-    assert cg.sglang_max_bs(24, 1) == 24 and cg.sglang_max_bs(48, 4) == 160
+    assert sglang_max_bs(141, 8) == 512 and sglang_max_bs(141, 1) == 256 and sglang_max_bs(192, 1) == 512
+    assert sglang_max_bs(24, 1) == 24 and sglang_max_bs(48, 4) == 160
     assert cg.captured("sglang", Batch.decode(256, 10), 141, 1)
     assert not cg.captured("sglang", Batch.decode(257, 10), 141, 1)
     assert not cg.captured("sglang", Batch.prefill(1, 16), 141, 8)  # prefill runs eagerly
@@ -34,9 +35,9 @@ def test_sglang_and_trtllm_capture_decode_only_up_to_their_batch():
 def test_simspec_default_follows_the_rule_and_can_be_forced():
     dev, model = load_device("h200_sxm"), load_model("Qwen/Qwen3-0.6B")
     spec = SimSpec(model=model, device=dev, parallel=ParallelSpec(tp=1), batch=Batch.decode(1, 100), engine="vllm")
-    assert spec.captured(spec.batch)
-    assert not dataclasses.replace(spec, cuda_graph=False).captured(spec.batch)
-    assert not dataclasses.replace(spec, engine="sglang").captured(Batch.prefill(1, 100))
+    assert cg.step_captured(spec, spec.batch)
+    assert not cg.step_captured(dataclasses.replace(spec, cuda_graph=False), spec.batch)
+    assert not cg.step_captured(dataclasses.replace(spec, engine="sglang"), Batch.prefill(1, 100))
 
 
 @pytest.mark.parametrize("device", shipped_devices())

@@ -124,11 +124,12 @@ def test_mixed_batch_reads_each_request_whole(l40s):
 def test_database_fit_declares_the_rule_per_kv_dtype():
     """TensorRT-LLM on SM < 90: fp8 KV offers the single-block launch in place of the multi-block one; bf16 and
     Hopper keep the multi-block rule."""
-    from simcast.calib.fitting import kernel_choices
+    from simcast.engines import get_engine
 
-    assert ("trtllm", "l40s") in kernel_choices.DECODE_FP8_SINGLE_BLOCK
-    assert ("trtllm", "h100_sxm") not in kernel_choices.DECODE_FP8_SINGLE_BLOCK
-    assert "trtllm_xqa_mb" in kernel_choices.DECODE_KERNEL_RULES[("trtllm", "l40s")]
+    trtllm = get_engine("trtllm")
+    assert "l40s" in trtllm.decode_fp8_single_block
+    assert "h100_sxm" not in trtllm.decode_fp8_single_block
+    assert "trtllm_xqa_mb" in trtllm.decode_kernel_rules["l40s"]
 
 
 @pytest.mark.slow

@@ -6,8 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+from simcast.engines.vllm import vllm_limits
 from simcast.inputs.loaders import load_device
-from simcast.serving.engine_defaults import vllm_limits
 
 PKG = Path(__file__).resolve().parents[1] / "simcast"
 _NAME_TEST = re.compile(

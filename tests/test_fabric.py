@@ -14,14 +14,10 @@ from simcast.core.assumption import Assumption, Partition, Topic
 from simcast.core.device import LinkSpec, LinkTable
 from simcast.core.fabrics import FABRICS, FabricChoice, fabric_links, with_fabric
 from simcast.core.layout import group_path, pp_hop_cross_pairs, pp_hop_path, pp_hop_paths
-from simcast.core.plan import (
-    SendRecvEdge,
-    canonical_partition,
-    default_partition,
-    partition_layers,
-)
+from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import ParallelSpec
 from simcast.cost.comm import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
+from simcast.engines.partition import canonical_partition, default_partition, partition_layers
 from simcast.inputs.loaders import load_device
 from simcast.render.assumption_text import assumption_text, inter_node_origin_text
 

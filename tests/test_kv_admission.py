@@ -9,9 +9,9 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.engines.policy import engine_policy
+from simcast.engines.sglang import SGLANG_RATIO
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.engine_records import SGLANG_RATIO
-from simcast.serving.engines import engine_policy
 from simcast.serving.kv_memory import kv_budgets, mean_request_kv_tokens, request_kv_tokens, stage_fixed
 from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving, kv_capacity_tokens
 from simcast.serving.requests import make_requests, simulate_requests
@@ -137,12 +137,13 @@ def test_guaranteed_no_evict_never_preempts_and_on_demand_does_when_memory_is_sh
 def test_docs_engines_page_names_every_engine_policy_and_memory_flag():
     from pathlib import Path
 
-    from simcast.serving.engine_records import KV_ADMISSION, RECORDS
-    from simcast.serving.engines import MEMORY_FLAGS
+    from simcast.engines import get_engine
+    from simcast.engines.policy import MEMORY_FLAGS
+    from simcast.engines.records import KV_ADMISSION
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "engines.md").read_text()
     assert all(p in text for p in KV_ADMISSION)
     assert all(f in text for f in MEMORY_FLAGS)
     for name in ("vllm", "sglang", "trtllm"):
-        r = RECORDS[name]
+        r = get_engine(name).record
         assert f"{r.kv_block_tokens} token" in text and r.kv_admission in text

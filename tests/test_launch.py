@@ -13,10 +13,17 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.engines import REGISTRY, get_engine
+from simcast.engines.launch_rules import check_launch as check_rules
 from simcast.inputs.loaders import load_device, load_model
 from simcast.render.launch import BENCH_RANGE_RATIO, launch_lines
-from simcast.render.launch_rules import RULES, check_launch
 from simcast.serving.model import ServingConfig, Workload
+
+RULES = tuple(r for e in REGISTRY.values() for r in e.launch_rules)
+
+
+def check_launch(engine: str, words: list[str]) -> list[str]:
+    return check_rules(get_engine(engine).launch_rules, words)
 
 
 def broken(engine: str, line: str) -> list[str]:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcast.core.engines import ENGINES
 from simcast.cost import engine_cost
 from simcast.cost.moe import active_experts, busiest_rank_pairs
 from simcast.cost.moe_kernels import padded_rows
+from simcast.engines import ENGINES
 from simcast.inputs.loaders import load_device, shipped_devices
 
 CASES = [(d, e) for d in shipped_devices() for e in ENGINES if e in load_device(d).engines]

@@ -1,7 +1,7 @@
 import pytest
 
 from simcast.core.errors import SimcastInputError
-from simcast.core.plan import build_pipeline_stage_plan, partition_layers
+from simcast.engines.partition import build_pipeline_stage_plan, partition_layers
 
 
 def test_rfc_uniform_ceil_split():

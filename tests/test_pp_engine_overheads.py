@@ -7,8 +7,8 @@ import pytest
 from simcast.core.layout import pp_hop_path
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import Batch, ParallelSpec
+from simcast.engines.policy import engine_policy
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.engines import engine_policy
 from simcast.serving.step import StepCoster, microbatch_period_s, step_cycle_s
 
 

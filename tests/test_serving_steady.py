@@ -7,9 +7,9 @@ import pytest
 from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
+from simcast.engines.policy import engine_policy
 from simcast.inputs.loaders import load_device, load_model
 from simcast.render.assumption_text import assumption_text
-from simcast.serving.engines import engine_policy
 from simcast.serving.model import ServingConfig, Workload, estimate_serving, max_batch_for_memory, memory_fit
 from simcast.serving.step import step_cycle_s
 

@@ -263,7 +263,7 @@ def test_service_yaml_block_equals_the_flags(tmp_path, capsys):
 
 
 def test_verify_steps_count_as_decode_for_cuda_graphs():
-    from simcast.core import cuda_graphs
+    from simcast.engines import cuda_graphs
 
     verify = Batch(query_lens=(4,), context_lens=(1000,), counts=(8,))
     assert not cuda_graphs.captured("sglang", verify, 80.0, 1)  # without speculation a 4-token row is a prefill

@@ -111,8 +111,8 @@ def run_bench(o: BenchOptions) -> BenchResult:
     SGLang's dynamic chunking (``enable_dynamic_chunking``, acts at pp > 1) and speculative decoding (as
     :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
     simulated (noted)."""
-    from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import ParallelSpec
+    from simcast.engines.partition import canonical_partition, default_partition
     from simcast.render.bench_tables import bench_metrics
     from simcast.serving.bench_window import steady_window
     from simcast.serving.chunk_search import next_chunk_fn

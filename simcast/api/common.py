@@ -15,6 +15,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
+from simcast.engines import REGISTRY
 
 ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
@@ -76,11 +77,7 @@ def check_float(field: str, value: float | None, lo: float, hi: float, *, inf_ok
     require(ok, field, value, f"must be a number in [{lo:g}, {hi:g}]" + (" or inf" if inf_ok else ""))
 
 
-MEM_FLAGS = (
-    ("vllm", "--gpu-memory-utilization", "gpu_memory_utilization"),
-    ("sglang", "--mem-fraction-static", "mem_fraction_static"),
-    ("trtllm", "--kv-cache-free-gpu-memory-fraction", "kv_cache_free_gpu_memory_fraction"),
-)
+MEM_FLAGS = tuple((e.name, e.memory_flag, e.memory_keyword) for e in REGISTRY.values() if e.memory_flag)
 """Each engine's memory flag: (engine, CLI flag, keyword of the API)."""
 
 
@@ -155,7 +152,7 @@ def engine_limits(o: EngineLimitOptions) -> dict[str, float | int | str | bool]:
 
 
 def engine_profile_for(name: str | None, engine: str, device: DeviceSpec, *, tp: int = 1, pp: int = 1) -> Any:
-    """``--engine-profile``'s :class:`~simcast.serving.engines.EnginePolicy`, or None when not given; its
+    """``--engine-profile``'s :class:`~simcast.engines.policy.EnginePolicy`, or None when not given; its
     module (and the overhead fit's) is imported only then (``tp``, ``pp``: the layout the fit is for)."""
     if not name:
         return None

@@ -104,8 +104,8 @@ class OptimizeSetup:
 def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
     """The base :class:`ServingConfig` of a search over ``space`` (:func:`search_space` of ``o``); with no
     ep or moe_dp sizes given, an MoE model's TP groups are replicas."""
-    from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import ParallelSpec
+    from simcast.engines.partition import canonical_partition, default_partition
     from simcast.serving.model import ServingConfig
 
     require(o.usage in ("server", "offline"), "--usage", o.usage, "allowed: server, offline")

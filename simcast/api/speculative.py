@@ -132,8 +132,8 @@ def speculative_step(
     from dataclasses import replace
 
     from simcast.core.assumption import Assumption, SpeculativeStep, Topic, note
+    from simcast.engines.policy import engine_policy
     from simcast.serving.draft import draft_coster
-    from simcast.serving.engines import engine_policy
     from simcast.serving.step import StepCoster
 
     s = report.spec

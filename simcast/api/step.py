@@ -15,10 +15,10 @@ from simcast.api.common import TargetOptions, check_float, check_int, resolve_de
 from simcast.api.options import one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
-from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, SimSpec
+from simcast.engines import kernel_engine
 from simcast.inputs import limits
 from simcast.sim.report import Report
 
@@ -101,8 +101,8 @@ class StepOptions(SpeculativeOptions, TargetOptions):
 
 def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
-    from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import Batch, ParallelSpec
+    from simcast.engines.partition import canonical_partition, default_partition
 
     tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
     phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
@@ -189,8 +189,8 @@ def step_spec(o: StepOptions) -> SimSpec:
 def _chunked(spec: SimSpec, o: StepOptions) -> SimSpec:
     """``spec`` with its prompt's chunked pipeline prefill when asked for, or when the engine chunks a
     prompt by default (SGLang, vLLM: chunks of the engine's token budget; TRT-LLM: the whole prompt)."""
-    from simcast.core.chunking import RULES
-    from simcast.serving.engines import engine_policy
+    from simcast.engines import PP_PREFILL_RULES as RULES
+    from simcast.engines.policy import engine_policy
     from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 
     engine, input_length, dynamic = o.engine, o.input_length, o.enable_dynamic_chunking

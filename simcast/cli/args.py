@@ -186,7 +186,7 @@ def add_partition_arg(p: argparse.ArgumentParser, rules: str) -> None:
 
 def resolve_partition_arg(partition: str | None, engine: str | None) -> str:
     """The partition a command uses: the flag's value (canonical form), else the engine's default rule."""
-    from simcast.core.plan import canonical_partition, default_partition
+    from simcast.engines.partition import canonical_partition, default_partition
 
     return canonical_partition(partition) if partition else default_partition(engine)
 

@@ -6,8 +6,8 @@ import argparse
 import datetime as _dt
 
 from simcast.cli.outputs import emit, write_text
-from simcast.core.engines import ENGINES
 from simcast.core.errors import require
+from simcast.engines import ENGINES
 
 DATABASES = ("aiconfigurator",)
 

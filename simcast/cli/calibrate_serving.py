@@ -61,8 +61,8 @@ def _range_ratio(v: str) -> float:
 def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.core.errors import require
     from simcast.core.fabrics import with_fabric
-    from simcast.core.plan import default_partition
     from simcast.core.specs import ParallelSpec
+    from simcast.engines.partition import default_partition
     from simcast.inputs.bench_results import read_run_file
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.overhead_tables import format_overhead_fit

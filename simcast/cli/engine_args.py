@@ -8,7 +8,7 @@ from typing import Any
 
 from simcast.api.common import MEM_FLAGS, EngineLimitOptions, engine_limits
 from simcast.cli.args import BATCHED_TOKENS, FRACTION, REQUESTS, TOKENS
-from simcast.serving.engine_records import ENGINE_CHOICES
+from simcast.engines import ENGINE_CHOICES, REGISTRY
 
 
 def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_default: str = "") -> None:
@@ -45,11 +45,7 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
         "engine's defaults",
     )
     mem = p.add_mutually_exclusive_group()
-    for flag, engine, what in (
-        ("--gpu-memory-utilization", "vllm", "fraction of total GPU memory for weights, activations and KV"),
-        ("--mem-fraction-static", "sglang", "fraction of total GPU memory for weights and the KV pool"),
-        ("--kv-cache-free-gpu-memory-fraction", "trtllm", "fraction of the memory left after weights for KV"),
-    ):
+    for flag, engine, what in ((e.memory_flag, e.name, e.memory_flag_help) for e in REGISTRY.values() if e.memory_flag):
         mem.add_argument(
             flag,
             dest="mem_" + engine,

@@ -21,8 +21,8 @@ from simcast.cli.args import (
 from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
 from simcast.cli.calibrate_template import cmd_calibrate_template
 from simcast.cli.outputs import emit, emit_json, output_path, run_metadata, write_text
-from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
+from simcast.engines import ENGINES, NCCL
 
 
 # ------------------------------------------------------------------ kernel

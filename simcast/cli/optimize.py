@@ -15,8 +15,8 @@ from simcast.cli.optimize_args import normalize_trailing_model
 from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
-from simcast.core.engines import EMIT_ENGINES
 from simcast.core.errors import require
+from simcast.engines import EMIT_ENGINES
 from simcast.render.finite_tables import finite_row, format_finite, workload_label
 
 NULL_ROWS = (

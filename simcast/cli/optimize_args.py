@@ -23,8 +23,8 @@ from simcast.cli.engine_args import add_engine_args
 from simcast.cli.outputs import add_output_args, output_path
 from simcast.cli.speculative import add_speculative_args
 from simcast.cli.sweep import add_sweep_args
-from simcast.core.engines import EMIT_ENGINES
 from simcast.core.errors import bounded_repr, require
+from simcast.engines import EMIT_ENGINES
 from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_BATCHED_TOKENS, MAX_CHUNK_SIZES, MAX_DEVICES, MAX_REQUESTS
 
 

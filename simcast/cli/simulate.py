@@ -22,7 +22,7 @@ from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, 
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.specs import SimSpec
-from simcast.serving.engine_records import ENGINE_CHOICES
+from simcast.engines import ENGINE_CHOICES
 
 
 def add_simulate_args(p: argparse.ArgumentParser) -> None:

@@ -185,7 +185,8 @@ def chunk_plan(
 
 @dataclass(frozen=True, kw_only=True)
 class PipelinePrefillRule:
-    """How an engine runs one prompt's chunks under PP.
+    """How an engine runs one prompt's chunks under PP (each engine module's ``pp_prefill_rule``,
+    :data:`simcast.engines.PP_PREFILL_RULES`).
 
     ``overlap``: chunk ``k + 1`` may start on stage 0 while chunk ``k`` is on later stages (the
     receiver-paid send/recv as for any microbatch); else it waits until chunk ``k`` has left the last
@@ -204,56 +205,14 @@ class PipelinePrefillRule:
         return pp if self.overlap else 1
 
 
-RULES: dict[str, PipelinePrefillRule] = {
-    "sglang": PipelinePrefillRule(
-        engine="sglang",
-        overlap=True,
-        chunked_by_default=True,
-        cite="python/sglang/srt/managers/scheduler_pp_mixin.py @00ff98d3",
-        source=(
-            "event_loop_pp: pp_size + "
-            "pp_async_batch_depth (default 0) microbatch slots; rank 0 schedules the next chunk of the "
-            "chunked request each slot (history_len = tokens already scheduled) and launches it once its "
-            "previous batch is launched; async send, sync recv (the receiver waits); rank 0 blocks on the "
-            "output of the batch pp slots back, so at most pp batches are in flight"
-        ),
-    ),
-    "vllm": PipelinePrefillRule(
-        engine="vllm",
-        overlap=True,
-        chunked_by_default=True,
-        cite="vllm/v1/core/sched/scheduler.py @00024d31, vllm/v1/engine/core.py @00080ee1",
-        source=(
-            "Scheduler.schedule + _update_after_schedule: "
-            "num_computed_tokens advances when a chunk is scheduled, so the next chunk is scheduled in the "
-            "next step ('PP>1 and we have already scheduled all prompt tokens but they are not finished "
-            "yet'); EngineCore.step_with_batch_queue: batch_queue_size = "
-            "max_concurrent_batches = pp (vllm/config/vllm.py) steps in flight"
-        ),
-    ),
-    "trtllm": PipelinePrefillRule(
-        engine="trtllm",
-        overlap=False,
-        chunked_by_default=False,
-        cite="tensorrt_llm/_torch/pyexecutor/py_executor.py (a stored version; upstream head not verified)",
-        source=(
-            "_add_inflight_ids: every scheduled context request joins inflight_req_ids and the scheduler "
-            "skips in-flight requests, so a prompt's next chunk waits for the previous one to leave the last "
-            "stage; tensorrt_llm/llmapi/llm_args.py: enable_chunked_prefill False"
-        ),
-    ),
-}
-"""Per engine: what it does with one long prompt under PP + chunked prefill (read from its source)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class ChunkedPrefill:
     """One prompt's prefill as chunks flowing through the stages as microbatches.
 
     ``tokens``: chunk sizes; chunk ``k`` attends to the ``sum(tokens[:k])`` tokens before it.
-    ``max_in_flight``: chunks inside the pipeline at once (None: no cap). ``engine_rule``: the engine
-    whose :data:`RULES` entry sets the overlap ("" none: chunks overlap, no cap). ``note``: what chose
-    the chunks (the caller's words, for the report's assumption record).
+    ``max_in_flight``: chunks inside the pipeline at once (None: no cap). ``engine_rule``: the engine whose
+    :data:`simcast.engines.PP_PREFILL_RULES` entry sets the overlap ("" none: chunks overlap, no cap).
+    ``note``: what chose the chunks (the caller's words, for the report's assumption record).
     """
 
     tokens: tuple[int, ...]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.gemm_tiles import GEMM_TILE_RULES
 
@@ -60,7 +59,7 @@ class GemmFit:
     smooth maximum ``(tc^p + tm^p)^(1/p)`` with ``p = smooth_p``; plus ``launch_s``, the fixed time of a
     call replayed from a captured CUDA graph (what engines run in decode). ``host_floor_s`` (0 = none): the
     least time of a call run eagerly, when the rows were timed without CUDA graphs and the host's launch
-    path bounds small shapes (:mod:`simcast.core.cuda_graphs` says which steps are captured).
+    path bounds small shapes (:mod:`simcast.engines.cuda_graphs` says which steps are captured).
     ``tile_rule`` ("" = one tile): the engine's tile per row count (:data:`GEMM_TILE_RULES`, from the kernel's
     own dispatch code): the wave and parallelism terms count that rule's tiles, so a kernel switch at a row
     count (e.g. 64x64 tiles up to 256 rows, 128x128 above) moves the wave edges with it, and the compute
@@ -356,7 +355,8 @@ class AllToAllFit:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineKernels:
-    """One engine's fitted kernels on one device; empty tuples mean "not fitted here"."""
+    """One engine's fitted kernels on one device; empty tuples mean "not fitted here". ``engine`` is one of
+    :data:`simcast.engines.ENGINES` (checked where a profile is read, :func:`simcast.inputs.loaders.engine_kernels`)."""
 
     engine: str
     gemm: tuple[GemmFit, ...] = ()
@@ -366,9 +366,6 @@ class EngineKernels:
     moe: tuple[MoeFit, ...] = ()
     all_to_all: tuple[AllToAllFit, ...] = ()
     source: str = ""
-
-    def __post_init__(self) -> None:
-        require(self.engine in ENGINES, "engines", self.engine, f"allowed: {', '.join(ENGINES)}")
 
     def gemm_fit(self, dtype: str) -> GemmFit | None:
         want = "bf16" if dtype == "fp16" and not any(g.dtype == "fp16" for g in self.gemm) else dtype

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcast.core import cuda_graphs
 from simcast.core.chunking import ChunkedPrefill
 from simcast.core.device import DeviceSpec
-from simcast.core.engines import ENGINES
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -167,11 +165,12 @@ class SimSpec:
     tp_sharded_send: bool = False
     collective_algorithm: str = "auto"
     engine: str | None = None  # vllm | sglang | trtllm: cost GEMM/attention/all-reduce with the profile's engine fits
+    # (checked by simcast.sim.simulate.stage_setups against simcast.engines.ENGINES)
     expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE  # busiest expert rank's load / the uniform-routing expectation
     kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
     chunked_prefill: ChunkedPrefill | None = None  # one prompt's chunks as the microbatches (replaces the split)
     cuda_graph: bool | None = None  # the step replays a captured CUDA graph; None: the engine's default rule
-    # (simcast.core.cuda_graphs.captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
+    # (simcast.engines.cuda_graphs.step_captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 
@@ -191,9 +190,6 @@ class SimSpec:
                 f"must sum to the prompt's {b.num_tokens} tokens",
             )
         require(
-            self.engine is None or self.engine in ENGINES, "--engine", self.engine, f"allowed: {', '.join(ENGINES)}"
-        )
-        require(
             self.expert_imbalance >= 1.0,
             "--expert-imbalance",
             self.expert_imbalance,
@@ -212,15 +208,6 @@ class SimSpec:
             "collective_algorithm",
             self.collective_algorithm,
             "allowed: auto, ring, tree",
-        )
-
-    def captured(self, batch: Batch) -> bool:
-        """Whether a step (microbatch) on ``batch`` runs from a captured CUDA graph: ``cuda_graph`` when
-        given, else the engine's default (:func:`simcast.core.cuda_graphs.captured`)."""
-        if self.cuda_graph is not None:
-            return self.cuda_graph
-        return cuda_graphs.captured(
-            self.engine, batch, self.device.hbm_bytes / GIB, self.parallel.tp, self.decode_query_len
         )
 
     @property

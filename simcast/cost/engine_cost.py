@@ -23,7 +23,6 @@ import numpy as np
 
 from simcast.core.assumption import KernelSource, KernelsUsed
 from simcast.core.device import DeviceSpec
-from simcast.core.engines import ENGINES, NCCL
 from simcast.core.errors import require
 from simcast.core.kernel_fits import EngineKernels, GemmFit
 from simcast.core.specs import Batch
@@ -32,12 +31,9 @@ from simcast.cost.attention_launch import attention_launch
 from simcast.cost.batches import Batches
 from simcast.cost.curves import smooth_max
 from simcast.cost.gemm import PEAK_DTYPE, gemm_envelope
+from simcast.engines import ENGINES, NCCL, get_engine
 
-FALLBACK: dict[str, tuple[str, ...]] = {
-    "vllm": ("sglang", "trtllm"),
-    "sglang": ("vllm", "trtllm"),
-    "trtllm": ("vllm", "sglang"),
-}
+FALLBACK: dict[str, tuple[str, ...]] = {n: get_engine(n).kernel_fallback for n in ENGINES}
 KINDS = ("gemm", "prefill", "decode", "all_reduce")
 
 
@@ -134,7 +130,7 @@ def gemm_s(
 ) -> tuple[float, str] | None:
     """(seconds, compute|memory|latency) of a GEMM with the engine's fit; None without one.
 
-    ``captured``: the step is replayed from a CUDA graph (:mod:`simcast.core.cuda_graphs`); eager calls
+    ``captured``: the step is replayed from a CUDA graph (:mod:`simcast.engines.cuda_graphs`); eager calls
     take at least the fit's host floor when it has one. :func:`simcast.cost.gemm.gemm_envelope` on one row.
     """
     fit, _ = pick(dev, engine, "gemm", dtype)

@@ -31,6 +31,7 @@ from simcast.core.kernel_fits import (
 )
 from simcast.core.model_spec import ModelSpec
 from simcast.core.quant import QuantSpec
+from simcast.engines import ENGINES
 from simcast.inputs.aliases import model_alias, models_dir
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml, package_data_dir
 from simcast.inputs.limits import (
@@ -356,6 +357,7 @@ def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
 
 def engine_kernels(engine: str, sec: dict) -> EngineKernels:
     """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
+    require(engine in ENGINES, "engines", engine, f"allowed: {', '.join(ENGINES)}")
     w = f"engines.{engine}"
     for kind, allowed in (
         ("gemm", GEMM_DTYPES),

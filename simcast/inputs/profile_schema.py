@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simcast.core.engines import ENGINES
+from simcast.engines import ENGINES
 from simcast.inputs.limits import (
     MAX_BW_BYTES_PER_S,
     MAX_DEVICES,

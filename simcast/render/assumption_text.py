@@ -8,10 +8,11 @@ from typing import Any
 
 from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
-from simcast.core.chunking import RULES, chunk_runs
+from simcast.core.chunking import chunk_runs
 from simcast.core.device import InterNodeOrigin
-from simcast.core.plan import PARTITION_RULES, canonical_partition
 from simcast.cost.engine_cost import source_label
+from simcast.engines import PP_PREFILL_RULES as RULES
+from simcast.engines.partition import PARTITION_RULES, canonical_partition
 from simcast.serving.draft import FC_NOTE
 
 

@@ -19,7 +19,7 @@ from simcast.serving.model import prefill_spec
 AUTO_CHUNK_SIZES = (2048, 4096, 8192, 16384)
 """``--chunked-prefill-sizes`` with no value: the chunk sizes SGLang itself picks by GPU memory
 (python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``, see
-:func:`simcast.serving.engines.engine_policy`), plus the engine's own default for the layout."""
+:func:`simcast.engines.sglang.sglang_limits`), plus the engine's own default for the layout."""
 
 TTFT_TIE = 0.01
 """Relative 1-prompt TTFT difference under which two settings count as equal (then throughput decides):
@@ -36,7 +36,7 @@ def chunk_settings(cfg: ServingConfig, sizes: Sequence[int]) -> list[tuple[int, 
     default, static; with SGLang at PP > 1 each also with dynamic chunking."""
     own = cfg.policy.max_num_batched_tokens
     out = [(s, False) for s in sorted({*sizes, own})]
-    if cfg.policy.name == "sglang" and cfg.parallel.pp > 1:
+    if cfg.policy.engine.pp_dynamic_chunking and cfg.parallel.pp > 1:
         out += [(s, True) for s, _ in list(out)]
     return out
 

@@ -1,7 +1,7 @@
 """The configuration of one serving deployment: the workload and the layout, engine and memory flags.
 
 Frozen inputs of the steady-state model (:mod:`simcast.serving.model`), the request-level simulator and
-the search; :attr:`ServingConfig.policy` resolves the engine's record (:mod:`simcast.serving.engines`)
+the search; :attr:`ServingConfig.policy` resolves the engine's record (:mod:`simcast.engines.policy`)
 with the user's overrides.
 """
 
@@ -14,14 +14,21 @@ from typing import Any
 
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.device import DeviceSpec
-from simcast.core.engines import kernel_engine
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, ParallelSpec
-from simcast.serving.engine_records import ENGINE_CHOICES, RECORDS, USAGE
-from simcast.serving.engines import MEMORY_FLAGS, EnginePolicy, engine_policy
+from simcast.engines import ENGINE_CHOICES, REGISTRY, get_engine, kernel_engine
+from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
+from simcast.engines.records import USAGE
 from simcast.serving.speculative import SpeculativeSpec, require_supported
+
+
+def _dynamic_chunking_engine(name: str) -> bool:
+    """Whether engine ``name`` has ``--enable-dynamic-chunking`` (SGLang's; an unknown name is refused later)."""
+    e = REGISTRY.get(name)
+    return e is not None and e.pp_dynamic_chunking
+
 
 SERVING_MODES = ("agg", "disagg", "both")
 """Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
@@ -77,7 +84,7 @@ class ServingConfig:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")
         require(
             not self.dynamic_chunking
-            or (self.engine_profile.name if self.engine_profile else self.runtime) == "sglang",
+            or _dynamic_chunking_engine(self.engine_profile.name if self.engine_profile else self.runtime),
             "--enable-dynamic-chunking",
             self.runtime,
             "is SGLang's flag: needs --engine sglang",
@@ -95,9 +102,9 @@ class ServingConfig:
         if self.mem_flag:
             owner = MEMORY_FLAGS.get(self.mem_flag) or MEMORY_FLAGS.get("--" + self.mem_flag.replace("_", "-"))
             engine = self.engine_profile.name if self.engine_profile else self.runtime
-            mine = RECORDS[engine].flags.get("memory", "")
+            mine = get_engine(engine).record.flags.get("memory", "")
             require(
-                owner == engine or (engine == "none" and owner == "vllm"),
+                get_engine(engine).accepts_memory_flag(owner),
                 self.mem_flag,
                 self.mem_fraction,
                 f"is engine {owner}'s memory flag; with --engine {engine} use {mine}",

@@ -7,7 +7,7 @@ step_overhead_s: 0.003                # CPU time per step, s
 per_request_overhead_s: 1.0e-05       # CPU time per request in the step, s
 overhead_source: "fitted: ..."        # the label every result prints ("assumption: ..." when not fitted)
 overlap_cpu: false                    # optional, and every other EnginePolicy field: default the engine's own
-max_num_batched_tokens: 8192          #   on the device in use (simcast/serving/engines.py)
+max_num_batched_tokens: 8192          #   on the device in use (simcast/engines/<name>.py)
 ...
 provenance: {fitted: [step_overhead_s], files: [{name: a.json, sha256: ...}], ...}   # optional, informational
 ```
@@ -26,11 +26,12 @@ import yaml
 
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
+from simcast.engines import ENGINE_CHOICES
+from simcast.engines.policy import EnginePolicy, engine_policy
+from simcast.engines.records import MEMORY_OF
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import MAX_BATCHED_TOKENS, MAX_LATENCY_S, MAX_REQUESTS, MAX_TOKENS
 from simcast.inputs.schema import Int, Num, Str, check
-from simcast.serving.engine_records import ENGINE_CHOICES, MEMORY_OF
-from simcast.serving.engines import EnginePolicy, engine_policy
 from simcast.serving.overhead_fit import OverheadFit, RunFit
 
 SCHEMA: dict[str, Any] = {

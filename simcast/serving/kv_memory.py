@@ -1,6 +1,6 @@
 """KV memory of a serving deployment: each engine's memory rule and its KV admission policy.
 
-**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.serving.engines`):
+**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.engines.records`):
 
 * ``total`` (vLLM ``--gpu-memory-utilization``): KV = fraction × HBM − weights − the activation peak of
   vLLM's profile run (one forward of ``max_num_batched_tokens`` tokens, sampler over ``max_num_seqs``)
@@ -36,13 +36,13 @@ from dataclasses import dataclass, fields
 
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.memory import stage_activation_bytes, stage_kv_bytes_for, stage_weight_bytes
-from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch
+from simcast.engines.partition import build_pipeline_stage_plan
+from simcast.engines.policy import EnginePolicy
+from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.config import ServingConfig
 from simcast.serving.draft import draft_kv_bytes_per_token, draft_weight_bytes
-from simcast.serving.engine_records import SGLANG_RATIO
-from simcast.serving.engines import EnginePolicy
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from simcast.core.device import LinkSpec
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.memory import stage_kv_bytes_for
-from simcast.core.plan import build_pipeline_stage_plan
 from simcast.core.shards import sharded_dims
+from simcast.engines.partition import build_pipeline_stage_plan
 from simcast.serving.config import ServingConfig
 
 KV_TRANSFER_MODES = ("whole", "per-layer")

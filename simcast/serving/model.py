@@ -7,7 +7,7 @@ output token comes with the last chunk). So an average step of one of the
 ``M`` microbatches in flight (``M = pp``: vLLM virtual engines, SGLang PP
 micro-batches, TRT-LLM ``num_micro_batches``), each with ``b = B / M``
 requests, carries ``D = b·(OSL-1)/L`` decodes and ``P = b·ISL/L`` prompt
-tokens. The engine forms steps as :mod:`simcast.serving.engines` says:
+tokens. The engine forms steps as :mod:`simcast.engines.policy` says:
 
 - **decode-first** (vLLM V1, TRT-LLM in-flight batching): the decodes plus
   prompt chunks of ``c = min(ISL, budget - D)`` tokens (whole prompts when
@@ -25,7 +25,7 @@ TPOT is the mean step cycle a decoding request sees: its own decode plus the
 ``(b - 1)·ISL/L`` per step, fractional means costed as the mix of their floor and
 ceiling (:mod:`simcast.serving.step`: stage pipeline + engine CPU time as its own
 resource). TTFT is the serving path (the engine's front end: API server,
-tokenisation, detokenise and stream; :mod:`simcast.serving.engines`), the wait for
+tokenisation, detokenise and stream; :mod:`simcast.engines.policy`), the wait for
 the step in flight (half a step at random arrival; one more with an overlap
 scheduler, whose next step is already formed) and the prompt's ``n_pf``
 chunk-carrying steps (queueing excluded: closed loop); tokens/s from Little's law,
@@ -52,9 +52,9 @@ from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCa
 from simcast.core.chunking import chunk_plan, chunk_runs
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
+from simcast.engines.policy import EnginePolicy
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.draft import FC_NOTE, draft_coster
-from simcast.serving.engines import EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
     kv_capacity_tokens,
@@ -213,7 +213,9 @@ def _interp(cost, x: float) -> float:
 def step_wait_cycles(pol: EnginePolicy) -> float:
     """Mean steps a new prompt waits before its first step, at random arrival on a busy engine: the rest of
     the step in flight (half a step); an overlap scheduler has already formed the next step, so one more."""
-    if pol.name == "none" or pol.usage == "offline":  # offline: the queue is full, a slot refills at the step edge
+    if (
+        not pol.engine.schedules or pol.usage == "offline"
+    ):  # offline: the queue is full, a slot refills at the step edge
         return 0.0
     return 1.5 if pol.overlap_cpu else 0.5
 

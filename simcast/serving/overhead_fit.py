@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simcast.core.errors import require
+from simcast.engines.policy import EnginePolicy
 from simcast.inputs.bench_results import MeasuredRun
-from simcast.serving.engines import EnginePolicy
 from simcast.serving.run_model import RunModel, RunPrediction
 
 SCALE = np.array([1e-3, 1e-6])

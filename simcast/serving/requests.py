@@ -39,8 +39,8 @@ import numpy as np
 
 from simcast.core.errors import require
 from simcast.core.specs import Batch
+from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.bench_result import BenchResult, RequestResult, Sample
-from simcast.serving.engine_records import SGLANG_RATIO
 from simcast.serving.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.step import StepCoster
@@ -127,7 +127,7 @@ def simulate_requests(
     step_end: list[float] = []
     step_tok: list[int] = []
     budget = pol.max_num_batched_tokens
-    overlap = pol.overlap_cpu and pol.name != "none"
+    overlap = pol.overlap_cpu and pol.engine.schedules
     vt, tau = coster.verify_tokens, coster.tokens_per_step
     piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
 

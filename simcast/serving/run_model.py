@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simcast.core.errors import require
+from simcast.engines.policy import EnginePolicy
 from simcast.inputs.bench_results import MeasuredRun
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_STEPS, MAX_BENCH_TOKENS
-from simcast.serving.engines import EnginePolicy
 from simcast.serving.model import (
     ServingConfig,
     Workload,

@@ -1,6 +1,6 @@
 """One replica's engine scheduler for the request-level simulator: queues, KV blocks, admission, preemption.
 
-Each step is formed as the engine forms it (:mod:`simcast.serving.engines`): running requests first
+Each step is formed as the engine forms it (:mod:`simcast.engines.policy`): running requests first
 (their decodes, unless the engine runs a prefill-only step, and partial prefills), then waiting prompts
 while ``max_num_seqs``, the step's token budget and the engine's **KV admission policy** allow:
 
@@ -46,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simcast.core.errors import require
-from simcast.serving.engine_records import SGLANG_RATIO
-from simcast.serving.engines import EnginePolicy
+from simcast.engines.policy import EnginePolicy
+from simcast.engines.sglang import SGLANG_RATIO
 
 
 @dataclass(frozen=True, kw_only=True)

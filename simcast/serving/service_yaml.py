@@ -50,8 +50,8 @@ from typing import Any, TypeVar
 
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.fabrics import FABRICS, FabricChoice, with_fabric
-from simcast.core.plan import canonical_partition, default_partition, partition_layers
 from simcast.core.specs import ParallelSpec
+from simcast.engines.partition import canonical_partition, default_partition, partition_layers
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import (
     MAX_BATCHED_TOKENS,

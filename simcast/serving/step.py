@@ -23,7 +23,7 @@ from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.schedule import pipeline_times
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.serving.engines import EnginePolicy
+from simcast.engines.policy import EnginePolicy
 from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
-from simcast.core.cuda_graphs import graph_facts
 from simcast.core.layout import Path, pp_hop_cross_pairs
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, ROUTING_GINI
 from simcast.core.moe_layout import moe_comm_mode
@@ -17,6 +16,7 @@ from simcast.core.specs import GIB, Batch, SimSpec
 from simcast.core.weights import weight_format
 from simcast.cost import engine_cost
 from simcast.cost.comm import hierarchical
+from simcast.engines.cuda_graphs import graph_facts
 
 
 def _rec(topic: Topic, facts: object, approximation: bool = False) -> Assumption:

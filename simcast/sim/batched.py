@@ -18,6 +18,7 @@ import numpy as np
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.specs import Batch, SimSpec
 from simcast.cost.batched import Batches, OpArrays, cost_ops_many
+from simcast.engines.cuda_graphs import step_captured
 from simcast.sim.report import Report, pp_hops, recv_times, report_from_ops
 from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, stage_setups
 
@@ -45,7 +46,7 @@ class LayoutCoster:
         """``[stage][op]`` arrays over ``batches`` (one microbatch each)."""
         _, setups, _ = self.setup()
         bs = Batches.of(batches)
-        captured = np.array([self.spec.captured(b) for b in bs.batches], dtype=bool)
+        captured = np.array([step_captured(self.spec, b) for b in bs.batches], dtype=bool)
         memo: dict = {}
         return [
             cost_ops_many(

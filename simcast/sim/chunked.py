@@ -4,7 +4,7 @@ A long prompt is prefilled in chunks; under PP the chunks flow through the stage
 microbatches, chunk ``k`` attending to the KV of the chunks before it (on the same stage), so
 stage ``s`` may start chunk ``k`` once stage ``s - 1`` has finished it (plus the receiver-paid
 send/recv) and stage ``s`` has finished chunk ``k - 1``; an engine's batch queue caps the chunks
-in flight (:data:`simcast.core.chunking.RULES`). TTFT is when the last chunk leaves the last stage.
+in flight (:data:`simcast.engines.PP_PREFILL_RULES`). TTFT is when the last chunk leaves the last stage.
 
 :func:`chunked_prefill_timeline` is the one entry point for other layers (the request-level
 simulator uses it for a prompt's idle TTFT and per-chunk stage times).
@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from simcast.core.chunking import RULES, SGLANG_SMOOTH_FACTOR, ChunkedPrefill, chunk_plan
+from simcast.core.chunking import SGLANG_SMOOTH_FACTOR, ChunkedPrefill, chunk_plan
 from simcast.core.specs import Batch, SimSpec
+from simcast.engines import PP_PREFILL_RULES as RULES
 from simcast.sim.simulate import Report, simulate, stage_costers
 from simcast.sim.timeline import report_timeline
 
@@ -55,7 +56,7 @@ def chunked_prefill_spec(
     """``spec`` prefilling one prompt of ``sum(chunk_tokens)`` tokens in those chunks.
 
     ``engine`` (default ``spec.engine``) picks the overlap rule and the in-flight cap from
-    :data:`~simcast.core.chunking.RULES`; no engine: chunks overlap, no cap. ``note`` says how the
+    :data:`~simcast.engines.PP_PREFILL_RULES`; no engine: chunks overlap, no cap. ``note`` says how the
     chunks were chosen (for the assumption record).
     """
     name = engine if engine is not None else spec.engine

@@ -22,8 +22,8 @@ from dataclasses import replace
 
 from simcast.core.assumption import Assumption, PartitionResolved, Topic
 from simcast.core.errors import require
-from simcast.core.plan import partition_layers
 from simcast.core.specs import SimSpec
+from simcast.engines.partition import partition_layers
 from simcast.inputs.limits import MAX_BALANCED_PP
 from simcast.sim.simulate import Report, simulate
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simcast.core.errors import require
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
 from simcast.core.moe_memory import moe_shard
-from simcast.core.plan import PipelineStagePlan, build_pipeline_stage_plan
+from simcast.core.plan import PipelineStagePlan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.compute import op_cost
 from simcast.cost.op_work import CostContext, OpCost
+from simcast.engines import ENGINES
+from simcast.engines.cuda_graphs import step_captured
+from simcast.engines.partition import build_pipeline_stage_plan
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
 from simcast.trace.cache import get_trace
 from simcast.trace.ir import OpRecord, StageTrace
@@ -202,6 +206,7 @@ class StageSetup:
 
 def stage_setups(spec: SimSpec, *, use_disk_cache: bool = True) -> tuple[PipelineStagePlan, list[StageSetup], int]:
     """``(plan, setup per stage, traces compiled)`` of ``spec``'s layout."""
+    require(spec.engine is None or spec.engine in ENGINES, "--engine", spec.engine, f"allowed: {', '.join(ENGINES)}")
     model, dev, par = spec.model, spec.device, spec.parallel
     dev.matmul_peak(model.dtype), dev.vector_peak(model.dtype)  # a missing peak fails before any tracing
     sd = sharded_dims(model, par.tp)
@@ -238,7 +243,7 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         moe_path=setup.moe_path,
         expert_imbalance=spec.expert_imbalance,
         kv_bytes=kv_bytes,
-        captured=spec.captured(mb),
+        captured=step_captured(spec, mb),
         decode_query_len=spec.decode_query_len,
     )
 

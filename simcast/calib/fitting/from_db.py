@@ -39,24 +39,19 @@ from simcast.calib.fitting import fit_decode as fd_mod
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.fitting.from_db_moe import fit_moe_engine
 from simcast.calib.fitting.kernel_choices import (
-    DECODE_FP8_SINGLE_BLOCK,
-    DECODE_KERNEL_RULES,
-    DECODE_L2_EDGE,
     DIFF_KV_HEAD_DIM,
     DIFF_KV_OPS,
     DIFF_KV_V_HEAD_DIM,
     GEMM_FAMILIES,
     GEMM_L2_EDGE,
     GEMM_TILE_RULE_OF,
-    PREFILL_KERNEL_RULES,
-    PREFILL_L2_EDGE,
 )
 from simcast.calib.readers import aic_db
 from simcast.calib.readers.db_split import errors, held_out, newest
 from simcast.core.device import CollectiveFit, DeviceSpec
-from simcast.core.engines import ENGINES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.kernel_fits import DecodeAttentionFit, EngineKernels, GemmFit, PrefillAttentionFit
+from simcast.engines import ENGINES, get_engine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +101,7 @@ its fp8-block rows are ``max(GPU time, host launch path)`` (~0.16-0.3 ms at smal
 graph-captured table shows. Such rows cannot show the graph-captured kernel: its device time and launch
 come from the family's graph-captured proxy table (SGLang's DeepGEMM rows; vLLM's collector forces
 DeepGEMM too, ``VLLM_USE_DEEP_GEMM=1``), and the rows give only the eager host floor (``host_floor_s``),
-applied to steps the engine does not capture (:mod:`simcast.core.cuda_graphs`)."""
+applied to steps the engine does not capture (:mod:`simcast.engines.cuda_graphs`)."""
 HOST_BOUND_NEXT_PROXY = "trtllm"
 """Graph-captured proxy of a host-bound family when the first proxy has no such rows on the system (L40S:
 SGLang's table has no fp8-block GEMMs; TensorRT-LLM's block-scaled fp8 GEMMs stand in)."""
@@ -277,7 +272,7 @@ def fit_engine(
     """Fit one engine section on the fitting half; (kernels, {kind: (median, p90) held-out % error}, data)."""
     require(system in SYSTEMS, "--system", system, f"allowed: {', '.join(SYSTEMS)}")
     require(engine in ENGINES, "--engine", engine, f"allowed: {', '.join(ENGINES)}")
-    info = SYSTEMS[system]
+    info, eng = SYSTEMS[system], get_engine(engine)  # eng: the kernel choices each system's fit may declare
     data = engine_data(system, engine, version)
     errs: dict[str, tuple[float, float]] = {}
     pre: list[PrefillAttentionFit] = []
@@ -303,19 +298,19 @@ def fit_engine(
                     rows[~h],
                     dev,
                     dt,
-                    sm_count=info.sm_count if (engine, system) in PREFILL_KERNEL_RULES else 0,
-                    kernel_rules=PREFILL_KERNEL_RULES.get((engine, system), ("",)),
-                    l2_edge=(engine, system) in PREFILL_L2_EDGE,
+                    sm_count=info.sm_count if system in eng.prefill_kernel_rules else 0,
+                    kernel_rules=eng.prefill_kernel_rules.get(system, ("",)),
+                    l2_edge=system in eng.prefill_l2_edge,
                 )
                 p = attn.prefill_time_s(
                     fp, peak, dev.hbm_bw_bytes_per_s, a["b"], a["q"], a["c"], a["h"], a["hkv"], a["d"]
                 )
                 pre.append(fp)
             else:
-                rules = DECODE_KERNEL_RULES.get((engine, system), ("",))
-                if dt == "fp8" and (engine, system) in DECODE_FP8_SINGLE_BLOCK:
+                rules = eng.decode_kernel_rules.get(system, ("",))
+                if dt == "fp8" and system in eng.decode_fp8_single_block:
                     rules = tuple("trtllm_xqa_sb" if r == "trtllm_xqa_mb" else r for r in rules)
-                edge = (engine, system) in DECODE_L2_EDGE
+                edge = system in eng.decode_l2_edge
                 fd, _ = fd_mod.fit_decode(rows[~h], dev, dt, info.sm_count, rules, l2_edge=edge)
                 p = attn.decode_time_s(
                     fd, peak, dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]

@@ -30,6 +30,7 @@ from simcast.core import kernel_fits
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
 from simcast.cost import moe_kernels as mk
+from simcast.engines import get_engine
 
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}
 A2A_MODES = {
@@ -38,7 +39,6 @@ A2A_MODES = {
     "trtllm_deepep_ht": "normal",
     "trtllm_deepep_ll": "low_latency",
 }
-A2A_TABLE = {"vllm": "moe_a2a_perf", "trtllm": "moe_a2a_perf", "sglang": "wideep_deepep_ll_perf"}
 DEEPEP_SMS = 20
 """DeepEP normal mode's default SM count (``deep_ep.Buffer.num_sms = 20``); rows at other counts are tuning sweeps."""
 
@@ -74,8 +74,9 @@ def moe_rows(system: str, engine: str, version: str) -> pd.DataFrame:
 def a2a_rows(system: str, engine: str, version: str) -> pd.DataFrame:
     """DeepEP dispatch/combine rows (16-bit payloads, one node) with the bytes one rank sends."""
     out = []
-    if engine == "sglang":
-        for table, mode in (("wideep_deepep_ll_perf", "low_latency"), ("wideep_deepep_normal_perf", "normal")):
+    deepep = get_engine(engine).a2a_deepep_tables  # SGLang's own DeepEP tables, else the engine's moe_a2a_perf
+    if deepep:
+        for table, mode in deepep:
             df = aic_db.read_table(system, "comm", engine, version, table)
             df = df[df["node_num"] == 1]
             for phase in ("dispatch", "combine"):
@@ -253,10 +254,11 @@ def moe_engine_data(system: str, engine: str) -> tuple[pd.DataFrame, pd.DataFram
             tables.append(f"{system}/moe/{engine}/{v}/moe_perf (balanced routing, main kernel per format)")
             break
     a2a = pd.DataFrame()
-    av = newest(system, "comm", engine, A2A_TABLE[engine])
+    eng = get_engine(engine)
+    av = newest(system, "comm", engine, eng.a2a_table)
     if av:
         a2a = a2a_rows(system, engine, av)
-        name = "wideep_deepep_{ll,normal}_perf" if engine == "sglang" else A2A_TABLE[engine]  # sglang reads both
+        name = eng.a2a_table_label
         tables.append(f"{system}/comm/{engine}/{av}/{name} (16-bit payloads, one node)")
     return moe, a2a, tuple(tables)
 

@@ -24,8 +24,8 @@ from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.readers import aic_db
 from simcast.calib.readers.db_split import errors, newest, version_key
 from simcast.core.device import CollectiveFit
-from simcast.core.engines import ENGINES
 from simcast.cost.collectives import factor
+from simcast.engines import ENGINES
 
 NAMES = ("nccl_small", "nccl_medium", "nccl_large")
 NVSWITCH = ("b200_sxm", "b300_sxm", "gb200", "gb300", "a100_sxm")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from simcast.core.dtypes import element_bytes
 from simcast.core.errors import SimcastInputError
+from simcast.engines import get_engine
 
 PACKAGE = "aiconfigurator_core"
 DISTRIBUTION = "aiconfigurator-core"
@@ -180,32 +181,15 @@ def gemm_rows(system: str, engine: str, version: str, device: str):
 
 
 def _kv_len_decode(engine: str, step):
-    """Keys per request in a generation row: the collectors differ.
-
-    vLLM's collector builds ``seq_lens = step`` (the new token included); SGLang's and
-    TensorRT-LLM's cache ``step`` tokens and attend one more (``step + 1``).
-    (ai-dynamo/aiconfigurator collector/{vllm,sglang,trtllm}/collect_attn.py.)
-    """
-    return step if engine == "vllm" else step + 1
+    """Keys per request in a generation row: the collectors differ
+    (:meth:`simcast.engines.base.Engine.decode_kv_len` of each engine)."""
+    return get_engine(engine).decode_kv_len(step)
 
 
 def context_attention_dtype(engine: str, kv_cache_dtype: str) -> str | None:
-    """The ``attn_dtype`` of the prefill rows kept for ``engine`` with that KV cache: the one its default runs.
-
-    TensorRT-LLM's tables time every fp8-cache shape twice, with bf16 and with fp8 context attention
-    (ai-dynamo/aiconfigurator ``collector/trtllm/collect_attn.py``@05656140: ``use_fp8_context_fmha``). The
-    PyTorch backend runs FP8 context FMHA whenever the cache is fp8 and paged context FMHA is on
-    (``cpp/tensorrt_llm/thop/attentionOp.cpp``@38134b13: ``mFP8ContextFMHA = is_fp8_out || is_fp4_out ||
-    (hasFp8KvCache() && use_paged_context_fmha)``), and paged context FMHA is on with KV block reuse,
-    chunked prefill or draft tokens (``tensorrt_llm/_torch/attention_backend/trtllm.py``@00bede19), block reuse
-    being the default (``tensorrt_llm/llmapi/llm_args.py``@fcd3f316 ``KvCacheConfig.enable_block_reuse=True``,
-    passed as ``cache_reuse`` by ``_torch/pyexecutor/py_executor_creator.py``@bab0f2e6). bf16 attention over an
-    fp8 cache runs only with block reuse and chunked prefill both off (``KvCacheConfig(enable_block_reuse=False)``),
-    an option simcast does not model. ``None``: keep every row (other engines; their ``attn_dtype`` is not read).
-    """
-    if engine == "trtllm":
-        return "fp8" if kv_cache_dtype == "fp8" else kv_cache_dtype
-    return None
+    """The ``attn_dtype`` of the prefill rows kept for ``engine`` with that KV cache: the one its default runs
+    (:meth:`simcast.engines.base.Engine.context_attention_dtype`; ``None``: keep every row)."""
+    return get_engine(engine).context_attention_dtype(kv_cache_dtype)
 
 
 def attention_rows(system: str, engine: str, version: str, device: str):

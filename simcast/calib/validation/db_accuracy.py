@@ -18,7 +18,7 @@ from simcast.calib.fitting.from_db import SYSTEMS, engine_data, held_out, newest
 from simcast.calib.readers import aic_db
 from simcast.calib.validation.validate import predict_frame
 from simcast.core.device import DeviceSpec
-from simcast.core.engines import ENGINES
+from simcast.engines import ENGINES
 
 
 def _summary(pred: pd.DataFrame, by: tuple[str, ...]) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """How an engine behaves on one deployment: the :class:`EnginePolicy` built from its record.
 
-:func:`engine_policy` turns an :class:`~simcast.serving.engine_records.EngineRecord` (the engine as data)
+:func:`engine_policy` turns an :class:`~simcast.engines.records.EngineRecord` (the engine as data)
 into the :class:`EnginePolicy` of one deployment: the engine's device-dependent defaults (vLLM's GPU-size
 table, SGLang's ``_handle_gpu_memory_settings``), the usage context (a server, or an offline
 ``LLM``/``vllm bench throughput`` run), then the user's overrides. The CPU and front-end times are
@@ -14,16 +14,9 @@ from dataclasses import dataclass, replace
 
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.serving.engine_defaults import sglang_limits, vllm_limits
-from simcast.serving.engine_records import (
-    ENGINE_CHOICES,
-    KV_ADMISSION,
-    MEMORY_OF,
-    RECORDS,
-    SGLANG_RATIO,
-    USAGE,
-    EngineRecord,
-)
+from simcast.engines import REGISTRY, get_engine
+from simcast.engines.base import Engine
+from simcast.engines.records import KV_ADMISSION, MEMORY_OF, USAGE, EngineRecord
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,8 +85,13 @@ class EnginePolicy:
             require(getattr(self, f) >= 0, f"engine.{f}", getattr(self, f), "must be >= 0")
 
     @property
+    def engine(self) -> Engine:
+        """The engine whose policy this is (:func:`simcast.engines.get_engine`)."""
+        return get_engine(self.name)
+
+    @property
     def record(self) -> EngineRecord:
-        return RECORDS[self.name]
+        return self.engine.record
 
     def step_cpu_s(self, num_requests: float) -> float:
         """CPU time of one step scheduling ``num_requests`` requests."""
@@ -123,11 +121,7 @@ class EnginePolicy:
         if not self.prefix_caching:
             return "prefix caching off: every prompt token is computed"
         unit = "token-level (page 1)" if self.kv_block_tokens == 1 else f"full {self.kv_block_tokens}-token blocks"
-        when = (
-            "cached when scheduled (vLLM V1 allocate_slots)"
-            if self.name in ("vllm", "none")
-            else "cached when scheduled (an approximation: the engine inserts them once computed)"
-        )
+        when = self.engine.prefix_cache_when
         return (
             f"prefix caching on ({self.record.flags.get('prefix_caching', 'default')}): hits in {unit}, {when}, "
             "shared prefix blocks held once while referenced, unreferenced ones evicted oldest-freed first (free "
@@ -164,34 +158,25 @@ def engine_policy(
 ) -> EnginePolicy:
     """The engine's defaults on ``device`` (its own GPU-dependent rules) in ``usage`` (server | offline),
     then ``overrides`` (any :class:`EnginePolicy` field; ``None`` values are ignored)."""
-    require(name in ENGINE_CHOICES, "--engine", name, f"allowed: {', '.join(ENGINE_CHOICES)}")
+    eng = get_engine(name)
     require(usage in USAGE, "usage", usage, f"allowed: {', '.join(USAGE)}")
-    rec = RECORDS[name]
-    frac = rec.memory_fraction
-    ratio = 0.0
-    if name == "sglang":
-        budget, frac = sglang_limits(device, tp, pp)
-        seqs = 4096
-        ratio = SGLANG_RATIO["init"] * SGLANG_RATIO["min_factor"]
-    elif name == "trtllm":
-        budget, seqs = 8192, 2048
-    else:
-        budget, seqs = vllm_limits(device, usage)
+    rec = eng.record
+    own = eng.defaults(device, tp, pp, usage)
     pol = EnginePolicy(
         name=name,
-        max_num_batched_tokens=budget,
-        max_num_seqs=seqs,
+        max_num_batched_tokens=own.max_num_batched_tokens,
+        max_num_seqs=own.max_num_seqs,
         chunked_prefill=rec.chunked_prefill,
         decode_first=rec.decode_first,
         kv_block_tokens=rec.kv_block_tokens,
-        mem_fraction=frac,
+        mem_fraction=own.mem_fraction,
         mem_fraction_of=rec.memory_of,
         step_overhead_s=rec.step_overhead_s,
         per_request_overhead_s=rec.per_request_overhead_s,
         overlap_cpu=rec.overlap_cpu if pp == 1 or rec.pp_overlap_cpu is None else rec.pp_overlap_cpu,
         overhead_source=rec.cpu_source,
         kv_admission=rec.kv_admission,
-        new_token_ratio=ratio,
+        new_token_ratio=own.new_token_ratio,
         prefix_caching=rec.prefix_caching,
         front_end_s=rec.front_end_s,
         front_end_per_token_s=rec.front_end_per_token_s,
@@ -215,9 +200,5 @@ def engine_policy(
     return replace(pol, **given) if given else pol
 
 
-MEMORY_FLAGS: dict[str, str] = {
-    "--gpu-memory-utilization": "vllm",
-    "--mem-fraction-static": "sglang",
-    "--kv-cache-free-gpu-memory-fraction": "trtllm",  # trtllm-serve --kv_cache_free_gpu_memory_fraction
-}
+MEMORY_FLAGS: dict[str, str] = {e.memory_flag: e.name for e in REGISTRY.values() if e.memory_flag}
 """simcast's memory-fraction flags (the engines' own names) -> the engine each belongs to."""

@@ -1,0 +1,197 @@
+"""What an engine decides: the :class:`Engine` base class each engine module (``vllm.py``, ``sglang.py``,
+``trtllm.py``, ``none.py``) fills, so callers ask the engine object instead of comparing its name.
+
+One engine holds: its :class:`~simcast.engines.records.EngineRecord` (scheduler, KV admission, memory rule,
+CPU and serving-path times, flag names, with sources), its device-dependent defaults (:meth:`Engine.defaults`),
+its CUDA-graph capture rule, its pipeline layer partition, how its measured kernel tables are read and which
+kernel choices each system's fit may declare, and the launch lines ``optimize --emit`` prints for it.
+A default here is what an engine without that feature does; a module overrides what its engine does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from simcast.core.chunking import PipelinePrefillRule
+from simcast.core.device import DeviceSpec
+from simcast.core.model_spec import ModelSpec
+from simcast.core.specs import ParallelSpec
+from simcast.engines.records import EngineRecord
+
+if TYPE_CHECKING:
+    from simcast.engines.launch_rules import Rule
+
+
+class Batch(Protocol):
+    """What the CUDA-graph rule reads of a step (:class:`simcast.core.specs.Batch`)."""
+
+    @property
+    def num_tokens(self) -> int: ...
+
+    @property
+    def num_requests(self) -> int: ...
+
+    @property
+    def is_decode(self) -> bool: ...
+
+    @property
+    def query_lens(self) -> tuple[int, ...]: ...
+
+
+class LaunchTarget(Protocol):
+    """What a launch line reads of a deployment (:class:`simcast.serving.config.ServingConfig`)."""
+
+    @property
+    def parallel(self) -> ParallelSpec: ...
+
+    @property
+    def device(self) -> DeviceSpec: ...
+
+    @property
+    def model(self) -> ModelSpec: ...
+
+    @property
+    def kv_cache_dtype(self) -> str: ...
+
+    @property
+    def dynamic_chunks(self) -> bool: ...
+
+    @property
+    def speculative(self) -> Any: ...
+
+
+class PolicyLike(Protocol):
+    """What a launch line reads of the deployment's :class:`simcast.engines.policy.EnginePolicy`."""
+
+    @property
+    def max_num_batched_tokens(self) -> int: ...
+
+    @property
+    def mem_fraction(self) -> float: ...
+
+    @property
+    def mem_fraction_of(self) -> str: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineDefaults:
+    """An engine's own limits on one GPU: token budget of a step (tokens), running requests, memory fraction
+    (of the record's ``memory_of``) and SGLang's steady-state reservation ratio (0: none)."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    mem_fraction: float
+    new_token_ratio: float = 0.0
+
+
+class Engine:
+    """One serving engine's decisions (see the module docstring); subclasses set the class attributes."""
+
+    record: EngineRecord
+    kernels: bool = True
+    """The engine's fitted kernels (the profile's ``engines.<name>`` section) cost its ops; False: generic roofline."""
+    schedules: bool = True
+    """The engine runs a scheduler with CPU time per step (False: kernels only, no wait for a step in flight)."""
+    emits: bool = False
+    """``optimize --emit <name>`` writes launch lines for it (:meth:`server_lines`)."""
+    memory_flag: str = ""
+    """simcast's spelling of the engine's memory-fraction flag (the one ``--engine <name>`` accepts)."""
+    memory_flag_help: str = ""
+    memory_keyword: str = ""
+    """The API keyword of :attr:`memory_flag` (:class:`simcast.api.common.EngineLimitOptions`)."""
+    partition_rule: str = ""
+    """The engine's pipeline layer partition in words, with its source ("": uses vLLM's rule)."""
+    partition_env_var: str = ""
+    """The engine's environment variable for explicit layer counts ("": none)."""
+    pp_prefill_rule: PipelinePrefillRule | None = None
+    """What the engine does with one long prompt's chunks under PP (None: chunks overlap, no cap)."""
+    pp_dynamic_chunking: bool = False
+    """The engine sizes prompt chunks dynamically at PP > 1 (SGLang ``--enable-dynamic-chunking``)."""
+    prefix_cache_when: str = "cached when scheduled (an approximation: the engine inserts them once computed)"
+    graph_limit_counts: str = "requests"
+    """What :meth:`capture_limit` counts: ``tokens`` or decode ``requests``."""
+    # the measured-kernel database (calib/): tables and declared kernel choices, by system
+    a2a_table: str = "moe_a2a_perf"
+    """The engine's all-to-all table whose newest version is read."""
+    a2a_table_label: str = "moe_a2a_perf"
+    """How the tables read are named in a fit's provenance."""
+    a2a_deepep_tables: tuple[tuple[str, str], ...] = ()
+    """SGLang's own DeepEP tables ((table, mode)), all read; empty: the engine's ``moe_a2a_perf`` table."""
+    decode_kernel_rules: Mapping[str, tuple[str, ...]] = {}
+    decode_fp8_single_block: frozenset[str] = frozenset()
+    prefill_kernel_rules: Mapping[str, tuple[str, ...]] = {}
+    prefill_l2_edge: frozenset[str] = frozenset()
+    decode_l2_edge: frozenset[str] = frozenset()
+    kernel_fallback: tuple[str, ...] = ()
+    """Engines whose fitted kernels stand in, in order, where this one has none (:mod:`simcast.cost.engine_cost`)."""
+    launch_rules: tuple[Rule, ...] = ()
+    bench_port_args: tuple[str | int, ...] = ()
+    fp8_kv_cache_flag: str = "fp8"
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def kernel_engine(self) -> str | None:
+        """The engine whose fitted kernels cost the ops: the engine itself, None for the generic roofline."""
+        return self.name if self.kernels else None
+
+    @property
+    def partition_name(self) -> str:
+        """The layer partition rule the engine applies when none is given (:mod:`simcast.engines.partition`)."""
+        return self.name
+
+    def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
+        """The engine's limits on ``device`` at ``tp`` x ``pp`` in ``usage`` (server | offline)."""
+        raise NotImplementedError
+
+    def accepts_memory_flag(self, owner: str | None) -> bool:
+        """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""
+        return owner == self.name
+
+    def capture_limit(self, hbm_gib: float, tp: int) -> int:
+        """The largest step the engine captures in a CUDA graph by default (:attr:`graph_limit_counts`; 0: none)."""
+        return 0
+
+    def captured(self, batch: Batch, hbm_gib: float, tp: int, decode_query_len: int = 1) -> bool:
+        """Whether a step on ``batch`` runs from a captured graph: decode-only steps (a verify step of at most
+        ``decode_query_len`` tokens per request counts as decode) of at most :meth:`capture_limit` requests."""
+        limit = self.capture_limit(hbm_gib, tp)
+        decode = batch.is_decode or all(q <= decode_query_len for q in batch.query_lens)
+        return limit > 0 and decode and batch.num_requests <= limit
+
+    def partition_order(self, pp: int) -> list[int]:
+        """Stages that get one of the ``L mod pp`` remainder layers, in order (the engine's partition rule)."""
+        raise NotImplementedError
+
+    def decode_kv_len(self, step: Any) -> Any:
+        """Keys per request in a generation row of the engine's database table at ``step`` (its collector)."""
+        return step + 1
+
+    def context_attention_dtype(self, kv_cache_dtype: str) -> str | None:
+        """The ``attn_dtype`` of the prefill rows the engine runs with that KV cache (None: every row)."""
+        return None
+
+    def server_lines(self, cfg: LaunchTarget, pol: PolicyLike, batch: int, notes: list[str]) -> list[tuple[str, str]]:
+        """The server command(s) of ``cfg`` (where each runs, command line), ``batch`` requests per replica."""
+        raise NotImplementedError
+
+    def is_server_line(self, words: list[str]) -> bool:
+        """Whether the command ``words`` of :meth:`server_lines` starts the engine's server (not a helper
+        such as ``ray start`` or a router): the lines its launch rules check."""
+        return False
+
+    def speculative_flags(self, spec: Any, draft: str) -> list[str]:
+        """The engine's flags for speculative decoding ``spec`` (a chain of ``k`` drafts, top-k 1)."""
+        raise NotImplementedError
+
+    def disagg_flags(self, role: str, transfer_backend: str) -> list[str]:
+        """The flags a ``role`` (prefill | decode) pool's server line adds under disaggregation."""
+        raise NotImplementedError
+
+    def disagg_router(self) -> str:
+        """The command (or comment) that routes each request to a prefill, then a decode pool."""
+        raise NotImplementedError

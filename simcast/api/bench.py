@@ -230,15 +230,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         ]
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
-        + (
-            [
-                cfg.speculative.describe(),
-                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
-                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
-            ]
-            if cfg.speculative
-            else []
-        )
+        + cfg.scheme.bench_notes()
         + ([lengths_note] if lengths_note else [])
         + (
             [f"{o.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]

@@ -103,6 +103,7 @@ def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
     from simcast.core.plan import canonical_partition, default_partition
     from simcast.core.specs import Batch, ParallelSpec
+    from simcast.serving.spec_scheme import scheme_of
 
     tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
     phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
@@ -181,7 +182,7 @@ def step_spec(o: StepOptions) -> SimSpec:
         engine=kern,
         expert_imbalance=o.expert_imbalance,
         kv_cache_dtype=o.kv_cache_dtype,
-        decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
+        decode_query_len=scheme_of(spec_dec).verify_tokens,
     )
     return _chunked(spec, o)
 

@@ -53,7 +53,6 @@ from simcast.core.chunking import chunk_plan, chunk_runs
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
 from simcast.serving.config import ServingConfig, Workload
-from simcast.serving.draft import FC_NOTE, draft_coster
 from simcast.serving.engines import EnginePolicy
 from simcast.serving.kv_memory import (
     MemoryFit,
@@ -195,11 +194,10 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
         kv_cache_dtype=cfg.kv_cache_dtype,
         engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
+        verify_tokens=cfg.scheme.verify_tokens,
+        tokens_per_step=cfg.scheme.tokens_per_step,
     )
-    if cfg.speculative is not None:
-        coster.verify_tokens = cfg.speculative.verify_tokens
-        coster.tokens_per_step = cfg.speculative.tokens_per_step
-        coster.draft_s = draft_coster(coster, cfg.speculative)
+    coster.draft_s = cfg.scheme.draft_time(coster)
     return coster
 
 
@@ -228,9 +226,8 @@ def estimate_serving(
     osl = w.output_length
     hit = cfg.cached_tokens(w.input_length)  # prompt tokens served by the prefix cache
     isl = w.input_length - hit  # prompt tokens computed
-    spec = cfg.speculative
-    tau = spec.tokens_per_step if spec else 1.0  # tokens a decoding request emits per step
-    vt = spec.verify_tokens if spec else 1  # query tokens per decoding request per step
+    tau = cfg.scheme.tokens_per_step  # tokens a decoding request emits per step
+    vt = cfg.scheme.verify_tokens  # query tokens per decoding request per step
     dec_steps = (osl - 1) / tau  # decode steps of one request
     budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
 
@@ -326,13 +323,7 @@ def estimate_serving(
         *of_topic(pre.assumptions, Topic.ROOFLINE, Topic.DTYPE_PEAKS),
         *of_topic(pre.assumptions, *LAYOUT_TOPICS),
     )
-    if spec is not None:
-        tpot_note = (
-            f"speculative: TPOT = step cycle / {tau:.3f} tokens per step (the expected value, deterministic); the "
-            "draft runs after the verify step on the last stage; not modelled: tree drafts (top-k > 1), dynamic k, "
-            "draft/target overlap, the draft's own CPU launch time" + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
-        )
-        assumptions += (note(Topic.SPECULATIVE, spec.describe()), note(Topic.SPECULATIVE_TPOT, tpot_note))
+    assumptions += cfg.scheme.serving_notes()
     wf = weight_format(cfg.model)
     if wf is not None:
         assumptions += (Assumption(topic=Topic.WEIGHT_FORMAT, facts=wf),)

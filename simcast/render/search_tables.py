@@ -245,11 +245,7 @@ def format_serving(r: ServingResult, links: str) -> str:
         f"token/s {row['tokens_per_s']:.1f} | token/s/device {row['tokens_per_s_per_device']:.1f} | "
         f"token/s/user {row['tokens_per_s_per_user']:.1f} | concurrency {row['concurrency']}",
         f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms"
-        + (
-            f" per token (verify + draft step / {c.scheme.tokens_per_step:.3f} tokens)"
-            if c.scheme.active
-            else ""
-        )
+        + (f" per token (verify + draft step / {c.scheme.tokens_per_step:.3f} tokens)" if c.scheme.active else "")
         + f" (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
         f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
         f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",

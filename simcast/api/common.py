@@ -12,6 +12,7 @@ from typing import Any
 
 from simcast.api.options import opt, required
 from simcast.core.device import DeviceSpec
+from simcast.core.engines import NO_ENGINE
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
@@ -124,6 +125,16 @@ class ServingEngineOptions(EngineLimitOptions):
     engine_profile: str | None = opt(
         None, "engine profile YAML (calibrate-serving --out): its overheads and limits replace the defaults"
     )
+
+    def __post_init__(self) -> None:
+        normalise_engine(self)
+
+
+def normalise_engine(o: Any) -> None:
+    """``engine=None`` on options ``o`` becomes :data:`~simcast.core.engines.NO_ENGINE` ("none"): past the
+    API's entry point "no engine" has one spelling."""
+    if getattr(o, "engine", NO_ENGINE) is None:
+        object.__setattr__(o, "engine", NO_ENGINE)
 
 
 def engine_limits(o: EngineLimitOptions) -> dict[str, float | int | str | bool]:

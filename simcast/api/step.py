@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import TargetOptions, check_float, check_int, resolve_device, resolve_model
+from simcast.api.common import (
+    TargetOptions,
+    check_float,
+    check_int,
+    normalise_engine,
+    resolve_device,
+    resolve_model,
+)
 from simcast.api.options import one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -97,6 +104,9 @@ class StepOptions(SpeculativeOptions, TargetOptions):
     devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
     tp_sharded_send: bool = opt(False, "each TP rank sends 1/tp of the hidden states (vLLM)")
     residual_send: bool = opt(True, "stages send the residual with the hidden states")
+
+    def __post_init__(self) -> None:
+        normalise_engine(self)
 
 
 def step_spec(o: StepOptions) -> SimSpec:

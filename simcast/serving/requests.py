@@ -140,7 +140,9 @@ def _arrivals(reqs: list[RequestSpec]) -> tuple[deque[Req], dict[int, list[Req]]
     return deque(all_q[i] for i in order), children
 
 
-def _chunk_rules(coster: StepCoster, next_chunk: Callable[[int], int] | None):
+def _chunk_rules(
+    coster: StepCoster, next_chunk: Callable[[int], int] | None
+) -> tuple[Callable[[int], int], Callable[[int], int] | None]:
     """(the next piece of a prompt after a prefix, a prompt's tokens in one step or None): dynamic chunking
     at PP > 1 (``next_chunk``), else the token budget."""
     m, budget = coster.parallel.pp, coster.policy.max_num_batched_tokens

@@ -17,7 +17,8 @@ or a spec object)::
 - ``simulate_step`` -> ``StepReport`` (a ``Report``): one forward step, seconds and bytes.
 - ``optimize`` -> ``SearchResult``: ``rows`` (``SearchRow``: ``ttft_ms``, ``tpot_ms``, ``tokens_per_s``,
   ``max_stage_weights_gib``, ...), ``best()``, ``rejected``, ``candidates`` (the serving results).
-- ``bench_serve`` -> ``BenchResult``: ``metrics`` (``vllm bench serve``'s keys), ``run`` (per request).
+- ``bench_serve`` -> ``BenchResult``: ``summary`` (typed metrics), ``metrics`` (``vllm bench serve``'s keys), ``run``
+  (per request).
 
 Each call's keywords are the fields of its options dataclass (``StepOptions``, ``SearchOptions``,
 ``BenchOptions``: default and a one-line doc each, ``help(simcast.simulate_step)`` lists them).

@@ -6,7 +6,6 @@ equal)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,49 +29,70 @@ from simcast.inputs import limits
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.serving.bench_metrics import BenchMetrics
     from simcast.serving.bench_result import BenchResult as RequestRun
     from simcast.serving.model import ServingConfig
+    from simcast.serving.requests import RequestSpec
 
 
 @dataclass(frozen=True, kw_only=True)
 class BenchResult:
-    """One simulated run: ``metrics`` holds the keys ``vllm bench serve --save-result`` writes (times in
-    ms, throughputs per s, as there) plus simcast's steady-state window and assumptions; ``run`` the
-    request-level result (per-request times, step samples: ``simcast.plot_bench`` draws it); ``config``
-    the serving configuration simulated."""
+    """One simulated run: ``summary`` its ``vllm bench serve`` metrics, typed (times in ms, throughputs per
+    s, the steady-state window); ``metrics`` / :meth:`to_dict` the keys ``vllm bench serve --save-result``
+    writes plus simcast's steady-state window, deployment and ``assumptions``; ``run`` the request-level
+    result (per-request times, step samples: ``simcast.plot_bench`` draws it); ``config`` the serving
+    configuration simulated."""
 
-    metrics: Mapping[str, Any]
+    summary: BenchMetrics
     run: RequestRun
     config: ServingConfig
     source: str  # where the request lengths came from: random, dataset <name>, trace <file>
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """``vllm bench serve``'s keys (:meth:`to_dict`)."""
+        return self.to_dict()
 
     @property
     def duration_s(self) -> float:
-        return float(self.metrics["duration"])
+        return self.summary.duration_s
 
     @property
     def output_throughput_tok_s(self) -> float:
-        return float(self.metrics["output_throughput"])
+        return self.summary.output_throughput_tok_s
 
     @property
     def request_throughput_req_s(self) -> float:
-        return float(self.metrics["request_throughput"])
+        return self.summary.request_throughput_req_s
 
     @property
     def median_ttft_ms(self) -> float:
-        return float(self.metrics["median_ttft_ms"])
+        return self.summary.ttft.median_ms
 
     @property
     def p99_ttft_ms(self) -> float:
-        return float(self.metrics["p99_ttft_ms"])
+        return self.summary.ttft.p99_ms
 
     @property
     def median_tpot_ms(self) -> float:
-        return float(self.metrics["median_tpot_ms"])
+        return self.summary.tpot.median_ms
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--save-result`` JSON (less its ``run`` metadata block)."""
-        return dict(self.metrics)
+        from simcast.render.bench_tables import bench_json
+
+        cfg, par = self.config, self.config.parallel
+        return bench_json(
+            self.summary,
+            model_id=cfg.model.name,
+            engine=cfg.runtime,
+            prefix_caching=cfg.policy.prefix_caching,
+            tp=par.tp,
+            pp=par.pp,
+            dp=par.dp,
+            assumptions=list(self.assumptions),
+        )
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per request (the ``.requests.csv`` beside ``--save-result``): send time, lengths
@@ -99,29 +119,9 @@ class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, Tar
     dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
 
 
-def run_bench(o: BenchOptions) -> BenchResult:
-    """``simcast bench-serve``: ``num_prompts`` requests sent at ``request_rate`` per s (gamma gaps of
-    shape ``burstiness``; inf: all at t = 0) to ``dp`` replicas of TP x PP behind a ``router``, each
-    of ``input_length``/``output_length`` tokens (``range_ratio``: uniform within L(1 +- r)), or drawn
-    from a shipped ``dataset_name`` distribution, or read from ``dataset_path`` (.jsonl/.csv trace);
-    ``max_concurrency`` limits requests in flight (vLLM's client flag). ``prefix_length``: tokens of one
-    prefix every random prompt starts with (vLLM's ``--random-prefix-len``, served by the prefix cache when
-    ``prefix_caching`` is on: None, the engine's default); ``dataset_name="multiturn"``: conversations of
-    ``multiturn_turns`` turns. The ``engine``'s scheduler, token budget and KV blocks decide each step;
-    SGLang's dynamic chunking (``enable_dynamic_chunking``, acts at pp > 1) and speculative decoding (as
-    :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
-    simulated (noted)."""
-    from simcast.core.specs import ParallelSpec
-    from simcast.engines.partition import canonical_partition, default_partition
-    from simcast.render.bench_tables import bench_metrics
-    from simcast.serving.bench_window import steady_window
-    from simcast.serving.chunk_search import next_chunk_fn
-    from simcast.serving.model import ServingConfig, Workload, coster_for, kv_capacity_tokens, resolve_partition
-    from simcast.serving.requests import simulate_requests
-    from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
-
-    tp, pp, dp, engine, max_concurrency = o.tp, o.pp, o.dp, o.engine, o.max_concurrency
-    for flag, v in (("--tp", tp), ("--pp", pp), ("--dp", dp)):
+def _check_options(o: BenchOptions) -> None:
+    """Each option in its range (one ``SimcastInputError`` naming the flag)."""
+    for flag, v in (("--tp", o.tp), ("--pp", o.pp), ("--dp", o.dp)):
         check_int(flag, v, 1, limits.MAX_DEVICES)
     require(o.router in ("round_robin", "least_loaded"), "--router", o.router, "allowed: round_robin, least_loaded")
     check_int("--num-prompts", o.num_prompts, 1, limits.MAX_BENCH_PROMPTS)
@@ -141,44 +141,57 @@ def run_bench(o: BenchOptions) -> BenchResult:
     )
     require(o.range_ratio < 1, "--random-range-ratio", o.range_ratio, "must be in [0, 1)")
     check_int("--sharegpt-output-len", o.sharegpt_output_len, 1, limits.MAX_TOKENS)
-    check_int("--max-concurrency", max_concurrency, 1, limits.MAX_REQUESTS)
+    check_int("--max-concurrency", o.max_concurrency, 1, limits.MAX_REQUESTS)
     check_int("--num-warmups", o.num_warmups, 0, limits.MAX_BENCH_PROMPTS)
     check_int("--seed", o.seed, 0, 2**32 - 1)
     check_int("--max-num-batched-tokens", o.max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
     check_int("--max-num-seqs", o.max_num_seqs, 1, limits.MAX_REQUESTS)
-    mem = engine_limits(o)
-    reqs, source, lengths_note = build_requests(o)
+
+
+def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: dict[str, Any]) -> ServingConfig:
+    """The serving configuration of the run: its memory estimate's request is the random lengths, or the mean
+    lengths of the run's requests (tokens)."""
+    from simcast.core.specs import ParallelSpec
+    from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.serving.model import ServingConfig, Workload
+
     if source == "random":
         isl, osl = o.prefix_length + o.input_length, o.output_length
-    else:  # the memory estimate's request: the mean lengths of the run's requests
+    else:
         isl = max(1, round(sum(r.input_len for r in reqs) / len(reqs)))
         osl = max(1, round(sum(r.output_len for r in reqs) / len(reqs)))
     m = resolve_model(o.model, quantization=o.quantization)
     dev = resolve_device(o.device, fabric=o.fabric)
-    profile = engine_profile_for(o.engine_profile, engine, dev, tp=tp, pp=pp)
-    cfg = ServingConfig(
+    profile = engine_profile_for(o.engine_profile, o.engine, dev, tp=o.tp, pp=o.pp)
+    return ServingConfig(
         model=m,
         device=dev,
-        parallel=ParallelSpec(tp=tp, pp=pp, dp=dp),
+        parallel=ParallelSpec(tp=o.tp, pp=o.pp, dp=o.dp),
         workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=o.max_num_batched_tokens or 0),
         batch_size=1,
-        partition=canonical_partition(o.partition) if o.partition else default_partition(engine),
-        runtime=engine,
+        partition=canonical_partition(o.partition) if o.partition else default_partition(o.engine),
+        runtime=o.engine,
         max_num_seqs=o.max_num_seqs or 0,
         kv_cache_dtype=o.kv_cache_dtype,
         engine_profile=profile,
         dynamic_chunking=o.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,
         speculative=speculative_spec(m, o),
-        **mem,  # type: ignore[arg-type]
+        **mem,
     )
-    # the work the run implies, bounded before the simulation (simcast.serving.work)
+
+
+def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tuple[ServingConfig, int]:
+    """The work the run implies, bounded before the simulation (:mod:`simcast.serving.work`), and the
+    configuration with its partition resolved and one replica's KV capacity (tokens)."""
+    from simcast.serving.model import kv_capacity_tokens, resolve_partition
+    from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
+
     budget = cfg.policy.max_num_batched_tokens
     field, value = ("--dataset-path", o.dataset_path) if o.dataset_path else ("--num-prompts", o.num_prompts)
     steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
-    require_bench_work(field, value, steps_at_one, 1.0 if max_concurrency == 1 else math.inf, budget)
-    use_cache = o.use_cache
-    cfg = resolve_partition(cfg, use_disk_cache=use_cache)
+    require_bench_work(field, value, steps_at_one, 1.0 if o.max_concurrency == 1 else math.inf, budget)
+    cfg = resolve_partition(cfg, use_disk_cache=o.use_cache)
     kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
     mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
     span_s = max(r.arrival_s for r in reqs) - min(r.arrival_s for r in reqs)
@@ -186,41 +199,20 @@ def run_bench(o: BenchOptions) -> BenchResult:
         len(reqs),
         rate_per_s=len(reqs) / span_s if span_s > 0 else math.inf,
         mean_output_len=sum(r.output_len for r in reqs) / len(reqs),
-        max_concurrency=max_concurrency or 0,
-        dp=dp,
+        max_concurrency=o.max_concurrency or 0,
+        dp=o.dp,
         max_num_seqs=cfg.policy.max_num_seqs,
         kv_requests=kv_tokens / mean_len,
     )
     require_bench_work(field, value, steps_at_one, in_flight, budget)
-    res = simulate_requests(
-        reqs,
-        coster_for(cfg, use_cache),
-        kv_tokens_per_replica=kv_tokens,
-        dp=dp,
-        router=o.router,
-        max_concurrency=max_concurrency or 0,
-        next_chunk=next_chunk_fn(cfg, use_disk_cache=use_cache),
-    )
-    has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
-    d = bench_metrics(
-        res,
-        request_rate=o.request_rate,
-        burstiness=o.burstiness,
-        max_concurrency=max_concurrency,
-        num_prompts=len(reqs),
-    )
-    win = steady_window(res)
-    d.update(
-        steady_state=win.describe(),
-        steady_output_throughput=win.output_tokens_per_s if win.reached else None,
-        steady_window_s=[win.start_s, win.end_s],
-        model_id=m.name,
-        engine=cfg.runtime,
-        prefix_caching=cfg.policy.prefix_caching,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        assumptions=[
+    return cfg, kv_tokens
+
+
+def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix: bool, lengths: str) -> list[str]:
+    """The run's assumption lines: the engine, the step cost, KV capacity and admission, the serving path,
+    chunking, the prefix cache, speculative decoding, the request lengths, the warm-ups."""
+    return (
+        [
             cfg.policy.describe(),
             "step cost: decodes as one group at their mean context, prompt chunks grouped by rounded "
             "(chunk, context); PP: the step's decodes split into pp microbatches in flight",
@@ -230,23 +222,56 @@ def run_bench(o: BenchOptions) -> BenchResult:
         ]
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
-        + (
-            [
-                cfg.speculative.describe(),
-                "speculative: each decoding request emits the expected 1 + E tokens per step (deterministic, the "
-                "fraction carried to its next step); the draft's passes run after the verify step on the last stage",
-            ]
-            if cfg.speculative
-            else []
-        )
-        + ([lengths_note] if lengths_note else [])
+        + cfg.scheme.bench_notes()
+        + ([lengths] if lengths else [])
         + (
             [f"{o.num_warmups} warm-up requests (--num-warmups) not simulated: the timed run starts on an idle engine"]
             if o.num_warmups
             else []
-        ),
+        )
     )
-    return BenchResult(metrics=d, run=res, config=cfg, source=source)
+
+
+def run_bench(o: BenchOptions) -> BenchResult:
+    """``simcast bench-serve``: ``num_prompts`` requests sent at ``request_rate`` per s (gamma gaps of
+    shape ``burstiness``; inf: all at t = 0) to ``dp`` replicas of TP x PP behind a ``router``, each
+    of ``input_length``/``output_length`` tokens (``range_ratio``: uniform within L(1 +- r)), or drawn
+    from a shipped ``dataset_name`` distribution, or read from ``dataset_path`` (.jsonl/.csv trace);
+    ``max_concurrency`` limits requests in flight (vLLM's client flag). ``prefix_length``: tokens of one
+    prefix every random prompt starts with (vLLM's ``--random-prefix-len``, served by the prefix cache when
+    ``prefix_caching`` is on: None, the engine's default); ``dataset_name="multiturn"``: conversations of
+    ``multiturn_turns`` turns. The ``engine``'s scheduler, token budget and KV blocks decide each step;
+    SGLang's dynamic chunking (``enable_dynamic_chunking``, acts at pp > 1) and speculative decoding (as
+    :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
+    simulated (noted)."""
+    from simcast.serving.bench_metrics import bench_metrics
+    from simcast.serving.chunk_search import next_chunk_fn
+    from simcast.serving.model import coster_for
+    from simcast.serving.requests import simulate_requests
+
+    _check_options(o)
+    mem = engine_limits(o)
+    reqs, source, lengths_note = build_requests(o)
+    cfg, kv_tokens = _bounded(o, _bench_config(o, reqs, source, mem), reqs)
+    res = simulate_requests(
+        reqs,
+        coster_for(cfg, o.use_cache),
+        kv_tokens_per_replica=kv_tokens,
+        dp=o.dp,
+        router=o.router,
+        max_concurrency=o.max_concurrency or 0,
+        next_chunk=next_chunk_fn(cfg, use_disk_cache=o.use_cache),
+    )
+    has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
+    summary = bench_metrics(
+        res,
+        request_rate_per_s=o.request_rate,
+        burstiness=o.burstiness,
+        max_concurrency=o.max_concurrency,
+        num_prompts=len(reqs),
+    )
+    notes = tuple(_bench_notes(o, cfg, kv_tokens, has_prefix, lengths_note))
+    return BenchResult(summary=summary, run=res, config=cfg, source=source, assumptions=notes)
 
 
 bench_serve = one_call("bench_serve", BenchOptions, run_bench)

@@ -135,114 +135,121 @@ class RequestOptions:
     seed: int = opt(0, "seed of the random lengths and send times")
 
 
-def build_requests(o: RequestOptions) -> tuple[list[RequestSpec], str, str]:
-    """The run's requests from the options, a short label of where their lengths came from
-    (``random`` for the random dataset) and the assumption line that states it ("" for random)."""
-    from simcast.inputs.workloads import load_distribution
-    from simcast.serving.requests import RequestSpec, make_conversations, make_requests, requests_from_lengths
+Built = tuple[list["RequestSpec"], str, str]
+"""A run's requests, the label of where their lengths came from, and the assumption line stating it."""
 
-    name, path, olen = o.dataset_name, o.dataset_path, o.sharegpt_output_len
-    num_prompts, request_rate, burstiness, seed = o.num_prompts, o.request_rate, o.burstiness, o.seed
-    random_input_len, random_output_len, random_range_ratio = o.input_length, o.output_length, o.range_ratio
-    random_prefix_len, multiturn_turns = o.prefix_length, o.multiturn_turns
+
+def _trace_requests(o: RequestOptions, path: str) -> Built:
+    """A ``--dataset-path`` trace: its rows replayed at their send times, or their lengths sent at the rate."""
+    from simcast.serving.requests import RequestSpec, requests_from_lengths
+
+    name, olen, num_prompts = o.dataset_name, o.sharegpt_output_len, o.num_prompts
     require(
-        not random_prefix_len or (name == "random" and not path),
-        "--random-prefix-len",
-        random_prefix_len,
-        "applies to --dataset-name random (a trace names its prefixes in prefix_id,prefix_len columns)",
+        name in ("random", "custom"),
+        "--dataset-path",
+        path,
+        f"is a trace of your own; drop --dataset-name {name} (shipped distributions need no file) "
+        "or use --dataset-name custom",
     )
+    t = read_trace(path)
+    outs = t.output_lens if olen is None else [olen] * len(t.output_lens)
+    pids = t.prefix_ids or [-1] * len(outs)
+    plens = t.prefix_lens or [0] * len(outs)
+    if t.arrivals_s is not None:
+        reqs = [
+            RequestSpec(arrival_s=x, input_len=i, output_len=out, prefix_id=p, prefix_len=n)
+            for x, i, out, p, n in zip(t.arrivals_s, t.input_lens, outs, pids, plens)
+        ]
+        return reqs, f"trace {Path(path).name}", "request lengths and send times: replayed from the trace"
+    reqs = requests_from_lengths(
+        t.input_lens,
+        outs,
+        num_prompts=num_prompts,
+        rate=o.request_rate,
+        burstiness=o.burstiness,
+        seed=o.seed,
+        prefix_ids=pids,
+        prefix_lens=plens,
+    )
+    note = (
+        f"request lengths: the trace's first {min(num_prompts, len(t.input_lens))} rows in file order"
+        + (", the rest drawn from its rows with replacement" if num_prompts > len(t.input_lens) else "")
+        + "; send times: gamma gaps at --request-rate"
+    )
+    return reqs, f"trace {Path(path).name}", note
+
+
+def _multiturn_requests(o: RequestOptions) -> Built:
+    """``--dataset-name multiturn``: conversations whose turns are sent as the previous answers arrive."""
+    from simcast.serving.requests import make_conversations
+
+    olen, num_prompts = o.sharegpt_output_len, o.num_prompts
+    require(olen is None, "--sharegpt-output-len", olen, "multiturn uses --random-output-len per answer")
+    turns = o.multiturn_turns or 2
+    reqs = make_conversations(
+        num_prompts=num_prompts,
+        rate=o.request_rate,
+        turns=turns,
+        input_len=o.input_length,
+        output_len=o.output_length,
+        range_ratio=o.range_ratio,
+        burstiness=o.burstiness,
+        seed=o.seed,
+    )
+    note = (
+        f"multi-turn: {-(-num_prompts // turns)} conversations of {turns} turns; each turn's prompt is the "
+        f"whole history + a new message of --random-input-len {o.input_length} tokens, answers "
+        f"--random-output-len {o.output_length} (range ratio {o.range_ratio:g}); a turn is sent when "
+        "the previous answer arrives (closed loop, no think time); conversation starts at --request-rate"
+    )
+    return reqs, f"multiturn ({turns} turns)", note
+
+
+def _random_requests(o: RequestOptions) -> Built:
+    """``--dataset-name random``: lengths uniform within L(1 +- r), optionally after one shared prefix."""
+    from simcast.serving.requests import make_requests
+
+    olen = o.sharegpt_output_len
     require(
-        multiturn_turns is None or name == "multiturn",
-        "--multiturn-turns",
-        multiturn_turns,
-        "applies to --dataset-name multiturn",
+        olen is None,
+        "--sharegpt-output-len",
+        olen,
+        "applies to a dataset (--dataset-name sharegpt, ... or --dataset-path); random uses --random-output-len",
     )
-    if path:
-        require(
-            name in ("random", "custom"),
-            "--dataset-path",
-            path,
-            f"is a trace of your own; drop --dataset-name {name} (shipped distributions need no file) "
-            "or use --dataset-name custom",
+    reqs = make_requests(
+        num_prompts=o.num_prompts,
+        rate=o.request_rate,
+        input_len=o.input_length,
+        output_len=o.output_length,
+        range_ratio=o.range_ratio,
+        burstiness=o.burstiness,
+        seed=o.seed,
+        prefix_len=o.prefix_length,
+    )
+    if o.prefix_length:
+        return (
+            reqs,
+            "random",
+            (
+                f"random prompts: the same {o.prefix_length}-token prefix, then --random-input-len "
+                f"{o.input_length} own tokens (vllm bench serve --random-prefix-len)"
+            ),
         )
-        t = read_trace(path)
-        outs = t.output_lens if olen is None else [olen] * len(t.output_lens)
-        pids = t.prefix_ids or [-1] * len(outs)
-        plens = t.prefix_lens or [0] * len(outs)
-        if t.arrivals_s is not None:
-            reqs = [
-                RequestSpec(arrival_s=x, input_len=i, output_len=o, prefix_id=p, prefix_len=n)
-                for x, i, o, p, n in zip(t.arrivals_s, t.input_lens, outs, pids, plens)
-            ]
-            return reqs, f"trace {Path(path).name}", "request lengths and send times: replayed from the trace"
-        reqs = requests_from_lengths(
-            t.input_lens,
-            outs,
-            num_prompts=num_prompts,
-            rate=request_rate,
-            burstiness=burstiness,
-            seed=seed,
-            prefix_ids=pids,
-            prefix_lens=plens,
-        )
-        note = (
-            f"request lengths: the trace's first {min(num_prompts, len(t.input_lens))} rows in file order"
-            + (", the rest drawn from its rows with replacement" if num_prompts > len(t.input_lens) else "")
-            + "; send times: gamma gaps at --request-rate"
-        )
-        return reqs, f"trace {Path(path).name}", note
-    require(name != "custom", "--dataset-name", name, "custom needs --dataset-path FILE")
-    if name == "multiturn":
-        require(olen is None, "--sharegpt-output-len", olen, "multiturn uses --random-output-len per answer")
-        turns = multiturn_turns or 2
-        reqs = make_conversations(
-            num_prompts=num_prompts,
-            rate=request_rate,
-            turns=turns,
-            input_len=random_input_len,
-            output_len=random_output_len,
-            range_ratio=random_range_ratio,
-            burstiness=burstiness,
-            seed=seed,
-        )
-        note = (
-            f"multi-turn: {-(-num_prompts // turns)} conversations of {turns} turns; each turn's prompt is the "
-            f"whole history + a new message of --random-input-len {random_input_len} tokens, answers "
-            f"--random-output-len {random_output_len} (range ratio {random_range_ratio:g}); a turn is sent when "
-            "the previous answer arrives (closed loop, no think time); conversation starts at --request-rate"
-        )
-        return reqs, f"multiturn ({turns} turns)", note
-    if name == "random":
-        require(
-            olen is None,
-            "--sharegpt-output-len",
-            olen,
-            "applies to a dataset (--dataset-name sharegpt, ... or --dataset-path); random uses --random-output-len",
-        )
-        reqs = make_requests(
-            num_prompts=num_prompts,
-            rate=request_rate,
-            input_len=random_input_len,
-            output_len=random_output_len,
-            range_ratio=random_range_ratio,
-            burstiness=burstiness,
-            seed=seed,
-            prefix_len=random_prefix_len,
-        )
-        if random_prefix_len:
-            return (
-                reqs,
-                "random",
-                (
-                    f"random prompts: the same {random_prefix_len}-token prefix, then --random-input-len "
-                    f"{random_input_len} own tokens (vllm bench serve --random-prefix-len)"
-                ),
-            )
-        return reqs, "random", ""
+    return reqs, "random", ""
+
+
+def _dataset_requests(o: RequestOptions) -> Built:
+    """A shipped length distribution (``--dataset-name sharegpt``, ...): lengths drawn i.i.d."""
+    from simcast.inputs.workloads import load_distribution
+    from simcast.serving.requests import make_requests
+
+    name, olen, seed = o.dataset_name, o.sharegpt_output_len, o.seed
     dist = load_distribution(name)
     if olen is not None:
         dist = dist.with_output_tokens(olen)
-    reqs = make_requests(num_prompts=num_prompts, rate=request_rate, burstiness=burstiness, seed=seed, lengths=dist)
+    reqs = make_requests(
+        num_prompts=o.num_prompts, rate=o.request_rate, burstiness=o.burstiness, seed=seed, lengths=dist
+    )
     label = f"dataset {name}" + (f" (output {olen})" if olen is not None else "")
     approx = dist.provenance.get("approximation")
     note = (
@@ -256,3 +263,29 @@ def build_requests(o: RequestOptions) -> tuple[list[RequestSpec], str, str]:
         + (f", output set to {olen} tokens" if olen is not None else "")
     )
     return reqs, label, note
+
+
+def build_requests(o: RequestOptions) -> Built:
+    """The run's requests from the options, a short label of where their lengths came from
+    (``random`` for the random dataset) and the assumption line that states it ("" for random)."""
+    name, path = o.dataset_name, o.dataset_path
+    require(
+        not o.prefix_length or (name == "random" and not path),
+        "--random-prefix-len",
+        o.prefix_length,
+        "applies to --dataset-name random (a trace names its prefixes in prefix_id,prefix_len columns)",
+    )
+    require(
+        o.multiturn_turns is None or name == "multiturn",
+        "--multiturn-turns",
+        o.multiturn_turns,
+        "applies to --dataset-name multiturn",
+    )
+    if path:
+        return _trace_requests(o, path)
+    require(name != "custom", "--dataset-name", name, "custom needs --dataset-path FILE")
+    if name == "multiturn":
+        return _multiturn_requests(o)
+    if name == "random":
+        return _random_requests(o)
+    return _dataset_requests(o)

@@ -15,7 +15,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
-from simcast.engines import REGISTRY
+from simcast.engines import NO_ENGINE, REGISTRY
 
 ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
@@ -121,6 +121,16 @@ class ServingEngineOptions(EngineLimitOptions):
     engine_profile: str | None = opt(
         None, "engine profile YAML (calibrate-serving --out): its overheads and limits replace the defaults"
     )
+
+    def __post_init__(self) -> None:
+        normalise_engine(self)
+
+
+def normalise_engine(o: Any) -> None:
+    """``engine=None`` on options ``o`` becomes :data:`~simcast.engines.NO_ENGINE` ("none"): past the
+    API's entry point "no engine" has one spelling."""
+    if getattr(o, "engine", NO_ENGINE) is None:
+        object.__setattr__(o, "engine", NO_ENGINE)
 
 
 def engine_limits(o: EngineLimitOptions) -> dict[str, float | int | str | bool]:

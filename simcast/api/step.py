@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import TargetOptions, check_float, check_int, resolve_device, resolve_model
+from simcast.api.common import (
+    TargetOptions,
+    check_float,
+    check_int,
+    normalise_engine,
+    resolve_device,
+    resolve_model,
+)
 from simcast.api.options import one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -98,11 +105,15 @@ class StepOptions(SpeculativeOptions, TargetOptions):
     tp_sharded_send: bool = opt(False, "each TP rank sends 1/tp of the hidden states (vLLM)")
     residual_send: bool = opt(True, "stages send the residual with the hidden states")
 
+    def __post_init__(self) -> None:
+        normalise_engine(self)
+
 
 def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
     from simcast.core.specs import Batch, ParallelSpec
     from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.serving.spec_scheme import scheme_of
 
     tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
     phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
@@ -181,7 +192,7 @@ def step_spec(o: StepOptions) -> SimSpec:
         engine=kern,
         expert_imbalance=o.expert_imbalance,
         kv_cache_dtype=o.kv_cache_dtype,
-        decode_query_len=spec_dec.verify_tokens if spec_dec else 1,
+        decode_query_len=scheme_of(spec_dec).verify_tokens,
     )
     return _chunked(spec, o)
 

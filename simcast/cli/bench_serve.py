@@ -270,7 +270,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
         f"{res.distinct_batches} distinct step shapes simulated"
     )
-    emit(format_bench(d, header))
+    emit(format_bench(out.summary, header))
     if a.plot:
         rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"
         write_bench_plot(

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simcast.render.plots import new_figure
-from simcast.serving.bench_result import BenchResult
+from simcast.serving.bench_result import BenchResult, tpots_s
 
 MS = 1e3
 
@@ -54,7 +54,7 @@ def state_series(r: BenchResult) -> StateSeries:
 def per_request_ms(r: BenchResult) -> tuple[np.ndarray, np.ndarray]:
     """(TTFT, TPOT) per request in ms; TPOT = (E2E − TTFT)/(output − 1), outputs > 1 only (as vLLM counts it)."""
     ttft = np.array([x.ttft_s for x in r.requests]) * MS
-    tpot = np.array([(x.e2e_s - x.ttft_s) / (x.output_len - 1) for x in r.requests if x.output_len > 1]) * MS
+    tpot = np.array(tpots_s(r.requests)) * MS
     return ttft, tpot
 
 

@@ -1,114 +1,127 @@
-"""``vllm bench serve``-style metrics of a request-level run: printed block, JSON keys, per-request rows."""
+"""``vllm bench serve``-style metrics of a request-level run, worded: the printed block, the ``--save-result``
+JSON keys, per-request rows (the metrics themselves: :mod:`simcast.serving.bench_metrics`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
-
+from simcast.serving.bench_metrics import BenchMetrics, LatencyStats
 from simcast.serving.bench_result import BenchResult
 
-PERCENTILES = (50, 90, 99)
+LATENCIES = (
+    ("ttft", "Time to First Token"),
+    ("tpot", "Time per Output Token (excl. 1st token)"),
+    ("itl", "Inter-token Latency"),
+    ("e2el", "End-to-end Latency"),
+)
+"""The four latencies of :class:`BenchMetrics` (attribute, vLLM's section title), in vLLM's printed order."""
 
 
-def _weighted_percentile(v: np.ndarray, w: np.ndarray, p: float) -> float:
-    if v.size == 0:
-        return 0.0
-    o = np.argsort(v)
-    cw = np.cumsum(w[o])
-    return float(v[o][min(np.searchsorted(cw, p / 100 * cw[-1]), v.size - 1)])
+def _rate(m: BenchMetrics) -> float | str:
+    return "inf" if math.isinf(m.request_rate_per_s) else m.request_rate_per_s
 
 
-def bench_metrics(
-    r: BenchResult, *, request_rate: float, burstiness: float, max_concurrency: int | None, num_prompts: int
-) -> dict:
-    """The keys ``vllm bench serve --save-result`` writes (times in ms, as there); TPOT per request =
-    (E2E - TTFT) / (output - 1) for outputs > 1; ITL from the step gaps each decoding request saw."""
-    reqs = r.requests
-    dur = r.duration_s or 1.0
-    tin = sum(x.input_len for x in reqs)
-    tout = sum(x.output_len for x in reqs)
-    ttft = np.array([x.ttft_s for x in reqs]) * 1e3
-    e2el = np.array([x.e2e_s for x in reqs]) * 1e3
-    tpot = np.array([(x.e2e_s - x.ttft_s) / (x.output_len - 1) for x in reqs if x.output_len > 1]) * 1e3
+def _latency_keys(name: str, s: LatencyStats) -> dict[str, float]:
+    return {
+        f"mean_{name}_ms": s.mean_ms,
+        f"median_{name}_ms": s.median_ms,
+        f"std_{name}_ms": s.std_ms,
+        f"p90_{name}_ms": s.p90_ms,
+        f"p99_{name}_ms": s.p99_ms,
+    }
+
+
+def bench_json(
+    m: BenchMetrics,
+    *,
+    model_id: str,
+    engine: str,
+    prefix_caching: bool,
+    tp: int,
+    pp: int,
+    dp: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The keys ``vllm bench serve --save-result`` writes (times in ms, as there), in its order, then
+    simcast's steady-state window, the deployment and the assumptions."""
     d: dict[str, Any] = {
         "backend": "simcast",
-        "num_prompts": num_prompts,
-        "request_rate": "inf" if np.isinf(request_rate) else request_rate,
-        "burstiness": burstiness,
-        "max_concurrency": max_concurrency,
-        "duration": dur,
-        "completed": len(reqs),
-        "failed": num_prompts - len(reqs),
-        "total_input_tokens": tin,
-        "total_output_tokens": tout,
-        "request_throughput": len(reqs) / dur,
+        "num_prompts": m.num_prompts,
+        "request_rate": _rate(m),
+        "burstiness": m.burstiness,
+        "max_concurrency": m.max_concurrency,
+        "duration": m.duration_s,
+        "completed": m.completed,
+        "failed": m.failed,
+        "total_input_tokens": m.total_input_tokens,
+        "total_output_tokens": m.total_output_tokens,
+        "request_throughput": m.request_throughput_req_s,
         "request_goodput": None,
-        "output_throughput": tout / dur,
-        "total_token_throughput": (tin + tout) / dur,
-        "max_concurrent_requests": max((s.running + s.waiting for s in r.samples), default=0),
-        "prefix_cache_hit_rate": r.prefix_hit_rate,
-        "prefix_cache_hit_tokens": r.prefix_hit_tokens,
-        "prefix_cache_query_tokens": r.prefix_query_tokens,
+        "output_throughput": m.output_throughput_tok_s,
+        "total_token_throughput": m.total_token_throughput_tok_s,
+        "max_concurrent_requests": m.max_concurrent_requests,
+        "prefix_cache_hit_rate": m.prefix_cache_hit_rate,
+        "prefix_cache_hit_tokens": m.prefix_cache_hit_tokens,
+        "prefix_cache_query_tokens": m.prefix_cache_query_tokens,
     }
-    for name, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el)):
-        v = v if v.size else np.zeros(1)
-        d[f"mean_{name}_ms"] = float(v.mean())
-        d[f"median_{name}_ms"] = float(np.median(v))
-        d[f"std_{name}_ms"] = float(v.std())
-        for p in PERCENTILES[1:]:
-            d[f"p{p}_{name}_ms"] = float(np.percentile(v, p))
-    iv, iw = r.itl_s * 1e3, r.itl_weight.astype(float)
-    d["mean_itl_ms"] = float((iv * iw).sum() / iw.sum()) if iw.size else 0.0
-    d["median_itl_ms"] = _weighted_percentile(iv, iw, 50)
-    d["std_itl_ms"] = float(np.sqrt((iw * (iv - d["mean_itl_ms"]) ** 2).sum() / iw.sum())) if iw.size else 0.0
-    for p in PERCENTILES[1:]:
-        d[f"p{p}_itl_ms"] = _weighted_percentile(iv, iw, p)
+    for name in ("ttft", "tpot", "e2el", "itl"):  # vLLM's JSON order
+        d.update(_latency_keys(name, getattr(m, name)))
+    win = m.steady
+    d.update(
+        steady_state=win.describe(),
+        steady_output_throughput=win.output_tokens_per_s if win.reached else None,
+        steady_window_s=[win.start_s, win.end_s],
+        model_id=model_id,
+        engine=engine,
+        prefix_caching=prefix_caching,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        assumptions=assumptions,
+    )
     return d
 
 
-def format_bench(d: dict, header: str) -> str:
+def format_bench(m: BenchMetrics, header: str) -> str:
     """The block ``vllm bench serve`` prints, same labels."""
     rows = [
-        ("Successful requests:", d["completed"]),
-        ("Failed requests:", d["failed"]),
-        ("Maximum request concurrency:", d["max_concurrency"]),
-        ("Request rate configured (RPS):", d["request_rate"]),
-        ("Benchmark duration (s):", f"{d['duration']:.2f}"),
-        ("Total input tokens:", d["total_input_tokens"]),
-        ("Total generated tokens:", d["total_output_tokens"]),
-        ("Request throughput (req/s):", f"{d['request_throughput']:.2f}"),
-        ("Output token throughput (tok/s):", f"{d['output_throughput']:.2f}"),
-        ("Peak concurrent requests:", d["max_concurrent_requests"]),
-        ("Total token throughput (tok/s):", f"{d['total_token_throughput']:.2f}"),
+        ("Successful requests:", m.completed),
+        ("Failed requests:", m.failed),
+        ("Maximum request concurrency:", m.max_concurrency),
+        ("Request rate configured (RPS):", _rate(m)),
+        ("Benchmark duration (s):", f"{m.duration_s:.2f}"),
+        ("Total input tokens:", m.total_input_tokens),
+        ("Total generated tokens:", m.total_output_tokens),
+        ("Request throughput (req/s):", f"{m.request_throughput_req_s:.2f}"),
+        ("Output token throughput (tok/s):", f"{m.output_throughput_tok_s:.2f}"),
+        ("Peak concurrent requests:", m.max_concurrent_requests),
+        ("Total token throughput (tok/s):", f"{m.total_token_throughput_tok_s:.2f}"),
     ]
-    if d.get("prefix_cache_hit_tokens"):  # only when prompts share prefixes: other runs print as before
+    if m.prefix_cache_hit_tokens:  # only when prompts share prefixes: other runs print as before
         rows += [
-            ("Prefix cache hit rate (%):", f"{100 * d['prefix_cache_hit_rate']:.2f}"),
-            ("Prefill tokens skipped (cache hits):", d["prefix_cache_hit_tokens"]),
+            ("Prefix cache hit rate (%):", f"{100 * m.prefix_cache_hit_rate:.2f}"),
+            ("Prefill tokens skipped (cache hits):", m.prefix_cache_hit_tokens),
         ]
     out = [header, "{s:{c}^50}".format(s=" Serving Benchmark Result (simulated) ", c="=")]
     out += [f"{k:<40}{v!s:<10}" for k, v in rows]
-    for name, title in (
-        ("ttft", "Time to First Token"),
-        ("tpot", "Time per Output Token (excl. 1st token)"),
-        ("itl", "Inter-token Latency"),
-        ("e2el", "End-to-end Latency"),
-    ):
+    for name, title in LATENCIES:
+        s: LatencyStats = getattr(m, name)
         out.append("{s:{c}^50}".format(s=title, c="-"))
-        out.append(f"{'Mean ' + name.upper() + ' (ms):':<40}{d[f'mean_{name}_ms']:<10.2f}")
-        out.append(f"{'Median ' + name.upper() + ' (ms):':<40}{d[f'median_{name}_ms']:<10.2f}")
-        for p in PERCENTILES[1:]:
-            out.append(f"{f'P{p} ' + name.upper() + ' (ms):':<40}{d[f'p{p}_{name}_ms']:<10.2f}")
+        out.append(f"{'Mean ' + name.upper() + ' (ms):':<40}{s.mean_ms:<10.2f}")
+        out.append(f"{'Median ' + name.upper() + ' (ms):':<40}{s.median_ms:<10.2f}")
+        out.append(f"{'P90 ' + name.upper() + ' (ms):':<40}{s.p90_ms:<10.2f}")
+        out.append(f"{'P99 ' + name.upper() + ' (ms):':<40}{s.p99_ms:<10.2f}")
     out.append("=" * 50)
-    if d.get("steady_state"):
-        out.append(
-            f"whole run: {d['output_throughput']:.2f} output tok/s (ramp-up and drain included); " + d["steady_state"]
-        )
+    steady = m.steady.describe()
+    if steady:
+        out.append(f"whole run: {m.output_throughput_tok_s:.2f} output tok/s (ramp-up and drain included); " + steady)
     return "\n".join(out)
 
 
 def request_rows(r: BenchResult) -> list[dict]:
+    """One row per request: send time, lengths (tokens), TTFT, end-to-end time and TPOT (s), preemptions,
+    replica, prompt tokens from the prefix cache."""
     return [
         {
             "sent_s": x.arrival_s,
@@ -116,7 +129,7 @@ def request_rows(r: BenchResult) -> list[dict]:
             "output_len": x.output_len,
             "ttft_s": x.ttft_s,
             "e2e_s": x.e2e_s,
-            "tpot_s": (x.e2e_s - x.ttft_s) / (x.output_len - 1) if x.output_len > 1 else None,
+            "tpot_s": x.tpot_s,
             "preemptions": x.preemptions,
             "replica": x.replica,
             "cached_tokens": x.cached_tokens,

@@ -56,9 +56,9 @@ COLUMNS = [
 def result_row(r: ServingResult, links: str = "") -> dict:
     """One row with the conventional column names; times in ms."""
     par, mem = r.config.parallel, r.memory
-    spec = r.config.speculative
+    spec = r.config.scheme
     extra = (
-        {"speculative": f"{spec.method} k={spec.k}", "spec_tokens_per_step": spec.tokens_per_step} if spec else {}
+        {"speculative": spec.label, "spec_tokens_per_step": spec.tokens_per_step} if spec.active else {}
     )  # only with speculative decoding on: the rows without it keep their columns
     return {
         "parallel": model_label(r.config),
@@ -237,11 +237,7 @@ def format_serving(r: ServingResult, links: str) -> str:
         f"token/s {row['tokens_per_s']:.1f} | token/s/device {row['tokens_per_s_per_device']:.1f} | "
         f"token/s/user {row['tokens_per_s_per_user']:.1f} | concurrency {row['concurrency']}",
         f"tpot = decode-only step {r.decode_cycle_s * 1e3:.2f} ms"
-        + (
-            f" per token (verify + draft step / {c.speculative.tokens_per_step:.3f} tokens)"
-            if c.speculative is not None
-            else ""
-        )
+        + (f" per token (verify + draft step / {c.scheme.tokens_per_step:.3f} tokens)" if c.scheme.active else "")
         + f" (engine CPU {r.step_overhead_s * 1e3:.2f} ms "
         f"per microbatch step) + other prompts' chunks in the mixed steps {r.prefill_interference_s * 1e3:.2f} ms"
         f" | idle-system ttft {r.ttft_idle_s * 1e3:.1f} ms",

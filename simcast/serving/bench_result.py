@@ -4,6 +4,7 @@ each request's times, the queue and KV samples, and the run's step gaps and tota
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,17 @@ class RequestResult:
     front_end_s: float = 0.0  # the serving path's share of ttft_s and e2e_s (API server, tokenise, stream)
     admitted_s: float = -1.0  # when the engine first admitted it (its replica's clock)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission (not computed)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first (s): ``(E2E - TTFT) / (output - 1)``, as ``vllm bench serve``
+        counts it; None for a one-token output."""
+        return (self.e2e_s - self.ttft_s) / (self.output_len - 1) if self.output_len > 1 else None
+
+
+def tpots_s(requests: Iterable[RequestResult]) -> list[float]:
+    """Each request's TPOT (s), requests with outputs > 1 only (as ``vllm bench serve`` averages it)."""
+    return [t for t in (x.tpot_s for x in requests) if t is not None]
 
 
 @dataclass(frozen=True, kw_only=True)

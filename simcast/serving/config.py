@@ -21,6 +21,7 @@ from simcast.core.specs import GIB, ParallelSpec
 from simcast.engines import ENGINE_CHOICES, REGISTRY, get_engine, kernel_engine
 from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.engines.records import USAGE
+from simcast.serving.spec_scheme import SpeculativeScheme, scheme_of
 from simcast.serving.speculative import SpeculativeSpec, require_supported
 
 
@@ -136,6 +137,11 @@ class ServingConfig:
     def cached_tokens(self, input_len: float) -> int:
         """Prompt tokens of an ``input_len`` prompt served from the prefix cache (at least one computed)."""
         return min(int(self.hit_rate * input_len), max(0, math.ceil(input_len) - 1))
+
+    @property
+    def scheme(self) -> SpeculativeScheme:
+        """Speculative decoding as the serving code calls it (:class:`NoSpeculation` when off)."""
+        return scheme_of(self.speculative)
 
     @property
     def kernel_engine(self) -> str | None:

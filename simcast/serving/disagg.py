@@ -277,34 +277,29 @@ def estimate_disagg(
     return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (kernels,))
 
 
-def assemble(
+def _disagg_notes(
     cfg: DisaggConfig,
     pre: PrefillPool,
     dec: DecodePool,
     full: DecodePool,
     tr: KvTransfer,
-    notes: tuple[Assumption, ...] = (),
-) -> DisaggResult:
-    """The deployment's figures from its pools (pure arithmetic, module docstring): ``dec`` the decode pool
-    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference)."""
+    *,
+    k: int,
+    rho: float,
+    saturated: str,
+    front: float,
+    queue: float,
+    own: float,
+    admit: float,
+) -> tuple[Assumption, ...]:
+    """:func:`assemble`'s assumptions: the layout, each pool, the queue, the transfer, TTFT's parts (s) and
+    the balanced ratio; ``k`` prompts per prefill step at utilisation ``rho``."""
     pc, dc = cfg.prefill, cfg.decode
     x, y = cfg.prefill_replicas, cfg.decode_replicas
-    p_ranks, d_ranks = x * pre.ranks, y * dec.ranks
-    lam = cfg.request_rate_per_s or d_ranks * dec.requests_per_s
-    saturated = "decode" if lam > d_ranks * dec.requests_per_s * (1 + 1e-9) else ""
-    k, own, queue = pre.at_rate(lam / p_ranks)
-    rho = lam / (p_ranks * next((mu for j, mu, _ in pre.step_grid if j == k), pre.prompts_per_s))
-    if lam >= p_ranks * pre.prompts_per_s and not saturated:
-        saturated = "prefill"
     pol_p, pol_d = pc.policy, dc.policy
-    front = pol_p.front_end_time_s(pc.workload.input_length)
-    admit = (step_wait_cycles(pol_d) + 1) * dec.tpot_s
-    ttft = front + queue + own + tr.exposed_s + admit
     osl = dc.workload.output_length
-    served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
-    tps = served * osl
     balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
-    assumptions = (
+    return (
         note(
             Topic.DISAGG_LAYOUT,
             f"disaggregated {cfg.label}: {x} prefill replica(s) of {pc.parallel.world_size} device(s) "
@@ -346,8 +341,38 @@ def assemble(
             f"balanced ratio: {balanced:.2f} decode replicas per prefill replica (prefill pool's request rate = "
             f"decode pool's at {full.concurrency} requests per DP rank)",
         ),
-        *notes,
     )
+
+
+def assemble(
+    cfg: DisaggConfig,
+    pre: PrefillPool,
+    dec: DecodePool,
+    full: DecodePool,
+    tr: KvTransfer,
+    notes: tuple[Assumption, ...] = (),
+) -> DisaggResult:
+    """The deployment's figures from its pools (pure arithmetic, module docstring): ``dec`` the decode pool
+    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference)."""
+    pc, dc = cfg.prefill, cfg.decode
+    p_ranks, d_ranks = cfg.prefill_replicas * pre.ranks, cfg.decode_replicas * dec.ranks
+    lam = cfg.request_rate_per_s or d_ranks * dec.requests_per_s
+    saturated = "decode" if lam > d_ranks * dec.requests_per_s * (1 + 1e-9) else ""
+    k, own, queue = pre.at_rate(lam / p_ranks)
+    rho = lam / (p_ranks * next((mu for j, mu, _ in pre.step_grid if j == k), pre.prompts_per_s))
+    if lam >= p_ranks * pre.prompts_per_s and not saturated:
+        saturated = "prefill"
+    front = pc.policy.front_end_time_s(pc.workload.input_length)
+    admit = (step_wait_cycles(dc.policy) + 1) * dec.tpot_s
+    ttft = front + queue + own + tr.exposed_s + admit
+    osl = dc.workload.output_length
+    served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
+    tps = served * osl
+    balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
+    assumptions = _disagg_notes(
+        cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, front=front, queue=queue, own=own, admit=admit
+    )
+    assumptions += notes
     if saturated == "decode":
         text = f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s"
         assumptions += (note(Topic.DISAGG_SATURATION, text),)

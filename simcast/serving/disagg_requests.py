@@ -39,6 +39,7 @@ import numpy as np
 
 from simcast.core.assumption import Assumption, Topic, note
 from simcast.serving.bench_result import BenchResult, RequestResult
+from simcast.serving.config import ServingConfig
 from simcast.serving.disagg import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
 from simcast.serving.kv_transfer import kv_transfer
@@ -113,19 +114,15 @@ def _engine_first_token_s(r: RequestResult) -> float:
     return r.arrival_s + r.ttft_s - r.front_end_s
 
 
-def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True) -> DisaggBench:
-    """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring)."""
-    pc = resolve_partition(cfg.prefill, use_disk_cache=use_disk_cache)
-    dc = resolve_partition(cfg.decode, use_disk_cache=use_disk_cache)
-    kv_p, kv_d = kv_capacity_tokens(pc), kv_capacity_tokens(dc)
-    p_ranks = cfg.prefill_replicas * pc.parallel.dp
-    d_ranks = cfg.decode_replicas * dc.parallel.dp
-    # 1. the prefill pool: one output token per request
-    pre_reqs = [RequestSpec(arrival_s=r.arrival_s, input_len=r.input_len, output_len=1) for r in reqs]
-    pre = simulate_requests(pre_reqs, coster_for(pc, use_disk_cache), kv_tokens_per_replica=kv_p, dp=p_ranks)
-    # every request completes, and results come in the order of the requests given (the scheduler's index)
-    pre_res = pre.requests
-    # 2. the KV transfer at each request's own prompt length (memoised per length and prefill time bucket)
+Stamps = tuple[float, float, float, float]
+"""One request's (front end, prefill queue, prefill, exposed transfer) times, s."""
+
+
+def _handoff(
+    reqs: list[RequestSpec], pre_res: tuple[RequestResult, ...], cfg: DisaggConfig, pc: ServingConfig, dc: ServingConfig
+) -> tuple[list[Stamps], list[RequestSpec]]:
+    """Each request's prefill-pool times and transfer (at its own prompt length, memoised per length and
+    prefill time bucket), and its decode-pool request: sent when its KV has arrived."""
     memo: dict[tuple[int, float], float] = {}
 
     def exposed(isl: int, prefill_s: float) -> float:
@@ -141,7 +138,7 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
             ).exposed_s
         return memo[key]
 
-    stamps: list[tuple[float, float, float, float]] = []  # (front end, queue, prefill, transfer) per request
+    stamps: list[Stamps] = []
     dec_reqs: list[RequestSpec] = []
     for src, r in zip(reqs, pre_res):
         done = _engine_first_token_s(r)
@@ -157,10 +154,18 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
                 kv_ready_tokens=src.input_len - 1,
             )
         )
-    # 3. the decode pool
-    dec = simulate_requests(dec_reqs, coster_for(dc, use_disk_cache), kv_tokens_per_replica=kv_d, dp=d_ranks)
+    return stamps, dec_reqs
+
+
+def _joined(
+    reqs: list[RequestSpec],
+    pre_res: tuple[RequestResult, ...],
+    dec_res: tuple[RequestResult, ...],
+    stamps: list[Stamps],
+) -> list[DisaggRequest]:
+    """Each request's whole path: its prefill-pool stamps joined to its decode-pool result."""
     out: list[DisaggRequest] = []
-    for i, d in enumerate(dec.requests):
+    for i, d in enumerate(dec_res):
         fe, queue, prefill, t = stamps[i]
         first = _engine_first_token_s(d)
         out.append(
@@ -177,6 +182,26 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
                 preemptions=d.preemptions + pre_res[i].preemptions,
             )
         )
+    return out
+
+
+def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True) -> DisaggBench:
+    """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring)."""
+    pc = resolve_partition(cfg.prefill, use_disk_cache=use_disk_cache)
+    dc = resolve_partition(cfg.decode, use_disk_cache=use_disk_cache)
+    kv_p, kv_d = kv_capacity_tokens(pc), kv_capacity_tokens(dc)
+    p_ranks = cfg.prefill_replicas * pc.parallel.dp
+    d_ranks = cfg.decode_replicas * dc.parallel.dp
+    # 1. the prefill pool: one output token per request
+    pre_reqs = [RequestSpec(arrival_s=r.arrival_s, input_len=r.input_len, output_len=1) for r in reqs]
+    pre = simulate_requests(pre_reqs, coster_for(pc, use_disk_cache), kv_tokens_per_replica=kv_p, dp=p_ranks)
+    # every request completes, and results come in the order of the requests given (the scheduler's index)
+    pre_res = pre.requests
+    # 2. the KV transfer at each request's own prompt length
+    stamps, dec_reqs = _handoff(reqs, pre_res, cfg, pc, dc)
+    # 3. the decode pool
+    dec = simulate_requests(dec_reqs, coster_for(dc, use_disk_cache), kv_tokens_per_replica=kv_d, dp=d_ranks)
+    out = _joined(reqs, pre_res, dec.requests, stamps)
     assumptions = (
         note(
             Topic.DISAGG_REQUESTS,

@@ -1,6 +1,6 @@
 """KV memory of a serving deployment: each engine's memory rule and its KV admission policy.
 
-**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.engines.records`):
+**Memory rule** (``EnginePolicy.mem_fraction_of``, one per engine, see :mod:`simcast.engines.policy`):
 
 * ``total`` (vLLM ``--gpu-memory-utilization``): KV = fraction × HBM − weights − the activation peak of
   vLLM's profile run (one forward of ``max_num_batched_tokens`` tokens, sampler over ``max_num_seqs``)
@@ -42,7 +42,6 @@ from simcast.engines.partition import build_pipeline_stage_plan
 from simcast.engines.policy import EnginePolicy
 from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.config import ServingConfig
-from simcast.serving.draft import draft_kv_bytes_per_token, draft_weight_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,9 +159,9 @@ def _stage_fixed(cfg: ServingConfig) -> tuple[list[int], list[int], list[float]]
     # bytes at the rounded-up mean (sliding-window layers keep only their window; MLA its latent), scaled back
     t_int = max(1, math.ceil(tokens))
     per_req = [stage_kv_bytes_for(m, sd, i, 1, t_int, kvb) * tokens / t_int for i in plan.stage_infos]
-    if cfg.speculative is not None:  # the draft lives on the last stage
-        weights[-1] += draft_weight_bytes(m, cfg.speculative, par)
-        per_req[-1] += draft_kv_bytes_per_token(m, cfg.speculative, par.tp, cfg.kv_cache_dtype) * tokens
+    # the draft (speculative decoding) lives on the last stage
+    weights[-1] += cfg.scheme.draft_weight_bytes(m, par)
+    per_req[-1] += cfg.scheme.draft_kv_bytes_per_token(m, par.tp, cfg.kv_cache_dtype) * tokens
     return weights, act, per_req
 
 
@@ -241,8 +240,7 @@ def kv_capacity_tokens(cfg: ServingConfig, *, budgets: list[int] | None = None) 
     kvb, ref = kv_dtype_bytes(m, cfg.kv_cache_dtype), max(1, longest_request(cfg))
     # bytes per token at the longest request's length (sliding-window layers stop growing at their window)
     per_tok = [stage_kv_bytes_for(m, sd, i, 1, ref, kvb) / ref for i in plan.stage_infos]
-    if cfg.speculative is not None:
-        per_tok[-1] += draft_kv_bytes_per_token(m, cfg.speculative, par.tp, cfg.kv_cache_dtype)
+    per_tok[-1] += cfg.scheme.draft_kv_bytes_per_token(m, par.tp, cfg.kv_cache_dtype)
     return max(0, min(int(b // max(p, 1e-9)) for b, p in zip(budgets, per_tok)))
 
 
@@ -257,14 +255,7 @@ def memory_note(cfg: ServingConfig, b_mem: int) -> str:
     }[pol.mem_fraction_of]
     tokens = mean_request_kv_tokens(pol, own_lengths(cfg))
     shared = shared_prefix_tokens(cfg)
-    spec = cfg.speculative
-    draft = (
-        f"; the {spec.method} draft takes {draft_weight_bytes(cfg.model, spec, cfg.parallel) / 2**30:.2f} GiB of "
-        f"weights and {draft_kv_bytes_per_token(cfg.model, spec, cfg.parallel.tp, cfg.kv_cache_dtype)} KV bytes "
-        "per token on the last stage"
-        if spec is not None and spec.method != "ngram"
-        else ""
-    )
+    draft = cfg.scheme.memory_note(cfg.model, cfg.parallel, cfg.kv_cache_dtype)
     return (
         f"memory: KV = {rule} (engine {pol.name}); {pol.admission_note()}: {tokens:.0f} KV tokens per running "
         "request on average"

@@ -45,7 +45,6 @@ KV a running request holds under its KV admission policy).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCacheDtype, Topic, note, of_topic
@@ -54,7 +53,6 @@ from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
 from simcast.engines.policy import EnginePolicy
 from simcast.serving.config import ServingConfig, Workload
-from simcast.serving.draft import FC_NOTE, draft_coster
 from simcast.serving.kv_memory import (
     MemoryFit,
     kv_capacity_tokens,
@@ -62,6 +60,7 @@ from simcast.serving.kv_memory import (
     memory_fit,
     memory_note,
 )
+from simcast.serving.steady_shape import SteadyShape, steady_cycles, steady_shape
 from simcast.serving.step import StepCoster, mixed_batch
 from simcast.sim.chunked import chunked_prefill_spec, plan_chunks
 from simcast.sim.partition import resolve_partition as resolve_sim_partition
@@ -195,127 +194,49 @@ def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
         kv_cache_dtype=cfg.kv_cache_dtype,
         engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
+        verify_tokens=cfg.scheme.verify_tokens,
+        tokens_per_step=cfg.scheme.tokens_per_step,
     )
-    if cfg.speculative is not None:
-        coster.verify_tokens = cfg.speculative.verify_tokens
-        coster.tokens_per_step = cfg.speculative.tokens_per_step
-        coster.draft_s = draft_coster(coster, cfg.speculative)
+    coster.draft_s = cfg.scheme.draft_time(coster)
     return coster
-
-
-def _interp(cost, x: float) -> float:
-    """``cost`` (a function of an integer count) at a fractional mean ``x``: the mix of its floor and ceiling."""
-    k, f = divmod(max(0.0, x), 1.0)
-    lo = cost(int(k))
-    return lo if f < 1e-9 else (1 - f) * lo + f * cost(int(k) + 1)
 
 
 def step_wait_cycles(pol: EnginePolicy) -> float:
     """Mean steps a new prompt waits before its first step, at random arrival on a busy engine: the rest of
     the step in flight (half a step); an overlap scheduler has already formed the next step, so one more."""
-    if (
-        not pol.engine.schedules or pol.usage == "offline"
-    ):  # offline: the queue is full, a slot refills at the step edge
+    if not pol.engine.schedules or pol.usage == "offline":  # offline: the queue is full, a slot refills at the edge
         return 0.0
     return 1.5 if pol.overlap_cpu else 0.5
 
 
-def estimate_serving(
-    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None, coster: StepCoster | None = None
-) -> ServingResult:
-    """TTFT, TPOT, throughput and memory of ``cfg`` in steady state (see module docstring)."""
-    cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
-    pol, w, par = cfg.policy, cfg.workload, cfg.parallel
-    coster = coster or coster_for(cfg, use_disk_cache)
-    osl = w.output_length
-    hit = cfg.cached_tokens(w.input_length)  # prompt tokens served by the prefix cache
-    isl = w.input_length - hit  # prompt tokens computed
-    spec = cfg.speculative
-    tau = spec.tokens_per_step if spec else 1.0  # tokens a decoding request emits per step
-    vt = spec.verify_tokens if spec else 1  # query tokens per decoding request per step
-    dec_steps = (osl - 1) / tau  # decode steps of one request
-    budget = pol.max_num_batched_tokens if pol.chunked_prefill else max(pol.max_num_batched_tokens, isl)
-
-    pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
-    front = pol.front_end_time_s(w.input_length)
-    n_chunks = len(pre.spec.chunked_prefill.tokens) if pre.spec.chunked_prefill else 1
-    ttft_idle = pre.latency_s + n_chunks * pol.step_cpu_s(1) + front
-
-    # served concurrency: the engine's sequence limit, then the token budget (decode-first steps share it)
-    m = max(1, min(cfg.microbatches, cfg.batch_size))
-    served, capped = cfg.batch_size, ""
-    if served > pol.max_num_seqs * m:
-        served, capped = pol.max_num_seqs * m, "max_num_seqs"
-    n_pf = 1
-    for _ in range(3):  # chunk size depends on D, D on the request's lifetime, lifetime on chunk count
-        b = served / m
-        life = dec_steps + n_pf
-        d = b * dec_steps / life
-        if pol.decode_first and b * (dec_steps * vt + isl) / life > budget:  # prompts + decodes exceed the budget
-            served = max(1, int(budget * life / (dec_steps * vt + isl)) * m)
-            capped = "token budget"
-            b, d = served / m, served / m * dec_steps / life
-        room = budget - math.ceil(d) * vt if pol.decode_first else budget
-        chunk = min(isl, max(1, room)) if pol.chunked_prefill else isl
-        n_pf = math.ceil(isl / chunk)
-    b = served / m
-    life = dec_steps + n_pf
-    chunk = math.ceil(isl / n_pf)
-    dec_ctx = w.input_length + osl // 2  # attention still over the whole context
-    chunk_ctx = hit + (n_pf - 1) * chunk // 2
-    in_flight = m
-    # a decoding request sees its own decode plus the others' decodes and prompt chunks in its step
-    others_dec = max(0.0, b - 1) * dec_steps / life
-    others_pf = max(0.0, b - 1) * isl / life  # other requests' prompt tokens per step
-
-    dec_batch = mixed_batch(max(1, round(b)), dec_ctx, 0, 0, 0, vt)
-    decode_cycle = coster.cycle_s(dec_batch, in_flight, max(1, round(b)), dec_ctx) / tau
-
-    def cyc(dec: int, prompts: int, tokens: int = chunk) -> float:
-        return coster.cycle_s(mixed_batch(dec, dec_ctx, prompts, tokens, chunk_ctx, vt), in_flight, dec, dec_ctx)
-
-    if pol.decode_first:
-        tpot = _interp(lambda k: _interp(lambda dd: cyc(1 + dd, k), others_dec), others_pf / chunk) / tau
-        ttft_steps = n_pf * _interp(lambda dd: cyc(dd, 1), min(others_dec, (budget - chunk) / vt))
-    else:
-        per_prompt = min(isl, budget)
-        size = min(max(others_pf, per_prompt), budget)  # tokens of one prefill step
-        prompts = max(1, round(size / per_prompt))
-        pf = coster.cycle_s(mixed_batch(0, 0, prompts, per_prompt, chunk_ctx), in_flight)
-        dec_seen = _interp(lambda dd: cyc(1 + dd, 0), others_dec)
-        tpot = (dec_seen + (others_pf / (prompts * per_prompt)) * pf) / tau
-        ttft_steps = n_pf * cyc(0, 1, per_prompt) + (n_pf - 1) * dec_seen
-    wait = step_wait_cycles(pol) * tpot * tau if served > 1 else 0.0
-    ttft = front + wait + ttft_steps
-    if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
-        ttft = ttft_idle
-    e2e = ttft + (osl - 1) * tpot
-    tps_replica = served * osl / e2e
-    mem = memory_fit(replace(cfg, batch_size=served))
-    b_mem = max_batch_for_memory(cfg)
-    dec_report = coster.report(dec_batch) if dec_batch else pre
-    cpu_step = pol.step_cpu_s(dec_batch.num_requests if dec_batch else 0)
+def steady_notes(
+    cfg: ServingConfig, sh: SteadyShape, pre: Report, *, front: float, wait: float, ttft_idle: float, b_mem: int
+) -> tuple[Assumption, ...]:
+    """The steady-state estimate's assumptions: the engine, the mean step, TTFT's parts, the serving path,
+    memory, kernels, the layout's, speculative decoding's, weights and KV formats."""
+    pol, w = cfg.policy, cfg.workload
+    hit = w.input_length - sh.isl
     lengths = (
-        f"dataset {w.name} (mean ISL {w.input_length}, OSL {osl})"
+        f"dataset {w.name} (mean ISL {w.input_length}, OSL {w.output_length})"
         if w.length_mix
-        else f"ISL {w.input_length}, OSL {osl}"
+        else f"ISL {w.input_length}, OSL {w.output_length}"
     )
     if hit:
         lengths += (
-            f", prefix hit rate {cfg.hit_rate:.3g}: {hit} prompt tokens from the prefix cache, {isl} computed "
+            f", prefix hit rate {cfg.hit_rate:.3g}: {hit} prompt tokens from the prefix cache, {sh.isl} computed "
             "(attention over the whole context; the shared prefix's KV held once per replica)"
         )
     steady = (
-        f"steady state at {served} requests/replica"
-        + (f" (requested {cfg.batch_size}, capped by {capped})" if capped else "")
-        + f", {m} microbatch(es) in flight, {lengths}: each step carries {b * dec_steps / life:.1f} decodes at "
-        f"context {dec_ctx} and {b * isl / life:.0f} prompt tokens in chunks of {chunk} "
+        f"steady state at {sh.served} requests/replica"
+        + (f" (requested {cfg.batch_size}, capped by {sh.capped})" if sh.capped else "")
+        + f", {sh.m} microbatch(es) in flight, {lengths}: each step carries {sh.b * sh.dec_steps / sh.life:.1f} "
+        f"decodes at context {sh.dec_ctx} and {sh.b * sh.isl / sh.life:.0f} prompt tokens in chunks of {sh.chunk} "
         + ("(one mixed forward pass, decodes first)" if pol.decode_first else "(separate prefill steps, prefill first)")
     )
     ttft_note = (
         f"TTFT: serving path {front * 1e3:.2f} ms + wait for the step in flight {wait * 1e3:.2f} ms "
-        f"({step_wait_cycles(pol):g} step{'s' if pol.overlap_cpu else ''} at random arrival) + the prompt's {n_pf} "
-        f"chunk step(s) under load, no queueing (closed loop); idle-system TTFT {ttft_idle * 1e3:.2f} ms; "
+        f"({step_wait_cycles(pol):g} step{'s' if pol.overlap_cpu else ''} at random arrival) + the prompt's "
+        f"{sh.n_pf} chunk step(s) under load, no queueing (closed loop); idle-system TTFT {ttft_idle * 1e3:.2f} ms; "
         "tokens/s = B*OSL/(TTFT + (OSL-1)*TPOT) (Little's law)"
     )
     assumptions = (
@@ -328,19 +249,43 @@ def estimate_serving(
         *of_topic(pre.assumptions, Topic.ROOFLINE, Topic.DTYPE_PEAKS),
         *of_topic(pre.assumptions, *LAYOUT_TOPICS),
     )
-    if spec is not None:
-        tpot_note = (
-            f"speculative: TPOT = step cycle / {tau:.3f} tokens per step (the expected value, deterministic); the "
-            "draft runs after the verify step on the last stage; not modelled: tree drafts (top-k > 1), dynamic k, "
-            "draft/target overlap, the draft's own CPU launch time" + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
-        )
-        assumptions += (note(Topic.SPECULATIVE, spec.describe()), note(Topic.SPECULATIVE_TPOT, tpot_note))
+    assumptions += cfg.scheme.serving_notes()
     wf = weight_format(cfg.model)
     if wf is not None:
         assumptions += (Assumption(topic=Topic.WEIGHT_FORMAT, facts=wf),)
     if cfg.kv_cache_dtype != "auto":
         kv = KvCacheDtype(kv_cache_dtype=cfg.kv_cache_dtype, from_flag=True)
         assumptions += (Assumption(topic=Topic.KV_DTYPE, facts=kv),)
+    return assumptions
+
+
+def estimate_serving(
+    cfg: ServingConfig, *, use_disk_cache: bool = True, prefill: Report | None = None, coster: StepCoster | None = None
+) -> ServingResult:
+    """TTFT, TPOT, throughput and memory of ``cfg`` in steady state (see module docstring)."""
+    cfg = resolve_partition(cfg, use_disk_cache=use_disk_cache)
+    pol, w, par = cfg.policy, cfg.workload, cfg.parallel
+    coster = coster or coster_for(cfg, use_disk_cache)
+    osl = w.output_length
+    pre = prefill or simulate(prefill_spec(cfg, use_disk_cache=use_disk_cache), use_disk_cache=use_disk_cache)
+    front = pol.front_end_time_s(w.input_length)
+    n_chunks = len(pre.spec.chunked_prefill.tokens) if pre.spec.chunked_prefill else 1
+    ttft_idle = pre.latency_s + n_chunks * pol.step_cpu_s(1) + front
+    sh = steady_shape(cfg)
+    served, tau = sh.served, sh.tau
+    dec_batch = mixed_batch(max(1, round(sh.b)), sh.dec_ctx, 0, 0, 0, sh.vt)
+    decode_cycle = coster.cycle_s(dec_batch, sh.m, max(1, round(sh.b)), sh.dec_ctx) / tau
+    tpot, ttft_steps = steady_cycles(coster, pol, sh)
+    wait = step_wait_cycles(pol) * tpot * tau if served > 1 else 0.0
+    ttft = front + wait + ttft_steps
+    if served == 1:  # alone on an idle system: chunks pipelined through the stages (as before)
+        ttft = ttft_idle
+    e2e = ttft + (osl - 1) * tpot
+    tps_replica = served * osl / e2e
+    mem = memory_fit(replace(cfg, batch_size=served))
+    b_mem = max_batch_for_memory(cfg)
+    dec_report = coster.report(dec_batch) if dec_batch else pre
+    cpu_step = pol.step_cpu_s(dec_batch.num_requests if dec_batch else 0)
     return ServingResult(
         config=replace(cfg, batch_size=served),
         ttft_s=ttft,
@@ -356,10 +301,10 @@ def estimate_serving(
         memory=mem,
         prefill=pre,
         decode=dec_report,
-        assumptions=assumptions,
+        assumptions=steady_notes(cfg, sh, pre, front=front, wait=wait, ttft_idle=ttft_idle, b_mem=b_mem),
         ttft_idle_s=ttft_idle,
         max_concurrency_memory=b_mem,
-        capped_by=capped,
+        capped_by=sh.capped,
         front_end_s=front,
         step_wait_s=wait,
     )

@@ -36,6 +36,7 @@ import numpy as np
 
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_TOKENS
+from simcast.serving.bench_result import tpots_s
 from simcast.serving.model import ServingConfig, coster_for, kv_capacity_tokens
 from simcast.serving.requests import make_requests, simulate_requests
 
@@ -118,7 +119,7 @@ def probe(task: RefineTask, rate_per_s: float, coster=None) -> RatePoint:
     # the second half of the requests by send time: an overloaded rate shows as TTFT growing over the run
     late = sorted(res.requests, key=lambda r: r.arrival_s)[len(res.requests) // 2 :]
     ttft = np.array([r.ttft_s for r in late])
-    tpot = np.array([(r.e2e_s - r.ttft_s) / (r.output_len - 1) for r in res.requests if r.output_len > 1])
+    tpot = np.array(tpots_s(res.requests))
     p90 = float(np.percentile(ttft, PERCENTILE)) if ttft.size else math.inf
     mean_tpot = float(tpot.mean()) if tpot.size else 0.0
     out_tokens = sum(r.output_len for r in res.requests)

@@ -28,6 +28,7 @@ from simcast.core.errors import require
 from simcast.engines.policy import EnginePolicy
 from simcast.inputs.bench_results import MeasuredRun
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_STEPS, MAX_BENCH_TOKENS
+from simcast.serving.bench_result import tpots_s
 from simcast.serving.model import (
     ServingConfig,
     Workload,
@@ -174,7 +175,7 @@ class RunModel:
             max_concurrency=run.concurrency,
         )
         reqs = res.requests
-        tpots = [(x.e2e_s - x.ttft_s) / (x.output_len - 1) for x in reqs if x.output_len > 1]
+        tpots = tpots_s(reqs)
         return RunPrediction(
             method=_replay_label(run, len(reqs)),
             ttft_s=float(np.mean([x.ttft_s for x in reqs])),

@@ -230,28 +230,21 @@ def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> tuple[int,
     return shared, max(0, own), px
 
 
-def form_step(
+def _schedule_running(
     rep: Replica,
     pol: EnginePolicy,
     blk: int,
-    budget: int,
-    max_seqs: int,
+    left: int,
     *,
     prefill_first: bool,
-    cutoff_s: float,
-    decode_tokens: int = 1,
-    prompt_cap: Callable[[int], int] | None = None,
-) -> tuple[list[Req], list[tuple[Req, int]]]:
-    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
-    ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
-    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone).
-    ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
-    verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
+    decode_tokens: int,
+    prompt_cap: Callable[[int], int] | None,
+) -> tuple[list[Req], list[tuple[Req, int]], int]:
+    """The running requests' share of a step: each decode (its blocks, preempting when none are free) unless
+    the step is prefill-only, and each partial prefill's next chunk; returns them and the budget ``left``."""
     decodes: list[Req] = []
     chunks: list[tuple[Req, int]] = []
-    left = budget
     gne = pol.kv_admission == "guaranteed_no_evict"
-    ratio_mode = pol.kv_admission == "reserve_ratio"
     gone: set[Req] = set()  # preempted in this call (a set: `q in rep.running` made a step O(running^2))
     for q in list(rep.running):
         if q in gone:
@@ -283,10 +276,50 @@ def form_step(
                 rep.take(q, grow, blk)  # reserve now so later admissions in this step see it
                 chunks.append((q, n))
                 left -= n
-    if ratio_mode and decodes:
-        floor = pol.new_token_ratio
-        init = SGLANG_RATIO["init"]
-        rep.ratio = max(floor, rep.ratio - (init - floor) / SGLANG_RATIO["decay_steps"])
+    return decodes, chunks, left
+
+
+def _admit(rep: Replica, q: Req, blk: int, shared: int, own: int, px: Prefix | None, touch: int, pre: int) -> None:
+    """Move ``q`` from the waiting queue to the running set with its cache hits (``shared`` prefix blocks,
+    ``own`` blocks taken over; ``touch`` of them back in use) and ``pre`` tokens whose KV arrived by transfer;
+    its new blocks follow."""
+    hits = shared + own
+    rep.waiting.popleft()
+    rep.running.append(q)
+    if px is not None:
+        if not px.refs:  # touched out of the free queue (not from its head): held again
+            px.held = shared
+            px.cache_full = 0
+        px.refs += 1
+        q.px = px
+        q.base = shared
+    if own:  # touched out of the free queue, not taken from its head
+        q.blocks += own
+        if q.parent_req is not None and not q.preemptions:
+            q.parent_req.cache_full = 0  # now this request's blocks
+    rep.used_blocks += touch
+    q.computed = hits * blk + pre
+    rep.query_tokens += q.prefill_left + hits * blk
+    rep.hit_tokens += hits * blk
+    if q.admitted_s < 0:
+        q.cached_tokens = hits * blk
+
+
+def _admit_waiting(
+    rep: Replica,
+    pol: EnginePolicy,
+    blk: int,
+    left: int,
+    max_seqs: int,
+    *,
+    cutoff_s: float,
+    prompt_cap: Callable[[int], int] | None,
+) -> list[tuple[Req, int]]:
+    """Admission: waiting prompts, in order, while the sequence limit, the budget ``left`` and the engine's KV
+    admission policy allow (module docstring); their first chunks."""
+    chunks: list[tuple[Req, int]] = []
+    gne = pol.kv_admission == "guaranteed_no_evict"
+    ratio_mode = pol.kv_admission == "reserve_ratio"
     reserved = sum(_clip(x.remaining_output()) for x in rep.running) * rep.ratio if ratio_mode else 0.0
     while rep.waiting and left > 0 and len(rep.running) < max_seqs:
         q = rep.waiting[0]
@@ -308,29 +341,39 @@ def form_step(
         extra = rep.ratio * _clip(q.remaining_output()) if ratio_mode else 0.0
         if n > left or grow + touch + (reserved + extra) / blk > rep.free_blocks:
             break
-        rep.waiting.popleft()
-        rep.running.append(q)
-        if px is not None:
-            if not px.refs:  # touched out of the free queue (not from its head): held again
-                px.held = shared
-                px.cache_full = 0
-            px.refs += 1
-            q.px = px
-            q.base = shared
-        if own:  # touched out of the free queue, not taken from its head
-            q.blocks += own
-            if q.parent_req is not None and not q.preemptions:
-                q.parent_req.cache_full = 0  # now this request's blocks
-        rep.used_blocks += touch
-        q.computed = hits * blk + pre
-        rep.query_tokens += q.prefill_left + hits * blk
-        rep.hit_tokens += hits * blk
-        if q.admitted_s < 0:
-            q.cached_tokens = hits * blk
+        _admit(rep, q, blk, shared, own, px, touch, pre)
         rep.take(q, grow, blk)
         reserved += extra
         if q.admitted_s < 0:
             q.admitted_s = rep.clock
         chunks.append((q, n))
         left -= n
-    return decodes, chunks
+    return chunks
+
+
+def form_step(
+    rep: Replica,
+    pol: EnginePolicy,
+    blk: int,
+    budget: int,
+    max_seqs: int,
+    *,
+    prefill_first: bool,
+    cutoff_s: float,
+    decode_tokens: int = 1,
+    prompt_cap: Callable[[int], int] | None = None,
+) -> tuple[list[Req], list[tuple[Req, int]]]:
+    """Pick one step's work (module docstring); ``cutoff_s``: only requests ready by then are admitted;
+    ``prompt_cap(prefix_tokens)``: most prompt tokens one request may schedule in this step once
+    ``prefix_tokens`` of it are computed (SGLang's dynamic chunks; None: the budget alone).
+    ``decode_tokens``: slots and budget tokens one decode takes (``k + 1`` with speculative decoding: the
+    verified token and ``k`` lookahead slots, as vLLM allocates and counts them)."""
+    decodes, chunks, left = _schedule_running(
+        rep, pol, blk, budget, prefill_first=prefill_first, decode_tokens=decode_tokens, prompt_cap=prompt_cap
+    )
+    if pol.kv_admission == "reserve_ratio" and decodes:
+        floor = pol.new_token_ratio
+        init = SGLANG_RATIO["init"]
+        rep.ratio = max(floor, rep.ratio - (init - floor) / SGLANG_RATIO["decay_steps"])
+    new = _admit_waiting(rep, pol, blk, left, max_seqs, cutoff_s=cutoff_s, prompt_cap=prompt_cap)
+    return decodes, chunks + new

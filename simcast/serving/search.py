@@ -224,9 +224,7 @@ def _sweep_layout(base: ServingConfig, space: SearchSpace, use_disk_cache: bool 
     for b in grid:
         estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=rec)
     coster.prefetch(list(rec.wanted), list(rec.wanted_reports))
-    prefetch_drafts = getattr(coster.draft_s, "prefetch", None)  # speculative decoding: the draft's steps too
-    if prefetch_drafts is not None:
-        prefetch_drafts(list(rec.wanted_drafts))
+    coster.draft_s.prefetch(list(rec.wanted_drafts))  # speculative decoding: the draft's steps too
     points: dict[int, ServingResult] = {}
     for b in grid:
         r = estimate_serving(replace(base, batch_size=b), use_disk_cache=use_disk_cache, prefill=prefill, coster=coster)

@@ -48,10 +48,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.fabrics import FABRICS, FabricChoice, with_fabric
+from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
 from simcast.engines.partition import canonical_partition, default_partition, partition_layers
+from simcast.engines.policy import EnginePolicy
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import (
     MAX_BATCHED_TOKENS,
@@ -186,25 +189,9 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def build_serving_config(
-    yaml_values: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str] | None = None
-) -> tuple[ServingConfig, dict[str, Any]]:
-    """Merge defaults < YAML < CLI overrides (None = not given) and build the config.
-
-    An error names where the value came from: the YAML key (``parallel_config.pp_size``) or, for an
-    override, its flag from ``flags`` (key -> flag name, e.g. ``{"pp_size": "--pp"}``).
-    """
-    v = dict(DEFAULTS)
-    v.update(flatten(yaml_values))
-    given = {k: x for k, x in overrides.items() if x is not None}
-    v.update(given)
-    runtime_given = "runtime" in given or "runtime" in yaml_values
-
-    def name(key: str) -> str:
-        if key in given:
-            return (flags or {}).get(key, key)
-        return f"{_SECTION[key]}.{key}" if key in _SECTION else key
-
+def _checked_layout(v: dict[str, Any], name: Callable[[str], str]) -> tuple[ModelSpec, int, bool]:
+    """The model, the world size and whether a partition was given, each layout value checked under its own
+    key (``name``) before any tracing; ``v["partition"]`` becomes the canonical rule."""
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
     world = v.get("world_size") or tp * pp * dp
     require(
@@ -228,6 +215,11 @@ def build_serving_config(
     v["partition"] = canonical_partition(v["partition"]) if partition_given else default_partition(v["runtime"])
     if v["partition"] != "balanced":  # checked here, under its own key, before any tracing
         _named(lambda: partition_layers(model.num_layers, pp, v["partition"]), name("partition"))
+    return model, world, partition_given
+
+
+def _checked_device(v: dict[str, Any], name: Callable[[str], str], model: ModelSpec) -> DeviceSpec:
+    """The device with its fabric, and the expert layout checked against the model."""
     require(
         v["fabric"] is None or v["fabric"] in FABRICS, name("fabric"), v["fabric"], f"allowed: {', '.join(FABRICS)}"
     )
@@ -247,19 +239,54 @@ def build_serving_config(
         f"{ep}/{mdp}",
         f"{model.name} has no experts: ep_size and moe_dp_size must be 1",
     )
-    profile = None
-    if v["engine_profile"]:
-        profile = profile_for(
-            v["engine_profile"],
-            v["runtime"] if runtime_given else None,
-            device,
-            tp=tp,
-            pp=pp,
-            field=name("runtime"),
-        )
-        v["runtime"] = profile.name
-        if not partition_given:  # the profile's engine's own rule
-            v["partition"] = default_partition(v["runtime"])
+    return device
+
+
+def _engine_profile(
+    v: dict[str, Any], name: Callable[[str], str], device: DeviceSpec, *, runtime_given: bool, partition_given: bool
+) -> EnginePolicy | None:
+    """The ``engine_profile``'s policy (None: not given); its engine becomes ``v["runtime"]`` (and its
+    partition rule the partition, when none was given)."""
+    if not v["engine_profile"]:
+        return None
+    profile = profile_for(
+        v["engine_profile"],
+        v["runtime"] if runtime_given else None,
+        device,
+        tp=v["tp_size"],
+        pp=v["pp_size"],
+        field=name("runtime"),
+    )
+    v["runtime"] = profile.name
+    if not partition_given:  # the profile's engine's own rule
+        v["partition"] = default_partition(v["runtime"])
+    return profile
+
+
+def build_serving_config(
+    yaml_values: dict[str, Any], overrides: dict[str, Any], flags: dict[str, str] | None = None
+) -> tuple[ServingConfig, dict[str, Any]]:
+    """Merge defaults < YAML < CLI overrides (None = not given) and build the config.
+
+    An error names where the value came from: the YAML key (``parallel_config.pp_size``) or, for an
+    override, its flag from ``flags`` (key -> flag name, e.g. ``{"pp_size": "--pp"}``).
+    """
+    v = dict(DEFAULTS)
+    v.update(flatten(yaml_values))
+    given = {k: x for k, x in overrides.items() if x is not None}
+    v.update(given)
+    runtime_given = "runtime" in given or "runtime" in yaml_values
+
+    def name(key: str) -> str:
+        if key in given:
+            return (flags or {}).get(key, key)
+        return f"{_SECTION[key]}.{key}" if key in _SECTION else key
+
+    tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
+    model, world, partition_given = _checked_layout(v, name)
+    device = _checked_device(v, name, model)
+    ep, mdp = v["ep_size"], v["moe_dp_size"]
+    profile = _engine_profile(v, name, device, runtime_given=runtime_given, partition_given=partition_given)
     mem = [k for k in MEMORY_KEYS if v[k] is not None]
     require(len(mem) <= 1, name(mem[-1]) if mem else "", ", ".join(mem), "give one memory fraction, the engine's own")
     mem_kw: dict[str, Any] = {"mem_fraction": v[mem[0]], "mem_flag": name(mem[0])} if mem else {}

@@ -15,8 +15,9 @@ scheduler prepares it during the GPU work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Protocol
 
 from simcast.core.device import DeviceSpec
 from simcast.core.model_spec import ModelSpec
@@ -88,6 +89,29 @@ def mixed_batch(
     return Batch(query_lens=tuple(q), context_lens=tuple(c), counts=tuple(n)) if q else None
 
 
+class DraftTime(Protocol):
+    """Seconds a speculative draft adds to the last stage of a step with ``n`` drafting requests at context
+    ``ctx`` (tokens); :meth:`prefetch` costs many (n, ctx) pairs at once."""
+
+    def __call__(self, n: int, ctx: int) -> float: ...
+
+    def prefetch(self, pairs: list[tuple[int, int]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class NoDraft:
+    """No speculative draft: 0 s on the last stage."""
+
+    def __call__(self, n: int, ctx: int) -> float:
+        return 0.0
+
+    def prefetch(self, pairs: list[tuple[int, int]]) -> None:
+        return None
+
+
+NO_DRAFT = NoDraft()
+
+
 class StepMemo:
     """What a :class:`StepCoster` has costed: each batch's stage times, the reports asked for, the layout's
     stage traces. ``len`` is the number of distinct batches costed."""
@@ -125,7 +149,7 @@ class StepCoster:
     use_disk_cache: bool = True
     verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
     tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
-    draft_s: Callable[[int, int], float] | None = None  # speculative draft: (requests, context) -> s on the last stage
+    draft_s: DraftTime = NO_DRAFT  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
 
     def _layout(self) -> LayoutCoster:
@@ -209,7 +233,7 @@ class StepCoster:
     def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
         """``times`` with the speculative draft of ``drafting`` requests at ``context`` added to the last
         stage (the proposer runs after the verify step on the rank that samples); unchanged without one."""
-        if self.draft_s is None or drafting <= 0 or not times:
+        if drafting <= 0 or not times:
             return times
         return times[:-1] + (times[-1] + self.draft_s(drafting, context),)
 
@@ -267,6 +291,6 @@ class BatchRecorder(StepCoster):
         return [(1e-3,) * self.parallel.pp for _ in batches]
 
     def with_draft(self, times: tuple[float, ...], drafting: int, context: int) -> tuple[float, ...]:
-        if self.draft_s is not None and drafting > 0:
+        if drafting > 0:
             self.wanted_drafts[(drafting, context)] = None
         return times

@@ -66,9 +66,10 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.inputs.bench_results import read_run_file
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.overhead_tables import format_overhead_fit
-    from simcast.serving.engine_profile import calibrated_policy, profile_for, profile_text
+    from simcast.serving.engine_profile import profile_for, profile_text
     from simcast.serving.model import ServingConfig, Workload
     from simcast.serving.overhead_fit import fit_overheads
+    from simcast.serving.profile_out import calibrated_policy
     from simcast.serving.run_model import RunModel
 
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation

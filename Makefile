@@ -51,8 +51,8 @@ accuracy: $(STAMP)
 readme: $(STAMP)
 	$(BIN)/python scripts/update_readme_examples.py
 
-# docs/cli.md from the argparse parser (tests/test_cli_docs.py fails when it is stale), then every figure a
-# page copies from another (marked <!-- fig:NAME -->) from its source page (tests/test_docs.py checks them)
+# docs/cli.md from the argparse parser (tests/cli/test_cli_docs.py fails when it is stale), then every figure a
+# page copies from another (marked <!-- fig:NAME -->) from its source page (tests/project/test_docs.py checks them)
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_cli_docs.py
 	$(BIN)/python scripts/sync_doc_figures.py

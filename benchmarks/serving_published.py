@@ -24,7 +24,7 @@ from pathlib import Path
 
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.model import ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory
+from simcast.serving.steady.model import ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory
 from simcast.serving.step import mixed_batch
 
 MODELS = {

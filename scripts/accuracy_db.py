@@ -108,7 +108,8 @@ def db_markdown() -> list[str]:
         "TensorRT-LLM's decode cells on h100_sxm, h200_sxm, a100_sxm_80gb and l40s use two declared kernel "
         "families (`kernel_rule: trtllm_xqa_mb` in the profile; L40S fp8 `trtllm_xqa_sb`, below), chosen per "
         "launch by the engine's own rule "
-        "(`simcast.cost.attention.xqa_runs`, from TensorRT-LLM's `decoderXQAImplJIT`/`kernelUtils.cpp`): XQA for "
+        "(`simcast.cost.kernels.attention.xqa_runs`, from TensorRT-LLM's "
+        "`decoderXQAImplJIT`/`kernelUtils.cpp`): XQA for "
         "GQA groups 2-32 and head sizes <= 256 when `4 · kv_heads · batch · max(1, history / 128) >= SMs` or the "
         "KV cache is fp8, else masked MHA (vanilla MHA and groups > 32 always). Both run in multi-block mode, "
         "each request's context cut into sub-sequences as the engine sizes them (XQA `computeMultiBlockCount`, "
@@ -125,7 +126,7 @@ def db_markdown() -> list[str]:
         "the head-64 rows running ~15 % over the fit.",
         "",
         "vLLM's decode cell on a100_sxm_80gb uses FlashAttention-2's varlen decode launch as vLLM calls it "
-        "(`kernel_rule: fa2_varlen` in the profile; `simcast.cost.flash_decode`, from flash-attn's "
+        "(`kernel_rule: fa2_varlen` in the profile; `simcast.cost.kernels.flash_decode`, from flash-attn's "
         "`mha_varlen_fwd`): no split of the context for vanilla MHA (group 1), the GQA group folded into the "
         "query rows and split, and the copies the fold costs outside the kernel (the output always; the query"
         " with >= 2 requests and >= 2 KV heads); before: 9.7 / 37.7 (its group-1 rows; docs/model.md). The "
@@ -135,7 +136,7 @@ def db_markdown() -> list[str]:
         "include the FlashAttention-3 table's head-192 decode rows, MiMo-V2's keys of 192 and values of 128 "
         "elements (1114 rows per dtype per table), costed as such: bytes and FLOPs of keys 192 / values 128 "
         "and a fitted fixed time per launch with distinct head sizes (`diff_kv_launch_s`: h100 8.5 us bf16, "
-        "10.2 us fp8; h200 8.3 / 9.9 us; `simcast.cost.diff_kv`, docs/model.md), refitted on the even half. "
+        "10.2 us fp8; h200 8.3 / 9.9 us; `simcast.cost.kernels.diff_kv`, docs/model.md), refitted on the even half. "
         "Held-out, with those rows: h100 bf16 7.9 / 24.7 -> 7.1 / 20.4, fp8 9.1 / 25.9 -> 8.2 / 21.4; h200 "
         "bf16 8.4 / 23.7 -> 7.5 / 20.0, fp8 8.7 / 26.3 -> 7.9 / 22.2 (the previous merge left the rows out: "
         "7.1 / 20.8, 8.0 / 22.0, 7.4 / 20.1, 7.8 / 22.9 without them). The head-192 rows alone: h100 bf16 6.2"
@@ -168,7 +169,7 @@ def db_markdown() -> list[str]:
         "(no tile rule): 10.1 / 38.4 on the fit's own path (`gemm_time_s`, without the padding envelope), "
         "against 9.2 / 33.1 with the rule.",
         "",
-        "TensorRT-LLM's decode cells take the multi-block envelope (`simcast.cost.xqa_launch`, docs/model.md:"
+        "TensorRT-LLM's decode cells take the multi-block envelope (`simcast.cost.kernels.xqa_launch`, docs/model.md:"
         " the engine's multi-block count falls as requests are added, so a launch takes the least of its own "
         "time and the engine's time on more requests like its own); it moved h100 fp8 8.4 / 23.5 -> 8.5 / "
         "23.8, h200 bf16 8.2 / 22.9 -> 8.3 / 23.0, fp8 8.6 / 23.4 -> 8.7 / 23.8, a100 bf16 8.6 -> 8.7 % "
@@ -262,7 +263,7 @@ def moe_markdown() -> list[str]:
         "`moe_a2a_perf`, SGLang `wideep_deepep_{ll,normal}_perf`; normal = high-throughput mode at DeepEP's "
         "default 20 SMs, low latency = LL mode; 16-bit payloads, 8 ranks in one node) of every system, "
         "h100_sxm and h200_sxm included (none of their MoE or DeepEP tables is among the reserved ones). "
-        "Formulas: `simcast.cost.moe_kernels`: per expert format either the saturation form (efficiency "
+        "Formulas: `simcast.cost.kernels.moe_kernels`: per expert format either the saturation form (efficiency "
         "saturating in rows per expert) or the tile/wave form (each active expert's rows padded to the kernel's "
         "M tile of 16-128 rows, the tiles of both grouped GEMMs run in waves over the SMs), whichever fits the "
         "even half better (`block_m` in the profile; 0 = saturation), plus a routing term per routed (token, "

@@ -6,7 +6,7 @@ empty trace cache, so every stage-local module the search needs is traced with `
 as a first run traces it; the cache entries it writes are then copied unchanged (same JSON, same SHA-256)
 next to a ``manifest.json`` naming the torch release, the trace format and the SHA-256 of the tracer's
 sources. simcast uses them only while all three match (``simcast.trace.cache.shipped_usable``); otherwise
-it compiles, as without them. tests/test_shipped_traces.py fails when the tracer changed since they were
+it compiles, as without them. tests/trace/test_shipped_traces.py fails when the tracer changed since they were
 built and recompiles a sample to check they are what the tracer writes.
 
 Run: .venv/bin/python scripts/build_shipped_traces.py [MODEL ...]   (default: every shipped model)

@@ -28,8 +28,8 @@ from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_en
 from simcast.calib.profiles.profile_doc import dump_doc, load_doc
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.kernel_fits import EngineKernels
-from simcast.cost import attention as attn
-from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+from simcast.cost.kernels import attention as attn
+from simcast.cost.kernels.gemm import PEAK_DTYPE, gemm_time_s
 from simcast.inputs.loaders import device_from_text, load_device, profiles_dir
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "amd"

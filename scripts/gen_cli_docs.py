@@ -1,6 +1,6 @@
 """Write docs/cli.md from simcast's argparse parser (every subcommand and flag with its help).
 
-Run: .venv/bin/python scripts/gen_cli_docs.py   (or `make docs`); tests/test_cli_docs.py fails when
+Run: .venv/bin/python scripts/gen_cli_docs.py   (or `make docs`); tests/cli/test_cli_docs.py fails when
 the committed file differs from what this writes.
 """
 

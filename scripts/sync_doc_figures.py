@@ -8,7 +8,7 @@ of `docs/accuracy.md`) and `docs/speed.md`. A source is never written by this sc
 
 Run: .venv/bin/python scripts/sync_doc_figures.py            rewrite every stale copy
      .venv/bin/python scripts/sync_doc_figures.py --check    list the stale copies, exit 1 if any
-tests/test_docs.py fails when a copy differs from its source or names an unknown figure.
+tests/project/test_docs.py fails when a copy differs from its source or names an unknown figure.
 """
 
 from __future__ import annotations

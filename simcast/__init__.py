@@ -83,24 +83,24 @@ if TYPE_CHECKING:
     from simcast.render.plots import plot_stage_memory as plot_stage_memory
     from simcast.render.search_tables import to_dataframe as to_dataframe
     from simcast.render.tables import format_report as format_report
-    from simcast.serving.disagg_search import evaluate_pools as evaluate_pools
-    from simcast.serving.disagg_search import mechanism as mechanism
-    from simcast.serving.disagg_search import search_disagg as search_disagg
-    from simcast.serving.model import ServingConfig as ServingConfig
-    from simcast.serving.model import Workload as Workload
-    from simcast.serving.model import estimate_serving as estimate_serving
-    from simcast.serving.model import kv_capacity_tokens as kv_capacity_tokens
-    from simcast.serving.model import max_batch_for_memory as max_batch_for_memory
-    from simcast.serving.search import SearchSpace as SearchSpace
-    from simcast.serving.search import search as search
-    from simcast.serving.speculative import from_sglang_flags as from_sglang_flags
+    from simcast.serving.disagg.search import evaluate_pools as evaluate_pools
+    from simcast.serving.disagg.search import mechanism as mechanism
+    from simcast.serving.disagg.search import search_disagg as search_disagg
+    from simcast.serving.search.layouts import SearchSpace as SearchSpace
+    from simcast.serving.search.layouts import search as search
+    from simcast.serving.speculative.spec import from_sglang_flags as from_sglang_flags
+    from simcast.serving.steady.model import ServingConfig as ServingConfig
+    from simcast.serving.steady.model import Workload as Workload
+    from simcast.serving.steady.model import estimate_serving as estimate_serving
+    from simcast.serving.steady.model import kv_capacity_tokens as kv_capacity_tokens
+    from simcast.serving.steady.model import max_batch_for_memory as max_batch_for_memory
     from simcast.sim.partition import resolve_partition as resolve_partition
     from simcast.sim.partition import simulate_partitioned as simulate_partitioned
     from simcast.sim.simulate import Report as Report
     from simcast.sim.simulate import simulate as simulate
     from simcast.sim.timeline import report_timeline as report_timeline
 
-__version__ = "0.1.0"
+from simcast.core.version import VERSION as __version__
 
 _API: dict[str, str] = {
     # one calls and their results
@@ -136,13 +136,13 @@ _API: dict[str, str] = {
     "simulate_partitioned": "simcast.sim.partition",
     "report_timeline": "simcast.sim.timeline",
     # serving and search
-    "ServingConfig": "simcast.serving.model",
-    "Workload": "simcast.serving.model",
-    "estimate_serving": "simcast.serving.model",
-    "max_batch_for_memory": "simcast.serving.model",
-    "kv_capacity_tokens": "simcast.serving.model",
-    "search": "simcast.serving.search",
-    "SearchSpace": "simcast.serving.search",
+    "ServingConfig": "simcast.serving.steady.model",
+    "Workload": "simcast.serving.steady.model",
+    "estimate_serving": "simcast.serving.steady.model",
+    "max_batch_for_memory": "simcast.serving.steady.model",
+    "kv_capacity_tokens": "simcast.serving.steady.model",
+    "search": "simcast.serving.search.layouts",
+    "SearchSpace": "simcast.serving.search.layouts",
     # rendering
     "format_report": "simcast.render.tables",
     "breakdown_line": "simcast.render.breakdown",
@@ -156,11 +156,11 @@ _API: dict[str, str] = {
     "plot_bench": "simcast.render.bench_plots",
     "chrome_trace": "simcast.render.chrome_trace",
     # disaggregated prefill/decode (docs/serving_modes.md)
-    "evaluate_pools": "simcast.serving.disagg_search",
-    "search_disagg": "simcast.serving.disagg_search",
-    "mechanism": "simcast.serving.disagg_search",
+    "evaluate_pools": "simcast.serving.disagg.search",
+    "search_disagg": "simcast.serving.disagg.search",
+    "mechanism": "simcast.serving.disagg.search",
     # speculative decoding (aggregated only): SGLang's --speculative-* flags -> SpeculativeSpec
-    "from_sglang_flags": "simcast.serving.speculative",
+    "from_sglang_flags": "simcast.serving.speculative.spec",
 }
 __all__ = ["__version__", *_API]
 

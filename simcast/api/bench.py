@@ -1,6 +1,6 @@
 """``bench_serve``: a simulated ``vllm bench serve`` run, request by request (arrivals, the engine's
 scheduler, KV blocks), as ``simcast bench-serve`` runs it (the command calls :func:`run_bench` on the
-:class:`BenchOptions` of its flags, :func:`bench_serve` on its keywords; ``tests/test_api.py`` holds the two
+:class:`BenchOptions` of its flags, :func:`bench_serve` on its keywords; ``tests/api/test_api.py`` holds the two
 equal)."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from simcast.inputs import limits
 if TYPE_CHECKING:
     import pandas as pd
 
-    from simcast.serving.bench_metrics import BenchMetrics
-    from simcast.serving.bench_result import BenchResult as RequestRun
-    from simcast.serving.model import ServingConfig
-    from simcast.serving.requests import RequestSpec
+    from simcast.serving.request_level.bench_metrics import BenchMetrics
+    from simcast.serving.request_level.bench_result import BenchResult as RequestRun
+    from simcast.serving.request_level.simulate import RequestSpec
+    from simcast.serving.steady.model import ServingConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +153,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     lengths of the run's requests (tokens)."""
     from simcast.core.specs import ParallelSpec
     from simcast.engines.partition import canonical_partition, default_partition
-    from simcast.serving.model import ServingConfig, Workload
+    from simcast.serving.steady.model import ServingConfig, Workload
 
     if source == "random":
         isl, osl = o.prefix_length + o.input_length, o.output_length
@@ -182,10 +182,10 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
 
 
 def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tuple[ServingConfig, int]:
-    """The work the run implies, bounded before the simulation (:mod:`simcast.serving.work`), and the
+    """The work the run implies, bounded before the simulation (:mod:`simcast.serving.request_level.work`), and the
     configuration with its partition resolved and one replica's KV capacity (tokens)."""
-    from simcast.serving.model import kv_capacity_tokens, resolve_partition
-    from simcast.serving.work import in_flight_per_replica, require_bench_work, token_steps
+    from simcast.serving.request_level.work import in_flight_per_replica, require_bench_work, token_steps
+    from simcast.serving.steady.model import kv_capacity_tokens, resolve_partition
 
     budget = cfg.policy.max_num_batched_tokens
     field, value = ("--dataset-path", o.dataset_path) if o.dataset_path else ("--num-prompts", o.num_prompts)
@@ -244,10 +244,10 @@ def run_bench(o: BenchOptions) -> BenchResult:
     SGLang's dynamic chunking (``enable_dynamic_chunking``, acts at pp > 1) and speculative decoding (as
     :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
     simulated (noted)."""
-    from simcast.serving.bench_metrics import bench_metrics
-    from simcast.serving.chunk_search import next_chunk_fn
-    from simcast.serving.model import coster_for
-    from simcast.serving.requests import simulate_requests
+    from simcast.serving.request_level.bench_metrics import bench_metrics
+    from simcast.serving.request_level.simulate import simulate_requests
+    from simcast.serving.search.chunk_search import next_chunk_fn
+    from simcast.serving.steady.model import coster_for
 
     _check_options(o)
     mem = engine_limits(o)

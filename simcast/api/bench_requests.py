@@ -13,7 +13,7 @@ from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_TOKENS
 
 if TYPE_CHECKING:
-    from simcast.serving.requests import RequestSpec
+    from simcast.serving.request_level.simulate import RequestSpec
 
 _TRACE_COLUMNS = {
     "arrival_s": ("arrival_s", "arrived_at"),
@@ -141,7 +141,7 @@ Built = tuple[list["RequestSpec"], str, str]
 
 def _trace_requests(o: RequestOptions, path: str) -> Built:
     """A ``--dataset-path`` trace: its rows replayed at their send times, or their lengths sent at the rate."""
-    from simcast.serving.requests import RequestSpec, requests_from_lengths
+    from simcast.serving.request_level.simulate import RequestSpec, requests_from_lengths
 
     name, olen, num_prompts = o.dataset_name, o.sharegpt_output_len, o.num_prompts
     require(
@@ -181,7 +181,7 @@ def _trace_requests(o: RequestOptions, path: str) -> Built:
 
 def _multiturn_requests(o: RequestOptions) -> Built:
     """``--dataset-name multiturn``: conversations whose turns are sent as the previous answers arrive."""
-    from simcast.serving.requests import make_conversations
+    from simcast.serving.request_level.simulate import make_conversations
 
     olen, num_prompts = o.sharegpt_output_len, o.num_prompts
     require(olen is None, "--sharegpt-output-len", olen, "multiturn uses --random-output-len per answer")
@@ -207,7 +207,7 @@ def _multiturn_requests(o: RequestOptions) -> Built:
 
 def _random_requests(o: RequestOptions) -> Built:
     """``--dataset-name random``: lengths uniform within L(1 +- r), optionally after one shared prefix."""
-    from simcast.serving.requests import make_requests
+    from simcast.serving.request_level.simulate import make_requests
 
     olen = o.sharegpt_output_len
     require(
@@ -241,7 +241,7 @@ def _random_requests(o: RequestOptions) -> Built:
 def _dataset_requests(o: RequestOptions) -> Built:
     """A shipped length distribution (``--dataset-name sharegpt``, ...): lengths drawn i.i.d."""
     from simcast.inputs.workloads import load_distribution
-    from simcast.serving.requests import make_requests
+    from simcast.serving.request_level.simulate import make_requests
 
     name, olen, seed = o.dataset_name, o.sharegpt_output_len, o.seed
     dist = load_distribution(name)

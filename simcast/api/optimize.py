@@ -1,7 +1,7 @@
 """``optimize``: search TP x PP x DP (x EP) layouts and concurrencies for the most token/s per device
 within TTFT/TPOT limits, as ``simcast optimize`` does (the command calls :func:`search_space`,
 :func:`optimize_setup` and :func:`run_search` on the :class:`SearchOptions` of its flags, as
-:func:`optimize` does on its keywords; ``tests/test_api.py`` holds the two equal)."""
+:func:`optimize` does on its keywords; ``tests/api/test_api.py`` holds the two equal)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from simcast.inputs.workloads import LengthDistribution
-    from simcast.serving.model import ServingConfig, Workload
-    from simcast.serving.search import Candidate, Rejection, SearchSpace
+    from simcast.serving.search.layouts import Candidate, Rejection, SearchSpace
+    from simcast.serving.steady.model import ServingConfig, Workload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +106,7 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
     ep or moe_dp sizes given, an MoE model's TP groups are replicas."""
     from simcast.core.specs import ParallelSpec
     from simcast.engines.partition import canonical_partition, default_partition
-    from simcast.serving.model import ServingConfig
+    from simcast.serving.steady.model import ServingConfig
 
     require(o.usage in ("server", "offline"), "--usage", o.usage, "allowed: server, offline")
     check_int("--max-num-seqs", o.max_num_seqs, 1, limits.MAX_REQUESTS)
@@ -146,10 +146,10 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
 
 
 def run_search(setup: OptimizeSetup, o: SearchOptions) -> SearchResult:
-    """Search ``setup``'s space (:func:`simcast.serving.search.search`, with ``o``'s cache, workers and
+    """Search ``setup``'s space (:func:`simcast.serving.search.layouts.search`, with ``o``'s cache, workers and
     progress bar) and tabulate every point."""
     from simcast.render.search_tables import point_rows
-    from simcast.serving.search import meets, search
+    from simcast.serving.search.layouts import meets, search
 
     cands, rejected = search(
         setup.config,

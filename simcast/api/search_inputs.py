@@ -17,8 +17,8 @@ from simcast.inputs import limits
 
 if TYPE_CHECKING:
     from simcast.inputs.workloads import LengthDistribution
-    from simcast.serving.model import Workload
-    from simcast.serving.search import SearchSpace
+    from simcast.serving.search.layouts import SearchSpace
+    from simcast.serving.steady.model import Workload
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +67,7 @@ DEMO_SEARCH: dict[str, Any] = {
 }
 """The demo search's :class:`SearchOptions` keywords less the model: Llama-3.1-70B on 8 x H100, ISL 2048 /
 OSL 512, tp x pp in {1, 2, 4, 8}; ``make demo``, ``benchmarks/search_speed.py``,
-``scripts/build_shipped_traces.py`` (each shipped model searched so) and ``tests/test_api.py`` run it
+``scripts/build_shipped_traces.py`` (each shipped model searched so) and ``tests/api/test_api.py`` run it
 (:func:`demo_flags`: the same as ``simcast optimize`` flags, each keyword's flag its name with dashes)."""
 
 
@@ -84,8 +84,8 @@ def search_space(o: SearchOptions) -> SearchSpace:
     [] -> powers of two <= num_devices. A limit of None (or 0) is no limit. ``chunked_prefill_sizes``:
     prompt chunk sizes searched per layout (None: the engine's own only; []: 2048 4096 8192 16384 and the
     engine's own)."""
-    from simcast.serving.chunk_search import AUTO_CHUNK_SIZES
-    from simcast.serving.search import SearchSpace, check_space, resolve_search_sizes
+    from simcast.serving.search.chunk_search import AUTO_CHUNK_SIZES
+    from simcast.serving.search.layouts import SearchSpace, check_space, resolve_search_sizes
 
     check_int("--num-devices", o.num_devices, 1, limits.MAX_DEVICES)
     bs = tuple(o.batch_sizes or ())
@@ -129,7 +129,7 @@ def search_space(o: SearchOptions) -> SearchSpace:
 def search_workload(o: SearchOptions) -> tuple[Workload, LengthDistribution | None]:
     """(Workload, LengthDistribution | None) from ``dataset_name`` or the fixed lengths; ``prefix_hit_rate``:
     the share of prompt tokens the prefix cache serves, in [0, 1)."""
-    from simcast.serving.model import Workload
+    from simcast.serving.steady.model import Workload
 
     input_length, output_length, dataset_name = o.input_length, o.output_length, o.dataset_name
     prefix_hit_rate, max_num_batched_tokens = o.prefix_hit_rate, o.max_num_batched_tokens

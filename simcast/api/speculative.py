@@ -1,5 +1,5 @@
 """Speculative decoding as the one-calls take it: vLLM's ``speculative_config`` (a JSON string, a mapping,
-or a :class:`~simcast.serving.speculative.SpeculativeSpec`) or SGLang's ``speculative_*`` arguments, and
+or a :class:`~simcast.serving.speculative.spec.SpeculativeSpec`) or SGLang's ``speculative_*`` arguments, and
 ``spec_acceptance``; each argument is bounded like its CLI flag and an error names that flag. The CLI's
 flags (``simcast/cli/speculative.py``) come here too, so a flag and a keyword give one spec.
 """
@@ -14,7 +14,7 @@ from simcast.api.common import check_int
 from simcast.api.options import opt
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_SPEC_TOKENS
-from simcast.serving.speculative import SpeculativeSpec
+from simcast.serving.speculative.spec import SpeculativeSpec
 
 if TYPE_CHECKING:
     from simcast.sim.report import Report
@@ -53,7 +53,7 @@ class SpeculativeOptions:
 def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | None:
     """The :class:`SpeculativeSpec` the options give (None: speculative decoding off); ``model``: the
     target (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP)."""
-    from simcast.serving.speculative import (
+    from simcast.serving.speculative.spec import (
         from_sglang_flags,
         from_vllm_dict,
         from_vllm_json,
@@ -133,7 +133,7 @@ def speculative_step(
 
     from simcast.core.assumption import Assumption, SpeculativeStep, Topic, note
     from simcast.engines.policy import engine_policy
-    from simcast.serving.draft import draft_coster
+    from simcast.serving.speculative.draft import draft_coster
     from simcast.serving.step import StepCoster
 
     s = report.spec

@@ -2,7 +2,7 @@
 
 ``simcast simulate`` builds :class:`StepOptions` from its flags and calls :func:`step_spec` and
 :func:`run_step`, which :func:`simulate_step` runs on its keywords, so the command and the call give the
-same :class:`StepReport` (``tests/test_api.py`` holds them equal).
+same :class:`StepReport` (``tests/api/test_api.py`` holds them equal).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
     from simcast.core.specs import Batch, ParallelSpec
     from simcast.engines.partition import canonical_partition, default_partition
-    from simcast.serving.spec_scheme import scheme_of
+    from simcast.serving.speculative.scheme import scheme_of
 
     tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
     phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length

@@ -3,7 +3,7 @@
 One subpackage per role. Readers import no other role; fitting, validation and profile writing
 import one another module by module without cycles (``fitting/fit.py`` predicts rows with
 ``validation/validate.py``, ``profiles/profile_yaml.py`` reads ``fitting/fit.py``'s parameter names);
-``tests/test_architecture.py`` checks both.
+``tests/project/test_architecture.py`` checks both.
 
 
 - ``readers/``: measured-data readers (``aic_db.py`` the measured-kernel database, ``vidur.py``,
@@ -16,9 +16,13 @@ import one another module by module without cycles (``fitting/fit.py`` predicts 
 - ``profiles/``: profile writing on a round-trip YAML document (``profile_doc.py`` load, dump and
   ``set_value`` with a value's provenance note, ``profile_notes.py`` counts read from the notes,
   ``profile_yaml.py``, ``engines_yaml.py``); the only code that imports ruamel.yaml;
-- ``ondevice/``: microbenchmarks (``bench_plan.py``, ``microbench.py``).
+- ``ondevice/``: microbenchmarks (``bench_plan.py``, ``microbench.py``);
+- ``serving_fit/``: an engine's CPU time per step and per request fitted to measured serving runs
+  (``calibrate-serving``: ``overhead_fit.py``, the model it fits ``run_model.py``, a recorded replay
+  ``recorded.py``, the profile it writes ``profile_out.py``). It runs the serving simulator, so ``calib``
+  sits above ``serving``.
 
 Where to add: a new measured-data source is a reader in ``readers/`` returning rows of the generic
-schema; a new kernel family is its fit in ``fitting/fit_kernels.py`` (or a ``fitting/from_db_<family>.py``),
+schema; a new kernel family is its fit in ``fitting/fit_kernels.py`` (decode attention: ``fitting/fit_decode.py``) (or a ``fitting/from_db_<family>.py``),
 its YAML section in ``profiles/engines_yaml.py`` and its accuracy table in ``validation/`` beside the others.
 """

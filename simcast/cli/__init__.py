@@ -2,6 +2,6 @@
 
 Where to add: a command in ``<group>.py`` (``add_<name>_args`` and ``cmd_<name>``, registered in
 ``main.COMMANDS``); a bounded flag type in ``args.py``; an output path or write in ``outputs.py``; an exit
-code in ``exits.py``. A new flag goes in ``tests/test_cli_surface.py`` and ``docs/cli.md``
+code in ``exits.py``. A new flag goes in ``tests/cli/test_cli_surface.py`` and ``docs/cli.md``
 (``scripts/gen_cli_docs.py``).
 """

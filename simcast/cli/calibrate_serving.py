@@ -59,6 +59,9 @@ def _range_ratio(v: str) -> float:
 
 
 def cmd_calibrate_serving(a: argparse.Namespace) -> int:
+    from simcast.calib.serving_fit.overhead_fit import fit_overheads
+    from simcast.calib.serving_fit.profile_out import calibrated_policy
+    from simcast.calib.serving_fit.run_model import RunModel
     from simcast.core.errors import require
     from simcast.core.fabrics import with_fabric
     from simcast.core.specs import ParallelSpec
@@ -67,10 +70,7 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.overhead_tables import format_overhead_fit
     from simcast.serving.engine_profile import profile_for, profile_text
-    from simcast.serving.model import ServingConfig, Workload
-    from simcast.serving.overhead_fit import fit_overheads
-    from simcast.serving.profile_out import calibrated_policy
-    from simcast.serving.run_model import RunModel
+    from simcast.serving.steady.model import ServingConfig, Workload
 
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
     model = load_model(a.model, quantization=a.quantization)

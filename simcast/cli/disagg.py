@@ -9,12 +9,12 @@ from simcast.cli.args import float_in
 from simcast.cli.outputs import emit, emit_json
 from simcast.core.errors import require
 from simcast.serving.config import SERVING_MODES, ServingConfig
-from simcast.serving.kv_transfer import KV_TRANSFER_MODES
+from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
 
 if TYPE_CHECKING:
-    from simcast.serving.disagg import DisaggConfig, DisaggResult
-    from simcast.serving.disagg_requests import DisaggBench
-    from simcast.serving.search import SearchSpace
+    from simcast.serving.disagg.requests import DisaggBench
+    from simcast.serving.disagg.steady import DisaggConfig, DisaggResult
+    from simcast.serving.search.layouts import SearchSpace
 
 MAX_RATE = 1e9
 """Requests/s bound of ``--request-rate`` (as ``bench-serve``'s)."""
@@ -62,8 +62,8 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
     from simcast.render.assumption_text import assumption_lines
     from simcast.render.disagg_tables import NULL_DISAGG, disagg_row, format_disagg_rows
     from simcast.render.search_tables import format_search, result_row
-    from simcast.serving.disagg_search import evaluate_pools, fewest_agg, fewest_disagg, mechanism, search_disagg
-    from simcast.serving.search import layout_links, search
+    from simcast.serving.disagg.search import evaluate_pools, fewest_agg, fewest_disagg, mechanism, search_disagg
+    from simcast.serving.search.layouts import layout_links, search
 
     check_disagg_args(a)
     cache = not a.no_cache
@@ -159,8 +159,8 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
 def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: dict) -> int:
     """``serve-config`` of a service YAML with ``serving_mode: disagg`` (or pool blocks, refused under agg)."""
     from simcast.render.disagg_tables import NULL_DISAGG, disagg_row, format_disagg
-    from simcast.serving.disagg import estimate_disagg
-    from simcast.serving.disagg_yaml import build_disagg_config
+    from simcast.serving.disagg.service_yaml import build_disagg_config
+    from simcast.serving.disagg.steady import estimate_disagg
 
     dis = build_disagg_config(doc, cfg, values)
     assert dis is not None  # agg with pool blocks is refused inside
@@ -195,9 +195,9 @@ def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: d
 def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult) -> DisaggBench:
     """``serve-config --num-prompts``: the service's requests through both pools, request by request (work
     bounded first, as bench-serve bounds it)."""
-    from simcast.serving.disagg_requests import simulate_disagg_requests
-    from simcast.serving.requests import make_requests
-    from simcast.serving.work import require_bench_work, token_steps
+    from simcast.serving.disagg.requests import simulate_disagg_requests
+    from simcast.serving.request_level.simulate import make_requests
+    from simcast.serving.request_level.work import require_bench_work, token_steps
 
     w = dis.decode.workload
     rate = a.request_rate or r.request_rate_per_s

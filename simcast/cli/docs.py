@@ -1,5 +1,5 @@
 """``docs/cli.md`` rendered from the argparse parser itself (``scripts/gen_cli_docs.py`` writes it;
-``tests/test_cli_docs.py`` fails when the committed file is stale): every subcommand and flag with its
+``tests/cli/test_cli_docs.py`` fails when the committed file is stale): every subcommand and flag with its
 help, and the exit codes. Pure text, no I/O."""
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_kernel(a: argparse.Namespace) -> int:
-    from simcast.cost import kernels
+    from simcast.cost.kernels import one_kernel as kernels
     from simcast.inputs.loaders import load_device
 
     dev = load_device(a.device)

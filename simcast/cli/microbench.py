@@ -21,7 +21,7 @@ from simcast.cli.outputs import emit, output_path, write_atomic
 
 FULL_SWEEP_MINUTES = 4
 """The full sweep's estimate on one accelerator at :data:`simcast.calib.ondevice.bench_plan.ASSUMED_RATES` (rounded;
-tests/test_microbench.py keeps it equal to :func:`~simcast.calib.ondevice.bench_plan.estimate_s`)."""
+tests/calib/test_microbench.py keeps it equal to :func:`~simcast.calib.ondevice.bench_plan.estimate_s`)."""
 
 
 def add_microbench_args(p: argparse.ArgumentParser) -> None:

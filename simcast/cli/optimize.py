@@ -58,7 +58,7 @@ def search_options(a: argparse.Namespace) -> SearchOptions:
 
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.render.search_tables import format_search
-    from simcast.serving.search import meets
+    from simcast.serving.search.layouts import meets
 
     came_positional = a.model is not None
     normalize_trailing_model(a)
@@ -92,7 +92,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
     finite = []
     if a.num_prompts:
-        from simcast.serving.finite import finite_run
+        from simcast.serving.request_level.finite import finite_run
 
         finite = [
             finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=not a.no_cache)
@@ -118,7 +118,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     launch = []
     if a.emit:
         from simcast.render.launch import launch_lines
-        from simcast.serving.search import model_label
+        from simcast.serving.search.layouts import model_label
 
         launch = [
             (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))

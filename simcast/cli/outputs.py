@@ -32,23 +32,24 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from simcast.serving.bench_result import BenchResult
+    from simcast.serving.request_level.bench_result import BenchResult
     from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def simcast_version() -> str:
-    """The installed package's version (its metadata), or the source tree's ``__version__`` when the
+    """The installed package's version (its metadata), or the source tree's
+    (:data:`simcast.core.version.VERSION`) when the
     tree runs without being installed (``PYTHONPATH=.``)."""
     from importlib import metadata
 
-    from simcast import __version__
+    from simcast.core.version import VERSION
 
     try:
         return metadata.version("simcast")
     except metadata.PackageNotFoundError:
-        return __version__
+        return VERSION
 
 
 def run_metadata(*, device: str | None = None, engine: str | None = None) -> dict[str, str]:

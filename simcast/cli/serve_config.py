@@ -72,9 +72,9 @@ SERVE_CONFIG_FLAGS = {
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
     from simcast.render.search_tables import format_serving, result_row
-    from simcast.serving.model import estimate_serving
-    from simcast.serving.search import layout_links
+    from simcast.serving.search.layouts import layout_links
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
+    from simcast.serving.steady.model import estimate_serving
 
     overrides = {
         "tp_size": a.tp,

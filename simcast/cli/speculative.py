@@ -1,5 +1,5 @@
 """Speculative-decoding flags, as vLLM and SGLang spell them (edge module): one
-:class:`~simcast.serving.speculative.SpeculativeSpec` from either set."""
+:class:`~simcast.serving.speculative.spec.SpeculativeSpec` from either set."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def add_sweep_args(p: argparse.ArgumentParser, refine: bool = True) -> None:
 def check_sweep_args(a: argparse.Namespace) -> None:
     """Flag combinations that cannot work, as one-line errors before any work starts."""
     if a.ray:
-        from simcast.serving.parallel import import_ray
+        from simcast.serving.search.parallel import import_ray
 
         require(a.workers is None, "--workers", a.workers, "not used with --ray (the cluster sets the parallelism)")
         import_ray(a.ray)  # missing extra: one line naming it
@@ -77,8 +77,8 @@ def run_refine(a: argparse.Namespace, rows: list) -> tuple[list, list[dict[str, 
     """Refine the top ``--refine-top`` ranked layouts (one task each, on the sweep's backend).
     Returns (refinements, table rows)."""
     from simcast.render.refine_tables import refined_row
-    from simcast.serving.parallel import choose_backend, pmap
-    from simcast.serving.refine import refine_layout, refine_task
+    from simcast.serving.search.parallel import choose_backend, pmap
+    from simcast.serving.search.refine import refine_layout, refine_task
 
     top = rows[: a.refine_top]
     tasks = [

@@ -1,7 +1,7 @@
 """The one table of number formats: bytes per element, the matmul peak a GEMM in it runs at, aliases.
 
 Every byte size simcast uses for a dtype or a weight format is read from :data:`FORMATS` (through the
-views below); no other module writes a name -> bytes mapping (``tests/test_dtypes.py`` greps for one).
+views below); no other module writes a name -> bytes mapping (``tests/core/test_dtypes.py`` greps for one).
 
 - ``element_bytes``: bytes of one stored value, scales excluded (what a kernel's shape model counts).
 - ``bytes_per_element``: bytes per weight element with its scales (what memory holds):

@@ -1,7 +1,7 @@
 """The CTA tiles GEMM kernels run, as the engines' kernel dispatch code picks them per shape.
 
 A GEMM fit (:class:`simcast.core.kernel_fits.GemmFit`) names one of these rules in ``tile_rule``; the cost
-form (:mod:`simcast.cost.gemm`) counts waves of that rule's tiles. Each rule cites the dispatch code it
+form (:mod:`simcast.cost.kernels.gemm`) counts waves of that rule's tiles. Each rule cites the dispatch code it
 transcribes (file@commit).
 """
 
@@ -15,7 +15,7 @@ GEMM_TILE_RULES: dict[str, tuple[tuple[int, int, int, int, int], ...]] = {
     # 64x128x128 tiles in 2x1 clusters; above 128 rows 128x128x128 tiles in 2x1 clusters.
     "sgl_fp8_sm90": ((16, 16, 64, 1, 256), (64, 64, 64, 1, 256), (128, 64, 128, 2, 128), (0, 128, 128, 2, 128)),
     # deepseek-ai/DeepGEMM deep_gemm/jit_kernels/gemm.py@c4a7116e get_best_configs (SM90 gemm_fp8_fp8_bf16_nt):
-    # the block size per shape by fewest waves, then fullest last wave (simcast.cost.gemm.deepgemm_blocks)
+    # the block size per shape by fewest waves, then fullest last wave (simcast.cost.kernels.gemm.deepgemm_blocks)
     "deepgemm_sm90": (),
     "sgl_fp8_sm89": (),  # per N band: GEMM_TILE_RULES_BY_N
     "vllm_fp8_sm89": (),  # per N band: GEMM_TILE_RULES_BY_N

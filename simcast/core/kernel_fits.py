@@ -7,8 +7,8 @@ apart. A profile therefore holds, beside the device's generic efficiencies,
 one :class:`EngineKernels` per engine with fitted parameters for GEMMs (per
 dtype family), prefill and decode attention (per KV dtype) and the engine's
 all-reduce (per group size). The formulas that read them live in
-:mod:`simcast.cost.gemm`, :mod:`simcast.cost.attention` and
-:mod:`simcast.cost.collectives`; every parameter is dimensionless or carries its
+:mod:`simcast.cost.kernels.gemm`, :mod:`simcast.cost.kernels.attention` and
+:mod:`simcast.cost.comm.collectives`; every parameter is dimensionless or carries its
 unit in its name.
 """
 
@@ -27,12 +27,12 @@ PREFILL_KERNEL_RULES = ("", "trtllm_ctx", "flashinfer_fa2")
 """How a prefill fit lays out its CTAs: "" the query heads of a GQA group packed into one query tile (one CTA per
 request, KV head and query tile, FlashAttention-3 / FlashInfer style); "trtllm_ctx" one query head per CTA
 (TensorRT-LLM's context FMHA and its TRT-LLM-gen context kernels); "flashinfer_fa2" GQA-packed with FlashInfer's
-own query tile per launch (16, 64 or 128 rows, :func:`simcast.cost.prefill_rules.rule_tile`)."""
+own query tile per launch (16, 64 or 128 rows, :func:`simcast.cost.kernels.prefill_rules.rule_tile`)."""
 DECODE_KERNEL_RULES = ("", "trtllm_xqa", "trtllm_xqa_mb", "trtllm_xqa_sb", "flashinfer_tc", "fa2_varlen")
 """How a decode fit picks its kernel per launch: "" one kernel; "trtllm_xqa" TensorRT-LLM's XQA-or-MMHA rule;
 "trtllm_xqa_mb" the same rule with XQA's multi-block (sequence-split) launch as the engine sizes it;
 "trtllm_xqa_sb" that launch with XQA's multi-block mode off (the engine's choice for an fp8 KV cache below
-SM90, :mod:`simcast.cost.trtllm_decode_sm89`; fp8 fits only);
+SM90, :mod:`simcast.cost.kernels.trtllm_decode_sm89`; fp8 fits only);
 "flashinfer_tc" SGLang's choice between FlashInfer's tensor-core and CUDA-core decode kernels; "fa2_varlen"
 FlashAttention-2's varlen decode launch as vLLM calls it on SM80 (no split for group 1, copies around GQA)."""
 
@@ -49,7 +49,7 @@ def _check_fields(obj: object, where: str, fractions: tuple[str, ...] = ()) -> N
 
 @dataclass(frozen=True, kw_only=True)
 class GemmFit:
-    """One GEMM family's fitted parameters (``t`` in seconds, see :func:`simcast.cost.gemm.gemm_time_s`).
+    """One GEMM family's fitted parameters (``t`` in seconds, see :func:`simcast.cost.kernels.gemm.gemm_time_s`).
 
     compute ``2MNK / (peak · matmul · s(M) s(N) s(K) · wave^wave_exp)`` with ``s(d) = d / (d + half_d)``
     and ``wave`` the useful fraction of the last wave of ``tile_m × tile_n`` output tiles over
@@ -69,7 +69,7 @@ class GemmFit:
     ``waves · ceil(K / tile_k) · step_s`` joined to the compute term by the smooth maximum.
     ``l2_edge`` (0 = the smooth L2 form above): the capacity form instead, a fraction ``hit = 1 / (1 + (bytes /
     l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times the bandwidth and the rest from memory
-    (:func:`simcast.cost.curves.l2_multiple`; as :attr:`DecodeAttentionFit.l2_edge`): operands that fit in L2
+    (:func:`simcast.cost.kernels.curves.l2_multiple`; as :attr:`DecodeAttentionFit.l2_edge`): operands that fit in L2
     stay there between calls, larger ones are evicted first.
     """
 
@@ -111,7 +111,7 @@ class GemmFit:
 
 @dataclass(frozen=True, kw_only=True)
 class PrefillAttentionFit:
-    """Prefill (causal) attention: see :func:`simcast.cost.attention.prefill_time_s`.
+    """Prefill (causal) attention: see :func:`simcast.cost.kernels.attention.prefill_time_s`.
 
     compute ``flops_tiled / (peak · matmul · s(q_len) s(units) s(head_dim))`` where
     ``flops_tiled`` counts every ``tile × tile`` block the causal kernel visits (GQA query
@@ -120,7 +120,7 @@ class PrefillAttentionFit:
     plus ``launch_s``.
     ``kernel_rule`` (:data:`PREFILL_KERNEL_RULES`, "" = GQA-packed tiles): ``"trtllm_ctx"`` counts tiles and
     CTAs per *query* head (``units = batch · heads · query tiles``), as TensorRT-LLM's context kernels launch
-    them (:mod:`simcast.cost.prefill_rules`). ``cta_s`` (0 = off, needs ``sm_count``): a fixed time per CTA
+    them (:mod:`simcast.cost.kernels.prefill_rules`). ``cta_s`` (0 = off, needs ``sm_count``): a fixed time per CTA
     (its Q load, softmax set-up and O store), ``units · cta_s / sm_count`` added to the compute term: the CTAs
     share the SMs. ``l2_boost``, ``l2_half_bytes``, ``l2_edge`` (0 = off): the capacity form of the L2 term of
     :class:`DecodeAttentionFit` on the call's bytes (a working set within L2 is read at ``1 + l2_boost`` times
@@ -172,7 +172,7 @@ class PrefillAttentionFit:
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeAttentionFit:
-    """Decode attention (one new token per request): see :func:`simcast.cost.attention.decode_time_s`.
+    """Decode attention (one new token per request): see :func:`simcast.cost.kernels.attention.decode_time_s`.
 
     memory ``kv_bytes / (hbm_bw · memory · s(units) · s(kv_len))`` with ``units = batch · kv_heads ·
     max(1, kv_len / split_tokens)`` (split-KV: long contexts are cut into chunks that run in
@@ -186,39 +186,40 @@ class DecodeAttentionFit:
     keys and values are small enough to stay in L2 between calls (0 = off; matters on GPUs with a large
     L2 next to slow memory, e.g. L40S). ``l2_edge`` (0 = that smooth form): the capacity form instead, a
     fraction ``hit = 1 / (1 + (bytes / l2_half_bytes)^l2_edge)`` of the bytes served at ``1 + l2_boost`` times
-    the bandwidth and the rest from memory (:func:`simcast.cost.attention.l2_factor`): a working set that
+    the bandwidth and the rest from memory (:func:`simcast.cost.kernels.attention.l2_factor`): a working set that
     fits in L2 stays there between calls, one past it is evicted before it is read again (the cyclic read of
     a set larger than the cache misses on every line), so the speed falls over a narrow edge at the
     capacity ``l2_half_bytes`` (L40S: 3.5 TB/s below ~90 MiB of KV, 0.7 TB/s above, in the engines' tables).
     ``kernel_rule`` ("" = one kernel, with the ``max_group`` fallback above): ``"trtllm_xqa"`` declares
     TensorRT-LLM's two decode kernels on SM80/SM90, chosen per launch by the engine's own rule
-    (:func:`simcast.cost.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
+    (:func:`simcast.cost.kernels.trtllm_decode.xqa_runs`): XQA (one CTA per request and KV head, keys and values read
     once, per-wave time ``wave_s``) or the masked-MHA fallback (one CTA per request and *query* head, keys
     and values read ``group / group_share`` times, per-wave time ``fallback_wave_s``).
-    ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.flashinfer_decode.tensor_core_runs`):
+    ``"flashinfer_tc"``: SGLang's FlashInfer decode (:func:`simcast.cost.kernels.flashinfer_decode.tensor_core_runs`):
     the tensor-core kernel (GQA group >= 4 or fp8 KV; per-wave time ``wave_s``) or the CUDA-core one
     (``fallback_wave_s``), both one CTA per request and KV head, keys and values read once.
-    ``"fa2_varlen"``: FlashAttention-2's decode as vLLM launches it (:mod:`simcast.cost.flash_decode`): vanilla
+    ``"fa2_varlen"``: FlashAttention-2's decode as vLLM launches it (:mod:`simcast.cost.kernels.flash_decode`): vanilla
     MHA (group 1) is not split, ``units = batch · heads``; a GQA launch folds the group into the query rows,
     ``units = batch · kv_heads · ceil(group / 64) · max(1, kv_len / split_tokens)``; the wave floor counts
     ``ceil(units / (2 · sm_count)) · wave_s``; and the swap copies the output back (``gqa_swap_s`` + its bytes)
     and, with >= 2 requests and >= 2 KV heads, the query too (``gqa_copy_s`` + its bytes), outside the kernel
-    (:func:`simcast.cost.flash_decode.fa2_copies_s`).
+    (:func:`simcast.cost.kernels.flash_decode.fa2_copies_s`).
     ``"trtllm_xqa_mb"``: the same choice, with both kernels launched in multi-block mode as TensorRT-LLM
-    sizes it (:func:`simcast.cost.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
-    (:func:`simcast.cost.trtllm_decode.xqa_blocks`, :func:`simcast.cost.trtllm_decode.mmha_blocks`), whole waves of
+    sizes it (:func:`simcast.cost.kernels.trtllm_decode.split_launch_s`): each request's context cut into sub-sequences
+    (:func:`simcast.cost.kernels.trtllm_decode.xqa_blocks`,
+    :func:`simcast.cost.kernels.trtllm_decode.mmha_blocks`), whole waves of
     CTAs, each with a fixed time (``wave_s`` + ``cta_group_s`` per query head · head-dim element for XQA,
     ``fallback_wave_s`` for masked MHA) and a per-token time (``cta_kv_byte_s`` per KV byte +
     ``token_group_s`` per query head · head-dim element; ``fallback_kv_byte_s``), ``merge_s`` /
     ``fallback_merge_s`` per sub-sequence when split, ``narrow_launch_s`` once per XQA launch whose cached head
-    row is under 128 bytes (:func:`simcast.cost.trtllm_decode.xqa_narrow`; 0 = none); masked MHA keeps
+    row is under 128 bytes (:func:`simcast.cost.kernels.trtllm_decode.xqa_narrow`; 0 = none); masked MHA keeps
     ``mmha_ctas_per_sm`` CTAs resident per SM and splits in steps of ``mmha_block_tokens``; memory
     ``bytes / (hbm_bw · memory)`` (with the L2 term above); smooth maximum of the two. ``half_units``,
     ``split_tokens``, ``half_kv_len`` and ``matmul`` are not read by this form. ``"trtllm_xqa_sb"`` (fp8 KV
     only): the same form with one sub-sequence per request under XQA (TensorRT-LLM turns XQA's multi-block
-    mode off for an fp8 KV cache below SM90, :mod:`simcast.cost.trtllm_decode_sm89`).
+    mode off for an fp8 KV cache below SM90, :mod:`simcast.cost.kernels.trtllm_decode_sm89`).
     ``diff_kv_launch_s`` (seconds, default 0): added once to a launch whose keys and values have different head
-    sizes (:func:`simcast.cost.diff_kv.mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
+    sizes (:func:`simcast.cost.kernels.diff_kv.mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
     separate K/V head-size path; fitted only where the fitting rows hold such launches.
     """
 
@@ -290,7 +291,7 @@ A2A_PHASES = ("dispatch", "combine")
 @dataclass(frozen=True, kw_only=True)
 class MoeFit:
     """One MoE layer's routed experts on one rank (gate_up grouped GEMM, activation, down grouped GEMM):
-    see :func:`simcast.cost.moe_kernels.moe_time_s`.
+    see :func:`simcast.cost.kernels.moe_kernels.moe_time_s`.
 
     compute ``2·pairs·h·3·i / (peak · matmul · s(rows per active expert) s(i) s(h))``, memory ``(active
     experts · 3·h·i · weight bytes + pairs · (2h + 3i) · 2) / (hbm_bw · memory)``, smooth maximum with
@@ -298,7 +299,7 @@ class MoeFit:
 
     With ``block_m`` > 0 (tile/wave form; ``half_rows`` unused): every active expert's rows are padded to
     the kernel's M tile of ``block_m`` rows and the tiles (``tile_n`` columns wide) run in waves over
-    ``sm_count`` SMs, so compute is whole waves of whole tiles (see :func:`simcast.cost.moe_kernels.moe_parts`).
+    ``sm_count`` SMs, so compute is whole waves of whole tiles (see :func:`simcast.cost.kernels.moe_kernels.moe_parts`).
 
     ``routed_pair_s`` (0 = none): seconds per routed (token, expert) pair of the whole layer input, before
     expert parallelism keeps the rank's own: top-k routing, the sort/align of the pairs into expert blocks
@@ -335,7 +336,7 @@ class MoeFit:
 @dataclass(frozen=True, kw_only=True)
 class AllToAllFit:
     """MoE dispatch or combine (DeepEP-style all-to-all) in one mode: ``latency_s + bytes / bw_bytes_per_s``
-    with ``bytes`` what one rank sends (:func:`simcast.cost.moe_kernels.a2a_bytes`); measured at
+    with ``bytes`` what one rank sends (:func:`simcast.cost.kernels.moe_kernels.a2a_bytes`); measured at
     ``ep`` ranks in one node."""
 
     mode: str

@@ -14,7 +14,7 @@ bandwidth is its slowest edge's, its latency the sum of its edges'.
 A group that spans nodes with the same number of ranks on each carries a
 :class:`Hierarchy` (ranks per node, nodes, the intra- and inter-node paths), so
 collectives can be costed hierarchically (intra-node, then across nodes, then
-intra-node: :mod:`simcast.cost.comm`). A pipeline hop is every TP rank of one stage
+intra-node: :mod:`simcast.cost.comm.time`). A pipeline hop is every TP rank of one stage
 sending to its peer on the next at once: :func:`pp_hop_paths` gives each distinct
 path those pairs use, and the hop costs the slowest.
 """
@@ -215,7 +215,7 @@ def pp_hop_pairs(edge: SendRecvEdge, par: ParallelSpec) -> list[tuple[int, int]]
 def pp_hop_paths(edge: SendRecvEdge, par: ParallelSpec, links: LinkTable) -> tuple[Path, ...]:
     """The distinct paths the pairs of a send/recv edge use (intra-node, inter-node or both), intra first.
 
-    The hop costs its slowest pair (:func:`simcast.cost.comm.p2p_s` of each, the maximum): a stage
+    The hop costs its slowest pair (:func:`simcast.cost.comm.time.p2p_s` of each, the maximum): a stage
     straddling two nodes sends part of its pairs through the fabric even when TP rank 0's stays inside.
     """
     dpn = links.devices_per_node

@@ -4,7 +4,7 @@
 each define an :class:`~simcast.engines.base.Engine` (``ENGINE``): its record and defaults, KV admission and
 step order, CUDA-graph rule, layer partition, measured-kernel table rules and kernel choices, memory flag and
 launch lines. :data:`REGISTRY` lists them; callers ask :func:`get_engine` for the object and read its
-attributes, never compare engine names (``tests/test_engine_names.py``). How one deployment behaves:
+attributes, never compare engine names (``tests/engines/test_engine_names.py``). How one deployment behaves:
 :mod:`simcast.engines.policy`; the named layer partitions: :mod:`simcast.engines.partition`; CUDA-graph
 records: :mod:`simcast.engines.cuda_graphs`. Adding an engine: ``docs/development.md``.
 """

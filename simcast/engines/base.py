@@ -125,7 +125,8 @@ class Engine:
     prefill_l2_edge: frozenset[str] = frozenset()
     decode_l2_edge: frozenset[str] = frozenset()
     kernel_fallback: tuple[str, ...] = ()
-    """Engines whose fitted kernels stand in, in order, where this one has none (:mod:`simcast.cost.engine_cost`)."""
+    """Engines whose fitted kernels stand in, in order, where this one has none
+    (:mod:`simcast.cost.kernels.engine_cost`)."""
     launch_rules: tuple[Rule, ...] = ()
     bench_port_args: tuple[str | int, ...] = ()
     fp8_kv_cache_flag: str = "fp8"

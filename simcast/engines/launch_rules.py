@@ -2,7 +2,7 @@
 own in ``launch_rules``), and :func:`check_launch` that checks an emitted command against them (pure: no I/O).
 
 Every rule cites where the engine enforces it; ``optimize --emit`` checks each line it prints, and a
-line that breaks a rule is a bug in simcast (tests/test_launch.py has one test per rule).
+line that breaks a rule is a bug in simcast (tests/render/test_launch.py has one test per rule).
 
 Sources (the rules themselves: :mod:`simcast.engines.vllm`, :mod:`simcast.engines.sglang`):
 

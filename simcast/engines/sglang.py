@@ -112,7 +112,7 @@ SPEC_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram":
 
 DECODE_KERNEL_RULES = {"l40s": ("", "flashinfer_tc")}
 """SGLang on L40S times FlashInfer (op ``flashinfer`` in its table) and may declare the engine's tensor-core /
-CUDA-core choice (:mod:`simcast.cost.flashinfer_decode`); its A100 table times FlashAttention (op
+CUDA-core choice (:mod:`simcast.cost.kernels.flashinfer_decode`); its A100 table times FlashAttention (op
 ``flash_attention``), one kernel."""
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
 PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("", "flashinfer_fa2")}

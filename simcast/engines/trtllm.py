@@ -74,7 +74,7 @@ efficiencies (``trtllm_xqa``) or as multi-block CTA waves (``trtllm_xqa_mb``; fo
 DECODE_FP8_SINGLE_BLOCK = frozenset({"a100_sxm", "l40s"})
 """Systems whose fp8-KV decode takes ``trtllm_xqa_sb`` in place of ``trtllm_xqa_mb``: TensorRT-LLM turns XQA's
 multi-block mode off for an fp8 KV cache on SM < 90 (``cpp/tensorrt_llm/common/attentionOp.cpp`` @00dbe288
-``convertMMHAParamsToXQAParams``; :mod:`simcast.cost.trtllm_decode_sm89`). A100 (SM80) has no fp8 rows in the
+``convertMMHAParamsToXQAParams``; :mod:`simcast.cost.kernels.trtllm_decode_sm89`). A100 (SM80) has no fp8 rows in the
 database; the L40S (SM89) fp8 table runs one CTA per request and KV head over the whole context (at batch 1-4
 the time of 8 KV heads grows 16 ns per token and does not change with the batch)."""
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")

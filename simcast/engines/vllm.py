@@ -94,7 +94,7 @@ DECODE_KERNEL_RULES = {s: ("", "fa2_varlen") for s in ("a100_sxm", "l40s")}
 """Systems whose decode fit may declare vLLM's FlashAttention-2 launch: its A100 and L40S tables time its
 FlashAttention-2 build (ops ``vllm_flash_attn``, ``vllm_flash_attn_fa2``; L40S's fp8 rows time FlashInfer,
 where the fit keeps one kernel): no split for group 1, copies around a GQA launch
-(:mod:`simcast.cost.flash_decode`; the other tables: :mod:`simcast.calib.fitting.kernel_choices`)."""
+(:mod:`simcast.cost.kernels.flash_decode`; the other tables: :mod:`simcast.calib.fitting.kernel_choices`)."""
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
 PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("",)}
 """Systems whose prefill fit may add a per-CTA time: on Blackwell vLLM's FlashInfer backend runs TRT-LLM-gen's

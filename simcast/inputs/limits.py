@@ -37,7 +37,7 @@ MAX_BENCH_PROMPTS = 10**5
 MAX_BENCH_TOKENS = 5 * 10**7
 """Request-steps of one ``bench-serve`` run: output tokens plus prompt chunks, the engine steps it would take
 at concurrency 1 (100k prompts of 1024 + 128 tokens are 1.3e7). Scheduling takes ~5e5 request-steps/s on
-one core, so the worst case at this bound is ~100 s (simcast.serving.work). ``--refine-top`` applies it
+one core, so the worst case at this bound is ~100 s (simcast.serving.request_level.work). ``--refine-top`` applies it
 to prompt + output tokens (more conservative)."""
 MAX_BENCH_STEPS = 4 * 10**6
 """Engine steps of one ``bench-serve`` run (or one replayed ``calibrate-serving`` run), estimated as the

@@ -1,5 +1,5 @@
 """The words of the assumption records (:mod:`simcast.core.assumption`): one formatter per topic, listed
-in :data:`FORMATTERS` (``tests/test_assumption_records.py`` fails on a topic without one)."""
+in :data:`FORMATTERS` (``tests/core/test_assumption_records.py`` fails on a topic without one)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
 from simcast.core.chunking import chunk_runs
 from simcast.core.device import InterNodeOrigin
-from simcast.cost.engine_cost import source_label
+from simcast.cost.kernels.engine_cost import source_label
 from simcast.engines import PP_PREFILL_RULES as RULES
 from simcast.engines.partition import PARTITION_RULES, canonical_partition
-from simcast.serving.draft import FC_NOTE
+from simcast.serving.speculative.draft import FC_NOTE
 
 
 def chunk_sizes_text(tokens: Sequence[int]) -> str:

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simcast.render.plots import new_figure
-from simcast.serving.bench_result import BenchResult, tpots_s
+from simcast.serving.request_level.bench_result import BenchResult, tpots_s
 
 MS = 1e3
 

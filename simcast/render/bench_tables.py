@@ -1,13 +1,13 @@
 """``vllm bench serve``-style metrics of a request-level run, worded: the printed block, the ``--save-result``
-JSON keys, per-request rows (the metrics themselves: :mod:`simcast.serving.bench_metrics`)."""
+JSON keys, per-request rows (the metrics themselves: :mod:`simcast.serving.request_level.bench_metrics`)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from simcast.serving.bench_metrics import BenchMetrics, LatencyStats
-from simcast.serving.bench_result import BenchResult
+from simcast.serving.request_level.bench_metrics import BenchMetrics, LatencyStats
+from simcast.serving.request_level.bench_result import BenchResult
 
 LATENCIES = (
     ("ttft", "Time to First Token"),

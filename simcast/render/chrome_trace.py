@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from simcast.sim.timeline import SEND_RECV_LABELS, Timeline, TimelineEvent, microbatch_ops, report_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simcast.cost.op_work import OpCost
+    from simcast.cost.ops.op_work import OpCost
     from simcast.sim.simulate import Report
 
 MAX_SLICES = 60_000

@@ -19,7 +19,7 @@ from simcast.engines import get_engine
 from simcast.engines.launch import command_line
 from simcast.engines.vllm import ENGINE as VLLM
 from simcast.render.launch import LaunchLines, launch_lines
-from simcast.serving.disagg import DisaggResult
+from simcast.serving.disagg.steady import DisaggResult
 
 DYNAMO = "dynamo"
 """``--emit dynamo``: NVIDIA Dynamo's launcher over vLLM workers (a launcher, not an engine)."""

@@ -6,10 +6,10 @@ import math
 
 from simcast.render.assumption_text import assumption_lines
 from simcast.render.tables import table
-from simcast.serving.disagg import DisaggResult
-from simcast.serving.disagg_requests import DisaggBench
-from simcast.serving.disagg_search import DisaggCandidate
-from simcast.serving.search import model_label
+from simcast.serving.disagg.requests import DisaggBench
+from simcast.serving.disagg.search import DisaggCandidate
+from simcast.serving.disagg.steady import DisaggResult
+from simcast.serving.search.layouts import model_label
 
 
 def _ms(v: float) -> float | None:

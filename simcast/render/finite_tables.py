@@ -14,7 +14,7 @@ def workload_label(w: Any) -> str:
 
 def finite_row(f: Any) -> dict[str, Any]:
     """One finite run (N prompts sent at once) as a JSON row."""
-    from simcast.serving.search import model_label
+    from simcast.serving.search.layouts import model_label
 
     return {
         "parallel": model_label(f.config),

@@ -21,7 +21,7 @@ run. The spread is what the steady state assumes: requests at random phases of e
 identical lengths a closed loop runs in lockstep, every request finishing in the same step and the
 next wave of prompts prefilling together, so TTFT is a whole wave's (40.7 ms against the steady state's
 15.2 ms for Qwen/Qwen3-0.6B on one h100_sxm, ISL 512 / OSL 128, concurrency 32, in simcast's own
-bench-serve; 16.5 ms with the spread). ``tests/test_launch.py`` replays the line with ``simcast
+bench-serve; 16.5 ms with the spread). ``tests/render/test_launch.py`` replays the line with ``simcast
 bench-serve`` and gets the predicted output throughput and TTFT within 15 %.
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from simcast.engines import get_engine
 from simcast.engines.launch import HEAD, command_line
 from simcast.engines.launch_rules import check_launch
-from simcast.serving.model import ServingConfig
+from simcast.serving.steady.model import ServingConfig
 
 BENCH_RANGE_RATIO = 0.2
 """Length spread of the bench line: lengths uniform in L(1-r)..L(1+r), the same means as the prediction."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from simcast.calib.serving_fit.overhead_fit import OverheadFit, RunFit
 from simcast.render.tables import table
 from simcast.render.text import format_number
-from simcast.serving.overhead_fit import OverheadFit, RunFit
 
 _METRICS = (("tpot", "TPOT ms", 1e3, 2), ("throughput", "tok/s", 1.0, 1), ("ttft", "TTFT ms", 1e3, 1))
 

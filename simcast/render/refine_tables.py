@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from simcast.render.tables import table
-from simcast.serving.refine import PERCENTILE, Refinement
-from simcast.serving.search import Candidate, model_label
+from simcast.serving.search.layouts import Candidate, model_label
+from simcast.serving.search.refine import PERCENTILE, Refinement
 
 REFINED_COLUMNS = [
     "refined_rate_per_s",

@@ -13,8 +13,8 @@ from simcast.core.specs import GIB
 from simcast.render.assumption_text import assumption_lines
 from simcast.render.breakdown import breakdown_line
 from simcast.render.tables import table
-from simcast.serving.model import ServingResult
-from simcast.serving.search import Candidate, Rejection, model_label
+from simcast.serving.search.layouts import Candidate, Rejection, model_label
+from simcast.serving.steady.model import ServingResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +112,7 @@ def to_dataframe(rows: list[Candidate]) -> pd.DataFrame:
 def point_rows(rows: list[Candidate], meets) -> list[dict]:
     """Every swept point of every layout (best points first, in rank order), with ``meets_limits``,
     ``best`` (the layout's chosen point) and ``pareto`` (on the frontier of the points meeting the limits)."""
-    from simcast.serving.search import pareto_flags
+    from simcast.serving.search.layouts import pareto_flags
 
     out = []
     for c in rows:
@@ -209,7 +209,7 @@ def _ranked_lines(ranked: list[Candidate], best: list[dict], chunks: bool) -> li
         out.append(f"{i + 1:>2} {r['parallel']:<{w}} prefill: {r['prefill_breakdown']}")
         out.append(f"{'':>2} {'':<{w}} decode:  {r['decode_breakdown']}")
     if chunks:
-        from simcast.serving.chunk_search import RULE
+        from simcast.serving.search.chunk_search import RULE
 
         out += ["", f"chunk settings tried (1-prompt ttft ms, token/s/device; {RULE}):"]
         for i, c in enumerate(ranked):

@@ -1,6 +1,6 @@
 """The configuration of one serving deployment: the workload and the layout, engine and memory flags.
 
-Frozen inputs of the steady-state model (:mod:`simcast.serving.model`), the request-level simulator and
+Frozen inputs of the steady-state model (:mod:`simcast.serving.steady.model`), the request-level simulator and
 the search; :attr:`ServingConfig.policy` resolves the engine's record (:mod:`simcast.engines.policy`)
 with the user's overrides.
 """
@@ -21,8 +21,8 @@ from simcast.core.specs import GIB, ParallelSpec
 from simcast.engines import ENGINE_CHOICES, REGISTRY, get_engine, kernel_engine
 from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.engines.records import USAGE
-from simcast.serving.spec_scheme import SpeculativeScheme, scheme_of
-from simcast.serving.speculative import SpeculativeSpec, require_supported
+from simcast.serving.speculative.scheme import SpeculativeScheme, scheme_of
+from simcast.serving.speculative.spec import SpeculativeSpec, require_supported
 
 
 def _dynamic_chunking_engine(name: str) -> bool:
@@ -32,7 +32,7 @@ def _dynamic_chunking_engine(name: str) -> bool:
 
 
 SERVING_MODES = ("agg", "disagg", "both")
-"""Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg`), or both
+"""Aggregated (prefill and decode in one engine), disaggregated (:mod:`simcast.serving.disagg.steady`), or both
 (``optimize --serving-mode``; a service YAML's ``serving_mode`` is agg or disagg)."""
 
 
@@ -79,7 +79,7 @@ class ServingConfig:
     dynamic_chunking: bool = False  # SGLang --enable-dynamic-chunking (acts at PP > 1 only, as in SGLang)
     dynamic_chunking_smooth_factor: float = SGLANG_SMOOTH_FACTOR  # SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR
     prefix_caching: bool | None = None  # None: the engine's default (--enable-prefix-caching, --disable-radix-cache)
-    speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative`)
+    speculative: SpeculativeSpec | None = None  # speculative decoding (:mod:`simcast.serving.speculative.spec`)
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "batch_size", self.batch_size, "must be >= 1")

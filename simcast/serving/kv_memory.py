@@ -23,7 +23,7 @@ life), so the mean KV per running request is ``E[OSL · kv] / E[OSL]`` over the 
   ``clip_max_new_tokens`` (mean ``OSL/2`` below the clip).
 
 **Speculative decoding**: the draft's weights and its KV (one more layer per cached token) live on the
-last stage (:mod:`simcast.serving.draft`) and come out of that stage's KV budget.
+last stage (:mod:`simcast.serving.speculative.draft`) and come out of that stage's KV budget.
 
 Pure arithmetic: no trace.
 """

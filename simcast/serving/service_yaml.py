@@ -30,7 +30,7 @@ limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
 max_model_len: 8192                 # optional: longest request the engine accepts
-serving_mode: disagg                # optional: agg (default) | disagg (simcast.serving.disagg_yaml)
+serving_mode: disagg                # optional: agg (default) | disagg (simcast.serving.disagg.service_yaml)
 kv_transfer: whole                  # disagg: whole | per-layer
 speculative:                        # optional (agg): vLLM's --speculative-config keys, plus acceptance
   method: eagle3                    #   mtp (deepseek_mtp, ...) | eagle | eagle3 | ngram
@@ -72,8 +72,8 @@ from simcast.inputs.limits import (
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.engine_profile import profile_for
-from simcast.serving.model import ServingConfig, Workload
-from simcast.serving.speculative import from_mapping
+from simcast.serving.speculative.spec import from_mapping
+from simcast.serving.steady.model import ServingConfig, Workload
 
 _DEVICES = Int(1, MAX_DEVICES)
 _MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)

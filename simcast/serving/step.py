@@ -181,7 +181,7 @@ class StepCoster:
             return 0.0
         from simcast.core.layout import pp_hop_path
         from simcast.core.plan import SendRecvEdge
-        from simcast.cost.comm import p2p_s
+        from simcast.cost.comm.time import p2p_s
 
         path = pp_hop_path(SendRecvEdge(src_stage=par.pp - 1, dst_stage=0), par, self.device.links)
         return p2p_s(8 * batch.num_requests, path)

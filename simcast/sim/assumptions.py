@@ -14,8 +14,8 @@ from simcast.core.moe_layout import moe_comm_mode
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import GIB, Batch, SimSpec
 from simcast.core.weights import weight_format
-from simcast.cost import engine_cost
-from simcast.cost.comm import hierarchical
+from simcast.cost.comm.time import hierarchical
+from simcast.cost.kernels import engine_cost
 from simcast.engines.cuda_graphs import graph_facts
 
 

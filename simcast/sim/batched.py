@@ -1,10 +1,10 @@
 """One layout's steps for many batches in one pass: stage times and :class:`Report` s.
 
 :class:`LayoutCoster` holds a layout's stage traces (looked up once) and costs a list of one-microbatch
-steps with :func:`simcast.cost.batched.cost_ops_many`: every op of every stage once, as arrays over the
+steps with :func:`simcast.cost.ops.batched.cost_ops_many`: every op of every stage once, as arrays over the
 batches. A stage's time is then summed in op order and its incoming PP hop added exactly as
 :func:`simcast.sim.simulate.simulate` does, so each batch's numbers equal that function's (to rounding;
-``tests/test_batched_cost.py``); :meth:`LayoutCoster.reports` builds the full reports with
+``tests/cost/test_batched_cost.py``); :meth:`LayoutCoster.reports` builds the full reports with
 :func:`simcast.sim.report.report_from_ops`.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.specs import Batch, SimSpec
-from simcast.cost.batched import Batches, OpArrays, cost_ops_many
+from simcast.cost.ops.batched import Batches, OpArrays, cost_ops_many
 from simcast.engines.cuda_graphs import step_captured
 from simcast.sim.report import Report, pp_hops, recv_times, report_from_ops
 from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, stage_setups

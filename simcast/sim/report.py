@@ -20,8 +20,8 @@ from simcast.core.schedule import (
 )
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, SimSpec
-from simcast.cost.comm import all_gather_s, p2p_s
-from simcast.cost.op_work import OpCost
+from simcast.cost.comm.time import all_gather_s, p2p_s
+from simcast.cost.ops.op_work import OpCost
 from simcast.sim.assumptions import assumptions
 
 

@@ -14,8 +14,8 @@ from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.cost.compute import op_cost
-from simcast.cost.op_work import CostContext, OpCost
+from simcast.cost.ops.compute import op_cost
+from simcast.cost.ops.op_work import CostContext, OpCost
 from simcast.engines import ENGINES
 from simcast.engines.cuda_graphs import step_captured
 from simcast.engines.partition import build_pipeline_stage_plan
@@ -176,7 +176,7 @@ def replay_counts(layer_counts: Sequence[int]) -> dict[str, int]:
 
 def running_ops(trace: StageTrace, layer_counts: Sequence[int]) -> list[tuple[OpRecord, int]]:
     """The trace's ops that run, with their replay counts, in trace order (one list for both cost paths:
-    :func:`cost_stage` per batch and :func:`simcast.cost.batched.cost_ops_many` over many batches)."""
+    :func:`cost_stage` per batch and :func:`simcast.cost.ops.batched.cost_ops_many` over many batches)."""
     counts = replay_counts(layer_counts)
     return [(rec, counts[rec.scope]) for rec in trace.ops if counts.get(rec.scope, 0) > 0]
 

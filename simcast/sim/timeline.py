@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from simcast.core.schedule import PipelineTimes, pipeline_times
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simcast.cost.op_work import OpCost
+    from simcast.cost.ops.op_work import OpCost
     from simcast.sim.simulate import Report
 
 SEND_RECV_MODES = ("receiver", "blocking", "overlap")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from simcast.core.errors import SimcastInputError
+from simcast.core.version import VERSION
 from simcast.inputs.files import is_file, load_json
 from simcast.inputs.limits import MAX_DEVICES
 from simcast.trace.ir import KNOWN_DTYPES, KNOWN_OPS, OpRecord, StageTrace, TensorArg, shape_fn
@@ -87,9 +88,7 @@ def _metadata_version(path: Path) -> str:
 
 
 def versions() -> str:
-    from simcast import __version__
-
-    return f"simcast{__version__}-torch{_torch_version()}-fmt{TRACE_FORMAT}"
+    return f"simcast{VERSION}-torch{_torch_version()}-fmt{TRACE_FORMAT}"
 
 
 def cache_dir() -> Path:

@@ -69,7 +69,7 @@ KNOWN_OPS = frozenset(
     }
 )
 """Op names a stage trace may hold: the leaf ops of :mod:`simcast.trace.ops` and the two aten ops the
-stage modules call. A new leaf op goes here (and gets a row in :data:`simcast.cost.formulas.OP_FORMULAS`); a
+stage modules call. A new leaf op goes here (and gets a row in :data:`simcast.cost.ops.formulas.OP_FORMULAS`); a
 cached trace with any other name is not trusted (:mod:`simcast.trace.cache` rebuilds it)."""
 KNOWN_DTYPES = frozenset({"fp32", "bf16", "fp16", "fp8", "int64", "int32", "bool"})
 """Tensor dtypes a stage trace may hold (simcast's names for float types, torch's for the rest)."""

@@ -8,7 +8,7 @@ at the place the engine launches it:
   across replicas, the all-gather / reduce-scatter of the tokens; cost from the link table.
 - ``moe_experts``: the fused grouped expert GEMMs (gate/up, activation, down) of this
   rank's ``experts_local`` experts, weights in ``fmt`` (``bf16``, ``fp8_block``, ``mxfp4``).
-  Its tokens per rank come from the routing model at cost time (:mod:`simcast.cost.moe`).
+  Its tokens per rank come from the routing model at cost time (:mod:`simcast.cost.ops.moe`).
 
 MLA: :mod:`simcast.trace.mla`; quantised linears: :mod:`simcast.trace.quant`; sliding-window
 attention: :mod:`simcast.trace.ops`.

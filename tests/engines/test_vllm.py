@@ -6,7 +6,7 @@ from simcast.engines.partition import partition_layers
 from simcast.engines.policy import MEMORY_FLAGS, engine_policy
 from simcast.inputs.loaders import load_device, load_model
 from simcast.render.launch import launch_lines
-from simcast.serving.model import ServingConfig, Workload
+from simcast.serving.steady.model import ServingConfig, Workload
 
 VLLM = get_engine("vllm")
 

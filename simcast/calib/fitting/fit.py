@@ -3,8 +3,8 @@
 Pure numpy: Levenberg–Marquardt on ``log(predicted / measured)`` with a
 numerical Jacobian in scaled parameters, optionally robust (IRLS towards the
 L1 norm, so a few noisy measurements do not pull the fit). The predictions are
-the simulator's own: :func:`simcast.cost.compute.roofline_parts` on the FLOPs
-and bytes :mod:`simcast.cost.kernels` derives, and :mod:`simcast.cost.comm` for
+the simulator's own: :func:`simcast.cost.ops.compute.roofline_parts` on the FLOPs
+and bytes :mod:`simcast.cost.kernels.one_kernel` derives, and :mod:`simcast.cost.comm.time` for
 messages. Parameters fitted (all physical, shared by every shape and model):
 
 * GEMM: ``matmul`` (max fraction of peak), ``matmul_half_m_ridge``,
@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from simcast.core.device import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
-from simcast.cost import kernels
-from simcast.cost.collectives import factor
-from simcast.cost.compute import launch_s, roofline_parts
+from simcast.cost.comm.collectives import factor
+from simcast.cost.kernels import one_kernel as kernels
+from simcast.cost.ops.compute import launch_s, roofline_parts
 
 GEMM_PARAMS = ("matmul", "matmul_half_m_ridge", "matmul_half_n", "matmul_half_k", "memory", "launch_overhead_s")
 _BOUNDS = {

@@ -1,6 +1,6 @@
 """Fit collective times to measured rows: ``t = α + factor · bytes / β`` per message-size regime, the
 regime breakpoints (NCCL's protocol switches, an engine's one-shot / two-shot / NCCL switch) found by the
-fit (:mod:`simcast.cost.collectives` prices them). Robust least squares on ``log(predicted / measured)``
+fit (:mod:`simcast.cost.comm.collectives` prices them). Robust least squares on ``log(predicted / measured)``
 (:func:`simcast.calib.fitting.fit.least_squares`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 
 from simcast.calib.fitting.fit import least_squares
 from simcast.core.device import CollectiveFit
-from simcast.cost.collectives import factor, piecewise_array_s
+from simcast.cost.comm.collectives import factor, piecewise_array_s
 
 
 def fit_line(nbytes: np.ndarray, time_s: np.ndarray, fac: float) -> tuple[float, float]:
@@ -97,7 +97,7 @@ def fit_all_reduce(
 
 def predict_all_reduce(fits: tuple[CollectiveFit, ...], rows: pd.DataFrame) -> np.ndarray:
     """Vectorised piecewise prediction for ``allreduce`` rows (nearest group size's regimes)."""
-    from simcast.cost.collectives import regimes
+    from simcast.cost.comm.collectives import regimes
 
     out = np.full(len(rows), np.nan)
     for gpus in rows["gpus"].unique():

@@ -14,10 +14,10 @@ import pandas as pd
 from simcast.calib.fitting.fit_kernels import _L2_CAPACITY, _attn_arrays, _fit
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import DecodeAttentionFit
-from simcast.cost import attention as attn
-from simcast.cost import trtllm_decode as td
-from simcast.cost.flash_decode import FA2_VARLEN_RULE
-from simcast.cost.trtllm_decode import xqa_narrow
+from simcast.cost.kernels import attention as attn
+from simcast.cost.kernels import trtllm_decode as td
+from simcast.cost.kernels.flash_decode import FA2_VARLEN_RULE
+from simcast.cost.kernels.trtllm_decode import xqa_narrow
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
 _DECODE = {
@@ -139,7 +139,7 @@ def _mmha_occupancy(
 ) -> dict[str, int]:
     """``mmha_ctas_per_sm`` and ``mmha_block_tokens`` of the multi-block form: the pair among
     :data:`MMHA_CTAS_PER_SM` x :data:`MMHA_BLOCK_TOKENS` whose fit to the masked-MHA rows alone (those
-    :func:`simcast.cost.trtllm_decode.xqa_runs` sends there) has the least mean abs log error."""
+    :func:`simcast.cost.kernels.trtllm_decode.xqa_runs` sends there) has the least mean abs log error."""
     probe = DecodeAttentionFit(
         dtype=dtype,
         sm_count=sm_count,

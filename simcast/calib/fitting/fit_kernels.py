@@ -5,8 +5,8 @@ Rows follow the generic measured schema (:mod:`simcast.calib.validation.validate
 kind is fitted by Levenberg–Marquardt on ``log(predicted / measured)``
 (:func:`simcast.calib.fitting.fit.least_squares`, robust IRLS towards L1 so a few outliers
 do not pull the fit), through the same formulas the simulator uses
-(:mod:`simcast.cost.gemm`, :mod:`simcast.cost.attention`,
-:mod:`simcast.cost.collectives`). All parameters are physical and shared by
+(:mod:`simcast.cost.kernels.gemm`, :mod:`simcast.cost.kernels.attention`,
+:mod:`simcast.cost.comm.collectives`). All parameters are physical and shared by
 every shape of a family: no per-shape lookup.
 """
 
@@ -21,9 +21,9 @@ import pandas as pd
 from simcast.calib.fitting.fit import least_squares
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import GemmFit, PrefillAttentionFit
-from simcast.cost import attention as attn
-from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
-from simcast.cost.prefill_rules import FLASHINFER_FA2, rule_tile, tile_kv_heads
+from simcast.cost.kernels import attention as attn
+from simcast.cost.kernels.gemm import PEAK_DTYPE, gemm_time_s
+from simcast.cost.kernels.prefill_rules import FLASHINFER_FA2, rule_tile, tile_kv_heads
 
 # name: (initial value, low, high); sm_count and tiles are device facts, not fitted
 _GEMM = {
@@ -155,7 +155,7 @@ def _attn_arrays(rows: pd.DataFrame) -> dict[str, np.ndarray]:
         "h": rows["heads"].to_numpy(float),
         "hkv": rows["kv_heads"].to_numpy(float),
         "d": rows["head_dim"].to_numpy(float),
-        # the values' head size where the rows state one (0: the keys' size, :mod:`simcast.cost.diff_kv`)
+        # the values' head size where the rows state one (0: the keys' size, :mod:`simcast.cost.kernels.diff_kv`)
         "dv": rows["v_head_dim"].fillna(0).to_numpy(float) if "v_head_dim" in rows else np.zeros(len(rows)),
         "t": rows["time_s"].to_numpy(float),
     }

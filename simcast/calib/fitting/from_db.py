@@ -235,7 +235,7 @@ def fit_gemms(
 ) -> tuple[list[GemmFit], dict[str, tuple[float, float]], EngineData]:
     """The engine's GEMM fits per family on the fitting half of ``data``; (fits, {kind: (median, p90) held-out %
     error}, ``data`` with any host-floor provenance added)."""
-    from simcast.cost.gemm import PEAK_DTYPE, gemm_time_s
+    from simcast.cost.kernels.gemm import PEAK_DTYPE, gemm_time_s
 
     info = SYSTEMS[system]
     errs: dict[str, tuple[float, float]] = {}
@@ -277,7 +277,7 @@ def fit_engine(
     errs: dict[str, tuple[float, float]] = {}
     pre: list[PrefillAttentionFit] = []
     dec: list[DecodeAttentionFit] = []
-    from simcast.cost import attention as attn
+    from simcast.cost.kernels import attention as attn
 
     gemms, gemm_errs, data = fit_gemms(system, engine, dev, data)
     errs.update(gemm_errs)

@@ -1,5 +1,5 @@
 """MoE kernels from the aiconfigurator-core database: routed-expert (fused MoE) and DeepEP all-to-all
-rows, and the fits of :mod:`simcast.cost.moe_kernels` on them.
+rows, and the fits of :mod:`simcast.cost.kernels.moe_kernels` on them.
 
 Every system's MoE tables are read, h100_sxm and h200_sxm included: the reservation covers only
 their ``gemm/vllm/0.24.0``, ``attention/vllm/0.24.0`` and NCCL 2.29.2 folders, which
@@ -29,7 +29,7 @@ from simcast.calib.readers.db_split import errors, held_out, newest, version_key
 from simcast.core import kernel_fits
 from simcast.core.device import DeviceSpec
 from simcast.core.kernel_fits import AllToAllFit, MoeFit
-from simcast.cost import moe_kernels as mk
+from simcast.cost.kernels import moe_kernels as mk
 from simcast.engines import get_engine
 
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}

@@ -28,7 +28,8 @@ DIFF_KV_HEAD_DIM = 192
 DIFF_KV_V_HEAD_DIM = 128
 DIFF_KV_OPS = ("fa3",)
 """Decode rows of head size 192 in the FlashAttention-3 tables (SGLang's, and vLLM's proxy on H100/H200) are
-fitted and scored as keys of 192 and values of 128 elements (column ``v_head_dim``; :mod:`simcast.cost.diff_kv`):
+fitted and scored as keys of 192 and values of 128 elements (column ``v_head_dim``;
+:mod:`simcast.cost.kernels.diff_kv`):
 the collector's only head-192 configuration is MiMo-V2-Flash's attention (ai-dynamo/aiconfigurator
 ``collector/cases/models/MiMoV2FlashForCausalLM_cases.yaml``@e23be5a7: ``head_dim: 192``, ``v_head_dim: 128``;
 ``collector/sglang/collect_attn.py`` accepts head 192 only under that contract), timed through SGLang's

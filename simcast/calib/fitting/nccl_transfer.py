@@ -24,7 +24,7 @@ from simcast.calib.fitting import fit_collectives as fc
 from simcast.calib.readers import aic_db
 from simcast.calib.readers.db_split import errors, newest, version_key
 from simcast.core.device import CollectiveFit
-from simcast.cost.collectives import factor
+from simcast.cost.comm.collectives import factor
 from simcast.engines import ENGINES
 
 NAMES = ("nccl_small", "nccl_medium", "nccl_large")

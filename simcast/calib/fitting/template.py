@@ -35,7 +35,7 @@ from simcast.calib.profiles.profile_notes import CARRIED_NOTE, FIT_NOTE, walk
 from simcast.calib.readers.measured_schema import META_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.cost import kernels
+from simcast.cost.kernels import one_kernel as kernels
 
 MEASURED_NOTE = "measured by simcast microbench"
 HEADROOM = 0.8
@@ -67,7 +67,7 @@ def _first(rows: pd.DataFrame, col: str) -> str:
 
 def measured_device(rows: pd.DataFrame, template: DeviceSpec, name: str) -> MeasuredDevice:
     """The device facts in ``rows`` (checked generic rows of one device); FLOPs and bytes are the simulator's own
-    (:mod:`simcast.cost.kernels`) so peak x efficiency reproduces what was timed."""
+    (:mod:`simcast.cost.kernels.one_kernel`) so peak x efficiency reproduces what was timed."""
     peaks: dict[str, float] = {}
     counts: dict[str, int] = {}
     byte_rates: list[float] = []

@@ -33,17 +33,17 @@ ERRS_NOTE = "[median, p90] % on the held-out half (CRC32 of the shape odd), fitt
 _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "gemm",
-        "simcast.cost.gemm: per dtype family",
+        "simcast.cost.kernels.gemm: per dtype family",
         ("tile_m", "tile_n", "host_floor_s", "tile_rule", "step_s", "tile_k", "l2_edge"),
     ),
     (
         "prefill",
-        "simcast.cost.attention.prefill_time_s: per KV dtype",
+        "simcast.cost.kernels.attention.prefill_time_s: per KV dtype",
         ("tile", "kernel_rule", "cta_s", "sm_count", "l2_boost", "l2_half_bytes", "l2_edge", "half_tile"),
     ),
     (
         "decode",
-        "simcast.cost.attention.decode_time_s: per KV dtype",
+        "simcast.cost.kernels.attention.decode_time_s: per KV dtype",
         (
             "max_group",
             "group_share",
@@ -73,7 +73,7 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "moe",
-        "simcast.cost.moe_kernels: routed experts per weight format",
+        "simcast.cost.kernels.moe_kernels: routed experts per weight format",
         ("block_m", "tile_n", "sm_count", "routed_pair_s"),
     ),
     ("all_to_all", "DeepEP dispatch/combine: latency_s + bytes/bw per mode", ()),

@@ -4,7 +4,7 @@
 comments, key order and quoting): :func:`load_doc` parses the text, :func:`set_value` sets one value and its
 note (the end-of-line comment that says where the value came from), :func:`note` reads a note back and
 :func:`dump_doc` gives the text. Loading and dumping a shipped profile unchanged gives back the same bytes
-(``tests/test_profile_doc.py``).
+(``tests/calib/test_profile_doc.py``).
 
 Only the profile writer imports this module: the run path reads profiles with the safe loader of
 :mod:`simcast.inputs.files`, and never loads ruamel.

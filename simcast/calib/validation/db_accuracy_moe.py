@@ -16,7 +16,7 @@ import pandas as pd
 from simcast.calib.fitting import from_db_moe as fm
 from simcast.calib.readers.db_split import held_out
 from simcast.core.device import DeviceSpec
-from simcast.cost import moe_kernels as mk
+from simcast.cost.kernels import moe_kernels as mk
 
 
 def _errs(pred, meas) -> np.ndarray:

@@ -3,7 +3,7 @@
 Input rows follow the generic schema (docs/accuracy.md): ``kind, device, dtype, m, n, k,
 batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus, nodes, time_s``
 (+ ``model`` for ``layer`` rows; optional ``op``, ``source``, ``engine``, and ``v_head_dim`` on attention rows
-whose values' head size differs from the keys', :mod:`simcast.cost.diff_kv`). Kinds:
+whose values' head size differs from the keys', :mod:`simcast.cost.kernels.diff_kv`). Kinds:
 ``gemm``, ``attention_prefill``, ``attention_decode``, ``allreduce``,
 ``allgather``, ``p2p``, ``layer`` and simcast's elementwise kinds
 ``rms_norm``/``add``/``silu_and_mul`` (m tokens, n width) and ``rope`` (m
@@ -30,7 +30,7 @@ from simcast.calib.readers.measured_schema import GENERIC_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.model_spec import ModelSpec
-from simcast.cost import kernels
+from simcast.cost.kernels import one_kernel as kernels
 from simcast.inputs.files import load_csv, numeric_column
 from simcast.inputs.limits import (
     MAX_DEVICES,
@@ -56,7 +56,7 @@ def _num(row: dict, col: str) -> int:
 
 def _opt(row: dict, col: str) -> int:
     """An optional whole-number column's value, 0 when absent or empty (``v_head_dim``: the values' head size,
-    empty = ``head_dim``; :mod:`simcast.cost.diff_kv`)."""
+    empty = ``head_dim``; :mod:`simcast.cost.kernels.diff_kv`)."""
     v = row.get(col)
     return 0 if v is None or v == "" or pd.isna(v) else int(float(v))
 
@@ -68,7 +68,7 @@ def _dtype(row: dict) -> str:
 
 def row_engine(row: dict, default: str | None = None) -> str | None:
     """The row's ``engine`` column (empty -> ``default``), checked."""
-    from simcast.cost.engine_cost import check_engine
+    from simcast.cost.kernels.engine_cost import check_engine
 
     v = row.get("engine")
     if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":

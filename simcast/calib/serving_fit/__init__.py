@@ -1,0 +1,1 @@
+"""Fitting an engine's CPU time per step and per request to measured serving runs (``calibrate-serving``)."""

@@ -1,0 +1,1 @@
+"""Communication time: collectives and point-to-point, generic and per-engine fits."""

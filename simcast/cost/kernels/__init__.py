@@ -1,0 +1,1 @@
+"""Engine-fitted kernel times: GEMM, attention (one module per kernel rule), MoE, and one-kernel prediction."""

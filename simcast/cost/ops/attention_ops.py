@@ -1,0 +1,97 @@
+"""Cost formulas of the attention ops over a paged KV cache: causal attention (``simcast::attention``)
+and sliding-window attention (``simcast::attention_sliding``, gpt-oss sliding layers).
+
+The engine-fitted attention kernels that replace these with ``--engine`` are :mod:`simcast.cost.kernels.attention`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from simcast.core.dtypes import DTYPE_BYTES
+from simcast.cost.ops.op_work import CostContext, OpWork
+from simcast.trace.ir import OpRecord, TensorArg, shape_fn
+
+FA_QUERY_TILE = 128  # FlashAttention-2/3 query-block rows; KV is re-read once per query block
+
+
+def attention(rec: OpRecord, ctx: CostContext) -> OpWork:
+    """Causal attention over each request's context + new tokens.
+
+    FLOPs: ``4 · Hq · D · Σ_r (q_r·c_r + q_r(q_r+1)/2)`` (QK^T and PV).
+    Bytes: Q read and O written once (activation dtype); K and V read, in the cache's own
+    element type (``--kv-cache-dtype``), once per query tile of
+    ``FA_QUERY_TILE`` rows (GQA group heads packed into the tile), the causal
+    mask skipping blocks past the diagonal (mean visible length ``c + (q+1)/2``).
+    ``D`` is the mean of the key and value head sizes when they differ (:mod:`simcast.cost.kernels.diff_kv`).
+    """
+    q, kc = rec.args[0], rec.args[1]
+    dims = ctx.dims
+    d, dv = head_dims(rec, dims)
+    dm = (d + dv) / 2
+    hkv = shape_fn(kc.shape[-2])(*dims)
+    hq = shape_fn(q.shape[-1])(*dims) // d
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
+    b_ = ctx.batch
+    pairs, tile_tokens = attention_sums(b_.query_lens, b_.context_lens, b_.counts, hq // max(hkv, 1))
+    io = 2 * ctx.batch.num_tokens * hq * dm * b
+    return OpWork(
+        flops=4.0 * hq * dm * pairs, bytes=io + tile_tokens * 2 * hkv * dm * kvb, unit="cube", attn=(hq, hkv, d, dv)
+    )
+
+
+def head_dims(rec: OpRecord, dims) -> tuple[int, int]:
+    """(key, value) head sizes of an attention op: its key and value caches' last dimensions (equal unless
+    the op states distinct ones, :mod:`simcast.cost.kernels.diff_kv`)."""
+    d = shape_fn(rec.args[1].shape[-1])(*dims)
+    v = rec.args[2]
+    return d, (shape_fn(v.shape[-1])(*dims) if isinstance(v, TensorArg) else d)
+
+
+VECTORISE_GROUPS = 64  # above this many request groups numpy beats a Python loop
+
+
+@lru_cache(maxsize=4096)
+def attention_sums(
+    query_lens: tuple[int, ...], context_lens: tuple[int, ...], counts: tuple[int, ...], group: int
+) -> tuple[float, float]:
+    """(query-key pairs, KV tokens read summed over query tiles) of a batch, weighted by group counts.
+
+    Per request: pairs ``q·c + q(q+1)/2``; KV tokens ``ceil(q·group/128) · (c + (q+1)/2)``
+    (``c + 1`` for a decode). O(groups); vectorised with numpy for many groups.
+    """
+    if len(query_lens) > VECTORISE_GROUPS:
+        qa = np.asarray(query_lens, dtype=np.float64)
+        ca = np.asarray(context_lens, dtype=np.float64)
+        na = np.asarray(counts, dtype=np.float64)
+        tiles_a = np.ceil(qa * group / FA_QUERY_TILE)
+        seen = np.where(qa > 1, ca + (qa + 1) / 2, ca + 1)
+        return float(np.sum(na * (qa * ca + qa * (qa + 1) / 2))), float(np.sum(na * tiles_a * seen))
+    pairs = kv_tokens = 0.0
+    for ql, cl, n in zip(query_lens, context_lens, counts):
+        pairs += n * (ql * cl + ql * (ql + 1) / 2)
+        tiles = math.ceil(ql * group / FA_QUERY_TILE)
+        kv_tokens += n * tiles * (cl + (ql + 1) / 2 if ql > 1 else cl + 1)
+    return pairs, kv_tokens
+
+
+def attention_sliding(rec: OpRecord, ctx: CostContext) -> OpWork:
+    """Causal attention with each query seeing at most ``window`` keys: context capped at the window."""
+    q, kc, window = rec.args[0], rec.args[1], int(rec.args[6])
+    dims = ctx.dims
+    d = shape_fn(kc.shape[-1])(*dims)
+    hkv = shape_fn(kc.shape[-2])(*dims)
+    hq = shape_fn(q.shape[-1])(*dims) // d
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
+    pairs = tile_tokens = 0.0
+    for ql, c0, n in zip(ctx.batch.query_lens, ctx.batch.context_lens, ctx.batch.counts):  # O(groups)
+        cl = min(c0, window)
+        vis = min(ql, window)  # a long prefill: each query sees <= window keys
+        pairs += n * (ql * min(cl + (ql + 1) / 2, window) if ql > 1 else min(cl + 1, window))
+        tiles = math.ceil(ql * (hq // max(hkv, 1)) / FA_QUERY_TILE)
+        tile_tokens += n * (tiles * min(cl + vis, window + FA_QUERY_TILE) if ql > 1 else min(cl + 1, window))
+    io = 2 * ctx.batch.num_tokens * hq * d * b
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")

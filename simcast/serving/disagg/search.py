@@ -1,0 +1,271 @@
+"""Search over disaggregated deployments, the agg/disagg verdict, and the fewest devices for a request rate.
+
+**Pools.** Every replica layout ``tp x pp (x ep)`` of the search space with ``dp = 1`` (a replica of
+``tp·pp`` devices, MoE groups inside it: :func:`simcast.core.moe_layout.moe_layout_rule`), and for MoE
+models its attention-DP replicas (``dp`` = 2, 4, ... groups sharing one expert layout), is costed
+once as a prefill replica (:func:`~simcast.serving.disagg.steady.prefill_pool`) and once as a decode replica
+at each concurrency of :func:`~simcast.serving.search.layouts.concurrency_grid` up to its memory limit.
+
+**Deployments.** Each (prefill layout, decode layout, ``x``, ``y``) with ``x·W_p + y·W_d <=
+num_devices`` and each decode concurrency gives one steady state
+(:func:`~simcast.serving.disagg.steady.assemble`, the decode pool saturated at that concurrency); points with
+the prefill pool at ``ρ >= 1`` or outside the TTFT/TPOT limits are dropped, and each layout pair is
+represented by its best point (token/s/device).
+
+**Verdict** (:func:`mechanism`): per device, ``disagg / agg = g · s`` exactly, with ``g`` the decode
+pool's output per decode device over the aggregated output per device (what removing prefill
+interference buys) and ``s`` the decode devices' share of the deployment (what the prefill pool and
+its imbalance cost).
+
+**Fewest devices for a rate** (:func:`fewest_agg`, :func:`fewest_disagg`): replicas are independent,
+so a layout's capacity grows linearly with its replicas and the fewest replicas carrying ``R`` is
+``ceil(R / rate per replica)`` (the monotone search over device counts in closed form); a prefill
+pool's TTFT falls as replicas are added (the M/D/1 wait falls with ``ρ``), so ``x`` grows from the
+least that keeps ``ρ < 1`` until TTFT meets its limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from simcast.core.assumption import Assumption
+from simcast.core.errors import SimcastInputError
+from simcast.core.moe_layout import moe_layout_rule
+from simcast.core.specs import ParallelSpec
+from simcast.serving.config import ServingConfig
+from simcast.serving.disagg.kv_transfer import KvTransfer, kv_transfer
+from simcast.serving.disagg.steady import (
+    DecodePool,
+    DisaggConfig,
+    DisaggResult,
+    PrefillPool,
+    assemble,
+    decode_capacity,
+    decode_pool,
+    prefill_pool,
+)
+from simcast.serving.search.layouts import MAX_BATCH, Candidate, SearchSpace, concurrency_grid, model_label
+from simcast.serving.steady.model import ServingResult, coster_for, kernels_note, memory_fit, resolve_partition
+from simcast.serving.step import StepCoster, mixed_batch
+
+
+@dataclass(kw_only=True)
+class Pool:
+    """One replica layout costed as a prefill and as a decode replica (``reason``: why it cannot serve)."""
+
+    cfg: ServingConfig
+    coster: StepCoster
+    prefill: PrefillPool | None = None
+    decode: tuple[DecodePool, ...] = ()
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return model_label(self.cfg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisaggCandidate:
+    result: DisaggResult
+    prefill_label: str
+    decode_label: str
+
+
+def pool_layouts(base: ServingConfig, space: SearchSpace) -> list[ParallelSpec]:
+    """Replica layouts of the search space that fit in ``num_devices`` and split the model: ``tp x pp (x ep)``
+    with ``dp = 1``, and for a MoE model also attention-DP replicas (``dp`` = 2, 4, ... attention groups of
+    ``tp`` ranks feeding one expert layout over all ``tp·dp`` ranks of a stage: SGLang's
+    ``--enable-dp-attention``, vLLM's DP+EP), the layouts large-scale MoE decode pools run."""
+    out = []
+    moe = base.model.moe is not None
+    for tp in space.tp_sizes:
+        for pp in space.pp_sizes:
+            for ep in space.ep_sizes:
+                if pp > base.model.num_layers or (not moe and ep > 1):
+                    continue
+                dp = 1
+                while tp * pp * dp <= space.num_devices and (dp == 1 or moe):
+                    w = tp * pp * dp
+                    mtp, _ = moe_layout_rule(w, tp, pp, ep, 1)
+                    if mtp:
+                        out.append(
+                            ParallelSpec(tp=tp, pp=pp, dp=dp, world_size=w, ep=ep, moe_tp=mtp, dp_attention=dp > 1)
+                        )
+                    dp *= 2
+    return out
+
+
+def evaluate_pool(base: ServingConfig, par: ParallelSpec, space: SearchSpace, use_disk_cache: bool = True) -> Pool:
+    """``par`` as a prefill replica and as a decode replica at each concurrency (TPOT limit applied)."""
+    try:
+        cfg = resolve_partition(replace(base, parallel=par, batch_size=1), use_disk_cache=use_disk_cache)
+        fits = memory_fit(cfg).fits
+    except SimcastInputError as e:
+        return Pool(cfg=replace(base, parallel=par), coster=coster_for(base), reason=f"illegal split: {e}")
+    coster = coster_for(cfg, use_disk_cache)
+    if not fits:
+        return Pool(cfg=cfg, coster=coster, reason="does not fit at batch 1")
+    pre = prefill_pool(cfg, coster)
+    cap = min(decode_capacity(cfg), MAX_BATCH)
+    grid = concurrency_grid(cap, space.batch_sizes) if cap else []
+    points = tuple(p for p in (decode_pool(cfg, b, coster) for b in grid) if p.tpot_s <= space.tpot_limit_s)
+    reason = "" if points else ("no KV room for one request" if not cap else "violates TPOT at every concurrency")
+    return Pool(cfg=cfg, coster=coster, prefill=pre if pre.memory.fits else None, decode=points, reason=reason)
+
+
+def evaluate_pools(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> list[Pool]:
+    return [evaluate_pool(base, par, space, use_disk_cache) for par in pool_layouts(base, space)]
+
+
+def _transfer(p: Pool, d: Pool, mode: str, devices: int, rate_per_rank: float | None = None) -> KvTransfer:
+    """The KV transfer behind a prompt's prefill: at full steps, or at the step size of a prefill DP rank
+    receiving ``rate_per_rank`` prompts/s (what a per-layer stream can hide is that prefill)."""
+    assert p.prefill is not None
+    own = p.prefill.prefill_s if rate_per_rank is None else p.prefill.at_rate(rate_per_rank)[1]
+    return kv_transfer(p.cfg, d.cfg, mode, own, together=devices)
+
+
+def _meets(r: DisaggResult, space: SearchSpace) -> bool:
+    return not r.saturated and r.ttft_s <= space.ttft_limit_s and r.tpot_s <= space.tpot_limit_s
+
+
+def _note(p: Pool) -> tuple[Assumption, ...]:
+    assert p.prefill is not None
+    return (kernels_note(p.cfg, p.coster.report(mixed_batch(0, 0, 1, p.prefill.chunk_tokens, 0))),)  # type: ignore[arg-type]
+
+
+def search_disagg(
+    pools: Sequence[Pool], space: SearchSpace, kv_mode: str = "whole"
+) -> tuple[list[DisaggCandidate], list[tuple[str, str]]]:
+    """Best point of each (prefill layout, decode layout) pair over ``x``, ``y`` and the decode concurrency;
+    returns (candidates ranked by token/s/device, (label, reason) of pairs and pools that cannot serve)."""
+    rejected = [(p.label, p.reason) for p in pools if p.reason and p.prefill is None]
+    rows: list[DisaggCandidate] = []
+    n = space.num_devices
+    for p in pools:
+        if p.prefill is None:
+            continue
+        wp = p.cfg.parallel.world_size
+        for d in pools:
+            if not d.decode:
+                continue
+            wd, best, notes = d.cfg.parallel.world_size, None, _note(p)
+            transfers: dict[tuple[bool, float], KvTransfer] = {}
+            for x in range(1, (n - wd) // wp + 1):
+                for y in range(1, (n - x * wp) // wd + 1):
+                    together = x * wp + y * wd
+                    near = together <= d.cfg.device.links.devices_per_node
+                    for dec in d.decode:
+                        rate = y * dec.ranks * dec.requests_per_s / (x * p.prefill.ranks)  # per prefill DP rank
+                        own = p.prefill.at_rate(rate)[1]
+                        if (near, own) not in transfers:
+                            transfers[near, own] = _transfer(p, d, kv_mode, together, rate)
+                        tr = transfers[near, own]
+                        cfg = DisaggConfig(
+                            prefill=p.cfg,
+                            decode=replace(d.cfg, batch_size=dec.concurrency),
+                            prefill_replicas=x,
+                            decode_replicas=y,
+                            kv_transfer=kv_mode,
+                        )
+                        r = assemble(cfg, p.prefill, dec, dec, tr, notes)
+                        if _meets(r, space) and (
+                            best is None or r.tokens_per_s_per_device > best.tokens_per_s_per_device
+                        ):
+                            best = r
+            if best is None:
+                rejected.append((f"P[{p.label}] D[{d.label}]", "no xPyD ratio within the devices meets the limits"))
+            else:
+                rows.append(DisaggCandidate(result=best, prefill_label=p.label, decode_label=d.label))
+    rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
+    return rows, rejected
+
+
+def mechanism(agg: ServingResult, dis: DisaggResult) -> tuple[str, float, float]:
+    """One line naming why the winner wins, and ``(g, s)`` with ``disagg/agg per device = g · s``
+    (module docstring)."""
+    cfg = dis.config
+    wd = cfg.decode_replicas * cfg.decode.parallel.world_size
+    g = (dis.tokens_per_s / wd) / agg.tokens_per_s_per_device
+    s = wd / cfg.num_devices
+    head = (
+        f"{dis.tokens_per_s_per_device:.1f} disaggregated vs {agg.tokens_per_s_per_device:.1f} aggregated "
+        f"token/s/device = {g:.2f} x {s:.2f}: "
+    )
+    gain = (
+        f"decode-only steps give the decode devices {g:.2f}x the aggregated per-device rate (TPOT "
+        f"{dis.tpot_s * 1e3:.2f} vs {agg.tpot_s * 1e3:.2f} ms, of which {agg.prefill_interference_s * 1e3:.2f} ms is "
+        "other requests' prompt chunks)"
+    )
+    cost = (
+        f"the prefill pool takes {1 - s:.0%} of the devices at utilisation {dis.prefill_utilisation:.2f} "
+        f"({cfg.label}, balanced {dis.balanced_decode_per_prefill:.2f} D per P) and the KV transfer adds "
+        f"{dis.transfer.exposed_s * 1e3:.2f} ms to TTFT"
+    )
+    if g * s > 1:
+        return f"disaggregated wins: prefill interference removed: {head}{gain}, more than {cost}", g, s
+    return f"aggregated wins: transfer cost and pool imbalance: {head}{cost}, more than {gain}", g, s
+
+
+def agg_group_devices(par: ParallelSpec) -> int:
+    """Devices of the smallest independent group of an aggregated layout: a replica (``tp·pp``), or the
+    ranks an expert-parallel group spans when it crosses replicas."""
+    per_stage = par.ep * par.moe_dp
+    return par.tp * par.pp * max(1, math.ceil(per_stage / par.tp))
+
+
+def fewest_agg(rows: Sequence[Candidate], rate_per_s: float, max_devices: int) -> tuple[Candidate, int] | None:
+    """The aggregated layout needing the fewest devices for ``rate_per_s`` (its best point under the limits,
+    replicated), and that count; None when none fits in ``max_devices``."""
+    best: tuple[Candidate, int] | None = None
+    for c in rows:
+        r = c.result
+        par = r.config.parallel
+        g = agg_group_devices(par)
+        group_rate = r.tokens_per_s_per_device * g / r.config.workload.output_length
+        need = math.ceil(rate_per_s / group_rate - 1e-9) * g
+        if need <= max_devices and (best is None or need < best[1]):
+            best = (c, need)
+    return best
+
+
+def fewest_disagg(
+    pools: Sequence[Pool], space: SearchSpace, rate_per_s: float, kv_mode: str = "whole"
+) -> DisaggResult | None:
+    """The disaggregated deployment with the fewest devices carrying ``rate_per_s`` under the limits (ties:
+    the higher token/s/device), costed at that rate; None when none fits in ``num_devices``."""
+    best: tuple[int, DisaggResult] | None = None
+    n = space.num_devices
+    for p in pools:
+        if p.prefill is None:
+            continue
+        wp = p.cfg.parallel.world_size
+        x0 = math.floor(rate_per_s / (p.prefill.ranks * p.prefill.prompts_per_s)) + 1  # least x with rho < 1
+        for d in pools:
+            wd = d.cfg.parallel.world_size
+            for dec in d.decode:
+                y = math.ceil(rate_per_s / (dec.ranks * dec.requests_per_s) - 1e-9)
+                for x in range(x0, (n - y * wd) // wp + 1):
+                    devices = x * wp + y * wd
+                    if best is not None and devices > best[0]:
+                        break
+                    cfg = DisaggConfig(
+                        prefill=p.cfg,
+                        decode=replace(d.cfg, batch_size=dec.concurrency),
+                        prefill_replicas=x,
+                        decode_replicas=y,
+                        kv_transfer=kv_mode,
+                        request_rate_per_s=rate_per_s,
+                    )
+                    tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
+                    r = assemble(cfg, p.prefill, dec, dec, tr, _note(p))
+                    if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
+                        if best is None or (devices, -r.tokens_per_s_per_device) < (
+                            best[0],
+                            -best[1].tokens_per_s_per_device,
+                        ):
+                            best = (devices, r)
+                        break
+    return best[1] if best else None

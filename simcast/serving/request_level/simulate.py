@@ -1,0 +1,379 @@
+"""Request-level serving simulator (the pure core of ``simcast bench-serve``; no I/O).
+
+Arrivals as ``vllm bench serve`` makes them (gamma inter-arrival gaps with mean
+``1/rate`` and shape ``burstiness``; rate ``inf`` sends all at t = 0; or a
+trace), a router over DP replicas (round-robin or least-loaded), and per replica
+the engine's scheduler: waiting and running queues, admission while
+``max_num_seqs`` and the step's token budget allow and free KV blocks (of the
+engine's block size) hold the new tokens, chunked prefill, and preemption by
+recompute (the most recently admitted running request frees its blocks and goes
+back to the head of the queue, as vLLM V1 does) when a decode needs a block and
+none is free. Decode-first engines put running requests first in each step;
+prefill-first engines (SGLang) run a prefill step whenever a prompt can be
+admitted.
+
+Step cost approximation (stated in every result): a step's decodes are one
+group at their mean context (decode attention is linear in context, so FLOPs
+and KV bytes are exact up to rounding of the context to ``CTX_ROUND`` tokens),
+prompt chunks are grouped by (chunk, context) rounded likewise; with PP the
+step's requests are split into ``pp`` microbatches in flight (decodes evenly,
+each prompt chunk whole to the least-loaded microbatch) and the step costs the
+period in which each microbatch advances once (``StepCoster.period_s``). Each
+distinct rounded batch is simulated once.
+
+Speculative decoding (the coster's ``verify_tokens`` = ``k + 1`` and ``draft_s``): a decode takes ``k + 1``
+query tokens of the step (and of its token budget, and ``k + 1`` KV slots), the draft's passes are added
+to the last stage, and a decoding request emits the **expected** ``1 + E`` tokens per step,
+deterministically: the fraction is carried to its next step (no random acceptance draws), so the run
+matches the steady state's mean and is reproducible.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simcast.core.errors import require
+from simcast.engines.sglang import SGLANG_RATIO
+from simcast.serving.request_level.bench_result import BenchResult, RequestResult, Sample
+from simcast.serving.request_level.request_gen import make_conversations, make_requests, requests_from_lengths
+from simcast.serving.request_level.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
+from simcast.serving.request_level.steps import StepCost, split_microbatches, step_cost
+from simcast.serving.step import StepCoster
+
+__all__ = ["RequestSpec", "make_conversations", "make_requests", "requests_from_lengths", "simulate_requests"]
+
+
+@dataclass(kw_only=True)
+class _Loop:
+    """The run's state passed between the loop's phases: the settings (fixed for the run) and what the
+    phases change (the queues of requests not yet sent, the replicas, the records). Times in s."""
+
+    coster: StepCoster
+    reps: list[Replica]
+    router: str
+    max_concurrency: int
+    sample_every: int
+    pending: deque[Req]
+    follow: list[tuple[float, int, Req]]  # (send time, idx, request): next turns, sent when the previous ends
+    children: dict[int, list[Req]]
+    piece: Callable[[int], int]  # a prompt's next chunk (tokens) after a prefix of that many tokens
+    cap: Callable[[int], int] | None  # a prompt's tokens in one step (dynamic chunking), None: the budget
+    out: list[RequestResult | None]
+    sticky: dict[int, Replica] = field(default_factory=dict)  # a conversation's turns go to its first's replica
+    itl_v: list[float] = field(default_factory=list)
+    itl_w: list[int] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    step_end: list[float] = field(default_factory=list)
+    step_tok: list[int] = field(default_factory=list)
+    in_flight: int = 0
+    rr: int = 0
+    steps: int = 0
+
+    @property
+    def m(self) -> int:
+        return self.coster.parallel.pp
+
+    @property
+    def blk(self) -> int:
+        return self.coster.policy.kv_block_tokens
+
+    def has_unsent(self) -> bool:
+        return bool(self.pending or self.follow)
+
+    def next_send(self) -> float:
+        a = self.pending[0].spec.arrival_s if self.pending else math.inf
+        return min(a, self.follow[0][0]) if self.follow else a
+
+
+def _check_requests(reqs: list[RequestSpec], coster: StepCoster, kv_tokens_per_replica: int) -> None:
+    """Refuse a request the engine could never run (too long for one replica's KV, its budget, its max length)
+    and a conversation turn whose parent is not an earlier request holding its prefix."""
+    pol = coster.policy
+    blk = pol.kv_block_tokens
+    kv_blocks = kv_tokens_per_replica // blk
+    for r in reqs:
+        need = blocks_for(r.input_len + r.output_len, blk)
+        require(
+            need <= kv_blocks,
+            "request length",
+            r.input_len + r.output_len,
+            f"needs {need} KV blocks of {blk} tokens; one replica's KV cache holds {kv_blocks} blocks "
+            f"({kv_tokens_per_replica} tokens) under engine {pol.name}'s memory rule",
+        )
+        require(
+            pol.chunked_prefill or r.input_len - r.kv_ready_tokens <= pol.max_num_batched_tokens,
+            "request input length",
+            r.input_len,
+            f"engine {pol.name} runs without chunked prefill and refuses a prompt longer than its "
+            f"max_num_batched_tokens {pol.max_num_batched_tokens}; raise --max-num-batched-tokens",
+        )
+        require(
+            not pol.max_model_len or r.input_len + r.output_len <= pol.max_model_len,
+            "request length",
+            r.input_len + r.output_len,
+            f"longer than --max-model-len {pol.max_model_len}: the engine refuses it",
+        )
+    for i, r in enumerate(reqs):
+        require(
+            r.parent < i and (r.parent < 0 or r.prefix_len <= reqs[r.parent].input_len + reqs[r.parent].output_len),
+            "request parent",
+            r.parent,
+            "must be an earlier request whose prompt + output holds the prefix",
+        )
+
+
+def _arrivals(reqs: list[RequestSpec]) -> tuple[deque[Req], dict[int, list[Req]]]:
+    """Arrivals: the first requests of each conversation by send time, and each request's next turns."""
+    all_q = [Req(idx=i, spec=r) for i, r in enumerate(reqs)]
+    children: dict[int, list[Req]] = {}
+    for q in all_q:
+        if q.spec.parent >= 0:
+            q.parent_req = all_q[q.spec.parent]
+            children.setdefault(q.spec.parent, []).append(q)
+    order = sorted((i for i in range(len(reqs)) if reqs[i].parent < 0), key=lambda i: reqs[i].arrival_s)
+    return deque(all_q[i] for i in order), children
+
+
+def _chunk_rules(
+    coster: StepCoster, next_chunk: Callable[[int], int] | None
+) -> tuple[Callable[[int], int], Callable[[int], int] | None]:
+    """(the next piece of a prompt after a prefix, a prompt's tokens in one step or None): dynamic chunking
+    at PP > 1 (``next_chunk``), else the token budget."""
+    m, budget = coster.parallel.pp, coster.policy.max_num_batched_tokens
+    piece = next_chunk if next_chunk is not None and m > 1 else (lambda _prefix: budget)
+
+    def prompt_cap(prefix: int) -> int:
+        """A prompt's tokens in one step: its next ``m`` chunks, one per microbatch (dynamic chunking)."""
+        got = 0
+        for _ in range(m):
+            got += piece(prefix + got)
+        return got
+
+    return piece, prompt_cap if next_chunk is not None and m > 1 else None
+
+
+def _route(st: _Loop, now: float) -> None:
+    """Arrivals: send every request due by ``now`` (client slots allowing) to a replica's waiting queue."""
+    reps, dp = st.reps, len(st.reps)
+    while st.has_unsent() and st.next_send() <= now and (not st.max_concurrency or st.in_flight < st.max_concurrency):
+        if st.follow and (not st.pending or st.follow[0][0] <= st.pending[0].spec.arrival_s):
+            t, _, q = heapq.heappop(st.follow)
+        else:
+            q = st.pending.popleft()
+            t = q.spec.arrival_s
+        # open loop: sent at its arrival (a step may be in flight: TTFT counts the wait); a client slot
+        # freed by --max-concurrency: sent when this replica's clock reached it
+        q.sent_s = max(now, t) if st.max_concurrency else t
+        q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
+        if q.parent_req is not None:
+            rep = st.sticky[q.parent_req.idx]
+        elif st.router == "round_robin":
+            rep = reps[st.rr % dp]
+            st.rr += 1
+        else:
+            rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
+        st.sticky[q.idx] = rep
+        if not rep.running and not rep.waiting:
+            rep.clock = max(rep.clock, q.sent_s)
+        rep.waiting.append(q)
+        st.in_flight += 1
+
+
+def _admit(st: _Loop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] | None:
+    """Admission and step formation on ``rep`` (prefill-first engines, SGLang: a prefill-only step whenever a
+    prompt can start); None when it idles until the next request is ready (its clock moved there)."""
+    pol, m = st.coster.policy, st.m
+    budget = pol.max_num_batched_tokens
+    # an overlap scheduler formed this step while the previous one ran: it sees requests ready by then
+    overlap = pol.overlap_cpu and pol.engine.schedules
+    cutoff = rep.step_start_s if overlap and rep.step_start_s > float("-inf") else rep.clock
+    ready = bool(rep.waiting) and rep.waiting[0].ready_s <= cutoff  # FIFO by send time: the head is first
+
+    def form(prefill_first: bool) -> tuple[list[Req], list[tuple[Req, int]]]:
+        return form_step(
+            rep,
+            pol,
+            st.blk,
+            budget * m,
+            pol.max_num_seqs * m,
+            prefill_first=prefill_first,
+            cutoff_s=cutoff,
+            decode_tokens=st.coster.verify_tokens,
+            prompt_cap=st.cap,
+        )
+
+    decodes, chunks = form(not pol.decode_first and ready)
+    if not pol.decode_first and not chunks:
+        decodes, chunks = form(False)
+    if decodes or chunks:
+        rep.step_start_s = rep.clock
+        return decodes, chunks
+    later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
+    if st.has_unsent() and st.next_send() > rep.clock:
+        later.append(st.next_send())
+    require(
+        bool(later),
+        "request",
+        rep.waiting[0].spec.input_len if rep.waiting else 0,
+        "cannot be scheduled on an idle engine (internal check)",
+    )
+    rep.clock = max(rep.clock, min(later))
+    rep.step_start_s = float("-inf")  # idle: the next step is formed at once
+    return None
+
+
+def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req, int]], c: StepCost) -> None:
+    """The step runs: the replica's clock moves by its period, decodes emit their tokens (speculative: the
+    expected ``1 + E``, the fraction carried to the next step; exactly 1 without), finished prompts sample
+    their first token."""
+    m, tau = st.m, st.coster.tokens_per_step
+    st.steps += 1
+    st.step_end.append(rep.clock + c.dt)
+    rep.clock += c.dt
+    now = rep.clock
+    if decodes:
+        st.itl_v.append(c.dt)
+        st.itl_w.append(len(decodes))
+    emitted = sum(1 for q, n in chunks if n == q.prefill_left)
+    for k, q in enumerate(decodes):
+        credit = q.spec_credit + tau
+        got = max(1, min(int(credit), q.spec.output_len - q.generated))
+        q.spec_credit = credit - int(credit)
+        emitted += got
+        q.generated += got
+        q.computed += got
+        q.token_s = c.start + c.own[c.dec_mb[k]] if m > 1 else now
+    st.step_tok.append(emitted)
+    for q, n in chunks:
+        q.computed += n  # its blocks were reserved when the step was formed
+        if q.prefill_left == 0:  # prompt done: the step samples the next token
+            q.prefilling = False
+            q.generated += 1
+            t = now
+            if m > 1:  # its earlier pieces on stage 0, then the last piece's whole pass
+                t = c.start + max(c.dt, sum(c.first0[i] for i in c.earlier.get(q.idx, ())) + c.own[c.last_mb[q.idx]])
+            q.token_s = t
+            if q.first_token_s < 0:
+                q.first_token_s = t
+
+
+def _complete(st: _Loop, rep: Replica) -> None:
+    """Completion: finished requests leave ``rep`` (their blocks freed, their results recorded, their
+    conversation's next turn queued), then the step's queue and KV sample."""
+    pol, blk, now = st.coster.policy, st.blk, rep.clock
+    for q in [q for q in rep.running if q.generated >= q.spec.output_len and not q.prefilling]:
+        rep.running.remove(q)
+        rep.release(q, blk)
+        st.in_flight -= 1
+        fe = pol.front_end_time_s(q.spec.input_len)
+        st.out[q.idx] = RequestResult(
+            arrival_s=q.sent_s,
+            input_len=q.spec.input_len,
+            output_len=q.generated,
+            ttft_s=q.first_token_s - q.sent_s + fe,
+            e2e_s=max(now, q.token_s) - q.sent_s + fe,
+            front_end_s=fe,
+            admitted_s=q.admitted_s,
+            preemptions=q.preemptions,
+            replica=rep.rid,
+            cached_tokens=q.cached_tokens,
+        )
+        for ch in st.children.pop(q.idx, ()):  # the conversation's next turn: sent when the client has this one
+            heapq.heappush(st.follow, (max(now, q.token_s) + fe, ch.idx, ch))
+    if st.steps % st.sample_every == 0:
+        st.samples.append(
+            Sample(
+                time_s=now,
+                replica=rep.rid,
+                running=len(rep.running),
+                waiting=len(rep.waiting),
+                kv_used_blocks=rep.used_blocks,
+                kv_total_blocks=rep.kv_blocks,
+            )
+        )
+
+
+def _result(st: _Loop) -> BenchResult:
+    """The run's records."""
+    res = tuple(r for r in st.out if r is not None)
+    duration = max((r.arrival_s + r.e2e_s for r in res), default=0.0)
+    return BenchResult(
+        requests=res,
+        itl_s=np.asarray(st.itl_v),
+        itl_weight=np.asarray(st.itl_w, dtype=np.int64),
+        samples=tuple(st.samples),
+        duration_s=duration,
+        steps=st.steps,
+        distinct_batches=len(st.coster._memo),
+        step_end_s=np.asarray(st.step_end),
+        step_tokens=np.asarray(st.step_tok, dtype=np.int64),
+        prefix_hit_tokens=sum(rp.hit_tokens for rp in st.reps),
+        prefix_query_tokens=sum(rp.query_tokens for rp in st.reps),
+    )
+
+
+def simulate_requests(
+    reqs: list[RequestSpec],
+    coster: StepCoster,
+    *,
+    kv_tokens_per_replica: int,
+    dp: int = 1,
+    router: str = "round_robin",
+    max_concurrency: int = 0,
+    sample_every: int = 1,
+    next_chunk: Callable[[int], int] | None = None,
+) -> BenchResult:
+    """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
+
+    ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
+    ``--max-concurrency``: a request is sent when it has arrived and a slot is free.
+    """
+    require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
+    _check_requests(reqs, coster, kv_tokens_per_replica)
+    pol = coster.policy
+    reps = [Replica(rid=i, kv_blocks=kv_tokens_per_replica // pol.kv_block_tokens) for i in range(dp)]
+    for rp in reps:
+        rp.ratio = SGLANG_RATIO["init"] if pol.kv_admission == "reserve_ratio" else 0.0
+    pending, children = _arrivals(reqs)
+    piece, cap = _chunk_rules(coster, next_chunk)
+    st = _Loop(
+        coster=coster,
+        reps=reps,
+        router=router,
+        max_concurrency=max_concurrency,
+        sample_every=sample_every,
+        pending=pending,
+        follow=[],
+        children=children,
+        piece=piece,
+        cap=cap,
+        out=[None] * len(reqs),
+    )
+    while True:
+        live = [r for r in reps if r.running or r.waiting]
+        if not live:
+            if not st.has_unsent():
+                break
+            # all replicas idle: the next request goes out at its arrival, or, when the client's
+            # --max-concurrency held it back, when the last request in flight finished (the latest clock)
+            nxt = max(st.next_send(), max(rp.clock for rp in reps))
+            for rp in reps:
+                rp.clock = max(rp.clock, nxt)
+            _route(st, nxt)
+            continue
+        rep = min(live, key=lambda r: r.clock)
+        _route(st, rep.clock)
+        step = _admit(st, rep)
+        if step is None:
+            continue
+        decodes, chunks = step
+        cost = step_cost(coster, rep.clock, split_microbatches(coster, piece, decodes, chunks))
+        _advance(st, rep, decodes, chunks, cost)
+        _complete(st, rep)
+    return _result(st)

@@ -1,0 +1,1 @@
+"""Steady-state serving estimates: an aggregated deployment's TTFT, TPOT and token/s at a concurrency."""

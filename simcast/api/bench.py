@@ -190,7 +190,10 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
     budget = cfg.policy.max_num_batched_tokens
     field, value = ("--dataset-path", o.dataset_path) if o.dataset_path else ("--num-prompts", o.num_prompts)
     steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
-    require_bench_work(field, value, steps_at_one, 1.0 if o.max_concurrency == 1 else math.inf, budget)
+    more_clients = "raise --max-concurrency or simulate fewer requests"  # the hint names bench-serve's own flags
+    require_bench_work(
+        field, value, steps_at_one, 1.0 if o.max_concurrency == 1 else math.inf, budget, remedy=more_clients
+    )
     cfg = resolve_partition(cfg, use_disk_cache=o.use_cache)
     kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
     mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
@@ -204,7 +207,7 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
         max_num_seqs=cfg.policy.max_num_seqs,
         kv_requests=kv_tokens / mean_len,
     )
-    require_bench_work(field, value, steps_at_one, in_flight, budget)
+    require_bench_work(field, value, steps_at_one, in_flight, budget, remedy=more_clients)
     return cfg, kv_tokens
 
 

@@ -16,6 +16,7 @@ from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
 from simcast.engines import NO_ENGINE, REGISTRY
+from simcast.inputs.limits import check_fabric_choice
 
 ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
@@ -57,7 +58,7 @@ def resolve_device(
             "must be a profile name, a YAML path or a DeviceSpec",
         )
         dev = load_device(device, devices_per_node)
-    return with_fabric(dev, fabric or FabricChoice())
+    return with_fabric(dev, check_fabric_choice(fabric or FabricChoice()))
 
 
 def check_int(field: str, value: int | None, lo: int, hi: int) -> None:

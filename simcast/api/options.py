@@ -68,11 +68,14 @@ def _signature(cls: type, returns: Any) -> inspect.Signature:
 
 
 def one_call(name: str, options: Callable[P, OptionsT], run: Callable[[OptionsT], R]) -> Callable[P, R]:
-    """The keyword function ``name`` that builds ``options(**kwargs)`` (its checks run there) and returns
-    ``run(options)``; its signature is the options', its doc ``run``'s followed by every keyword's."""
+    """The keyword function ``name`` that builds ``options(**kwargs)`` (its checks run there), checks each
+    keyword's type (:func:`simcast.api.option_types.check_option_types`) and returns ``run(options)``; its
+    signature is the options', its doc ``run``'s followed by every keyword's."""
 
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        return run(options(*args, **kwargs))
+        from simcast.api.option_types import check_option_types
+
+        return run(check_option_types(options(*args, **kwargs)))  # a wrong type: one SimcastInputError
 
     call.__name__ = call.__qualname__ = name
     call.__module__ = run.__module__

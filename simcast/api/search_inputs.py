@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import ServingEngineOptions, TargetOptions, check_float, check_int
+from simcast.api.common import ServingEngineOptions, TargetOptions, check_int
 from simcast.api.options import opt, required
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
@@ -133,9 +133,15 @@ def search_workload(o: SearchOptions) -> tuple[Workload, LengthDistribution | No
 
     input_length, output_length, dataset_name = o.input_length, o.output_length, o.dataset_name
     prefix_hit_rate, max_num_batched_tokens = o.prefix_hit_rate, o.max_num_batched_tokens
-    check_float("--prefix-hit-rate", prefix_hit_rate, 0.0, 1.0)
     require(
-        prefix_hit_rate < 1, "--prefix-hit-rate", prefix_hit_rate, "must be in [0, 1) (one prompt token is computed)"
+        limits.prefix_hit_rate_ok(prefix_hit_rate), "--prefix-hit-rate", prefix_hit_rate, limits.PREFIX_HIT_RATE_RANGE
+    )
+    require(
+        not (prefix_hit_rate and o.prefix_caching is False),
+        "--prefix-hit-rate",
+        prefix_hit_rate,
+        "conflicts with prefix caching off (--no-enable-prefix-caching, --disable-radix-cache, "
+        "prefix_caching=False): a hit rate needs the prefix cache; give one of the two",
     )
     check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
     check_int("--output-length", output_length, 1, limits.MAX_TOKENS)

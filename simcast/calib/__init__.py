@@ -23,6 +23,7 @@ import one another module by module without cycles (``fitting/fit.py`` predicts 
   sits above ``serving``.
 
 Where to add: a new measured-data source is a reader in ``readers/`` returning rows of the generic
-schema; a new kernel family is its fit in ``fitting/fit_kernels.py`` (decode attention: ``fitting/fit_decode.py``) (or a ``fitting/from_db_<family>.py``),
+schema; a new kernel family is its fit in ``fitting/fit_kernels.py`` (decode attention: ``fitting/fit_decode.py``)
+(or a ``fitting/from_db_<family>.py``),
 its YAML section in ``profiles/engines_yaml.py`` and its accuracy table in ``validation/`` beside the others.
 """

@@ -154,7 +154,8 @@ def fabric_choice(a: argparse.Namespace):
     """The :class:`~simcast.core.fabrics.FabricChoice` of parsed fabric flags."""
     from simcast.core.fabrics import FabricChoice
 
-    return FabricChoice(fabric=a.fabric, bandwidth_gbps=a.inter_node_bandwidth, latency_us=a.inter_node_latency)
+    choice = FabricChoice(fabric=a.fabric, bandwidth_gbps=a.inter_node_bandwidth, latency_us=a.inter_node_latency)
+    return limits.check_fabric_choice(choice)  # the physical bounds (the flag's type checks only the sign)
 
 
 def target_kwargs(a: argparse.Namespace) -> dict[str, Any]:

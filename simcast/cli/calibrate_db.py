@@ -48,6 +48,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
     from simcast.calib.profiles.profile_doc import dump_doc, load_doc
     from simcast.calib.readers import aic_db
+    from simcast.cli.calibrate_template import check_profile_out
     from simcast.inputs.files import loads_yaml, read_text
     from simcast.inputs.loaders import device_from_text, load_device, profile_path
 
@@ -59,6 +60,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     aic_db.data_root()  # one line telling how to install the extra when it is missing
     device = a.device or SYSTEMS[a.system].profile
     base = load_device(device)
+    check_profile_out(a.out, base.name)
     src = profile_path(device)
     text = read_text(src, "--device")
     previous = (loads_yaml(text, "--device") or {}).get("calibration") or {}

@@ -8,7 +8,7 @@ import datetime
 
 from simcast.cli.args import DEVICES, add_fabric_args, add_precision_args, fabric_choice, float_in
 from simcast.cli.engine_args import add_engine_args, engine_kwargs
-from simcast.cli.outputs import emit, output_path, write_text
+from simcast.cli.outputs import emit, output_path, same_file, write_text
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 
@@ -72,6 +72,9 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.serving.engine_profile import profile_for, profile_text
     from simcast.serving.steady.model import ServingConfig, Workload
 
+    for flag, src in [("results", r) for r in a.results] + [("--engine-profile", a.engine_profile)]:
+        ok = src is None or not same_file(a.out, src)
+        require(ok, "--out", a.out, f"is the {flag} input {src}: write to another file")
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
     model = load_model(a.model, quantization=a.quantization)
     device = with_fabric(load_device(a.device), fabric_choice(a))

@@ -26,11 +26,27 @@ def check_profile_name(name: str, field: str) -> str:
     return name
 
 
+def check_profile_out(out: str, name: str) -> None:
+    """The profile file ``out`` is named after the profile (``<name>.yaml``), as every profile must be."""
+    require(
+        Path(out).stem == name,
+        "--out",
+        out,
+        f"the profile is named {name}: write it to {name}.yaml (a profile's file name is its name)",
+    )
+
+
 def cmd_calibrate_template(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from simcast.calib.fitting.fit import calibrate, gemm_fit_dtype
-    from simcast.calib.fitting.template import error_report, measured_device, template_doc, template_provenance
+    from simcast.calib.fitting.template import (
+        check_meta_columns,
+        error_report,
+        measured_device,
+        template_doc,
+        template_provenance,
+    )
     from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
     from simcast.calib.profiles.profile_doc import dump_doc, load_doc
@@ -50,7 +66,9 @@ def cmd_calibrate_template(a: argparse.Namespace) -> int:
     names = sorted({str(v) for v in rows["device"].dropna()}) if "device" in rows else []
     require(len(names) == 1, f"{field}: column device", ",".join(names) or None, "must hold one device name")
     name = check_profile_name(names[0], f"{field}: column device")
+    check_meta_columns(rows, field)
     template = load_device(a.device_template)
+    check_profile_out(a.out, name)
     doc = load_doc(read_text(profile_path(a.device_template), "--device-template"), "--device-template")
     template_doc(doc, template, measured_device(rows, template, name), path.name)
     base = device_from_text(dump_doc(doc), "--device-template")

@@ -19,8 +19,8 @@ from simcast.cli.args import (
     fabric_choice,
 )
 from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
-from simcast.cli.calibrate_template import cmd_calibrate_template
-from simcast.cli.outputs import emit, emit_json, output_path, run_metadata, write_text
+from simcast.cli.calibrate_template import check_profile_out, cmd_calibrate_template
+from simcast.cli.outputs import emit, emit_json, output_path, run_metadata, same_file, write_text
 from simcast.core.errors import require
 from simcast.engines import ENGINES, NCCL
 
@@ -124,7 +124,11 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
         help="profile to start from (shipped name or YAML path); with --from-db default: the system's",
     )
     p.add_argument(
-        "--out", required=True, type=output_path("--out"), help="YAML file to write (may equal the input profile)"
+        "--out",
+        required=True,
+        type=output_path("--out"),
+        help="YAML file to write, named after the profile (<name>.yaml); may be the --device file it refits, never "
+        "a measured CSV, the template, the --transfer-from profile or a file of simcast's installed data",
     )
     p.add_argument(
         "--transfer-from",
@@ -142,10 +146,24 @@ def add_calibrate_args(p: argparse.ArgumentParser) -> None:
     add_from_db_args(p)
 
 
+def check_calibrate_out(a: argparse.Namespace) -> None:
+    """``--out`` is none of the files the run reads (a measured CSV, the template, the profile carried over
+    from): writing it would replace the input with the output. ``--device`` may be refitted in place."""
+    from simcast.inputs.loaders import profile_path
+
+    inputs = [("measured", m) for m in a.measured or ()]
+    inputs += [(f, v) for f, v in (("--device-template", a.device_template), ("--transfer-from", a.transfer_from))]
+    for flag, value in inputs:
+        if value is not None:
+            src = profile_path(value) if flag != "measured" else value
+            require(not same_file(a.out, src), "--out", a.out, f"is the {flag} input {value}: write to another file")
+
+
 def cmd_calibrate(a: argparse.Namespace) -> int:
     require(
         a.from_db is None or a.device_template is None, "--device-template", a.device_template, "not with --from-db"
     )
+    check_calibrate_out(a)
     if a.from_db is not None:
         return cmd_calibrate_from_db(a)
     if a.device_template is not None:
@@ -163,6 +181,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     from simcast.inputs.loaders import device_from_text, load_device, profile_path, read_yaml
 
     base = load_device(a.device)
+    check_profile_out(a.out, base.name)
     src = profile_path(a.device)
     doc = load_doc(read_text(src, "--device"), "--device")
     old_block = (read_yaml(src, "device profile") or {}).get("calibration")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from simcast.cli.args import (
     DEVICES,
@@ -14,7 +15,6 @@ from simcast.cli.args import (
     add_fabric_args,
     add_partition_arg,
     add_precision_args,
-    float_in,
     parse_int,
     positive_int,
 )
@@ -25,14 +25,25 @@ from simcast.cli.speculative import add_speculative_args
 from simcast.cli.sweep import add_sweep_args
 from simcast.core.errors import bounded_repr, require
 from simcast.engines import EMIT_ENGINES
-from simcast.inputs.limits import MAX_BATCH_SIZES, MAX_BATCHED_TOKENS, MAX_CHUNK_SIZES, MAX_DEVICES, MAX_REQUESTS
+from simcast.inputs.limits import (
+    MAX_BATCH_SIZES,
+    MAX_BATCHED_TOKENS,
+    MAX_CHUNK_SIZES,
+    MAX_DEVICES,
+    MAX_REQUESTS,
+    PREFIX_HIT_RATE_RANGE,
+    prefix_hit_rate_ok,
+)
 
 
 def _hit_rate(v: str) -> float:
     """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
-    x = float_in(-1.0, 1.0, "share of prompt tokens")(v)
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1) (one prompt token is computed)")
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not prefix_hit_rate_ok(x):
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; {PREFIX_HIT_RATE_RANGE}")
     return x
 
 

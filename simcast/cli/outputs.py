@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simcast.core.errors import SimcastInputError, bounded_repr, printable, require
-from simcast.inputs.files import is_dir, path_stat
+from simcast.inputs.files import is_dir, package_data_dir, path_stat
 from simcast.render.text import json_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,6 +115,13 @@ def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> P
     )
     pst = path_stat(parent, flag)
     require(pst is not None, flag, path, f"the folder {parent} does not exist")
+    require(
+        not _inside(out, package_data_dir("")),
+        flag,
+        path,
+        "is inside simcast's installed data (shipped profiles, models, workloads): write elsewhere; a shipped "
+        "file is replaced only by a change to the package",
+    )
     require(is_dir(parent, flag), flag, path, f"{parent} is not a folder")
     require(os.access(parent, os.W_OK | os.X_OK), flag, path, f"the folder {parent} is not writable")
     st = path_stat(out, flag)
@@ -123,6 +130,25 @@ def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> P
         require(stat.S_ISREG(st.st_mode), flag, path, "exists and is not a regular file")
         require(os.access(out, os.W_OK), flag, path, "exists and is not writable")
     return out
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` (resolved: through symlinks and ``..``) lies inside ``folder``."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # a symlink loop: not a data file either
+        return False
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """``a`` and ``b`` name the same file (resolved paths; an existing pair compared by inode too)."""
+    try:
+        pa, pb = Path(a), Path(b)
+        if pa.exists() and pb.exists():
+            return os.path.samefile(pa, pb)
+        return pa.resolve() == pb.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def _name_max(folder: Path) -> int:

@@ -97,6 +97,13 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "inter_node_bandwidth_gbps": a.inter_node_bandwidth,
         "inter_node_latency_us": a.inter_node_latency,
     }
+    require(
+        a.request_rate is None or a.num_prompts is not None,
+        "--request-rate",
+        a.request_rate,
+        "is the arrival rate of a --num-prompts replay: give --num-prompts too (the steady state runs at the "
+        "service YAML's request_rate)",
+    )
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
     if a.prefix_caching is not None:  # --enable-prefix-caching / --no-... / --disable-radix-cache

@@ -247,7 +247,8 @@ def _finite_float(s: str) -> float:
     return x
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` that refuses a key given twice (json keeps the last silently)."""
     d: dict[str, Any] = {}
     for k, v in pairs:
         if k in d:
@@ -261,7 +262,7 @@ def loads_json(text: str, field: str) -> Any:
     depth = json_depth(text)
     require(depth <= MAX_DEPTH, field, "JSON", f"nests {depth} levels; at most {MAX_DEPTH} are read")
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_pairs)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=unique_pairs)
     except json.JSONDecodeError as e:
         raise SimcastInputError(field, "JSON", f"is not valid JSON (line {e.lineno}: {e.msg})") from None
     except (ValueError, RecursionError) as e:  # finiteness, duplicates, ints over 4300 digits

@@ -1,12 +1,20 @@
-"""Upper bounds on every size a user can give (flags, YAML keys, CSV cells, config.json fields).
+"""Upper bounds on every size a user can give (flags, YAML keys, CSV cells, config.json fields), and lower
+bounds on every physical quantity (bandwidths, peaks, memory, efficiencies).
 
-Each bound is far above anything physical, and low enough that no input can make
-simcast run for minutes or run out of memory. One table, used by the CLI flags,
-the service YAML and config.json schemas and the measured-CSV reader; docs/inputs.md
-lists them. Everything here is a pure constant (no I/O).
+Each upper bound is far above anything physical, and low enough that no input can make
+simcast run for minutes or run out of memory; each lower bound far below any real device. One table,
+used by the CLI flags, the service YAML, device-profile and config.json schemas and the measured-CSV
+reader; docs/inputs.md lists them. Everything here is a pure constant or a pure check of one (no I/O).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from simcast.core.errors import require
+
+if TYPE_CHECKING:
+    from simcast.core.fabrics import FabricChoice
 
 # ---------------------------------------------------------------- workload and layout
 MAX_REQUESTS = 10**6
@@ -103,6 +111,23 @@ MAX_FIT_BOOST = 1000.0
 MAX_SM_COUNT = 2**16
 """SMs and tile sizes of an engine kernel fit (``sm_count``, ``tile*``); B200 has 148 SMs."""
 
+# ---------------------------------------------------------------- physical lower bounds (device profile, fabric flags)
+# A bandwidth, peak or efficiency of 1e-300 passes every "> 0" check and turns times into 1e297 s that still
+# rank (a row "meeting" the limits at 1e-297 token/s): each physical quantity has a floor far below any real
+# device, so only a typo or a unit slip reaches it.
+MIN_BW_BYTES_PER_S = 1e6
+"""HBM, link, collective and all-to-all bandwidth, bytes/s: 1 MB/s is below 10 Mbit/s Ethernet (1.25e6 B/s);
+the slowest shipped link is 8e8 B/s (an L40S collective fit)."""
+MIN_LINK_GBPS = MIN_BW_BYTES_PER_S / 1e9
+"""``--inter-node-bandwidth`` / ``inter_node_bandwidth_gbps``, GB/s (the profile bandwidth floor in GB/s)."""
+MIN_FLOPS = 1e9
+"""Peak FLOP/s of one device per dtype: one CPU core does ~1e10-1e11 (the lowest shipped peak is 9.2e12)."""
+MIN_HBM_BYTES = 2**20
+"""Device memory, bytes (1 MiB: no accelerator holds less; the smallest shipped one has 24 GB)."""
+MIN_EFFICIENCY = 1e-3
+"""An efficiency (a fraction of a peak: profile ``efficiency.*``, link ``efficiency``, engine fits' ``matmul``,
+``memory``): below 0.1% the peak is wrong, not the kernel (the lowest fitted value is 0.013)."""
+
 # ---------------------------------------------------------------- service YAML
 MAX_CSV_ROWS = 10**6
 """Rows of a measured CSV: validate predicts ~2e4 rows/s and calibrate fits 1e5 GEMM rows in ~5 s (measured),
@@ -113,6 +138,35 @@ MAX_NAME_CHARS = 4096
 """A model id, device name, path or partition string (PATH_MAX on Linux)."""
 MAX_TEXT_CHARS = 65536
 """A free-text field (a profile's description)."""
+
+# ---------------------------------------------------------------- shares
+PREFIX_HIT_RATE_RANGE = "must be a number in [0, 1) (one prompt token is always computed)"
+"""The range of a prefix hit rate (``--prefix-hit-rate``, ``prefix_hit_rate=``), worded once for every reader."""
+
+
+def prefix_hit_rate_ok(x: object) -> bool:
+    """``x`` is a prefix hit rate: a finite number in [0, 1) (see :data:`PREFIX_HIT_RATE_RANGE`)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < 1
+
+
+def check_fabric_choice(choice: FabricChoice) -> FabricChoice:
+    """``choice``'s explicit inter-node bandwidth and latency within their bounds, whoever gave them (a flag,
+    a service-YAML key, the API's ``fabric=``): errors name ``choice``'s fields."""
+    bw, lat = choice.bandwidth_gbps, choice.latency_us
+    require(
+        bw is None or (isinstance(bw, int | float) and MIN_LINK_GBPS <= bw <= MAX_LINK_GBPS),
+        choice.bandwidth_field,
+        bw,
+        f"must be a number in [{MIN_LINK_GBPS:g}, {MAX_LINK_GBPS:g}] GB/s per GPU per direction",
+    )
+    require(
+        lat is None or (isinstance(lat, int | float) and 0 <= lat <= MAX_LINK_LATENCY_US),
+        choice.latency_field,
+        lat,
+        f"must be a number in [0, {MAX_LINK_LATENCY_US:g}] microseconds",
+    )
+    return choice
+
 
 TABLE: tuple[tuple[str, float, str], ...] = (
     (
@@ -184,6 +238,19 @@ TABLE: tuple[tuple[str, float, str], ...] = (
         "inter-node bandwidth, GB/s per GPU per direction (`--inter-node-bandwidth`, `inter_node_bandwidth_gbps`)",
         MAX_LINK_GBPS,
         "10^6",
+    ),
+    (
+        "inter-node bandwidth, GB/s, at least (`--inter-node-bandwidth`, `inter_node_bandwidth_gbps`; 1 MB/s)",
+        MIN_LINK_GBPS,
+        "10^-3",
+    ),
+    ("profile bandwidths, bytes/s, at least (HBM, links, collective and all-to-all fits)", MIN_BW_BYTES_PER_S, "10^6"),
+    ("profile FLOP/s per dtype, at least", MIN_FLOPS, "10^9"),
+    ("profile `hbm_bytes`, at least", MIN_HBM_BYTES, "2^20"),
+    (
+        "profile efficiencies, at least (`efficiency.*`, link `efficiency`, `engines:` `matmul`, `memory`)",
+        MIN_EFFICIENCY,
+        "10^-3",
     ),
     ("inter-node latency, us (`--inter-node-latency`, `inter_node_latency_us`)", MAX_LINK_LATENCY_US, "10^6"),
     ("profile `engines:` exponents and powers (`wave_exp`, `parallel_exp`, `smooth_p`)", MAX_FIT_EXPONENT, "64"),

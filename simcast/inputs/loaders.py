@@ -296,6 +296,12 @@ def load_device(name_or_path: str, devices_per_node: int | None = None) -> Devic
         f"not a YAML path or a shipped profile; shipped: {', '.join(shipped_devices())}",
     )
     d = check(load_yaml(p, "device profile"), PROFILE_SCHEMA, "")
+    require(
+        d["name"] == p.stem,
+        "name",
+        d["name"],
+        f"must equal the file name without .yaml: {p.stem} (in {p.name}; or rename the file to {d['name']}.yaml)",
+    )
     return device_from_dict(d, devices_per_node)
 
 

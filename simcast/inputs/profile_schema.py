@@ -20,12 +20,15 @@ from simcast.inputs.limits import (
     MAX_SM_COUNT,
     MAX_TEXT_CHARS,
     MAX_TOKENS,
+    MIN_BW_BYTES_PER_S,
+    MIN_EFFICIENCY,
+    MIN_HBM_BYTES,
 )
 from simcast.inputs.schema import Int, Num, Str
 
 _SECONDS = Num(0.0, MAX_LATENCY_S)
-_FRACTION = Num(0.0, 1.0, lo_open=True)
-_BW = Num(0.0, MAX_BW_BYTES_PER_S, lo_open=True)
+_FRACTION = Num(MIN_EFFICIENCY, 1.0)  # an efficiency: a fraction of a peak (floor: simcast.inputs.limits)
+_BW = Num(MIN_BW_BYTES_PER_S, MAX_BW_BYTES_PER_S)
 _COLLECTIVE_SCHEMA: dict[str, Any] = {
     "kind": Str(64),
     "gpus": Int(2, MAX_DEVICES),
@@ -157,7 +160,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
     "description": Str(MAX_TEXT_CHARS),
     "reported_name?": Str(256),
     "compute": {"matmul_flops_per_s": "dtype_map", "vector_flops_per_s": "dtype_map"},
-    "memory": {"hbm_bytes": Int(1, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
+    "memory": {"hbm_bytes": Int(MIN_HBM_BYTES, MAX_HBM_BYTES), "hbm_bw_bytes_per_s": _BW},
     "efficiency": {
         "matmul": _FRACTION,
         "vector": _FRACTION,

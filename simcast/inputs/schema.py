@@ -18,7 +18,7 @@ from typing import Any
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, printable, require
-from simcast.inputs.limits import MAX_FLOPS, MAX_NAME_CHARS
+from simcast.inputs.limits import MAX_FLOPS, MAX_NAME_CHARS, MIN_FLOPS
 
 
 def _interval(lo: float, hi: float, lo_open: bool, hi_open: bool = False) -> str:
@@ -98,7 +98,7 @@ def check(node: Any, schema: Any, where: str = "") -> Any:
         out = {}
         for k, v in node.items():
             require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")
-            out[k] = Num(0.0, MAX_FLOPS, lo_open=True).check(v, f"{where}.{k}")
+            out[k] = Num(MIN_FLOPS, MAX_FLOPS).check(v, f"{where}.{k}")
         return out
     if isinstance(schema, list):  # a list of items of one schema
         require(isinstance(node, list), where, node, "must be a list")

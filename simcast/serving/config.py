@@ -21,6 +21,7 @@ from simcast.core.specs import GIB, ParallelSpec
 from simcast.engines import ENGINE_CHOICES, REGISTRY, get_engine, kernel_engine
 from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.engines.records import USAGE
+from simcast.inputs.limits import PREFIX_HIT_RATE_RANGE, prefix_hit_rate_ok
 from simcast.serving.speculative.scheme import SpeculativeScheme, scheme_of
 from simcast.serving.speculative.spec import SpeculativeSpec, require_supported
 
@@ -49,7 +50,9 @@ class Workload:
     prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache (a prefix every prompt shares)
 
     def __post_init__(self) -> None:
-        require(0 <= self.prefix_hit_rate < 1, "--prefix-hit-rate", self.prefix_hit_rate, "must be in [0, 1)")
+        require(
+            prefix_hit_rate_ok(self.prefix_hit_rate), "--prefix-hit-rate", self.prefix_hit_rate, PREFIX_HIT_RATE_RANGE
+        )
         require(self.input_length >= 1, "--input-length", self.input_length, "must be >= 1")
         require(self.output_length >= 1, "--output-length", self.output_length, "must be >= 1")
         require(self.max_batched_tokens >= 0, "--max-batched-tokens", self.max_batched_tokens, "must be >= 0")

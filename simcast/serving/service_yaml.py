@@ -68,6 +68,8 @@ from simcast.inputs.limits import (
     MAX_SPEC_TOKENS,
     MAX_STAGE_MICROBATCHES,
     MAX_TOKENS,
+    MIN_LINK_GBPS,
+    check_fabric_choice,
 )
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
@@ -112,7 +114,7 @@ SCHEMA: dict[str, Any] = {
         "microbatches?": Int(0, MAX_MICROBATCHES),
         "devices_per_node?": Int(1, MAX_DEVICES_PER_NODE),
         "fabric?": Str(64),
-        "inter_node_bandwidth_gbps?": Num(0.0, MAX_LINK_GBPS, lo_open=True),
+        "inter_node_bandwidth_gbps?": Num(MIN_LINK_GBPS, MAX_LINK_GBPS),
         "inter_node_latency_us?": Num(0.0, MAX_LINK_LATENCY_US),
         "ep_size?": _DEVICES,
         "moe_dp_size?": _DEVICES,
@@ -231,7 +233,9 @@ def _checked_device(v: dict[str, Any], name: Callable[[str], str], model: ModelS
         bandwidth_field=name("inter_node_bandwidth_gbps"),
         latency_field=name("inter_node_latency_us"),
     )
-    device = with_fabric(_named(lambda: load_device(v["device"], v["devices_per_node"]), name("device")), fabric)
+    device = with_fabric(
+        _named(lambda: load_device(v["device"], v["devices_per_node"]), name("device")), check_fabric_choice(fabric)
+    )
     ep, mdp = v["ep_size"], v["moe_dp_size"]
     require(
         model.moe is not None or (ep == 1 and mdp == 1),

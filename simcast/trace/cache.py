@@ -10,7 +10,8 @@ and bounded at probe batch sizes, every tensor at least one dim, every collectiv
 1..65536 ranks: a checksum proves only that the entry was not damaged, not that the hand
 that wrote it knew what a trace is). Anything else -- corrupt, stale, hand-edited, absurd --
 is rebuilt, never trusted and never a crash. A cache folder that cannot be used (under a
-file, without permissions; no home folder: a temporary one) is a warning, not an error.
+file, without permissions; no home folder: a temporary one; a HOME that does not exist: no disk
+cache, and no folder made) is a warning, not an error.
 """
 
 from __future__ import annotations
@@ -113,6 +114,21 @@ def cache_dir() -> Path:
     return Path(base) / "traces" / versions()
 
 
+def disk_cache_on() -> bool:
+    """Whether entries are read from and written to :func:`cache_dir`: not when the folder would be made
+    under a HOME that does not exist (a typo, a container without one): the run goes on without the disk
+    cache, and a warning says so, rather than creating a home folder."""
+    if os.environ.get("SIMCAST_CACHE_DIR") or os.path.isabs(os.environ.get("XDG_CACHE_HOME") or ""):
+        return True
+    home = os.environ.get("HOME") or ""
+    if os.path.isabs(home) and home.rstrip("/") and not os.path.isdir(home):
+        _warn_once(
+            f"HOME {home[:60]!r} does not exist: traces are not kept on disk (set SIMCAST_CACHE_DIR to keep them)"
+        )
+        return False
+    return True
+
+
 def _user_id() -> str:
     try:
         return str(os.getuid())
@@ -207,6 +223,14 @@ def _scalar(v: Any) -> Any:
     return v
 
 
+UNREGISTERED_OPS = frozenset({"add"})
+"""Ops a traced graph holds besides simcast's leaf ops (:data:`~simcast.trace.ir.KNOWN_OPS`, each with its cost
+formula): Python's ``+`` of two tensors, the routed plus the shared experts' output of a MoE layer with shared
+experts (DeepSeek-V3, :mod:`simcast.trace.moe`), traces as ``add``. It has no formula row: the cost prices it by
+the labelled memory-bound estimate of an unregistered op (:func:`simcast.cost.ops.compute.op_cost`: inputs and
+output read/written once). A cache entry may hold it (it did not verify, so every process re-traced)."""
+
+
 def verify_entry(d: Any, key: StageKey) -> StageTrace:
     """The trace a parsed cache entry holds for ``key``; raises ``ValueError`` unless it verifies."""
     _check(isinstance(d, dict) and set(d) == {"format", "sha256", "key", "ops"}, "entry fields")
@@ -219,7 +243,7 @@ def verify_entry(d: Any, key: StageKey) -> StageTrace:
     recs = []
     for o in ops:
         _check(isinstance(o, dict) and set(o) == {"op", "scope", "args", "outputs"}, "op fields")
-        _check(o["op"] in KNOWN_OPS, f"op {str(o['op'])[:40]}")
+        _check(o["op"] in KNOWN_OPS or o["op"] in UNREGISTERED_OPS, f"op {str(o['op'])[:40]}")
         _check(isinstance(o["scope"], str) and _SCOPE.fullmatch(o["scope"]) is not None, "scope")
         _check(isinstance(o["args"], list) and isinstance(o["outputs"], list), "args")
         args = []
@@ -311,7 +335,7 @@ def is_cached(key: StageKey) -> bool:
     try:
         if shipped_usable() and is_file(_shipped_path(key), "shipped trace"):
             return True
-        return is_file(cache_dir() / f"{_key_hash(key)}.json", "trace cache entry")
+        return disk_cache_on() and is_file(cache_dir() / f"{_key_hash(key)}.json", "trace cache entry")
     except SimcastInputError:  # an unusable cache folder: nothing is cached
         return False
 
@@ -322,15 +346,16 @@ def get_trace(key: StageKey, use_disk_cache: bool = True) -> StageTrace:
     hit = _MEMORY.get(key)
     if hit is not None:
         return hit
+    disk = use_disk_cache and disk_cache_on()
     path = cache_dir() / f"{_key_hash(key)}.json"
-    tr = _read_entry(path, key) if use_disk_cache else None
+    tr = _read_entry(path, key) if disk else None
     if tr is None and use_disk_cache:
         tr = _shipped(key)
     if tr is None:
         from simcast.trace.tracer import compile_trace
 
         tr = compile_trace(key)
-        if use_disk_cache and _usable(path.parent):
+        if disk and _usable(path.parent):
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             try:
                 tmp.write_text(entry_json(tr))

@@ -273,10 +273,9 @@ def test_optimize_main_features_equal_the_cli(capsys: pytest.CaptureFixture[str]
     assert all(c.chunk_choices for c in res.candidates)
     _optimize_case(
         capsys,
-        [*base, "--prefix-hit-rate", "0.5", "--disable-radix-cache", "--speculative-algorithm", "EAGLE3"]
+        [*base, "--disable-radix-cache", "--speculative-algorithm", "EAGLE3"]  # a hit rate with caching off: exit 2
         + ["--speculative-num-steps", "2", "--spec-acceptance", "0.7"],
         **kw,
-        prefix_hit_rate=0.5,
         prefix_caching=False,
         speculative_algorithm="EAGLE3",
         speculative_num_steps=2,

@@ -159,7 +159,7 @@ def test_from_db_refit_with_the_same_fit_gives_back_the_shipped_profile(tmp_path
     monkeypatch.setattr(aic_db, "package_version", lambda: block["package"].split()[-1])
     day = types.SimpleNamespace(isoformat=lambda: block["date"])
     monkeypatch.setattr(calibrate_db, "_dt", types.SimpleNamespace(date=types.SimpleNamespace(today=lambda: day)))
-    out = tmp_path / "a100.yaml"
+    out = tmp_path / "a100_sxm_80gb.yaml"
     argv = ["calibrate", "--from-db", "aiconfigurator", "--system", block["system"], "--engine", "vllm"]
     assert main([*argv, "--device", "a100_sxm_80gb", "--out", str(out)]) == 0, capsys.readouterr().err
     assert out.read_text() == text

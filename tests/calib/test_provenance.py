@@ -76,7 +76,7 @@ def gemm_csv(tmp_path, dev):
 @pytest.mark.slow  # ~1 s or more: out of make test-fast
 @pytest.mark.parametrize("device", ["h100_sxm", "a100_sxm_40gb"])
 def test_gemm_only_calibration_keeps_unchanged_values_and_their_labels(tmp_path, capsys, device):
-    out = tmp_path / "o.yaml"
+    out = tmp_path / f"{device}.yaml"
     assert main(["calibrate", str(gemm_csv(tmp_path, load_device(device))), "--device", device, "--out", str(out)]) == 0
     before, after = (PROFILES / f"{device}.yaml").read_text(), out.read_text()
     old, new = key_lines(before), key_lines(after)
@@ -101,7 +101,7 @@ def test_gemm_only_calibration_keeps_unchanged_values_and_their_labels(tmp_path,
 
 
 def test_transfer_from_an_unfitted_profile_says_so(tmp_path):
-    out = tmp_path / "x.yaml"
+    out = tmp_path / "b200.yaml"  # a profile file is named after its profile
     assert main(["calibrate", "--device", "b200", "--transfer-from", "a100_sxm_40gb", "--out", str(out)]) == 0
     text = out.read_text()
     assert FIT not in text and "vidur" not in text  # nothing was fitted, on b200 or on a100_sxm_40gb
@@ -119,7 +119,7 @@ def test_transfer_from_an_unfitted_profile_says_so(tmp_path):
 
 @pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
-    out = tmp_path / "h200.yaml"
+    out = tmp_path / "h200_sxm.yaml"
     assert main(["calibrate", "--device", "h200_sxm", "--transfer-from", "h100_sxm", "--out", str(out)]) == 0
     text = out.read_text()
     block = calibration_block(text)

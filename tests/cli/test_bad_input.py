@@ -69,7 +69,7 @@ def service(tmp_path, text=None, **repl) -> str:
 
 def profile(tmp_path, old, new) -> str:
     assert old in GOOD_DEVICE
-    return write(tmp_path, "dev.yaml", GOOD_DEVICE.replace(old, new))
+    return write(tmp_path, "golden_device.yaml", GOOD_DEVICE.replace(old, new))
 
 
 def config(tmp_path, base=QWEN_CONFIG, **kv) -> str:
@@ -107,7 +107,7 @@ GEMM_CSV = (
 @pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
     csv = write(tmp_path, "g.csv", GEMM_CSV)
-    out = tmp_path / "o.yaml"
+    out = tmp_path / "h100_sxm.yaml"
     rc, stdout, err = run(["calibrate", csv, "--device", "h100_sxm", "--out", out], capsys)
     assert rc == 0, err
     assert out.is_file() and "wrote" in stdout
@@ -134,7 +134,7 @@ def test_calibrate_gemm_only_csv_without_nodes_column_works(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["validate", "calibrate"])
 def test_bad_measured_csv_is_one_line(tmp_path, capsys, command, text, needles):
     csv = write(tmp_path, "m.csv", text)
-    out = tmp_path / "o.yaml"
+    out = tmp_path / "h100_sxm.yaml"
     args = [command, csv, "--device", "h100_sxm"] + (["--out", out] if command == "calibrate" else [])
     err = bad(args, capsys, *needles)
     assert "efficiency.matmul" not in err  # a bad time is the CSV's fault, never blamed on a fitted value
@@ -1115,3 +1115,164 @@ def test_speculative_service_yaml_and_disagg(tmp_path, capsys):
     bad(["serve-config", svc], capsys, "speculative.acceptance")
     args = ["optimize", MODEL, "--device", DEV, "--num-devices", "2", "--input-length", "64", "--output-length", "8"]
     bad(args + EAGLE3 + ["--serving-mode", "disagg"], capsys, "aggregated serving only")
+
+
+# --- issue 25, item 7: a fresh adversarial pass ----------------------------------------------------------------
+OPT_SMALL = ["optimize", MODEL, "--device", DEV, "--num-devices", "4", "--input-length", "128", "--output-length", "8"]
+
+
+def test_replicas_for_a_rate_is_at_least_one():
+    from simcast.serving.disagg.search import replicas_for
+
+    assert replicas_for(1e-10, 5.0) == 1  # a tiny rate: the smallest deployment, never none
+    assert replicas_for(10.0, 5.0) == 2 and replicas_for(10.1, 5.0) == 3  # ceil(R / per replica)
+
+
+@pytest.mark.parametrize("mode", ["agg", "both"])
+def test_optimize_a_tiny_request_rate_needs_one_replica(capsys, mode):
+    rc, out, err = run([*OPT_SMALL, "--tp-sizes", "1", "--request-rate", "1e-10", "--serving-mode", mode], capsys)
+    assert rc == 0, err
+    assert "fewest: 0 devices" not in out and "replicas: got 0" not in err
+    assert "agg:    1 devices" in out
+    if mode == "both":
+        assert "disagg: 2 devices, 1P1D" in out  # one prefill + one decode replica of one device
+
+
+def test_calibrate_refuses_an_out_that_is_one_of_its_inputs(tmp_path, capsys):
+    csv = write(tmp_path, "newdev.csv", "kind,device,dtype,m,n,k,time_s\ngemm,newdev,bf16,16,64,64,1e-5\n")
+    before = Path(csv).read_text()
+    bad(["calibrate", csv, "--device-template", "h100_sxm", "--out", csv], capsys, "--out", "measured input")
+    assert Path(csv).read_text() == before  # the measurements are kept
+    tpl = write(tmp_path, "h100_sxm.yaml", (HERE.parent / "simcast/data/device_profiles/h100_sxm.yaml").read_text())
+    bad(["calibrate", "--device", "b200", "--transfer-from", tpl, "--out", tpl], capsys, "--transfer-from input")
+
+
+def test_calibrate_refuses_writing_into_the_package_data(tmp_path, capsys):
+    from simcast.inputs.files import package_data_dir
+
+    target = package_data_dir("device_profiles") / "h100_sxm.yaml"
+    before = target.read_bytes()
+    csv = write(tmp_path, "g.csv", GEMM_CSV)
+    bad(["calibrate", csv, "--device", "h100_sxm", "--out", target], capsys, "--out", "simcast's installed data")
+    assert target.read_bytes() == before
+
+
+def test_a_profile_is_named_after_its_file(tmp_path, capsys):
+    from simcast.inputs.loaders import load_device, profiles_dir, shipped_devices
+
+    for name in shipped_devices():  # every shipped profile (and the test one) already complies
+        assert load_device(str(profiles_dir() / f"{name}.yaml")).name == name
+    assert load_device(DEV).name == Path(DEV).stem
+    other = write(tmp_path, "my_gpu.yaml", GOOD_DEVICE)
+    bad(gemm(other), capsys, "name: got 'golden_device'", "my_gpu")
+    # calibrate writes a profile only to <its name>.yaml, so what it writes loads again
+    out = tmp_path / "o.yaml"
+    bad(
+        ["calibrate", write(tmp_path, "g.csv", GEMM_CSV), "--device", "h100_sxm", "--out", out], capsys, "h100_sxm.yaml"
+    )
+    assert not out.exists()
+
+
+def test_serve_config_request_rate_needs_num_prompts(capsys, tmp_path):
+    bad(["serve-config", service(tmp_path), "--request-rate", "5000"], capsys, "--request-rate", "--num-prompts")
+
+
+def test_prefix_hit_rate_with_prefix_caching_off_conflicts(capsys):
+    args = [*OPT_SMALL, "--tp-sizes", "1", "--prefix-hit-rate", "0.5"]
+    bad([*args, "--no-enable-prefix-caching"], capsys, "--prefix-hit-rate", "--no-enable-prefix-caching")
+    bad([*args, "--engine", "sglang", "--disable-radix-cache"], capsys, "--prefix-hit-rate", "prefix caching off")
+
+
+def test_speculative_config_duplicate_key(capsys):
+    spec = '{"method": "eagle", "num_speculative_tokens": 3, "method": "ngram"}'
+    bad(BENCH + ["--speculative-config", spec], capsys, "--speculative-config", "duplicate key 'method'")
+
+
+def test_prefix_hit_rate_range_is_worded_once(capsys):
+    import simcast
+    from simcast.inputs.limits import PREFIX_HIT_RATE_RANGE
+
+    for v in ("1", "-0.5", "nan", "x"):
+        assert PREFIX_HIT_RATE_RANGE in bad([*OPT_SMALL, "--prefix-hit-rate", v], capsys, "--prefix-hit-rate")
+    for v in (1.0, -0.5, float("nan")):
+        with pytest.raises(SimcastInputError, match=r"\[0, 1\)") as e:
+            simcast.optimize(model=MODEL, device=DEV, num_devices=1, input_length=8, output_length=2, prefix_hit_rate=v)
+        assert e.value.allowed == PREFIX_HIT_RATE_RANGE
+
+
+def test_work_limit_hint_names_only_the_commands_flags(tmp_path, capsys):
+    pools = "prefill: {replicas: 1, tp_size: 1}\ndecode: {replicas: 1, tp_size: 1}\n"
+    text = SERVICE.format(dev=DEV) + "serving_mode: disagg\nrequest_rate: 5\n" + pools
+    # 1e5 requests x 128 output tokens: 1.3e7 decode steps, over the engine-step bound (4e6), under the other
+    err = bad(["serve-config", service(tmp_path, text), "--num-prompts", "100000"], capsys, "engine steps", seconds=60)
+    assert "--max-concurrency" not in err and "simulate fewer requests (--num-prompts)" in err
+
+
+def test_control_character_in_a_csv_gpu_name_blames_the_column(tmp_path, capsys):
+    csv = write(
+        tmp_path, "newdev.csv", 'kind,device,dtype,m,n,k,time_s,gpu_name\ngemm,newdev,bf16,16,64,64,1e-5,"A\x1b[2J"\n'
+    )
+    out = tmp_path / "newdev.yaml"
+    err = bad(["calibrate", csv, "--device-template", "h100_sxm", "--out", out], capsys, "column gpu_name")
+    assert "--device-template" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "old, new, needle",
+    [
+        ("hbm_bw_bytes_per_s: 3.0e+12", "hbm_bw_bytes_per_s: 1.0e-300", "memory.hbm_bw_bytes_per_s"),
+        ("hbm_bytes: 85899345920", "hbm_bytes: 1", "memory.hbm_bytes"),
+        ("matmul: 0.8 ", "matmul: 1.0e-300 ", "efficiency.matmul"),
+        ("{bf16: 1.0e+15,", "{bf16: 1.0e-300,", "compute.matmul_flops_per_s.bf16"),
+    ],
+)
+def test_physical_profile_values_have_floors(tmp_path, capsys, old, new, needle):
+    bad(gemm(profile(tmp_path, old, new)), capsys, needle, "in [")
+
+
+def test_inter_node_bandwidth_floor_everywhere(tmp_path, capsys):
+    """1e-300 GB/s passed every "> 0" check and ranked a 1e-297 token/s row first with meets_limits true."""
+    import simcast
+    from simcast.core.fabrics import FabricChoice
+
+    for flag in ("1e-300", "1e-4"):
+        bad([*OPT_SMALL, "--inter-node-bandwidth", flag], capsys, "--inter-node-bandwidth", "[0.001, 1e+06] GB/s")
+    bad(gemm(DEV) + ["--inter-node-bandwidth", "1e-300"], capsys, "--inter-node-bandwidth")
+    svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\n  inter_node_bandwidth_gbps: 1.0e-300"})
+    bad(["serve-config", svc], capsys, "inter_node_bandwidth_gbps")
+    with pytest.raises(SimcastInputError, match="0.001"):
+        simcast.optimize(
+            model=MODEL, device=DEV, num_devices=1, input_length=8, output_length=2,
+            fabric=FabricChoice(bandwidth_gbps=1e-300, bandwidth_field="fabric.bandwidth_gbps"),
+        )  # fmt: skip
+
+
+def test_a_home_that_does_not_exist_is_not_created(tmp_path, monkeypatch, capsys):
+    """HOME=/nonexistent: the run goes on without the disk cache (one warning) and makes no folder."""
+    from simcast.trace import cache
+
+    for var in ("SIMCAST_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    home = tmp_path / "no" / "such" / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SIMCAST_SHIPPED_TRACES", "0")  # compile, so a disk cache would be written
+    cache.shipped_usable.cache_clear()
+    cache.clear_memory_cache()
+    cache._WARNED.clear()
+    try:
+        rc, out, err = run(
+            ["simulate", "--model", MODEL, "--device", DEV, "--batch", "1", "--input-length", "8"], capsys
+        )
+    finally:
+        cache.shipped_usable.cache_clear()
+    assert rc == 0 and "latency" in out, err
+    assert "does not exist" in err and "not kept on disk" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "no").exists()
+
+
+def test_calibrate_serving_refuses_an_out_that_is_its_engine_profile(tmp_path, capsys):
+    csv = write(tmp_path, "r.csv", "concurrency,input_len,output_len,tpot_ms,output_throughput\n4,512,64,20,200\n")
+    prof = write(tmp_path, "engine.yaml", "# a calibrated engine profile\n")
+    args = ["calibrate-serving", csv, "--model", MODEL, "--device", DEV, "--engine-profile", prof, "--out", prof]
+    bad(args, capsys, "--out", "--engine-profile input")
+    assert Path(prof).read_text() == "# a calibrated engine profile\n"

@@ -95,7 +95,7 @@ def test_model_from_path_and_unknown_architecture(tmp_path):
 
 
 def _profile(tmp_path, text):
-    p = tmp_path / "dev.yaml"
+    p = tmp_path / "golden_device.yaml"
     p.write_text(text)
     return str(p)
 

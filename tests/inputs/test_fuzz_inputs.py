@@ -369,8 +369,8 @@ def test_measured_csv_validate(tmp_path_factory, text, raw, data):
 def test_measured_csv_calibrate(tmp_path_factory, text, capsys):
     d = tmp_path_factory.mktemp("cal")
     (d / "m.csv").write_text(text)
-    rc, err = run_cli(["calibrate", str(d / "m.csv"), "--device", DEV, "--out", str(d / "o.yaml")], capsys)
-    assert (d / "o.yaml").exists() == (rc == 0)
+    rc, err = run_cli(["calibrate", str(d / "m.csv"), "--device", DEV, "--out", str(d / "golden_device.yaml")], capsys)
+    assert (d / "golden_device.yaml").exists() == (rc == 0)
 
 
 # ------------------------------------------------------------------ the loaders on raw bytes

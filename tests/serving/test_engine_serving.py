@@ -36,7 +36,7 @@ def _profile(tmp_path, gemm=GEMM, extra=""):
 @pytest.mark.parametrize(
     "old,new,needle",
     [
-        ("matmul: 0.8,", "matmul: 1.5,", "engines.vllm.gemm[0].matmul: got 1.5; must be in (0, 1]"),
+        ("matmul: 0.8,", "matmul: 1.5,", "engines.vllm.gemm[0].matmul: got 1.5; must be in [0.001, 1]"),
         ("dtype: bf16", "dtype: int4", "engines.vllm.gemm[0].dtype: got 'int4'; allowed: bf16, fp16, fp8, fp8_block"),
         ("smooth_p: 4", "smooth_p: 0.5", "engines.vllm.gemm[0].smooth_p: got 0.5; must be in [1, 64]"),
         ("sm_count: 304", "sm_count: 0", "engines.vllm.gemm[0].sm_count: got 0"),

@@ -36,6 +36,7 @@ from simcast.calib.readers.measured_schema import META_COLUMNS
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.cost.kernels import one_kernel as kernels
+from simcast.inputs.schema import Str
 
 MEASURED_NOTE = "measured by simcast microbench"
 HEADROOM = 0.8
@@ -63,6 +64,16 @@ def _first(rows: pd.DataFrame, col: str) -> str:
         return ""
     vals = rows[col].dropna().astype(str)
     return str(vals.iloc[0]) if len(vals) else ""
+
+
+def check_meta_columns(rows: pd.DataFrame, where: str) -> None:
+    """The META_COLUMNS values the profile takes (each column's first): names, no control characters, at
+    most 256 characters (they become the profile's ``description``, ``reported_name`` and provenance).
+    Errors name the CSV's column (``where``: the CSV), never the template."""
+    for col in META_COLUMNS:
+        value = _first(rows, col)
+        if value:
+            Str(256).check(value, f"{where}: column {col}")
 
 
 def measured_device(rows: pd.DataFrame, template: DeviceSpec, name: str) -> MeasuredDevice:

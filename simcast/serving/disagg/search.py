@@ -115,8 +115,22 @@ def evaluate_pool(base: ServingConfig, par: ParallelSpec, space: SearchSpace, us
     return Pool(cfg=cfg, coster=coster, prefill=pre if pre.memory.fits else None, decode=points, reason=reason)
 
 
-def evaluate_pools(base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True) -> list[Pool]:
-    return [evaluate_pool(base, par, space, use_disk_cache) for par in pool_layouts(base, space)]
+def _pool_task(task: tuple[ServingConfig, ParallelSpec, SearchSpace, bool]) -> Pool:
+    return evaluate_pool(*task)
+
+
+def evaluate_pools(
+    base: ServingConfig, space: SearchSpace, use_disk_cache: bool = True, progress: bool | None = None
+) -> list[Pool]:
+    """Every pool layout evaluated in this process, under a "pools" progress bar (``progress`` None: when
+    stderr is a terminal), its missing stage traces first under their own
+    (:mod:`simcast.serving.search.trace_warmup`)."""
+    from simcast.serving.search.parallel import pmap
+    from simcast.serving.search.trace_warmup import warm_traces
+
+    layouts = pool_layouts(base, space)
+    warm_traces([replace(base, parallel=par, batch_size=1) for par in layouts], use_disk_cache, progress)
+    return pmap(_pool_task, [(base, par, space, use_disk_cache) for par in layouts], desc="pools", progress=progress)
 
 
 def _transfer(p: Pool, d: Pool, mode: str, devices: int, rate_per_rank: float | None = None) -> KvTransfer:
@@ -216,6 +230,12 @@ def agg_group_devices(par: ParallelSpec) -> int:
     return par.tp * par.pp * max(1, math.ceil(per_stage / par.tp))
 
 
+def replicas_for(rate_per_s: float, replica_rate_per_s: float) -> int:
+    """Replicas of replica_rate_per_s requests/s each that carry rate_per_s: at least one (a tiny
+    rate is still served by one replica, never by none)."""
+    return max(1, math.ceil(rate_per_s / replica_rate_per_s - 1e-9))
+
+
 def fewest_agg(rows: Sequence[Candidate], rate_per_s: float, max_devices: int) -> tuple[Candidate, int] | None:
     """The aggregated layout needing the fewest devices for ``rate_per_s`` (its best point under the limits,
     replicated), and that count; None when none fits in ``max_devices``."""
@@ -225,7 +245,7 @@ def fewest_agg(rows: Sequence[Candidate], rate_per_s: float, max_devices: int) -
         par = r.config.parallel
         g = agg_group_devices(par)
         group_rate = r.tokens_per_s_per_device * g / r.config.workload.output_length
-        need = math.ceil(rate_per_s / group_rate - 1e-9) * g
+        need = replicas_for(rate_per_s, group_rate) * g
         if need <= max_devices and (best is None or need < best[1]):
             best = (c, need)
     return best
@@ -246,7 +266,7 @@ def fewest_disagg(
         for d in pools:
             wd = d.cfg.parallel.world_size
             for dec in d.decode:
-                y = math.ceil(rate_per_s / (dec.ranks * dec.requests_per_s) - 1e-9)
+                y = replicas_for(rate_per_s, dec.ranks * dec.requests_per_s)
                 for x in range(x0, (n - y * wd) // wp + 1):
                     devices = x * wp + y * wd
                     if best is not None and devices > best[0]:

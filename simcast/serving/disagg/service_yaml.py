@@ -15,6 +15,7 @@ from typing import Any
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.specs import ParallelSpec
+from simcast.inputs.limits import check_fabric_choice
 from simcast.inputs.loaders import load_device
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
@@ -39,7 +40,7 @@ def _pool(base: ServingConfig, block: dict[str, Any], role: str, v: dict[str, An
         fabric = FabricChoice(
             fabric=v["fabric"], bandwidth_gbps=v["inter_node_bandwidth_gbps"], latency_us=v["inter_node_latency_us"]
         )
-        device = with_fabric(load_device(block["device"], v["devices_per_node"]), fabric)
+        device = with_fabric(load_device(block["device"], v["devices_per_node"]), check_fabric_choice(fabric))
     w = base.workload
     if "max_batched_tokens" in block:
         w = replace(w, max_batched_tokens=block["max_batched_tokens"])

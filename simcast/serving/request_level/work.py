@@ -53,8 +53,11 @@ def in_flight_per_replica(
     return max(1.0, min(c / max(1, dp), max_num_seqs, kv_requests))
 
 
-def require_bench_work(field: str, value: object, steps_at_one: int, in_flight: float, chunk_tokens: int) -> None:
-    """One error line naming ``field`` when the run would take more than ~100 s (see the module docstring)."""
+def require_bench_work(
+    field: str, value: object, steps_at_one: int, in_flight: float, chunk_tokens: int, *, remedy: str = ""
+) -> None:
+    """One error line naming ``field`` when the run would take more than ~100 s (see the module docstring).
+    ``remedy``: what else lowers the work, in the flags of the command that runs it (default: fewer requests)."""
     require(
         steps_at_one <= MAX_BENCH_TOKENS,
         field,
@@ -69,5 +72,5 @@ def require_bench_work(field: str, value: object, steps_at_one: int, in_flight: 
         value,
         f"implies ~{steps:.2g} engine steps ({steps_at_one} output tokens + prompt chunks of {chunk_tokens} at "
         f"~{in_flight:.4g} requests in flight per replica); at most {MAX_BENCH_STEPS:.0e} are simulated (~100 s): "
-        "raise --max-concurrency or simulate fewer requests",
+        + (remedy or f"simulate fewer requests ({field})"),
     )

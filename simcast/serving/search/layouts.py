@@ -281,19 +281,11 @@ def layout_work(cfgs: Sequence[ServingConfig], use_disk_cache: bool = True) -> t
     the layout's share of the stage traces not yet cached, and the torch import a worker pays when any
     trace must be compiled (the parent pays it too when it runs them serially). The partition
     ``balanced`` is estimated as ``vllm``: its keys are known only after a fit."""
-    from simcast.sim.simulate import stage_keys
-    from simcast.trace.cache import is_cached
+    from simcast.serving.search.trace_warmup import missing_keys
 
     if not cfgs:
         return 0.0, 0.0
-    keys = set()
-    for c in cfgs:
-        part = "vllm" if c.partition == "balanced" else c.partition
-        try:
-            keys.update(stage_keys(c.model, c.parallel, part))
-        except ValueError:  # an illegal split (SimcastInputError): its task rejects it; this is only an estimate
-            pass
-    missing = sum(1 for k in keys if not (use_disk_cache and is_cached(k)))
+    missing = len(missing_keys(cfgs, use_disk_cache))
     return WARM_LAYOUT_S + COMPILE_S * missing / len(cfgs), TORCH_IMPORT_S if missing else 0.0
 
 
@@ -351,13 +343,12 @@ def search(
     backend = choose_backend(
         len(tasks), task_s=task_s, workers=workers, ray_address=ray_address, startup_s=POOL_STARTUP_S + torch_s
     )
-    outs = pmap(
-        _evaluate,
-        [(c, space, use_disk_cache) for c in tasks],
-        backend=backend,
-        desc="layouts",
-        progress=progress if progress is not None else (None if len(tasks) > 4 else False),
-    )
+    show = progress if progress is not None else (None if len(tasks) > 4 else False)
+    if backend.kind == "serial":  # in-process: the traces first, under their own bar (serving.trace_warmup)
+        from simcast.serving.search.trace_warmup import warm_traces
+
+        warm_traces(tasks, use_disk_cache, show)
+    outs = pmap(_evaluate, [(c, space, use_disk_cache) for c in tasks], backend=backend, desc="layouts", progress=show)
     rows: list[Candidate] = []
     for slot, out in zip(slots, outs):
         if isinstance(out, Candidate):

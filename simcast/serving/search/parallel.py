@@ -103,11 +103,15 @@ def choose_backend(
     return Backend(kind="process", workers=w) if saved_s > startup_s else Backend()
 
 
+def progress_shown(total: int, show: bool | None) -> bool:
+    """Whether a bar of ``total`` steps is shown: ``show``, or when None, stderr is a terminal (never in a
+    pipe, a file or a test) and there is more than one step."""
+    return (total > 1 and sys.stderr.isatty()) if show is None else show
+
+
 def _progress(total: int, desc: str, show: bool | None) -> Any:
     """A tqdm bar on stderr when ``show`` (None: only when stderr is a terminal), else None."""
-    if show is None:
-        show = total > 1 and sys.stderr.isatty()
-    if not show:
+    if not progress_shown(total, show):
         return None
     from tqdm import tqdm
 

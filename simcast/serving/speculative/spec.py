@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcast.core.errors import SimcastInputError, require
+from simcast.inputs.files import unique_pairs
 from simcast.inputs.limits import MAX_SPEC_TOKENS
 
 METHODS = ("mtp", "eagle", "eagle3", "ngram")
@@ -215,8 +216,14 @@ def from_vllm_json(text: str, rates: tuple[float, ...] = (), *, mtp_layers: int 
     ``num_nextn_predict_layers`` (vLLM's default ``num_speculative_tokens`` for MTP)."""
     flag = "--speculative-config"
     try:
-        cfg = json.loads(text)
-    except (ValueError, RecursionError):
+        cfg = json.loads(text, object_pairs_hook=unique_pairs)
+    except ValueError as e:
+        if str(e).startswith("duplicate key"):  # json.loads keeps the last one: which did the user mean?
+            raise SimcastInputError(flag, text, f"{e}: give each key once") from None
+        raise SimcastInputError(
+            flag, text, 'a JSON object, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\''
+        ) from None
+    except RecursionError:
         raise SimcastInputError(
             flag, text, 'a JSON object, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\''
         ) from None

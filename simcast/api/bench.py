@@ -152,7 +152,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     """The serving configuration of the run: its memory estimate's request is the random lengths, or the mean
     lengths of the run's requests (tokens)."""
     from simcast.core.specs import ParallelSpec
-    from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.deploy.deployment import Deployment
     from simcast.serving.steady.model import ServingConfig, Workload
 
     if source == "random":
@@ -163,16 +163,19 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     m = resolve_model(o.model, quantization=o.quantization)
     dev = resolve_device(o.device, fabric=o.fabric)
     profile = engine_profile_for(o.engine_profile, o.engine, dev, tp=o.tp, pp=o.pp)
-    return ServingConfig(
+    deployment = Deployment.build(
         model=m,
         device=dev,
         parallel=ParallelSpec(tp=o.tp, pp=o.pp, dp=o.dp),
+        partition=o.partition,
+        engine=o.engine,
+        kv_cache_dtype=o.kv_cache_dtype,
+    )
+    return ServingConfig(
+        deployment=deployment,
         workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=o.max_num_batched_tokens or 0),
         batch_size=1,
-        partition=canonical_partition(o.partition) if o.partition else default_partition(o.engine),
-        runtime=o.engine,
         max_num_seqs=o.max_num_seqs or 0,
-        kv_cache_dtype=o.kv_cache_dtype,
         engine_profile=profile,
         dynamic_chunking=o.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,

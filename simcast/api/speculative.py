@@ -132,20 +132,15 @@ def speculative_step(
     from dataclasses import replace
 
     from simcast.core.assumption import Assumption, SpeculativeStep, Topic, note
+    from simcast.deploy.deployment import Deployment
     from simcast.engines.policy import engine_policy
     from simcast.serving.speculative.draft import draft_coster
     from simcast.serving.step import StepCoster
 
     s = report.spec
     target = StepCoster(
-        model=s.model,
-        device=s.device,
-        parallel=s.parallel,
-        partition=s.partition,
+        deployment=Deployment.of_spec(s),
         policy=engine_policy(engine, s.device, tp=s.parallel.tp, pp=s.parallel.pp),
-        expert_imbalance=s.expert_imbalance,
-        kv_cache_dtype=s.kv_cache_dtype,
-        engine=s.engine,
         use_disk_cache=use_cache,
     )
     draft_s = draft_coster(target, spec)(batch_size, context_length)

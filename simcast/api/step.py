@@ -9,21 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from simcast.api.common import (
-    TargetOptions,
     check_float,
     check_int,
-    normalise_engine,
     resolve_device,
     resolve_model,
 )
-from simcast.api.options import one_call, opt
-from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
-from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
+from simcast.api.options import one_call
+from simcast.api.speculative import speculative_spec, speculative_step
+from simcast.api.step_options import StepOptions as StepOptions
 from simcast.core.errors import require
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, SimSpec
 from simcast.engines import kernel_engine
 from simcast.inputs import limits
@@ -74,39 +71,6 @@ class StepReport(Report):
     @classmethod
     def of(cls, r: Report, speculative: Mapping[str, Any] | None = None) -> StepReport:
         return cls(**{f.name: getattr(r, f.name) for f in fields(Report)}, speculative=speculative)
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepOptions(SpeculativeOptions, TargetOptions):
-    """The keywords of :func:`simulate_step` (``simcast simulate``'s flags): the layout, the batch, the
-    step's phase and how its prompt is split."""
-
-    tp: int = opt(1, "tensor-parallel size")
-    pp: int = opt(1, "pipeline-parallel size (stages)")
-    dp: int | None = opt(None, "data-parallel replicas (None: num_devices // (tp*pp))")
-    num_devices: int | None = opt(None, "world size (None: tp*pp*dp)")
-    ep: int = opt(1, "MoE: expert-parallel size")
-    moe_dp: int = opt(1, "MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp)")
-    dp_attention: bool = opt(False, "MoE: the dp replicas are attention-DP groups feeding one MoE layer")
-    expert_imbalance: float = opt(
-        DEFAULT_EXPERT_IMBALANCE, "MoE: busiest expert rank's load over the uniform-routing expectation"
-    )
-    batch_size: int = opt(1, "requests in the step (--batch)")
-    input_length: int = opt(2048, "prompt tokens per request")
-    phase: Literal["prefill", "decode"] = opt("prefill", "prefill: the prompts; decode: one token each")
-    context_length: int | None = opt(None, "decode: cached tokens per request (None: input_length)")
-    microbatches: int | None = opt(None, "microbatches the batch is split into (None: pp)")
-    chunked_prefill_size: int | None = opt(None, "tokens per chunk of one prompt's chunked pipeline prefill")
-    enable_dynamic_chunking: bool = opt(False, "SGLang's dynamic chunking of one prompt's pipeline prefill")
-    dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
-    engine: str = opt("none", "cost kernels with this engine's fits (none: the generic roofline)")
-    dtype: str | None = opt(None, "bf16, fp16 or fp8: every weight and activation (None: the config's)")
-    devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
-    tp_sharded_send: bool = opt(False, "each TP rank sends 1/tp of the hidden states (vLLM)")
-    residual_send: bool = opt(True, "stages send the residual with the hidden states")
-
-    def __post_init__(self) -> None:
-        normalise_engine(self)
 
 
 def step_spec(o: StepOptions) -> SimSpec:

@@ -87,6 +87,20 @@ LIMIT_MS = float_in(0.0, limits.MAX_LIMIT_MS, "milliseconds")
 FRACTION = float_in(0.0, 1.0, "a fraction of GPU memory")
 IMBALANCE = float_in(1.0, 1000.0, "busiest expert rank's load over the uniform-routing expectation")
 
+VALUE_TYPES: dict[str, Callable[[str], Any]] = {
+    "requests": REQUESTS,
+    "tokens": TOKENS,
+    "batched_tokens": BATCHED_TOKENS,
+    "microbatches": MICROBATCHES,
+    "devices": DEVICES,
+    "devices_per_node": DEVICES_PER_NODE,
+    "limit_ms": LIMIT_MS,
+    "fraction": FRACTION,
+    "imbalance": IMBALANCE,
+    "smooth_factor": float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+}
+"""The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
+
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
     """``--quantization`` and ``--kv-cache-dtype``, shared by every command that builds a model."""

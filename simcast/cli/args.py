@@ -86,6 +86,27 @@ MESSAGE_BYTES = float_in(0.0, limits.MAX_MESSAGE_BYTES, "1 PiB")
 LIMIT_MS = float_in(0.0, limits.MAX_LIMIT_MS, "milliseconds")
 FRACTION = float_in(0.0, 1.0, "a fraction of GPU memory")
 IMBALANCE = float_in(1.0, 1000.0, "busiest expert rank's load over the uniform-routing expectation")
+_MAX_RATE = 1e9  # requests/s
+
+
+def request_rate(v: str) -> float:
+    """A request rate in requests/s: a finite number in [1e-6, 1e9], or inf (every request at t = 0)."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not (math.isinf(x) and x > 0) and not 1e-6 <= x <= _MAX_RATE:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number in [1e-06, 1e+09] or inf")
+    return x
+
+
+def range_ratio(v: str) -> float:
+    """A length range ratio r in [0, 1): lengths uniform in L*(1-r)..L*(1+r)."""
+    x = float_in(-1.0, 1.0)(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1)")
+    return x
+
 
 VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "requests": REQUESTS,
@@ -98,6 +119,13 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "fraction": FRACTION,
     "imbalance": IMBALANCE,
     "smooth_factor": float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+    "prompts": int_in(1, limits.MAX_BENCH_PROMPTS, "requests simulated"),
+    "request_rate": request_rate,
+    "burstiness": float_in(1e-3, 1e3, "gamma shape"),
+    "range_ratio": range_ratio,
+    "turns": int_in(1, 1000, "turns per conversation"),
+    "warmups": int_in(0, limits.MAX_BENCH_PROMPTS, "warm-up requests"),
+    "seed": int_in(0, 2**32 - 1),
 }
 """The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
 

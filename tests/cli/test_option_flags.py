@@ -8,11 +8,12 @@ import dataclasses
 
 import pytest
 
+from simcast.api.bench import BenchOptions
 from simcast.api.options import CLI
 from simcast.api.step import StepOptions
 from simcast.cli.option_flags import add_option_flags, option_values
 
-OPTION_CLASSES = [StepOptions]
+OPTION_CLASSES = [StepOptions, BenchOptions]
 
 
 @pytest.mark.parametrize("cls", OPTION_CLASSES)

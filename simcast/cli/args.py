@@ -108,6 +108,17 @@ def range_ratio(v: str) -> float:
     return x
 
 
+def hit_rate(v: str) -> float:
+    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not limits.prefix_hit_rate_ok(x):
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; {limits.PREFIX_HIT_RATE_RANGE}")
+    return x
+
+
 VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "requests": REQUESTS,
     "tokens": TOKENS,
@@ -126,6 +137,7 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "turns": int_in(1, 1000, "turns per conversation"),
     "warmups": int_in(0, limits.MAX_BENCH_PROMPTS, "warm-up requests"),
     "seed": int_in(0, 2**32 - 1),
+    "hit_rate": hit_rate,
 }
 """The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
 
@@ -232,16 +244,3 @@ def resolve_partition_arg(partition: str | None, engine: str | None) -> str:
     from simcast.engines.partition import canonical_partition, default_partition
 
     return canonical_partition(partition) if partition else default_partition(engine)
-
-
-def add_expert_imbalance_arg(p: argparse.ArgumentParser) -> None:
-    """``--expert-imbalance``, shared by every command that costs MoE layers."""
-    from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
-
-    p.add_argument(
-        "--expert-imbalance",
-        type=IMBALANCE,
-        default=DEFAULT_EXPERT_IMBALANCE,
-        help="MoE: busiest expert rank's load over the uniform-routing expectation "
-        f"[default {DEFAULT_EXPERT_IMBALANCE:g}: published routing skew, see simcast.core.moe; 1 = uniform]",
-    )

@@ -12,7 +12,8 @@ from simcast.cli.args import target_kwargs
 from simcast.cli.disagg import check_disagg_args, cmd_optimize_modes, wanted
 from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
-from simcast.cli.optimize_args import normalize_trailing_model
+from simcast.cli.optimize_args import SEARCH_FLAGS, normalize_trailing_model
+from simcast.cli.option_flags import option_values
 from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
@@ -32,22 +33,7 @@ def search_options(a: argparse.Namespace) -> SearchOptions:
     """The :func:`simcast.api.optimize.optimize` keywords of parsed ``simcast optimize`` flags (``a.runtime``
     resolved: ``--engine``, else the ``--emit`` engine, else vllm)."""
     return SearchOptions(
-        num_devices=a.num_devices,
-        input_length=a.input_length,
-        output_length=a.output_length,
-        dataset_name=a.dataset_name,
-        usage=a.usage,
-        tp_sizes=a.tp_sizes,
-        pp_sizes=a.pp_sizes,
-        ep_sizes=a.ep_sizes,
-        moe_dp_sizes=a.moe_dp_sizes,
-        batch_sizes=a.batch_sizes,
-        ttft_limit_ms=a.ttft_limit,
-        tpot_limit_ms=a.tpot_limit,
-        chunked_prefill_sizes=a.chunked_prefill_sizes,
-        expert_imbalance=a.expert_imbalance,
-        devices_per_node=a.devices_per_node,
-        prefix_hit_rate=a.prefix_hit_rate,
+        **option_values(a, SearchOptions, SEARCH_FLAGS),
         workers=a.workers,
         ray_address=a.ray,
         progress=None,

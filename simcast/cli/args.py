@@ -138,6 +138,8 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "warmups": int_in(0, limits.MAX_BENCH_PROMPTS, "warm-up requests"),
     "seed": int_in(0, 2**32 - 1),
     "hit_rate": hit_rate,
+    "spec_tokens": int_in(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
+    "draft_tokens": int_in(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
 }
 """The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
 

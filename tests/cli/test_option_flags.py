@@ -11,10 +11,11 @@ import pytest
 from simcast.api.bench import BenchOptions
 from simcast.api.options import CLI
 from simcast.api.search_inputs import SearchOptions
+from simcast.api.speculative import SpeculativeOptions
 from simcast.api.step import StepOptions
 from simcast.cli.option_flags import add_option_flags, option_values
 
-OPTION_CLASSES = [StepOptions, BenchOptions, SearchOptions]
+OPTION_CLASSES = [StepOptions, BenchOptions, SearchOptions, SpeculativeOptions]
 
 
 @pytest.mark.parametrize("cls", OPTION_CLASSES)

@@ -26,7 +26,8 @@ Each call's keywords are the fields of its options dataclass (``StepOptions``, `
 Every result has ``to_dict()`` (the CLI's ``--json``/``--save-result`` form) and ``to_dataframe()``
 (columns named with their units: ``_ms``, ``_s``, ``_gib``, ``tokens_per_s``).
 
-**Specs and inputs**: ``ModelSpec``, ``DeviceSpec``, ``ParallelSpec``, ``Batch``, ``SimSpec``,
+**Specs and inputs**: ``ModelSpec``, ``DeviceSpec``, ``ParallelSpec``, ``Partition`` (layers per
+stage, parsed once), ``Deployment`` (model, devices, layout, partition, engine), ``Batch``, ``SimSpec``,
 ``FabricChoice``; ``load_model``, ``load_device``, ``shipped_models``, ``shipped_devices``,
 ``load_distribution`` (the shipped request-length distributions); ``SimcastInputError`` (bad input).
 
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
     from simcast.core.specs import Batch as Batch
     from simcast.core.specs import ParallelSpec as ParallelSpec
     from simcast.core.specs import SimSpec as SimSpec
+    from simcast.deploy.deployment import Deployment as Deployment
+    from simcast.engines.partition import Partition as Partition
     from simcast.inputs.loaders import load_device as load_device
     from simcast.inputs.loaders import load_model as load_model
     from simcast.inputs.loaders import shipped_devices as shipped_devices
@@ -118,6 +121,8 @@ _API: dict[str, str] = {
     # core: specs and errors
     "SimSpec": "simcast.core.specs",
     "ParallelSpec": "simcast.core.specs",
+    "Partition": "simcast.engines.partition",
+    "Deployment": "simcast.deploy.deployment",
     "Batch": "simcast.core.specs",
     "ModelSpec": "simcast.core.model_spec",
     "DeviceSpec": "simcast.core.device",

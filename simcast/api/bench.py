@@ -20,7 +20,7 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
-from simcast.api.options import one_call, opt
+from simcast.api.options import Flag, one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import require
@@ -109,14 +109,58 @@ class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, Tar
     """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
     router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
 
-    tp: int = opt(1, "tensor-parallel size of each replica")
-    pp: int = opt(1, "pipeline-parallel size of each replica")
-    dp: int = opt(1, "replicas")
-    router: Literal["round_robin", "least_loaded"] = opt("round_robin", "how requests go to the dp replicas")
-    max_concurrency: int | None = opt(None, "client-side limit on requests in flight (None: none)")
-    num_warmups: int = opt(0, "vllm bench serve's warm-up requests: accepted, not simulated (noted)")
-    enable_dynamic_chunking: bool = opt(False, "SGLang's dynamic chunking of a prompt's chunks (acts at pp > 1)")
-    dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
+    tp: int = opt(
+        1,
+        "tensor-parallel size of each replica",
+        flag=Flag(names=("--tp",), help="tensor-parallel size", value_type="devices"),
+    )
+    pp: int = opt(
+        1,
+        "pipeline-parallel size of each replica",
+        flag=Flag(names=("--pp",), help="pipeline-parallel size", value_type="devices"),
+    )
+    dp: int = opt(1, "replicas", flag=Flag(names=("--dp",), help="replicas behind the router", value_type="devices"))
+    router: Literal["round_robin", "least_loaded"] = opt(
+        "round_robin",
+        "how requests go to the dp replicas",
+        flag=Flag(names=("--router",), help="DP router", choices=("round_robin", "least_loaded")),
+    )
+    max_concurrency: int | None = opt(
+        None,
+        "client-side limit on requests in flight (None: none)",
+        flag=Flag(names=("--max-concurrency",), help="client-side limit on requests in flight", value_type="requests"),
+    )
+    num_warmups: int = opt(
+        0,
+        "vllm bench serve's warm-up requests: accepted, not simulated (noted)",
+        flag=Flag(
+            names=("--num-warmups",),
+            help="warm-up requests vllm bench serve sends and awaits before the timed run; accepted so its lines "
+            "replay as they are, not simulated: the timed run starts on an idle, warm engine either way [0]",
+            value_type="warmups",
+        ),
+    )
+    enable_dynamic_chunking: bool = opt(
+        False,
+        "SGLang's dynamic chunking of a prompt's chunks (acts at pp > 1)",
+        flag=Flag(
+            names=("--enable-dynamic-chunking",),
+            help="SGLang's dynamic chunking (--engine sglang, acts at --pp > 1 as in SGLang): a long prompt's chunks "
+            "after the first (--max-num-batched-tokens / --chunked-prefill-size) are sized to take as long as the "
+            "first, from a quadratic fit of stage 0's prefill time",
+            action="store_true",
+        ),
+    )
+    dynamic_chunking_smooth_factor: float = opt(
+        SGLANG_SMOOTH_FACTOR,
+        "SGLang's smooth factor, in [0, 1]",
+        flag=Flag(
+            names=("--dynamic-chunking-smooth-factor",),
+            help="how far a dynamic chunk moves from the first chunk's size toward the equal-time size "
+            f"(SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR) [default {SGLANG_SMOOTH_FACTOR}]",
+            value_type="smooth_factor",
+        ),
+    )
 
 
 def _check_options(o: BenchOptions) -> None:
@@ -152,7 +196,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     """The serving configuration of the run: its memory estimate's request is the random lengths, or the mean
     lengths of the run's requests (tokens)."""
     from simcast.core.specs import ParallelSpec
-    from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.deploy.deployment import Deployment
     from simcast.serving.steady.model import ServingConfig, Workload
 
     if source == "random":
@@ -163,16 +207,19 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     m = resolve_model(o.model, quantization=o.quantization)
     dev = resolve_device(o.device, fabric=o.fabric)
     profile = engine_profile_for(o.engine_profile, o.engine, dev, tp=o.tp, pp=o.pp)
-    return ServingConfig(
+    deployment = Deployment.build(
         model=m,
         device=dev,
         parallel=ParallelSpec(tp=o.tp, pp=o.pp, dp=o.dp),
+        partition=o.partition,
+        engine=o.engine,
+        kv_cache_dtype=o.kv_cache_dtype,
+    )
+    return ServingConfig(
+        deployment=deployment,
         workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=o.max_num_batched_tokens or 0),
         batch_size=1,
-        partition=canonical_partition(o.partition) if o.partition else default_partition(o.engine),
-        runtime=o.engine,
         max_num_seqs=o.max_num_seqs or 0,
-        kv_cache_dtype=o.kv_cache_dtype,
         engine_profile=profile,
         dynamic_chunking=o.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simcast.api.options import opt
+from simcast.api.options import Flag, opt
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_TOKENS
 
@@ -121,18 +121,97 @@ class RequestOptions:
     """The requests of a ``bench_serve`` run: how many, when they are sent, and their lengths (random, a
     shipped distribution, or a trace); each keyword is its ``vllm bench serve`` flag."""
 
-    num_prompts: int = opt(1000, "requests sent (--num-prompts)")
-    request_rate: float = opt(math.inf, "requests per s (inf: all at t = 0)")
-    burstiness: float = opt(1.0, "gamma shape of the gaps between sends (1: Poisson)")
-    input_length: int = opt(1024, "random prompts: tokens each (--random-input-len)")
-    output_length: int = opt(128, "random requests: output tokens each (--random-output-len)")
-    range_ratio: float = opt(0.0, "random lengths uniform within L(1 +- r), r in [0, 1) (--random-range-ratio)")
-    prefix_length: int = opt(0, "random prompts: tokens of one prefix every prompt starts with (--random-prefix-len)")
-    multiturn_turns: int | None = opt(None, "dataset_name multiturn: turns per conversation (None: 2)")
-    dataset_name: str = opt("random", "random, multiturn, custom (with dataset_path) or a shipped distribution")
-    dataset_path: str | None = opt(None, "a .jsonl or .csv trace of token counts (optionally send times, prefixes)")
-    sharegpt_output_len: int | None = opt(None, "a dataset's output tokens, each (None: the dataset's own)")
-    seed: int = opt(0, "seed of the random lengths and send times")
+    num_prompts: int = opt(
+        1000,
+        "requests sent (--num-prompts)",
+        flag=Flag(names=("--num-prompts",), help=f"requests [1000, <= {MAX_BENCH_PROMPTS}]", value_type="prompts"),
+    )
+    request_rate: float = opt(
+        math.inf,
+        "requests per s (inf: all at t = 0)",
+        flag=Flag(names=("--request-rate",), help="requests/s, or inf (all at t=0) [inf]", value_type="request_rate"),
+    )
+    burstiness: float = opt(
+        1.0,
+        "gamma shape of the gaps between sends (1: Poisson)",
+        flag=Flag(
+            names=("--burstiness",), help="gamma shape of inter-arrival gaps (1: Poisson)", value_type="burstiness"
+        ),
+    )
+    input_length: int = opt(
+        1024,
+        "random prompts: tokens each (--random-input-len)",
+        flag=Flag(names=("--random-input-len",), help="prompt tokens [1024]", value_type="tokens"),
+    )
+    output_length: int = opt(
+        128,
+        "random requests: output tokens each (--random-output-len)",
+        flag=Flag(names=("--random-output-len",), help="output tokens [128]", value_type="tokens"),
+    )
+    range_ratio: float = opt(
+        0.0,
+        "random lengths uniform within L(1 +- r), r in [0, 1) (--random-range-ratio)",
+        flag=Flag(
+            names=("--random-range-ratio",),
+            help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
+            value_type="range_ratio",
+        ),
+    )
+    prefix_length: int = opt(
+        0,
+        "random prompts: tokens of one prefix every prompt starts with (--random-prefix-len)",
+        flag=Flag(
+            names=("--random-prefix-len",),
+            help="tokens of one prefix every random prompt starts with, before its --random-input-len own tokens "
+            "(as vllm bench serve): the prefix cache serves it [0]",
+            value_type="tokens",
+        ),
+    )
+    multiturn_turns: int | None = opt(
+        None,
+        "dataset_name multiturn: turns per conversation (None: 2)",
+        flag=Flag(
+            names=("--multiturn-turns",),
+            help="turns per conversation of --dataset-name multiturn [2: LMSYS-Chat-1M's mean, arXiv 2309.11998]",
+            value_type="turns",
+        ),
+    )
+    dataset_name: str = opt(
+        "random",
+        "random, multiturn, custom (with dataset_path) or a shipped distribution",
+        flag=Flag(
+            names=("--dataset-name",),
+            help="random (the --random-* lengths), multiturn (conversations: each turn's prompt is the history + a "
+            "new --random-input-len message) or a shipped length distribution: sharegpt, arxiv_summarization, "
+            "azure_conv_2023, ... (`simcast workloads` lists them) [random]",
+        ),
+    )
+    dataset_path: str | None = opt(
+        None,
+        "a .jsonl or .csv trace of token counts (optionally send times, prefixes)",
+        flag=Flag(
+            names=("--dataset-path", "--dataset"),
+            help="your trace, .jsonl or .csv: input_len,output_len (or num_prefill_tokens,num_decode_tokens or "
+            "ContextTokens,GeneratedTokens), optional arrival_s (or arrived_at) and optional prefix_id,prefix_len "
+            "(a shared prefix, for the prefix cache): replayed when it has arrival times, else its first "
+            "--num-prompts rows at --request-rate",
+        ),
+    )
+    sharegpt_output_len: int | None = opt(
+        None,
+        "a dataset's output tokens, each (None: the dataset's own)",
+        flag=Flag(
+            names=("--sharegpt-output-len",),
+            help="output tokens of every request of a dataset (not random), as vLLM's flag; with sharegpt, prompts "
+            "whose prompt + output exceeds 2048 are dropped as vLLM drops them",
+            value_type="tokens",
+        ),
+    )
+    seed: int = opt(
+        0,
+        "seed of the random lengths and send times",
+        flag=Flag(names=("--seed",), help="random seed [0]", value_type="seed"),
+    )
 
 
 Built = tuple[list["RequestSpec"], str, str]

@@ -10,11 +10,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from simcast.api.options import opt, required
+from simcast.api.options import Flag, opt, required
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
+from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.engines import NO_ENGINE, REGISTRY
 from simcast.inputs.limits import check_fabric_choice
 
@@ -22,6 +23,14 @@ ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
 DeviceArg = str | DeviceSpec
 """A shipped device profile name (``h100_sxm``), a profile YAML path, or a :class:`DeviceSpec`."""
+
+EXPERT_IMBALANCE_FLAG = Flag(
+    names=("--expert-imbalance",),
+    help="MoE: busiest expert rank's load over the uniform-routing expectation "
+    f"[default {DEFAULT_EXPERT_IMBALANCE:g}: published routing skew, see simcast.core.moe; 1 = uniform]",
+    value_type="imbalance",
+)
+"""``--expert-imbalance``, the flag of every options class that costs MoE layers."""
 
 
 def resolve_model(model: ModelArg, *, dtype: str | None = None, quantization: str | None = None) -> ModelSpec:

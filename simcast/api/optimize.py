@@ -105,7 +105,7 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
     """The base :class:`ServingConfig` of a search over ``space`` (:func:`search_space` of ``o``); with no
     ep or moe_dp sizes given, an MoE model's TP groups are replicas."""
     from simcast.core.specs import ParallelSpec
-    from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.deploy.deployment import Deployment
     from simcast.serving.steady.model import ServingConfig
 
     require(o.usage in ("server", "offline"), "--usage", o.usage, "allowed: server, offline")
@@ -126,18 +126,21 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
         )
     if m.moe is not None and o.ep_sizes is None and o.moe_dp_sizes is None:  # tp T: T-way replicas, own experts
         space = replace(space, moe_replicas=True)
-    base = ServingConfig(
+    deployment = Deployment.build(
         model=m,
         device=dev,
         parallel=ParallelSpec(world_size=1),
+        partition=o.partition,
+        engine=o.engine,
+        expert_imbalance=o.expert_imbalance,
+        kv_cache_dtype=o.kv_cache_dtype,
+    )
+    base = ServingConfig(
+        deployment=deployment,
         workload=workload,
         usage=o.usage,
         batch_size=1,
-        partition=canonical_partition(o.partition) if o.partition else default_partition(o.engine),
-        runtime=o.engine,
         max_num_seqs=o.max_num_seqs or 0,
-        expert_imbalance=o.expert_imbalance,
-        kv_cache_dtype=o.kv_cache_dtype,
         engine_profile=engine_profile_for(o.engine_profile, o.engine, dev),
         speculative=speculative_spec(m, o),
         **mem,  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -23,15 +24,39 @@ R = TypeVar("R")
 DOC = "doc"
 """The metadata key of a field's one-line doc."""
 
-
-def opt(default: T, doc: str) -> T:
-    """A field with ``default`` and its one-line ``doc`` (units in it where the field has units)."""
-    return dataclasses.field(default=default, metadata={DOC: doc})
+CLI = "cli"
+"""The metadata key of a field's CLI flag (:class:`Flag`)."""
 
 
-def required(doc: str) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class Flag:
+    """How the CLI reads an options field (the parser is built from it: ``simcast/cli/option_flags.py``):
+    ``names`` (the flag, then its aliases), ``help`` (the ``--help`` text, bounds and units in it),
+    ``value_type`` (a name in ``simcast.cli.args.VALUE_TYPES``: the bounded argparse type; None: text),
+    ``choices``, ``action`` (``store_true``/``store_false`` for a switch), ``nargs`` (a list flag),
+    ``metavar`` (None: the flag's name in capitals) and ``dest`` (the parsed flags' attribute; None: the
+    field's name)."""
+
+    names: tuple[str, ...]
+    help: str
+    value_type: str | None = None
+    choices: tuple[str, ...] | None = None
+    action: str | None = None
+    nargs: str | None = None
+    metavar: str | None = None
+    dest: str | None = None
+
+
+def opt(default: T, doc: str, *, flag: Flag | None = None) -> T:
+    """A field with ``default`` and its one-line ``doc`` (units in it where the field has units), read
+    from the CLI by ``flag`` when given."""
+    meta: dict[str, Any] = {DOC: doc} if flag is None else {DOC: doc, CLI: flag}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def required(doc: str, *, flag: Flag | None = None) -> Any:
     """The metadata of a field without a default: ``x: int = field(metadata=required("..."))``."""
-    return {DOC: doc}
+    return {DOC: doc} if flag is None else {DOC: doc, CLI: flag}
 
 
 def _ordered(cls: type) -> list[dataclasses.Field[Any]]:

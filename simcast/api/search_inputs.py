@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import ServingEngineOptions, TargetOptions, check_int
-from simcast.api.options import opt, required
+from simcast.api.common import EXPERT_IMBALANCE_FLAG, ServingEngineOptions, TargetOptions, check_int
+from simcast.api.options import Flag, opt, required
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
@@ -26,28 +26,141 @@ class SearchOptions(SpeculativeOptions, ServingEngineOptions, TargetOptions):
     """The keywords of :func:`simcast.api.optimize.optimize` (``simcast optimize``'s flags of the
     aggregated search): the devices, the layouts and concurrencies searched, the limits, the requests."""
 
-    num_devices: int = field(metadata=required("devices the layouts are made of"))
-    input_length: int | None = opt(None, "prompt tokens per request (None: with a dataset_name)")
-    output_length: int | None = opt(None, "output tokens per request (None: with a dataset_name)")
-    dataset_name: str | None = opt(None, "a shipped length distribution instead of fixed lengths")
-    usage: Literal["server", "offline"] = opt("server", "the engine as a server or offline (vLLM's defaults differ)")
-    tp_sizes: Sequence[int] | None = opt(None, "TP sizes searched (None: powers of two <= num_devices)")
-    pp_sizes: Sequence[int] | None = opt(None, "PP sizes searched (None: 1; []: powers of two <= num_devices)")
-    ep_sizes: Sequence[int] | None = opt(None, "MoE: EP sizes searched (None: 1; []: powers of two)")
-    moe_dp_sizes: Sequence[int] | None = opt(None, "MoE: expert DP sizes searched (None: 1; []: powers of two)")
-    batch_sizes: Sequence[int] | None = opt(
-        None, "concurrencies per replica tried (None: 1, 2, 3, 4, 6, 8, 12, ... up to what memory allows, <= 4096)"
+    """The keywords of :func:`simcast.api.optimize.optimize` (``simcast optimize``'s flags of the
+    aggregated search): the devices, the layouts and concurrencies searched, the limits, the requests."""
+
+    num_devices: int = field(
+        metadata=required(
+            "devices the layouts are made of",
+            flag=Flag(names=("--num-devices",), help="devices in the deployment [<= 65536]", value_type="devices"),
+        )
     )
-    ttft_limit_ms: float | None = opt(None, "time to first token limit, ms (None or 0: none)")
-    tpot_limit_ms: float | None = opt(None, "time per output token limit, ms (None or 0: none)")
+    input_length: int | None = opt(
+        None,
+        "prompt tokens per request (None: with a dataset_name)",
+        flag=Flag(
+            names=("--input-length",), help="ISL, tokens [<= 10^7; required unless --dataset-name]", value_type="tokens"
+        ),
+    )
+    output_length: int | None = opt(
+        None,
+        "output tokens per request (None: with a dataset_name)",
+        flag=Flag(
+            names=("--output-length",),
+            help="OSL, tokens [<= 10^7; required unless --dataset-name]",
+            value_type="tokens",
+        ),
+    )
+    dataset_name: str | None = opt(
+        None,
+        "a shipped length distribution instead of fixed lengths",
+        flag=Flag(
+            names=("--dataset-name",),
+            help="a shipped request-length distribution (simcast workloads: sharegpt, arxiv_summarization, ...): the "
+            "steady state takes its means and its KV per running request over the whole distribution, finite runs "
+            "draw from it [default: fixed --input-length / --output-length]",
+        ),
+    )
+    usage: Literal["server", "offline"] = opt(
+        "server",
+        "the engine as a server or offline (vLLM's defaults differ)",
+        flag=Flag(
+            names=("--usage",),
+            help="the engine runs as a server (vllm serve) or offline (vllm.LLM / vllm bench throughput): vLLM's "
+            "defaults differ (offline: 16384 batched tokens on big GPUs) [default server]",
+            choices=("server", "offline"),
+        ),
+    )
+    tp_sizes: Sequence[int] | None = opt(
+        None,
+        "TP sizes searched (None: powers of two <= num_devices)",
+        flag=Flag(
+            names=("--tp-sizes",),
+            help="TP sizes; absent: powers of two <= num-devices; no value: same",
+            nargs="*",
+        ),
+    )
+    pp_sizes: Sequence[int] | None = opt(
+        None,
+        "PP sizes searched (None: 1; []: powers of two <= num_devices)",
+        flag=Flag(
+            names=("--pp-sizes",), help="PP sizes; absent: [1]; no value: powers of two <= num-devices", nargs="*"
+        ),
+    )
+    ep_sizes: Sequence[int] | None = opt(
+        None,
+        "MoE: EP sizes searched (None: 1; []: powers of two)",
+        flag=Flag(
+            names=("--ep-sizes",),
+            help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+            nargs="*",
+        ),
+    )
+    moe_dp_sizes: Sequence[int] | None = opt(
+        None,
+        "MoE: expert DP sizes searched (None: 1; []: powers of two)",
+        flag=Flag(
+            names=("--moe-dp-sizes",),
+            help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
+            nargs="*",
+        ),
+    )
+    batch_sizes: Sequence[int] | None = opt(
+        None,
+        "concurrencies per replica tried (None: 1, 2, 3, 4, 6, 8, 12, ... up to what memory allows, <= 4096)",
+        flag=Flag(
+            names=("--batch-sizes",),
+            help="restrict concurrency per replica to these values (default: 1, 2, 3, 4, 6, 8, 12, ... up to what "
+            "memory allows, at most 4096) "
+            "[each <= 10^6, at most 256 values]",
+            nargs="+",
+        ),
+    )
+    ttft_limit_ms: float | None = opt(
+        None,
+        "time to first token limit, ms (None or 0: none)",
+        flag=Flag(names=("--ttft-limit",), help="TTFT limit, ms", value_type="limit_ms", dest="ttft_limit"),
+    )
+    tpot_limit_ms: float | None = opt(
+        None,
+        "time per output token limit, ms (None or 0: none)",
+        flag=Flag(names=("--tpot-limit",), help="TPOT limit, ms", value_type="limit_ms", dest="tpot_limit"),
+    )
     chunked_prefill_sizes: Sequence[int] | None = opt(
-        None, "prompt chunk sizes searched per layout, tokens (None: the engine's; []: a default set)"
+        None,
+        "prompt chunk sizes searched per layout, tokens (None: the engine's; []: a default set)",
+        flag=Flag(
+            names=("--chunked-prefill-sizes",),
+            help="search the prompt chunk size per layout (vLLM --max-num-batched-tokens, SGLang "
+            "--chunked-prefill-size; with SGLang at PP > 1 also --enable-dynamic-chunking on/off): each layout keeps "
+            "the setting with the lowest 1-prompt TTFT whose best point meets the limits (within 1%%: the higher "
+            "token/s/device); absent: the engine's own chunk only; no value: 2048 4096 8192 16384 and the engine's "
+            "own [each <= 10^9, at most 16 values]",
+            nargs="*",
+        ),
     )
     expert_imbalance: float = opt(
-        DEFAULT_EXPERT_IMBALANCE, "MoE: busiest expert rank's load over the uniform-routing expectation"
+        DEFAULT_EXPERT_IMBALANCE,
+        "MoE: busiest expert rank's load over the uniform-routing expectation",
+        flag=EXPERT_IMBALANCE_FLAG,
     )
-    devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
-    prefix_hit_rate: float = opt(0.0, "share of prompt tokens the prefix cache serves, in [0, 1)")
+    devices_per_node: int | None = opt(
+        None,
+        "devices per node (None: the profile's)",
+        flag=Flag(names=("--devices-per-node",), help="override the profile [<= 1024]", value_type="devices_per_node"),
+    )
+    prefix_hit_rate: float = opt(
+        0.0,
+        "share of prompt tokens the prefix cache serves, in [0, 1)",
+        flag=Flag(
+            names=("--prefix-hit-rate",),
+            help="share of prompt tokens the prefix cache serves (a prefix every prompt shares, e.g. a system "
+            "prompt; bench-serve --random-prefix-len P --random-input-len I gives about P/(P+I)): only the rest is "
+            "prefilled, attention still spans the whole context, the shared prefix's KV is held once; 0 with "
+            "--no-enable-prefix-caching [0, < 1]",
+            value_type="hit_rate",
+        ),
+    )
     workers: int | None = opt(1, "local worker processes (1: serial; None: chosen from the work)")
     ray_address: str | None = opt(None, "run the search's tasks on the Ray cluster at this address")
     progress: bool | None = opt(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simcast.api.common import check_int
-from simcast.api.options import opt
+from simcast.api.options import Flag, opt
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_SPEC_TOKENS
 from simcast.serving.speculative.spec import SpeculativeSpec
@@ -38,15 +38,62 @@ class SpeculativeOptions:
     """Speculative decoding as the one-calls take it (all None: off); each keyword is its CLI flag."""
 
     speculative_config: SpeculativeConfigArg | None = opt(
-        None, "vLLM's --speculative-config: its JSON text, a mapping, or a SpeculativeSpec"
+        None,
+        "vLLM's --speculative-config: its JSON text, a mapping, or a SpeculativeSpec",
+        flag=Flag(
+            names=("--speculative-config",),
+            help='vLLM\'s JSON, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\': method mtp (or '
+            "deepseek_mtp, qwen3_next_mtp, ...), eagle, eagle3 or ngram [default: off]",
+        ),
     )
-    speculative_algorithm: str | None = opt(None, "SGLang's --speculative-algorithm (EAGLE, EAGLE3, NEXTN, ...)")
-    speculative_num_steps: int | None = opt(None, "SGLang's --speculative-num-steps (draft passes per step)")
-    speculative_eagle_topk: int | None = opt(None, "SGLang's --speculative-eagle-topk (draft branches per step)")
-    speculative_num_draft_tokens: int | None = opt(None, "SGLang's --speculative-num-draft-tokens (tokens verified)")
-    speculative_draft_model_path: str | None = opt(None, "SGLang's --speculative-draft-model-path")
+    speculative_algorithm: str | None = opt(
+        None,
+        "SGLang's --speculative-algorithm (EAGLE, EAGLE3, NEXTN, ...)",
+        flag=Flag(
+            names=("--speculative-algorithm",),
+            help="SGLang's: EAGLE, EAGLE3, NEXTN (the model's MTP layer) or NGRAM [default: off]",
+        ),
+    )
+    speculative_num_steps: int | None = opt(
+        None,
+        "SGLang's --speculative-num-steps (draft passes per step)",
+        flag=Flag(
+            names=("--speculative-num-steps",),
+            help="SGLang's: draft passes per step [<= 64]",
+            value_type="spec_tokens",
+        ),
+    )
+    speculative_eagle_topk: int | None = opt(
+        None,
+        "SGLang's --speculative-eagle-topk (draft branches per step)",
+        flag=Flag(
+            names=("--speculative-eagle-topk",),
+            help="SGLang's: drafts branched per pass; only 1 (a chain) is modelled [1]",
+            value_type="spec_tokens",
+        ),
+    )
+    speculative_num_draft_tokens: int | None = opt(
+        None,
+        "SGLang's --speculative-num-draft-tokens (tokens verified)",
+        flag=Flag(
+            names=("--speculative-num-draft-tokens",),
+            help="SGLang's: tokens verified per step (top-k 1: num_steps + 1; NGRAM: required) [<= 65]",
+            value_type="draft_tokens",
+        ),
+    )
+    speculative_draft_model_path: str | None = opt(
+        None,
+        "SGLang's --speculative-draft-model-path",
+        flag=Flag(names=("--speculative-draft-model-path",), help="SGLang's: the draft's name (a label in the output)"),
+    )
     spec_acceptance: AcceptanceArg | None = opt(
-        None, "acceptance rate of each draft token: one rate, one per token, or their text (None: published)"
+        None,
+        "acceptance rate of each draft token: one rate, one per token, or their text (None: published)",
+        flag=Flag(
+            names=("--spec-acceptance",),
+            help="acceptance rate of each draft token given the ones before were accepted: one rate (0.7) or "
+            "one per speculative token (0.8,0.6,0.4) [default: the method's published figure, labelled]",
+        ),
     )
 
 
@@ -132,20 +179,15 @@ def speculative_step(
     from dataclasses import replace
 
     from simcast.core.assumption import Assumption, SpeculativeStep, Topic, note
+    from simcast.deploy.deployment import Deployment
     from simcast.engines.policy import engine_policy
     from simcast.serving.speculative.draft import draft_coster
     from simcast.serving.step import StepCoster
 
     s = report.spec
     target = StepCoster(
-        model=s.model,
-        device=s.device,
-        parallel=s.parallel,
-        partition=s.partition,
+        deployment=Deployment.of_spec(s),
         policy=engine_policy(engine, s.device, tp=s.parallel.tp, pp=s.parallel.pp),
-        expert_imbalance=s.expert_imbalance,
-        kv_cache_dtype=s.kv_cache_dtype,
-        engine=s.engine,
         use_disk_cache=use_cache,
     )
     draft_s = draft_coster(target, spec)(batch_size, context_length)

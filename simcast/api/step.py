@@ -9,23 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from simcast.api.common import (
-    TargetOptions,
     check_float,
     check_int,
-    normalise_engine,
     resolve_device,
     resolve_model,
 )
-from simcast.api.options import one_call, opt
-from simcast.api.speculative import SpeculativeOptions, speculative_spec, speculative_step
-from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
+from simcast.api.options import one_call
+from simcast.api.speculative import speculative_spec, speculative_step
+from simcast.api.step_options import StepOptions as StepOptions
 from simcast.core.errors import require
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, SimSpec
-from simcast.engines import kernel_engine
 from simcast.inputs import limits
 from simcast.sim.report import Report
 
@@ -76,60 +72,16 @@ class StepReport(Report):
         return cls(**{f.name: getattr(r, f.name) for f in fields(Report)}, speculative=speculative)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StepOptions(SpeculativeOptions, TargetOptions):
-    """The keywords of :func:`simulate_step` (``simcast simulate``'s flags): the layout, the batch, the
-    step's phase and how its prompt is split."""
-
-    tp: int = opt(1, "tensor-parallel size")
-    pp: int = opt(1, "pipeline-parallel size (stages)")
-    dp: int | None = opt(None, "data-parallel replicas (None: num_devices // (tp*pp))")
-    num_devices: int | None = opt(None, "world size (None: tp*pp*dp)")
-    ep: int = opt(1, "MoE: expert-parallel size")
-    moe_dp: int = opt(1, "MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp)")
-    dp_attention: bool = opt(False, "MoE: the dp replicas are attention-DP groups feeding one MoE layer")
-    expert_imbalance: float = opt(
-        DEFAULT_EXPERT_IMBALANCE, "MoE: busiest expert rank's load over the uniform-routing expectation"
-    )
-    batch_size: int = opt(1, "requests in the step (--batch)")
-    input_length: int = opt(2048, "prompt tokens per request")
-    phase: Literal["prefill", "decode"] = opt("prefill", "prefill: the prompts; decode: one token each")
-    context_length: int | None = opt(None, "decode: cached tokens per request (None: input_length)")
-    microbatches: int | None = opt(None, "microbatches the batch is split into (None: pp)")
-    chunked_prefill_size: int | None = opt(None, "tokens per chunk of one prompt's chunked pipeline prefill")
-    enable_dynamic_chunking: bool = opt(False, "SGLang's dynamic chunking of one prompt's pipeline prefill")
-    dynamic_chunking_smooth_factor: float = opt(SGLANG_SMOOTH_FACTOR, "SGLang's smooth factor, in [0, 1]")
-    engine: str = opt("none", "cost kernels with this engine's fits (none: the generic roofline)")
-    dtype: str | None = opt(None, "bf16, fp16 or fp8: every weight and activation (None: the config's)")
-    devices_per_node: int | None = opt(None, "devices per node (None: the profile's)")
-    tp_sharded_send: bool = opt(False, "each TP rank sends 1/tp of the hidden states (vLLM)")
-    residual_send: bool = opt(True, "stages send the residual with the hidden states")
-
-    def __post_init__(self) -> None:
-        normalise_engine(self)
-
-
 def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
     from simcast.core.specs import Batch, ParallelSpec
-    from simcast.engines.partition import canonical_partition, default_partition
+    from simcast.deploy.deployment import Deployment
     from simcast.serving.speculative.scheme import scheme_of
 
     tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
     phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
     microbatches = o.microbatches
-    for name, v in (("--tp", tp), ("--pp", pp), ("--dp", dp), ("--num-devices", num_devices), ("--ep", ep)):
-        check_int(name, v, 1, limits.MAX_DEVICES)
-    check_int("--moe-dp", moe_dp, 1, limits.MAX_DEVICES)
-    check_int("--batch", batch_size, 1, limits.MAX_REQUESTS)
-    check_int("--input-length", input_length, 1, limits.MAX_TOKENS)
-    check_int("--context-length", context_length, 1, limits.MAX_TOKENS)
-    check_int("--microbatches", microbatches, 1, limits.MAX_MICROBATCHES)
-    check_int("--chunked-prefill-size", o.chunked_prefill_size, 1, limits.MAX_TOKENS)
-    check_int("--devices-per-node", o.devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
-    check_float("--expert-imbalance", o.expert_imbalance, 1.0, 1000.0)
-    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
-    require(phase in ("prefill", "decode"), "--phase", phase, "allowed: prefill, decode")
+    _check_sizes(o)
     require(
         dp is None or num_devices is None or num_devices == tp * pp * dp,
         "--num-devices",
@@ -179,22 +131,39 @@ def step_spec(o: StepOptions) -> SimSpec:
     par = ParallelSpec(
         tp=tp, pp=pp, dp=world // (tp * pp), world_size=world, ep=ep, moe_dp=moe_dp, dp_attention=o.dp_attention
     )
-    kern = kernel_engine(o.engine)
-    spec = SimSpec(
+    deployment = Deployment.build(
         model=m,
         device=dev,
         parallel=par,
-        batch=batch,
+        partition=o.partition,
+        engine=o.engine,
+        kv_cache_dtype=o.kv_cache_dtype,
+        expert_imbalance=o.expert_imbalance,
+    )
+    spec = deployment.sim_spec(
+        batch,
         num_microbatches=mb,
-        partition=canonical_partition(o.partition) if o.partition else default_partition(kern),
         send_residual=o.residual_send,
         tp_sharded_send=o.tp_sharded_send,
-        engine=kern,
-        expert_imbalance=o.expert_imbalance,
-        kv_cache_dtype=o.kv_cache_dtype,
         decode_query_len=scheme_of(spec_dec).verify_tokens,
     )
     return _chunked(spec, o)
+
+
+def _check_sizes(o: StepOptions) -> None:
+    """Each size and factor of ``o`` within its bounds (one :class:`SimcastInputError` naming its flag)."""
+    for name, v in (("--tp", o.tp), ("--pp", o.pp), ("--dp", o.dp), ("--num-devices", o.num_devices), ("--ep", o.ep)):
+        check_int(name, v, 1, limits.MAX_DEVICES)
+    check_int("--moe-dp", o.moe_dp, 1, limits.MAX_DEVICES)
+    check_int("--batch", o.batch_size, 1, limits.MAX_REQUESTS)
+    check_int("--input-length", o.input_length, 1, limits.MAX_TOKENS)
+    check_int("--context-length", o.context_length, 1, limits.MAX_TOKENS)
+    check_int("--microbatches", o.microbatches, 1, limits.MAX_MICROBATCHES)
+    check_int("--chunked-prefill-size", o.chunked_prefill_size, 1, limits.MAX_TOKENS)
+    check_int("--devices-per-node", o.devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
+    check_float("--expert-imbalance", o.expert_imbalance, 1.0, 1000.0)
+    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
+    require(o.phase in ("prefill", "decode"), "--phase", o.phase, "allowed: prefill, decode")
 
 
 def _chunked(spec: SimSpec, o: StepOptions) -> SimSpec:

@@ -86,6 +86,62 @@ MESSAGE_BYTES = float_in(0.0, limits.MAX_MESSAGE_BYTES, "1 PiB")
 LIMIT_MS = float_in(0.0, limits.MAX_LIMIT_MS, "milliseconds")
 FRACTION = float_in(0.0, 1.0, "a fraction of GPU memory")
 IMBALANCE = float_in(1.0, 1000.0, "busiest expert rank's load over the uniform-routing expectation")
+_MAX_RATE = 1e9  # requests/s
+
+
+def request_rate(v: str) -> float:
+    """A request rate in requests/s: a finite number in [1e-6, 1e9], or inf (every request at t = 0)."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not (math.isinf(x) and x > 0) and not 1e-6 <= x <= _MAX_RATE:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number in [1e-06, 1e+09] or inf")
+    return x
+
+
+def range_ratio(v: str) -> float:
+    """A length range ratio r in [0, 1): lengths uniform in L*(1-r)..L*(1+r)."""
+    x = float_in(-1.0, 1.0)(v)
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1)")
+    return x
+
+
+def hit_rate(v: str) -> float:
+    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not limits.prefix_hit_rate_ok(x):
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; {limits.PREFIX_HIT_RATE_RANGE}")
+    return x
+
+
+VALUE_TYPES: dict[str, Callable[[str], Any]] = {
+    "requests": REQUESTS,
+    "tokens": TOKENS,
+    "batched_tokens": BATCHED_TOKENS,
+    "microbatches": MICROBATCHES,
+    "devices": DEVICES,
+    "devices_per_node": DEVICES_PER_NODE,
+    "limit_ms": LIMIT_MS,
+    "fraction": FRACTION,
+    "imbalance": IMBALANCE,
+    "smooth_factor": float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
+    "prompts": int_in(1, limits.MAX_BENCH_PROMPTS, "requests simulated"),
+    "request_rate": request_rate,
+    "burstiness": float_in(1e-3, 1e3, "gamma shape"),
+    "range_ratio": range_ratio,
+    "turns": int_in(1, 1000, "turns per conversation"),
+    "warmups": int_in(0, limits.MAX_BENCH_PROMPTS, "warm-up requests"),
+    "seed": int_in(0, 2**32 - 1),
+    "hit_rate": hit_rate,
+    "spec_tokens": int_in(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
+    "draft_tokens": int_in(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
+}
+"""The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
@@ -190,16 +246,3 @@ def resolve_partition_arg(partition: str | None, engine: str | None) -> str:
     from simcast.engines.partition import canonical_partition, default_partition
 
     return canonical_partition(partition) if partition else default_partition(engine)
-
-
-def add_expert_imbalance_arg(p: argparse.ArgumentParser) -> None:
-    """``--expert-imbalance``, shared by every command that costs MoE layers."""
-    from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
-
-    p.add_argument(
-        "--expert-imbalance",
-        type=IMBALANCE,
-        default=DEFAULT_EXPERT_IMBALANCE,
-        help="MoE: busiest expert rank's load over the uniform-routing expectation "
-        f"[default {DEFAULT_EXPERT_IMBALANCE:g}: published routing skew, see simcast.core.moe; 1 = uniform]",
-    )

@@ -65,7 +65,7 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.core.errors import require
     from simcast.core.fabrics import with_fabric
     from simcast.core.specs import ParallelSpec
-    from simcast.engines.partition import default_partition
+    from simcast.deploy.deployment import Deployment
     from simcast.inputs.bench_results import read_run_file
     from simcast.inputs.loaders import load_device, load_model
     from simcast.render.overhead_tables import format_overhead_fit
@@ -80,17 +80,19 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     device = with_fabric(load_device(a.device), fabric_choice(a))
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
     start_profile = profile_for(a.engine_profile, a.runtime, device, tp=a.tp, pp=a.pp) if a.engine_profile else None
-    base = ServingConfig(
+    deployment = Deployment.build(
         model=model,
         device=device,
         parallel=ParallelSpec(tp=a.tp, pp=a.pp, dp=a.dp),
+        engine=a.runtime,
+        kv_cache_dtype=a.kv_cache_dtype,
+    )
+    base = ServingConfig(
+        deployment=deployment,
         workload=Workload(input_length=1, output_length=1, max_batched_tokens=a.max_batched_tokens or 0),
         batch_size=1,
-        partition=default_partition(a.runtime),
-        runtime=a.runtime,
         max_num_seqs=a.max_num_seqs or 0,
         engine_profile=start_profile,
-        kv_cache_dtype=a.kv_cache_dtype,
         **engine_kwargs(a),
     )
     runs = [r for f in files for r in f.runs]

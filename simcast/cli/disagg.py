@@ -59,11 +59,9 @@ def wanted(a: argparse.Namespace) -> bool:
 
 
 def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: SearchSpace) -> int:
-    from simcast.render.assumption_text import assumption_lines
-    from simcast.render.disagg_tables import NULL_DISAGG, disagg_row, format_disagg_rows
-    from simcast.render.search_tables import format_search, result_row
-    from simcast.serving.disagg.search import evaluate_pools, fewest_agg, fewest_disagg, mechanism, search_disagg
-    from simcast.serving.search.layouts import layout_links, search
+    from simcast.render.disagg_tables import NULL_DISAGG
+    from simcast.serving.disagg.search import evaluate_pools, search_disagg
+    from simcast.serving.search.layouts import search
 
     check_disagg_args(a)
     cache = not a.no_cache
@@ -81,79 +79,117 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
         f"{base.device.name}, ISL {w.input_length} / OSL {w.output_length}"
     )
     if a.request_rate is not None:
-        rate = a.request_rate
-        fa = fewest_agg(agg_rows, rate, space.num_devices) if agg_rows else None
-        fd = fewest_disagg(pools, space, rate, a.kv_transfer) if pools else None
-        lines.append(f"{head}: fewest devices sustaining {rate:g} requests/s under the limits")
-        if fa:
-            c, n = fa
-            lines.append(
-                f"  agg:    {n} devices, {c.result.config.parallel.tp * c.result.config.parallel.pp}-device replicas "
-                f"of {result_row(c.result)['parallel']} (per replica as ranked at {space.num_devices} "
-                f"devices: ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms)"
-            )
-            out["agg"] = {"devices": n, **result_row(c.result)}
-        elif a.serving_mode != "disagg":
-            lines.append(f"  agg:    no layout sustains it within {space.num_devices} devices")
-        if fd:
-            c2 = fd.config
-            lines.append(
-                f"  disagg: {fd.num_devices} devices, {c2.label}: prefill {disagg_row(fd)['prefill_parallel']}, "
-                f"decode {disagg_row(fd)['decode_parallel']} (ttft {fd.ttft_s * 1e3:.1f} ms, tpot "
-                f"{fd.tpot_s * 1e3:.2f} ms, prefill utilisation {fd.prefill_utilisation:.2f})"
-            )
-            out["disagg"] = disagg_row(fd)
-        elif a.serving_mode != "agg":
-            lines.append(f"  disagg: no deployment sustains it within {space.num_devices} devices")
-        counts = ([(fa[1], "agg")] if fa else []) + ([(fd.num_devices, "disagg")] if fd else [])
-        if counts:
-            n, mode = min(counts)
-            if len(counts) == 2 and counts[0][0] == counts[1][0]:
-                mode = "both"  # a tie: either mode needs that many devices
-            lines.append(f"fewest: {n} devices ({'agg and disagg tie' if mode == 'both' else mode})")
-            out["fewest"] = {"devices": n, "serving_mode": mode}
-        if fd:
-            lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in assumption_lines(fd.assumptions)]
+        _fewest_devices(a, space, agg_rows, pools, head, lines, out)
     else:
-        if agg_rows or agg_rej:
-            lim = bool(a.ttft_limit or a.tpot_limit)
-            agg_head = head + "; aggregated layouts ranked by token/s/device"
-            assumptions = agg_rows[0].result.assumptions if agg_rows else ()
-            lines.append(
-                format_search(agg_rows, agg_rej, agg_head, a.top, a.show_rejected, assumptions, has_limits=lim)
-            )
-            out["agg"] = [result_row(c.result, layout_links(c.result.config)) for c in agg_rows]
-        if pools:
-            lines += ["", f"disaggregated deployments (--kv-transfer {a.kv_transfer}), best point per layout pair:"]
-            lines.append(format_disagg_rows(dis_rows, a.top) if dis_rows else "  none meets the limits")
-            if a.show_rejected and dis_rej:
-                lines += ["rejected:"] + [f"  {lab}: {why}" for lab, why in dis_rej]
-            out["disagg"] = [disagg_row(c.result) for c in dis_rows]
-        if agg_rows and dis_rows:
-            line, g, s = mechanism(agg_rows[0].result, dis_rows[0].result)
-            lines += ["", line]
-            out["verdict"] = {"line": line, "decode_gain": g, "decode_share": s}
-        if dis_rows:
-            lines += ["", "assumptions (disagg, best row):"] + [
-                f"  - {x}" for x in assumption_lines(dis_rows[0].result.assumptions)
-            ]
-        if a.emit and dis_rows:
-            from simcast.render.disagg_launch import disagg_launch
-
-            ll = disagg_launch(dis_rows[0].result, a.emit)
-            lines += ["", f"launch commands (--emit {a.emit}, best disaggregated row):"]
-            lines += [f"   # {n}" for n in ll.notes] + [f"   {c}" for _, c in ll.commands] + [f"   {ll.bench}"]
-            out["launch"] = {
-                "server": "\n".join(c for _, c in ll.commands),
-                "commands": [{"where": w, "command": c} for w, c in ll.commands],
-                "bench": ll.bench,
-                "notes": list(ll.notes),
-            }
+        _ranked(a, space, agg_rows, agg_rej, dis_rows, dis_rej, pools, head, lines, out)
     if a.json:
         emit_json(out, null_reason=NULL_DISAGG)
     else:
         emit("\n".join(lines))
     return 0
+
+
+def _fewest_devices(
+    a: argparse.Namespace,
+    space: SearchSpace,
+    agg_rows: list,
+    pools: list,
+    head: str,
+    lines: list[str],
+    out: dict,
+) -> None:
+    """``--request-rate``: the fewest devices each mode needs to sustain it (``lines`` and ``out`` filled)."""
+    from simcast.render.assumption_text import assumption_lines
+    from simcast.render.disagg_tables import disagg_row
+    from simcast.render.search_tables import result_row
+    from simcast.serving.disagg.search import fewest_agg, fewest_disagg
+
+    rate = a.request_rate
+    fa = fewest_agg(agg_rows, rate, space.num_devices) if agg_rows else None
+    fd = fewest_disagg(pools, space, rate, a.kv_transfer) if pools else None
+    lines.append(f"{head}: fewest devices sustaining {rate:g} requests/s under the limits")
+    if fa:
+        c, n = fa
+        lines.append(
+            f"  agg:    {n} devices, {c.result.config.parallel.tp * c.result.config.parallel.pp}-device replicas "
+            f"of {result_row(c.result)['parallel']} (per replica as ranked at {space.num_devices} "
+            f"devices: ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms)"
+        )
+        out["agg"] = {"devices": n, **result_row(c.result)}
+    elif a.serving_mode != "disagg":
+        lines.append(f"  agg:    no layout sustains it within {space.num_devices} devices")
+    if fd:
+        c2 = fd.config
+        lines.append(
+            f"  disagg: {fd.num_devices} devices, {c2.label}: prefill {disagg_row(fd)['prefill_parallel']}, "
+            f"decode {disagg_row(fd)['decode_parallel']} (ttft {fd.ttft_s * 1e3:.1f} ms, tpot "
+            f"{fd.tpot_s * 1e3:.2f} ms, prefill utilisation {fd.prefill_utilisation:.2f})"
+        )
+        out["disagg"] = disagg_row(fd)
+    elif a.serving_mode != "agg":
+        lines.append(f"  disagg: no deployment sustains it within {space.num_devices} devices")
+    counts = ([(fa[1], "agg")] if fa else []) + ([(fd.num_devices, "disagg")] if fd else [])
+    if counts:
+        n, mode = min(counts)
+        if len(counts) == 2 and counts[0][0] == counts[1][0]:
+            mode = "both"  # a tie: either mode needs that many devices
+        lines.append(f"fewest: {n} devices ({'agg and disagg tie' if mode == 'both' else mode})")
+        out["fewest"] = {"devices": n, "serving_mode": mode}
+    if fd:
+        lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in assumption_lines(fd.assumptions)]
+
+
+def _ranked(
+    a: argparse.Namespace,
+    space: SearchSpace,
+    agg_rows: list,
+    agg_rej: list,
+    dis_rows: list,
+    dis_rej: list,
+    pools: list,
+    head: str,
+    lines: list[str],
+    out: dict,
+) -> None:
+    """Both modes ranked: the aggregated table, the disaggregated pairs, the verdict and launch lines."""
+    from simcast.render.assumption_text import assumption_lines
+    from simcast.render.disagg_tables import disagg_row, format_disagg_rows
+    from simcast.render.search_tables import format_search, result_row
+    from simcast.serving.disagg.search import mechanism
+    from simcast.serving.search.layouts import layout_links
+
+    if agg_rows or agg_rej:
+        lim = bool(a.ttft_limit or a.tpot_limit)
+        agg_head = head + "; aggregated layouts ranked by token/s/device"
+        assumptions = agg_rows[0].result.assumptions if agg_rows else ()
+        lines.append(format_search(agg_rows, agg_rej, agg_head, a.top, a.show_rejected, assumptions, has_limits=lim))
+        out["agg"] = [result_row(c.result, layout_links(c.result.config)) for c in agg_rows]
+    if pools:
+        lines += ["", f"disaggregated deployments (--kv-transfer {a.kv_transfer}), best point per layout pair:"]
+        lines.append(format_disagg_rows(dis_rows, a.top) if dis_rows else "  none meets the limits")
+        if a.show_rejected and dis_rej:
+            lines += ["rejected:"] + [f"  {lab}: {why}" for lab, why in dis_rej]
+        out["disagg"] = [disagg_row(c.result) for c in dis_rows]
+    if agg_rows and dis_rows:
+        line, g, s = mechanism(agg_rows[0].result, dis_rows[0].result)
+        lines += ["", line]
+        out["verdict"] = {"line": line, "decode_gain": g, "decode_share": s}
+    if dis_rows:
+        lines += ["", "assumptions (disagg, best row):"] + [
+            f"  - {x}" for x in assumption_lines(dis_rows[0].result.assumptions)
+        ]
+    if a.emit and dis_rows:
+        from simcast.render.disagg_launch import disagg_launch
+
+        ll = disagg_launch(dis_rows[0].result, a.emit)
+        lines += ["", f"launch commands (--emit {a.emit}, best disaggregated row):"]
+        lines += [f"   # {n}" for n in ll.notes] + [f"   {c}" for _, c in ll.commands] + [f"   {ll.bench}"]
+        out["launch"] = {
+            "server": "\n".join(c for _, c in ll.commands),
+            "commands": [{"where": w, "command": c} for w, c in ll.commands],
+            "bench": ll.bench,
+            "notes": list(ll.notes),
+        }
 
 
 def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: dict) -> int:

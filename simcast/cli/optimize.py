@@ -4,6 +4,7 @@ JSON, Pareto plot, launch lines) (edge module)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from simcast.api.optimize import optimize_setup, run_search
 from simcast.api.search_inputs import SearchOptions, search_space
@@ -11,7 +12,8 @@ from simcast.cli.args import target_kwargs
 from simcast.cli.disagg import check_disagg_args, cmd_optimize_modes, wanted
 from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
-from simcast.cli.optimize_args import normalize_trailing_model
+from simcast.cli.optimize_args import SEARCH_FLAGS, normalize_trailing_model
+from simcast.cli.option_flags import option_values
 from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
@@ -31,22 +33,7 @@ def search_options(a: argparse.Namespace) -> SearchOptions:
     """The :func:`simcast.api.optimize.optimize` keywords of parsed ``simcast optimize`` flags (``a.runtime``
     resolved: ``--engine``, else the ``--emit`` engine, else vllm)."""
     return SearchOptions(
-        num_devices=a.num_devices,
-        input_length=a.input_length,
-        output_length=a.output_length,
-        dataset_name=a.dataset_name,
-        usage=a.usage,
-        tp_sizes=a.tp_sizes,
-        pp_sizes=a.pp_sizes,
-        ep_sizes=a.ep_sizes,
-        moe_dp_sizes=a.moe_dp_sizes,
-        batch_sizes=a.batch_sizes,
-        ttft_limit_ms=a.ttft_limit,
-        tpot_limit_ms=a.tpot_limit,
-        chunked_prefill_sizes=a.chunked_prefill_sizes,
-        expert_imbalance=a.expert_imbalance,
-        devices_per_node=a.devices_per_node,
-        prefix_hit_rate=a.prefix_hit_rate,
+        **option_values(a, SearchOptions, SEARCH_FLAGS),
         workers=a.workers,
         ray_address=a.ray,
         progress=None,
@@ -58,7 +45,6 @@ def search_options(a: argparse.Namespace) -> SearchOptions:
 
 def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.render.search_tables import format_search
-    from simcast.serving.search.layouts import meets
 
     came_positional = a.model is not None
     normalize_trailing_model(a)
@@ -66,7 +52,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
         note_model_alias(a.model)
     implied = a.emit if a.emit in EMIT_ENGINES else None  # dynamo is a launcher, not an engine
     a.runtime = a.runtime or implied or "vllm"  # --emit X implies --engine X unless --engine was given
-    n, o = a.num_devices, search_options(a)
+    o = search_options(a)
     space = search_space(o)
     check_sweep_args(a)
     check_disagg_args(a)
@@ -90,77 +76,21 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     found = run_search(setup, o)
     rows, rejected = list(found.candidates), list(found.rejected)
     refs, refined = run_refine(a, rows) if a.refine_top else ([], [])
-    finite = []
-    if a.num_prompts:
-        from simcast.serving.request_level.finite import finite_run
-
-        finite = [
-            finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=not a.no_cache)
-            for c in rows[: a.top]
-        ]
-    if a.csv or a.json or a.plot:  # pandas only for these (its import is a third of a warm run)
-        from simcast.render.refine_tables import csv_columns
-        from simcast.render.search_tables import points_dataframe
-
-        pts = points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
+    finite = _finite_runs(a, rows, dist)
+    pts = _points(a, rows, space, refined)
     meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
-    if a.csv:
-        table_ = pts.assign(**{k: v for k, v in meta.items() if k not in pts.columns})
-        write_atomic(a.csv, "--csv", lambda tmp: table_.to_csv(tmp, index=False))
-    if a.plot:
-        write_pareto_plot(
-            pts,
-            a.plot,
-            f"{model.name}, {n} x {device.name}, {workload_label(workload)}, engine {a.runtime}",
-            ttft_limit_ms=a.ttft_limit,
-            tpot_limit_ms=a.tpot_limit,
-        )
-    launch = []
-    if a.emit:
-        from simcast.render.launch import launch_lines
-        from simcast.serving.search.layouts import model_label
-
-        launch = [
-            (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
-            for c in rows[: a.top]
-        ]
+    _write_files(a, pts, meta, f"{model.name}, {a.num_devices} x {device.name}, {workload_label(workload)}")
+    launch = _launch(a, rows)
     if a.json:
-        out = {
-            "run": meta,
-            "rows": pts.to_dict(orient="records"),
-            "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
-        }
-        if a.refine_top:
-            out["refined"] = refined
-        if finite:
-            out["finite_runs"] = [finite_row(f) for f in finite]
-        if a.emit:
-            from simcast.render.launch import launch_dict
-
-            out["launch"] = [{"parallel": lab, **launch_dict(ll)} for lab, ll in launch]
-        emit_json(out, null_reason=NULL_ROWS)
+        _emit_json(a, pts, meta, rejected, refined, finite, launch)
         return EXIT_OK if rows else EXIT_NO_LAYOUT
     lim = []
     if a.ttft_limit:
         lim.append(f"TTFT <= {a.ttft_limit:g} ms")
     if a.tpot_limit:
         lim.append(f"TPOT <= {a.tpot_limit:g} ms")
-    header = (
-        f"simcast optimize: {model.name} on {n} x {device.name} ({device.links.devices_per_node} per node), "
-        f"{workload_label(workload)}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
-        + (
-            (
-                f" x ep {list(space.ep_sizes)}, MoE experts per replica (MoE-DP = DP)"
-                if space.moe_replicas
-                else f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}"
-            )
-            if model.moe is not None
-            else ""
-        )
-        + (f", limits {', '.join(lim)}" if lim else "")
-        + "; ranked by token/s/device"
-    )
     assumptions = rows[0].result.assumptions if rows else ()
+    header = _header(a, base, space, workload, lim)
     emit(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
     if refined:
         from simcast.render.refine_tables import format_refined
@@ -173,3 +103,96 @@ def cmd_optimize(a: argparse.Namespace) -> int:
 
         emit("\n" + format_launch(launch, a.emit))
     return EXIT_OK if rows else EXIT_NO_LAYOUT
+
+
+def _finite_runs(a: argparse.Namespace, rows: list[Any], dist: Any) -> list[Any]:
+    """``--num-prompts``: a finite run of that many requests on each of the ``--top`` layouts."""
+    if not a.num_prompts:
+        return []
+    from simcast.serving.request_level.finite import finite_run
+
+    return [
+        finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=not a.no_cache) for c in rows[: a.top]
+    ]
+
+
+def _points(a: argparse.Namespace, rows: list[Any], space: Any, refined: list[Any]) -> Any:
+    """Every searched point as a DataFrame, for ``--csv``, ``--json`` and ``--plot`` (else None)."""
+    if not (a.csv or a.json or a.plot):  # pandas only for these (its import is a third of a warm run)
+        return None
+    from simcast.render.refine_tables import csv_columns
+    from simcast.render.search_tables import points_dataframe
+    from simcast.serving.search.layouts import meets
+
+    return points_dataframe(rows, lambda r: meets(r, space), {r["parallel"]: csv_columns(r) for r in refined})
+
+
+def _write_files(a: argparse.Namespace, pts: Any, meta: dict[str, str], title: str) -> None:
+    """``--csv`` (with the run metadata per row) and ``--plot`` (the Pareto plot titled ``title``)."""
+    if a.csv:
+        table_ = pts.assign(**{k: v for k, v in meta.items() if k not in pts.columns})
+        write_atomic(a.csv, "--csv", lambda tmp: table_.to_csv(tmp, index=False))
+    if a.plot:
+        write_pareto_plot(
+            pts, a.plot, f"{title}, engine {a.runtime}", ttft_limit_ms=a.ttft_limit, tpot_limit_ms=a.tpot_limit
+        )
+
+
+def _launch(a: argparse.Namespace, rows: list[Any]) -> list[Any]:
+    """``--emit``: (model label, launch lines) of each of the ``--top`` layouts."""
+    if not a.emit:
+        return []
+    from simcast.render.launch import launch_lines
+    from simcast.serving.search.layouts import model_label
+
+    return [
+        (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+        for c in rows[: a.top]
+    ]
+
+
+def _emit_json(
+    a: argparse.Namespace,
+    pts: Any,
+    meta: dict[str, str],
+    rejected: list[Any],
+    refined: list[Any],
+    finite: list[Any],
+    launch: list[Any],
+) -> None:
+    """``--json``: the points, the rejected layouts, and what ``--refine-top``/``--num-prompts``/``--emit``
+    added."""
+    out: dict[str, Any] = {
+        "run": meta,
+        "rows": pts.to_dict(orient="records"),
+        "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in rejected],
+    }
+    if a.refine_top:
+        out["refined"] = refined
+    if finite:
+        out["finite_runs"] = [finite_row(f) for f in finite]
+    if a.emit:
+        from simcast.render.launch import launch_dict
+
+        out["launch"] = [{"parallel": lab, **launch_dict(ll)} for lab, ll in launch]
+    emit_json(out, null_reason=NULL_ROWS)
+
+
+def _header(a: argparse.Namespace, base: Any, space: Any, workload: Any, lim: list[str]) -> str:
+    """The text table's first line: the model, devices, workload, searched sizes and limits."""
+    model, device = base.model, base.device
+    return (
+        f"simcast optimize: {model.name} on {a.num_devices} x {device.name} ({device.links.devices_per_node} per "
+        f"node), {workload_label(workload)}, tp {list(space.tp_sizes)} x pp {list(space.pp_sizes)}"
+        + (
+            (
+                f" x ep {list(space.ep_sizes)}, MoE experts per replica (MoE-DP = DP)"
+                if space.moe_replicas
+                else f" x ep {list(space.ep_sizes)} x moe_dp {list(space.moe_dp_sizes)}"
+            )
+            if model.moe is not None
+            else ""
+        )
+        + (f", limits {', '.join(lim)}" if lim else "")
+        + "; ranked by token/s/device"
+    )

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 
+from simcast.api.search_inputs import SearchOptions
 from simcast.cli.args import (
-    DEVICES,
-    DEVICES_PER_NODE,
-    LIMIT_MS,
     REQUESTS,
-    TOKENS,
-    add_expert_imbalance_arg,
     add_fabric_args,
     add_partition_arg,
     add_precision_args,
@@ -20,10 +15,11 @@ from simcast.cli.args import (
 )
 from simcast.cli.disagg import add_disagg_args
 from simcast.cli.engine_args import add_engine_args
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import add_output_args, output_path
 from simcast.cli.speculative import add_speculative_args
 from simcast.cli.sweep import add_sweep_args
-from simcast.core.errors import bounded_repr, require
+from simcast.core.errors import require
 from simcast.engines import EMIT_ENGINES
 from simcast.inputs.limits import (
     MAX_BATCH_SIZES,
@@ -31,20 +27,13 @@ from simcast.inputs.limits import (
     MAX_CHUNK_SIZES,
     MAX_DEVICES,
     MAX_REQUESTS,
-    PREFIX_HIT_RATE_RANGE,
-    prefix_hit_rate_ok,
 )
 
-
-def _hit_rate(v: str) -> float:
-    """``--prefix-hit-rate``: a share in [0, 1) (one prompt token is always computed)."""
-    try:
-        x = float(v)
-    except ValueError:
-        x = math.nan
-    if not prefix_hit_rate_ok(x):
-        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; {PREFIX_HIT_RATE_RANGE}")
-    return x
+_WORKLOAD = ("num_devices", "input_length", "output_length", "dataset_name", "prefix_hit_rate")
+_SPACE = ("usage", "tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "expert_imbalance")
+_LIMITS = ("batch_sizes", "ttft_limit_ms", "tpot_limit_ms", "chunked_prefill_sizes", "devices_per_node")
+SEARCH_FLAGS = _WORKLOAD + _SPACE + _LIMITS
+"""The :class:`SearchOptions` fields ``simcast optimize`` reads from its own flags (declared on the fields)."""
 
 
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
@@ -61,29 +50,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         help="shipped model id (`simcast models`; an Instruct/Chat name of a shipped base works) or a config.json path",
     )
     p.add_argument("--device", required=True, help="shipped device profile or YAML path")
-    p.add_argument("--num-devices", type=DEVICES, required=True, help="devices in the deployment [<= 65536]")
-    p.add_argument(
-        "--input-length", type=TOKENS, default=None, help="ISL, tokens [<= 10^7; required unless --dataset-name]"
-    )
-    p.add_argument(
-        "--output-length", type=TOKENS, default=None, help="OSL, tokens [<= 10^7; required unless --dataset-name]"
-    )
-    p.add_argument(
-        "--dataset-name",
-        default=None,
-        help="a shipped request-length distribution (simcast workloads: sharegpt, arxiv_summarization, ...): the "
-        "steady state takes its means and its KV per running request over the whole distribution, finite runs "
-        "draw from it [default: fixed --input-length / --output-length]",
-    )
-    p.add_argument(
-        "--prefix-hit-rate",
-        type=_hit_rate,
-        default=0.0,
-        help="share of prompt tokens the prefix cache serves (a prefix every prompt shares, e.g. a system "
-        "prompt; bench-serve --random-prefix-len P --random-input-len I gives about P/(P+I)): only the rest is "
-        "prefilled, attention still spans the whole context, the shared prefix's KV is held once; 0 with "
-        "--no-enable-prefix-caching [0, < 1]",
-    )
+    add_option_flags(p, SearchOptions, _WORKLOAD)
     p.add_argument(
         "--num-prompts",
         type=REQUESTS,
@@ -92,54 +59,9 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         "Offline, bench-serve --request-rate inf): whole-run throughput with ramp-up and drain, beside the "
         "steady state, for the rows shown [<= 10^5]",
     )
-    p.add_argument(
-        "--usage",
-        choices=("server", "offline"),
-        default="server",
-        help="the engine runs as a server (vllm serve) or offline (vllm.LLM / vllm bench throughput): vLLM's "
-        "defaults differ (offline: 16384 batched tokens on big GPUs) [default server]",
-    )
-    p.add_argument(
-        "--tp-sizes", nargs="*", default=None, help="TP sizes; absent: powers of two <= num-devices; no value: same"
-    )
-    p.add_argument(
-        "--pp-sizes", nargs="*", default=None, help="PP sizes; absent: [1]; no value: powers of two <= num-devices"
-    )
-    p.add_argument(
-        "--ep-sizes",
-        nargs="*",
-        default=None,
-        help="MoE expert-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
-    )
-    p.add_argument(
-        "--moe-dp-sizes",
-        nargs="*",
-        default=None,
-        help="MoE expert data-parallel sizes; absent: [1]; no value: powers of two <= num-devices",
-    )
-    add_expert_imbalance_arg(p)
+    add_option_flags(p, SearchOptions, _SPACE)
     add_precision_args(p)
-    p.add_argument(
-        "--batch-sizes",
-        nargs="+",
-        default=None,
-        help="restrict concurrency per replica to these values (default: 1, 2, 3, 4, 6, 8, 12, ... up to what "
-        "memory allows, at most 4096) "
-        "[each <= 10^6, at most 256 values]",
-    )
-    p.add_argument("--ttft-limit", type=LIMIT_MS, default=None, help="TTFT limit, ms")
-    p.add_argument("--tpot-limit", type=LIMIT_MS, default=None, help="TPOT limit, ms")
-    p.add_argument(
-        "--chunked-prefill-sizes",
-        nargs="*",
-        default=None,
-        help="search the prompt chunk size per layout (vLLM --max-num-batched-tokens, SGLang "
-        "--chunked-prefill-size; with SGLang at PP > 1 also --enable-dynamic-chunking on/off): each layout keeps "
-        "the setting with the lowest 1-prompt TTFT whose best point meets the limits (within 1%%: the higher "
-        "token/s/device); absent: the engine's own chunk only; no value: 2048 4096 8192 16384 and the engine's "
-        "own [each <= 10^9, at most 16 values]",
-    )
-    p.add_argument("--devices-per-node", type=DEVICES_PER_NODE, default=None, help="override the profile [<= 1024]")
+    add_option_flags(p, SearchOptions, _LIMITS)
     add_fabric_args(p)
     add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest decode stage)")
     add_engine_args(p, default=None, help_default="the --emit engine, else vllm")

@@ -1,12 +1,14 @@
 """Named pipeline layer partitions (``--partition``): the engines' own rules (each engine module's
-``partition_rule`` and ``partition_order``), ``uniform``, ``balanced`` and explicit counts, and the stage plan
-they give (:class:`simcast.core.plan.PipelineStagePlan`). Pure functions; errors are one line.
+``partition_rule`` and ``partition_order``), ``uniform``, ``balanced`` and explicit counts, the typed
+:class:`Partition` parsed once from them, and the stage plan they give
+(:class:`simcast.core.plan.PipelineStagePlan`). Pure functions; errors are one line.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 from simcast.core.errors import SimcastInputError, require
@@ -120,10 +122,12 @@ def partition_layers(total_layers: int, pp: int, partition: str) -> tuple[int, .
 
 @lru_cache(maxsize=256)
 def build_pipeline_stage_plan(
-    total_layers: int, pp: int, partition: str = "vllm", tie_word_embeddings: bool = False
+    total_layers: int, pp: int, partition: Partition | str = "vllm", tie_word_embeddings: bool = False
 ) -> PipelineStagePlan:
     """Stage infos, edge-module ownership and send/recv edges for ``pp`` stages (a frozen plan, built once
-    per argument set: the demo search asks for the same few plans ~300 times)."""
+    per argument set: the demo search asks for the same few plans ~300 times); ``partition`` as text or
+    a parsed :class:`Partition` (its text)."""
+    partition = partition.text if isinstance(partition, Partition) else partition
     counts = partition_layers(total_layers, pp, partition)
     infos, specs, start = [], [], 0
     for i, c in enumerate(counts):
@@ -148,3 +152,55 @@ def build_pipeline_stage_plan(
     return PipelineStagePlan(
         stage_infos=tuple(infos), stage_module_specs=tuple(specs), send_recv_edges=edges, partition=partition
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Partition:
+    """Layers per pipeline stage: ``text`` as simcast names it (a rule of :data:`PARTITION_RULES`, or
+    explicit counts ``"8,8,8,8"`` as written, without spaces) and ``counts``, the explicit layer counts
+    per stage (``()`` for a rule). Build it with :meth:`parse` (or :meth:`of`, :meth:`explicit`)."""
+
+    text: str = "vllm"
+    counts: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def parse(cls, partition: str) -> Partition:
+        """``partition`` read (:func:`canonical_partition`: a rule name, or explicit counts, an engine
+        env-var assignment accepted); anything else is a one-line :class:`SimcastInputError`."""
+        require(isinstance(partition, str), "--partition", partition, _PARTITION_ALLOWED)
+        text = canonical_partition(partition)
+        if text in PARTITION_RULES:
+            return cls(text=text)
+        return cls(text=text, counts=tuple(int(x) for x in text.split(",")))
+
+    @classmethod
+    def of(cls, partition: Partition | str) -> Partition:
+        """``partition`` as it is, or parsed (:meth:`parse`) when given as text."""
+        return partition if isinstance(partition, Partition) else cls.parse(partition)
+
+    @classmethod
+    def explicit(cls, counts: tuple[int, ...] | list[int]) -> Partition:
+        """The explicit partition of ``counts`` layers per stage."""
+        return cls(text=",".join(map(str, counts)), counts=tuple(counts))
+
+    @classmethod
+    def engine_default(cls, engine: str | None) -> Partition:
+        """The partition an engine applies when no explicit one is given (``vllm`` for none/unknown)."""
+        return cls(text=default_partition(engine))
+
+    @classmethod
+    def given(cls, partition: Partition | str | None, engine: str | None) -> Partition:
+        """``partition`` as given (text parsed), or the ``engine``'s own rule when not given (None or "")."""
+        return cls.of(partition) if partition else cls.engine_default(engine)
+
+    @property
+    def is_balanced(self) -> bool:
+        """The cost-driven rule, resolved to explicit counts by :mod:`simcast.sim.partition`."""
+        return self.text == "balanced"
+
+    def layers(self, total_layers: int, pp: int) -> tuple[int, ...]:
+        """Layer count per stage of a ``total_layers`` model over ``pp`` stages (:func:`partition_layers`)."""
+        return partition_layers(total_layers, pp, self.text)

@@ -78,7 +78,7 @@ def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLin
     search ran with another engine, a note says so (its step model was the other engine's).
     """
     same = engine == cfg.runtime
-    pol = replace(cfg, runtime=engine, engine_profile=cfg.engine_profile if same else None).policy
+    pol = replace(cfg.redeployed(engine=engine), engine_profile=cfg.engine_profile if same else None).policy
     par = cfg.parallel
     b = max(1, concurrency // par.dp)  # per replica: the served point (the engine's limits may cap the batch)
     notes: list[str] = []

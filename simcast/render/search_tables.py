@@ -80,7 +80,7 @@ def result_row(r: ServingResult, links: str = "") -> dict:
         "max_stage_kv_gib": max(mem.stage_kv_bytes) / GIB,
         "max_stage_mem_gib": max(mem.stage_total_bytes) / GIB,
         "links": links,
-        "partition": r.config.partition,
+        "partition": str(r.config.partition),
         "engine": r.config.runtime,
         "ttft_idle_ms": r.ttft_idle_s * 1e3,
         "capped_by": r.capped_by,

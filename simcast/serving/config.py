@@ -16,9 +16,10 @@ from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import GIB, ParallelSpec
-from simcast.engines import ENGINE_CHOICES, REGISTRY, get_engine, kernel_engine
+from simcast.deploy.deployment import Deployment
+from simcast.engines import REGISTRY, get_engine
+from simcast.engines.partition import Partition
 from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.engines.records import USAGE
 from simcast.inputs.limits import PREFIX_HIT_RATE_RANGE, prefix_hit_rate_ok
@@ -62,19 +63,16 @@ class Workload:
 
 @dataclass(frozen=True, kw_only=True)
 class ServingConfig:
-    model: ModelSpec
-    device: DeviceSpec
-    parallel: ParallelSpec
+    """A :class:`Deployment` serving a :class:`Workload` at ``batch_size`` requests per replica, with the
+    engine's serving settings (the engine's defaults where 0/None)."""
+
+    deployment: Deployment  # the model, devices, layout, partition, engine, KV dtype, expert imbalance
     workload: Workload
     batch_size: int  # concurrency per replica
-    partition: str = "vllm"
     decode_microbatches: int = 0  # 0: pp
-    runtime: str = "vllm"  # the engine: vllm | sglang | trtllm | none
     max_num_seqs: int = 0  # 0: the engine's default
     engine_profile: EnginePolicy | None = None  # a calibrated profile replaces the named engine's defaults
     reserved_bytes: int = GIB  # non-torch memory outside the KV cache (NCCL buffers, workspaces): assumption
-    expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE  # MoE: busiest expert rank's load / uniform expectation
-    kv_cache_dtype: str = "auto"  # auto (model dtype) | bf16 | fp8
     mem_fraction: float = 0.0  # the engine's memory flag (0: its default); checked against the engine's rule
     mem_flag: str = ""  # which flag gave mem_fraction (--gpu-memory-utilization, --mem-fraction-static, ...)
     max_model_len: int = 0  # 0: not set (the workload's longest request is accepted)
@@ -99,7 +97,6 @@ class ServingConfig:
             self.dynamic_chunking_smooth_factor,
             "must be in [0, 1]",
         )
-        require(self.runtime in ENGINE_CHOICES, "--engine", self.runtime, f"allowed: {', '.join(ENGINE_CHOICES)}")
         require(self.max_num_seqs >= 0, "--max-num-seqs", self.max_num_seqs, "must be >= 0")
         require(0 <= self.mem_fraction <= 1, self.mem_flag or "mem_fraction", self.mem_fraction, "must be in (0, 1]")
         require(self.usage in USAGE, "usage", self.usage, f"allowed: {', '.join(USAGE)}")
@@ -127,6 +124,41 @@ class ServingConfig:
                 f"the workload's longest request has {longest} tokens; the engine would refuse it",
             )
 
+    def redeployed(self, **changes: Any) -> ServingConfig:
+        """This config on its deployment with ``changes`` (``parallel``, ``partition``, ``engine``, ...)."""
+        return replace(self, deployment=replace(self.deployment, **changes))
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.deployment.model
+
+    @property
+    def device(self) -> DeviceSpec:
+        return self.deployment.device
+
+    @property
+    def parallel(self) -> ParallelSpec:
+        return self.deployment.parallel
+
+    @property
+    def partition(self) -> Partition:
+        return self.deployment.partition
+
+    @property
+    def runtime(self) -> str:
+        """The engine: vllm | sglang | trtllm | none."""
+        return self.deployment.engine
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """auto (the model's dtype) | bf16 | fp8."""
+        return self.deployment.kv_cache_dtype
+
+    @property
+    def expert_imbalance(self) -> float:
+        """MoE: the busiest expert rank's load / the uniform-routing expectation."""
+        return self.deployment.expert_imbalance
+
     @property
     def engine(self) -> str:
         return self.runtime
@@ -149,7 +181,7 @@ class ServingConfig:
     @property
     def kernel_engine(self) -> str | None:
         """The engine whose fitted kernels (profile ``engines:``) cost the steps; None for ``none``."""
-        return kernel_engine(self.runtime)
+        return self.deployment.kernel_engine
 
     @property
     def dynamic_chunks(self) -> bool:

@@ -53,7 +53,8 @@ from simcast.core.errors import SimcastInputError, require
 from simcast.core.fabrics import FABRICS, FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
-from simcast.engines.partition import canonical_partition, default_partition, partition_layers
+from simcast.deploy.deployment import Deployment
+from simcast.engines.partition import Partition, canonical_partition, default_partition, partition_layers
 from simcast.engines.policy import EnginePolicy
 from simcast.inputs.files import load_yaml
 from simcast.inputs.limits import (
@@ -294,19 +295,19 @@ def build_serving_config(
     mem = [k for k in MEMORY_KEYS if v[k] is not None]
     require(len(mem) <= 1, name(mem[-1]) if mem else "", ", ".join(mem), "give one memory fraction, the engine's own")
     mem_kw: dict[str, Any] = {"mem_fraction": v[mem[0]], "mem_flag": name(mem[0])} if mem else {}
+    parallel = ParallelSpec(
+        tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
+    )
+    deployment = Deployment(
+        model=model, device=device, parallel=parallel, partition=Partition.parse(v["partition"]), engine=v["runtime"]
+    )
     cfg = ServingConfig(
-        model=model,
-        device=device,
-        parallel=ParallelSpec(
-            tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
-        ),
+        deployment=deployment,
         workload=Workload(
             input_length=v["input_length"], output_length=v["output_length"], max_batched_tokens=v["max_batched_tokens"]
         ),
         batch_size=v["batch_size"],
-        partition=v["partition"],
         decode_microbatches=v["microbatches"],
-        runtime=v["runtime"],
         max_num_seqs=v["max_num_seqs"],
         engine_profile=profile,
         max_model_len=v["max_model_len"] or 0,

@@ -21,9 +21,10 @@ from typing import Protocol
 
 from simcast.core.device import DeviceSpec
 from simcast.core.model_spec import ModelSpec
-from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.schedule import pipeline_times
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.deploy.deployment import Deployment
+from simcast.engines.partition import Partition
 from simcast.engines.policy import EnginePolicy
 from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
@@ -136,21 +137,42 @@ class StepCoster:
     concurrency frontier) hands them over first; a batch asked for alone is costed alone.
     """
 
-    model: ModelSpec
-    device: DeviceSpec
-    parallel: ParallelSpec
-    partition: str
+    deployment: Deployment  # the model, devices, layout, partition, engine (its kernels cost the ops)
     policy: EnginePolicy
-    expert_imbalance: float = (
-        DEFAULT_EXPERT_IMBALANCE  # MoE: busiest expert rank's load / the uniform-routing expectation
-    )
-    kv_cache_dtype: str = "auto"
-    engine: str | None = None  # whose fitted kernels cost the ops (None: the generic roofline)
     use_disk_cache: bool = True
     verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
     tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
     draft_s: DraftTime = NO_DRAFT  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.deployment.model
+
+    @property
+    def device(self) -> DeviceSpec:
+        return self.deployment.device
+
+    @property
+    def parallel(self) -> ParallelSpec:
+        return self.deployment.parallel
+
+    @property
+    def partition(self) -> Partition:
+        return self.deployment.partition
+
+    @property
+    def expert_imbalance(self) -> float:
+        return self.deployment.expert_imbalance
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.deployment.kv_cache_dtype
+
+    @property
+    def engine(self) -> str | None:
+        """Whose fitted kernels cost the ops (None: the generic roofline)."""
+        return self.deployment.kernel_engine
 
     def _layout(self) -> LayoutCoster:
         if self._memo.layout is None:
@@ -159,16 +181,9 @@ class StepCoster:
 
     def spec(self, batch: Batch) -> SimSpec:
         """The :class:`SimSpec` of one step on ``batch`` (one microbatch)."""
-        return SimSpec(
-            model=self.model,
-            device=self.device,
-            parallel=self.parallel,
-            batch=batch,
+        return self.deployment.sim_spec(
+            batch,
             num_microbatches=1,
-            partition=self.partition,
-            expert_imbalance=self.expert_imbalance,
-            kv_cache_dtype=self.kv_cache_dtype,
-            engine=self.engine,
             decode_query_len=self.verify_tokens,
             tp_sharded_send=self.policy.tp_sharded_send,
         )

@@ -16,6 +16,7 @@ from simcast.calib.serving_fit.run_model import RunModel, RunPrediction
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines import get_engine
 from simcast.engines.policy import engine_policy
 from simcast.inputs.bench_results import MeasuredRun, read_run_file
@@ -139,9 +140,7 @@ def test_round_trip_steady_state_csv_recovers_a_and_b(tmp_path, capsys):
     """CSV rows made by the steady-state estimate at the true overheads, fitted back with it."""
     dev = load_device(DEV)
     base = ServingConfig(
-        model=load_model(MODEL),
-        device=dev,
-        parallel=ParallelSpec(),
+        deployment=Deployment(model=load_model(MODEL), device=dev, parallel=ParallelSpec(), engine="vllm"),
         workload=Workload(input_length=1, output_length=1),
         batch_size=1,
     )
@@ -319,9 +318,7 @@ def test_closed_loop_replay_is_recorded_once_and_retimed_exactly(monkeypatch, ra
     import simcast.calib.serving_fit.run_model as of
 
     base = ServingConfig(
-        model=load_model(MODEL),
-        device=load_device(DEV),
-        parallel=ParallelSpec(),
+        deployment=Deployment(model=load_model(MODEL), device=load_device(DEV), parallel=ParallelSpec(), engine="vllm"),
         workload=Workload(input_length=1, output_length=1),
         batch_size=1,
     )
@@ -348,9 +345,7 @@ def test_runs_at_a_finite_rate_are_replayed_in_full(monkeypatch):
     import simcast.calib.serving_fit.run_model as of
 
     base = ServingConfig(
-        model=load_model(MODEL),
-        device=load_device(DEV),
-        parallel=ParallelSpec(),
+        deployment=Deployment(model=load_model(MODEL), device=load_device(DEV), parallel=ParallelSpec(), engine="vllm"),
         workload=Workload(input_length=1, output_length=1),
         batch_size=1,
     )

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.steady.model import ServingConfig, Workload, coster_for, prefill_spec
 from simcast.sim.simulate import simulate
@@ -68,13 +69,9 @@ def h100():
 @pytest.mark.slow  # over ~1 s on 2 cores: make test runs it, make test-fast does not
 def test_many_batch_path_equals_simulate(name, par, kv, engine, h100):
     cfg = ServingConfig(
-        model=load_model(name),
-        device=h100,
-        parallel=par,
+        deployment=Deployment(model=load_model(name), device=h100, parallel=par, engine=engine, kv_cache_dtype=kv),
         workload=Workload(input_length=2048, output_length=256),
         batch_size=8,
-        runtime=engine,
-        kv_cache_dtype=kv,
     )
     coster = coster_for(cfg)
     times = coster.stage_times_many(BATCHES)
@@ -94,9 +91,9 @@ def test_many_batch_path_equals_simulate(name, par, kv, engine, h100):
 @pytest.mark.slow  # ~0.5 s or more: out of make test-fast
 def test_prefetch_fills_the_memo_once_and_answers_from_it(h100):
     cfg = ServingConfig(
-        model=load_model("Qwen/Qwen3-0.6B"),
-        device=h100,
-        parallel=ParallelSpec(tp=1, pp=2),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-0.6B"), device=h100, parallel=ParallelSpec(tp=1, pp=2), engine="vllm"
+        ),
         workload=Workload(input_length=512, output_length=64),
         batch_size=4,
     )
@@ -121,9 +118,9 @@ def test_frontier_prefetch_covers_every_batch_the_estimate_asks_for(h100):
     from simcast.serving.step import BatchRecorder
 
     cfg = ServingConfig(
-        model=load_model("Qwen/Qwen3-0.6B"),
-        device=h100,
-        parallel=ParallelSpec(tp=1, pp=2),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-0.6B"), device=h100, parallel=ParallelSpec(tp=1, pp=2), engine="vllm"
+        ),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=1,
     )

@@ -1,6 +1,7 @@
 """vLLM's decisions (simcast/engines/vllm.py), each checked by hand against vLLM's own source."""
 
 from simcast.core.specs import Batch, ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines import get_engine
 from simcast.engines.partition import partition_layers
 from simcast.engines.policy import MEMORY_FLAGS, engine_policy
@@ -47,12 +48,14 @@ def test_database_rules_and_kernel_choice():
 
 def test_launch_line():
     cfg = ServingConfig(
-        model=load_model("Qwen/Qwen3-0.6B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=2),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-0.6B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(tp=2),
+            engine="vllm",
+        ),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=8,
-        runtime="vllm",
     )
     ll = launch_lines(cfg, "vllm", 16)
     assert ll.server == (

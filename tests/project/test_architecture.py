@@ -18,7 +18,7 @@ from pathlib import Path
 import networkx as nx
 
 PKG = Path(__file__).resolve().parents[2] / "simcast"
-LAYERS = ["core", "engines", "inputs", "trace", "cost", "sim", "serving", "calib", "render", "api", "cli"]
+LAYERS = ["core", "engines", "deploy", "inputs", "trace", "cost", "sim", "serving", "calib", "render", "api", "cli"]
 
 
 def _modules() -> dict[str, Path]:

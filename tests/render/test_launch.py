@@ -13,6 +13,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines import REGISTRY, get_engine
 from simcast.engines.launch_rules import check_launch as check_rules
 from simcast.inputs.loaders import load_device, load_model
@@ -100,12 +101,9 @@ def test_every_rule_has_a_test_and_a_source():
 # --- emitted lines ------------------------------------------------------------------------------------
 def _cfg(model: str, par: ParallelSpec, device: str = "h100_sxm", runtime: str = "vllm") -> ServingConfig:
     return ServingConfig(
-        model=load_model(model),
-        device=load_device(device),
-        parallel=par,
+        deployment=Deployment(model=load_model(model), device=load_device(device), parallel=par, engine=runtime),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=8,
-        runtime=runtime,
     )
 
 

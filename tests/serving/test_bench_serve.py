@@ -9,6 +9,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.request_level.simulate import make_requests, simulate_requests
 from simcast.serving.steady.model import (
@@ -23,9 +24,12 @@ from simcast.serving.steady.model import (
 @pytest.fixture(scope="module")
 def cfg():
     return ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-8B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-8B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(),
+            engine="vllm",
+        ),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=1,
     )
@@ -208,7 +212,7 @@ def test_cli_plot(tmp_path):
 def test_pp2_closed_loop_matches_steady_state_within_5pct(cfg, b):
     """PP = 2: the step's requests form two microbatches in flight (prompt chunks spread over
     them, not repeated in both), so the request simulator agrees with the steady state."""
-    pp = replace(cfg, parallel=ParallelSpec(tp=1, pp=2))
+    pp = cfg.redeployed(parallel=ParallelSpec(tp=1, pp=2))
     reqs = make_requests(num_prompts=12 * b, rate=math.inf, input_len=1024, output_len=128, range_ratio=0.5, seed=1)
     r, _ = run(pp, reqs, max_concurrency=b)
     st = estimate_serving(replace(pp, batch_size=b))
@@ -236,9 +240,12 @@ def test_pp_ttft_at_light_load_is_never_below_the_idle_pass(pp):
     """With PP, a prompt's first token leaves the last stage no earlier than its own pass through every
     stage (its chunks pipelined): at 1 req/s no TTFT is below the idle single-prompt TTFT."""
     cfg = ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-8B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(pp=pp),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-8B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(pp=pp),
+            engine="vllm",
+        ),
         workload=Workload(input_length=2048, output_length=64),
         batch_size=1,
     )

@@ -9,6 +9,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.request_level.simulate import RequestSpec, simulate_requests
 from simcast.serving.search.chunk_search import chunk_settings, next_chunk_fn, pick
@@ -20,12 +21,14 @@ LONG = 131072 - 64  # a 128K prompt that leaves room for its output in Llama 3.1
 
 def _cfg(pp: int, engine: str = "sglang", dynamic: bool = False, isl: int = LONG) -> ServingConfig:
     return ServingConfig(
-        model=load_model(LLAMA8),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=1, pp=pp, dp=1),
+        deployment=Deployment(
+            model=load_model(LLAMA8),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(tp=1, pp=pp, dp=1),
+            engine=engine,
+        ),
         workload=Workload(input_length=isl, output_length=8),
         batch_size=1,
-        runtime=engine,
         dynamic_chunking=dynamic,
     )
 

@@ -14,6 +14,7 @@ import pytest
 
 from simcast.core.device import LinkSpec
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.disagg.search import evaluate_pools, fewest_agg, fewest_disagg, mechanism, search_disagg
@@ -27,19 +28,18 @@ MODEL = "Qwen/Qwen3-0.6B"  # 28 layers, 8 KV heads x head_dim 128, bf16
 
 def _cfg(isl=1024, osl=128, batch=32, device="h100_sxm", tp=1, per_node=None, runtime="vllm") -> ServingConfig:
     return ServingConfig(
-        model=load_model(MODEL),
-        device=load_device(device, per_node),
-        parallel=ParallelSpec(tp=tp),
+        deployment=Deployment(
+            model=load_model(MODEL), device=load_device(device, per_node), parallel=ParallelSpec(tp=tp), engine=runtime
+        ),
         workload=Workload(input_length=isl, output_length=osl),
         batch_size=batch,
-        runtime=runtime,
     )
 
 
 def _infinite_link(cfg: ServingConfig) -> ServingConfig:
     fast = LinkSpec(name="ideal", bw_bytes_per_s=1e30, latency_s=0.0, efficiency=1.0)
     links = replace(cfg.device.links, intra_node=fast, inter_node=fast)
-    return replace(cfg, device=replace(cfg.device, links=links))
+    return cfg.redeployed(device=replace(cfg.device, links=links))
 
 
 def test_md1_wait_hand_computed():
@@ -103,7 +103,7 @@ def test_ttft_decomposition_and_transfer_by_hand():
     assert lay.transfer.exposed_s == pytest.approx(link.latency_s + max(data / 28, data - p * 27 / 28))
     assert lay.transfer.exposed_s < r.transfer.exposed_s
     # tp 2 on the decode side halves what each decode rank receives; the tp 1 sender still sends it all
-    r2 = estimate_disagg(replace(cfg, decode=replace(dec, parallel=ParallelSpec(tp=2))))
+    r2 = estimate_disagg(replace(cfg, decode=dec.redeployed(parallel=ParallelSpec(tp=2))))
     assert r2.transfer.bytes_per_request == kv and r2.transfer.bytes_per_rank == kv
 
 
@@ -123,12 +123,14 @@ def test_agg_disagg_ranking_is_explained_by_the_mechanism_line(isl, osl):
     """A small MoE (Qwen3-30B-A3B on 8 x H200): the verdict's g x s is the per-device ratio, and the line
     names the mechanism of the side that wins."""
     base = ServingConfig(
-        model=load_model("Qwen/Qwen3-30B-A3B"),
-        device=load_device("h200_sxm"),
-        parallel=ParallelSpec(),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-30B-A3B"),
+            device=load_device("h200_sxm"),
+            parallel=ParallelSpec(),
+            engine="sglang",
+        ),
         workload=Workload(input_length=isl, output_length=osl),
         batch_size=1,
-        runtime="sglang",
     )
     space = SearchSpace(tp_sizes=(1, 2), pp_sizes=(1,), num_devices=8, ep_sizes=(1, 2))
     agg, _ = search(base, space)

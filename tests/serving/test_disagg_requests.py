@@ -16,6 +16,7 @@ import pytest
 
 from simcast.core.device import LinkSpec
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.disagg.kv_transfer import kv_transfer
@@ -31,12 +32,14 @@ MODEL = "Qwen/Qwen3-0.6B"
 
 def _cfg(isl=1024, osl=64, batch=32, per_node=None, runtime="vllm") -> ServingConfig:
     return ServingConfig(
-        model=load_model(MODEL),
-        device=load_device("h100_sxm", per_node),
-        parallel=ParallelSpec(tp=1),
+        deployment=Deployment(
+            model=load_model(MODEL),
+            device=load_device("h100_sxm", per_node),
+            parallel=ParallelSpec(tp=1),
+            engine=runtime,
+        ),
         workload=Workload(input_length=isl, output_length=osl),
         batch_size=batch,
-        runtime=runtime,
     )
 
 
@@ -98,7 +101,7 @@ def test_an_infinitely_fast_link_exposes_no_transfer():
     base = _cfg()
     fast = LinkSpec(name="ideal", bw_bytes_per_s=1e30, latency_s=0.0, efficiency=1.0)
     dev = replace(base.device, links=replace(base.device.links, intra_node=fast, inter_node=fast))
-    ideal = replace(base, device=dev)
+    ideal = base.redeployed(device=dev)
     cfg = DisaggConfig(prefill=ideal, decode=ideal)
     reqs = make_requests(num_prompts=50, rate=4.0, input_len=1024, output_len=32, seed=0)
     b = simulate_disagg_requests(reqs, cfg)

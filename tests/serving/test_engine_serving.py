@@ -14,6 +14,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.kernels import engine_cost
 from simcast.cost.ops.compute import gemm_family
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, profiles_dir
 from simcast.render.assumption_text import assumption_lines, assumption_text
 from simcast.serving.steady.model import ServingConfig, Workload, coster_for, estimate_serving
@@ -65,12 +66,9 @@ def test_engine_all_reduce_regime_keys_are_checked(tmp_path):
 # ------------------------------------------------------------------ serving uses its engine's kernels
 def _cfg(model, device, runtime):
     return ServingConfig(
-        model=model,
-        device=device,
-        parallel=ParallelSpec(tp=2),
+        deployment=Deployment(model=model, device=device, parallel=ParallelSpec(tp=2), engine=runtime),
         workload=Workload(input_length=512, output_length=64),
         batch_size=8,
-        runtime=runtime,
     )
 
 

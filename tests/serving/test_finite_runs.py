@@ -7,6 +7,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.request_level.bench_window import steady_window
 from simcast.serving.request_level.finite import finite_run
@@ -18,9 +19,9 @@ from simcast.serving.steady.model import ServingConfig, Workload, coster_for, es
 @pytest.fixture(scope="module")
 def cfg():
     return ServingConfig(
-        model=load_model("Qwen/Qwen3-0.6B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-0.6B"), device=load_device("h100_sxm"), parallel=ParallelSpec(), engine="vllm"
+        ),
         workload=Workload(input_length=256, output_length=64),
         batch_size=1,
         max_num_seqs=32,

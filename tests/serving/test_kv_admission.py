@@ -9,6 +9,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines.policy import engine_policy
 from simcast.engines.sglang import SGLANG_RATIO
 from simcast.inputs.loaders import load_device, load_model
@@ -53,12 +54,11 @@ def test_mixed_lengths_are_weighted_by_their_life():
 
 def _cfg(engine: str, **kw) -> ServingConfig:
     return ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-8B"),
-        device=H100,
-        parallel=ParallelSpec(),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-8B"), device=H100, parallel=ParallelSpec(), engine=engine
+        ),
         workload=Workload(input_length=1024, output_length=1024),
         batch_size=1,
-        runtime=engine,
         **kw,
     )
 
@@ -128,7 +128,7 @@ def test_guaranteed_no_evict_never_preempts_and_on_demand_does_when_memory_is_sh
     res = simulate_requests(reqs, coster_for(cfg), kv_tokens_per_replica=small)
     assert sum(x.preemptions for x in res.requests) == 0
     assert max(s.running for s in res.samples) <= small // 768  # full reservations only (768 = 24 blocks of 32)
-    vcfg = replace(cfg, runtime="vllm")
+    vcfg = cfg.redeployed(engine="vllm")
     res = simulate_requests(reqs, coster_for(vcfg), kv_tokens_per_replica=small)
     assert sum(x.preemptions for x in res.requests) > 0
     assert max(s.running for s in res.samples) > small // 768  # on demand admits more than full reservations

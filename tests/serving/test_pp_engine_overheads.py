@@ -7,6 +7,7 @@ import pytest
 from simcast.core.layout import pp_hop_path
 from simcast.core.plan import SendRecvEdge
 from simcast.core.specs import Batch, ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines.policy import engine_policy
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.step import StepCoster, microbatch_period_s, step_cycle_s
@@ -26,10 +27,7 @@ def test_return_hop_is_one_small_message_over_the_last_to_first_path():
     dev = load_device("h200_sxm")
     par = ParallelSpec(tp=8, pp=4, dp=1)  # 32 GPUs, 8 per node: each stage its own node
     coster = StepCoster(
-        model=load_model("Qwen/Qwen3-235B-A22B"),
-        device=dev,
-        parallel=par,
-        partition="uniform",
+        deployment=Deployment(model=load_model("Qwen/Qwen3-235B-A22B"), device=dev, parallel=par, partition="uniform"),
         policy=engine_policy("sglang", dev, tp=8, pp=4),
     )
     path = pp_hop_path(SendRecvEdge(src_stage=3, dst_stage=0), par, dev.links)

@@ -10,6 +10,7 @@ import pytest
 
 from simcast.cli.main import main
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.request_level.simulate import RequestSpec, make_conversations, make_requests, simulate_requests
 from simcast.serving.steady.model import ServingConfig, Workload, coster_for, estimate_serving, kv_capacity_tokens
@@ -19,12 +20,11 @@ MODEL = "meta-llama/Llama-3.1-8B"
 
 def config(engine="vllm", **kw):
     return ServingConfig(
-        model=load_model(MODEL),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(),
+        deployment=Deployment(
+            model=load_model(MODEL), device=load_device("h100_sxm"), parallel=ParallelSpec(), engine=engine
+        ),
         workload=Workload(input_length=128, output_length=8),
         batch_size=1,
-        runtime=engine,
         **kw,
     )
 

@@ -9,6 +9,7 @@ import pytest
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.search.layouts import SearchSpace, check_space, resolve_search_sizes, search
 from simcast.serving.steady.model import ServingConfig, Workload, estimate_serving
@@ -144,9 +145,12 @@ def test_golden_optimize_output(capsys, tmp_path):
 @pytest.fixture(scope="module")
 def base70b():
     return ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-70B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=8),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-70B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(tp=8),
+            engine="vllm",
+        ),
         workload=Workload(input_length=2048, output_length=512),
         batch_size=16,
     )
@@ -154,7 +158,7 @@ def base70b():
 
 def test_tp8_beats_tp4_pp2_on_tpot_in_one_nvlink_node(base70b):
     tp8 = estimate_serving(base70b)
-    tp4pp2 = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=4, pp=2)))
+    tp4pp2 = estimate_serving(base70b.redeployed(parallel=ParallelSpec(tp=4, pp=2)))
     assert tp8.tpot_s < tp4pp2.tpot_s and tp8.ttft_s < tp4pp2.ttft_s
 
 
@@ -166,7 +170,7 @@ def test_ttft_grows_with_isl_and_memory_falls_with_pp(base70b):
     ]
     assert ttft == sorted(ttft) and ttft[0] < ttft[-1]
     mem = [
-        max(estimate_serving(replace(base70b, parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
+        max(estimate_serving(base70b.redeployed(parallel=ParallelSpec(tp=2, pp=pp))).memory.stage_total_bytes)
         for pp in (1, 2, 4)
     ]
     assert mem[0] > mem[1] > mem[2]
@@ -175,14 +179,14 @@ def test_ttft_grows_with_isl_and_memory_falls_with_pp(base70b):
 @pytest.mark.slow
 def test_pp_helps_when_tp_crosses_nodes(base70b):
     # 16 GPUs in nodes of 8: TP16 all-reduces over InfiniBand; TP8 x PP2 keeps TP inside the node
-    m = replace(base70b, model=load_model("meta-llama/Llama-3.1-405B"))
-    tp16 = estimate_serving(replace(m, parallel=ParallelSpec(tp=16)))
-    tp8pp2 = estimate_serving(replace(m, parallel=ParallelSpec(tp=8, pp=2)))
+    m = base70b.redeployed(model=load_model("meta-llama/Llama-3.1-405B"))
+    tp16 = estimate_serving(m.redeployed(parallel=ParallelSpec(tp=16)))
+    tp8pp2 = estimate_serving(m.redeployed(parallel=ParallelSpec(tp=8, pp=2)))
     assert tp8pp2.tpot_s < tp16.tpot_s
     from simcast.serving.search.layouts import layout_links
 
-    assert layout_links(replace(m, parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
-    assert layout_links(replace(m, parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
+    assert layout_links(m.redeployed(parallel=ParallelSpec(tp=16))) == "TP:inter PP:-"
+    assert layout_links(m.redeployed(parallel=ParallelSpec(tp=8, pp=2))) == "TP:intra PP:inter"
 
 
 @pytest.mark.slow
@@ -206,7 +210,7 @@ def test_slo_filtering_and_rejections(base70b):
 
 
 def test_pp1_row_identical_to_plain_simulation(base70b):
-    r = estimate_serving(replace(base70b, parallel=ParallelSpec(tp=8)))
+    r = estimate_serving(base70b.redeployed(parallel=ParallelSpec(tp=8)))
     plain = simulate(
         SimSpec(
             model=base70b.model,
@@ -314,9 +318,12 @@ def test_emit_moe_expert_parallel():
     from simcast.render.launch import launch_lines
 
     moe = ServingConfig(
-        model=load_model("Qwen/Qwen3-30B-A3B"),
-        device=load_device(DEV),
-        parallel=ParallelSpec(tp=2, dp=2, ep=4),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-30B-A3B"),
+            device=load_device(DEV),
+            parallel=ParallelSpec(tp=2, dp=2, ep=4),
+            engine="vllm",
+        ),
         workload=Workload(input_length=512, output_length=64),
         batch_size=8,
     )
@@ -329,7 +336,7 @@ def test_emit_moe_expert_parallel():
     assert "--ep-size 4" in s.server
     assert "--enable-dp-attention" in s.server and not s.problems
     assert s.notes and "sglang" in s.notes[0]  # searched with vllm's step model: said so
-    dense = launch_lines(replace(moe, parallel=ParallelSpec(tp=2, dp=2)), "vllm", 16)
+    dense = launch_lines(moe.redeployed(parallel=ParallelSpec(tp=2, dp=2)), "vllm", 16)
     assert "expert" not in dense.server
 
 

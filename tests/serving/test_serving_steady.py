@@ -7,6 +7,7 @@ import pytest
 from simcast.core.assumption import Topic, of_topic
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines.policy import engine_policy
 from simcast.inputs.loaders import load_device, load_model
 from simcast.render.assumption_text import assumption_text
@@ -54,9 +55,12 @@ def test_cycle_formula():
 @pytest.fixture(scope="module")
 def cfg8b():
     return ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-8B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=1),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-8B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(tp=1),
+            engine="vllm",
+        ),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=1,
     )
@@ -103,7 +107,7 @@ def test_pp_microbatches_in_flight(cfg8b):
     """PP 2: two microbatches of b/2 each in flight; at high load the throughput is at least TP1 PP1's
     on twice the devices' worth of memory - checked loosely: PP must not lose more than the bubble."""
     pp1 = estimate_serving(replace(cfg8b, batch_size=128))
-    pp2 = estimate_serving(replace(cfg8b, batch_size=128, parallel=ParallelSpec(pp=2)))
+    pp2 = estimate_serving(replace(cfg8b.redeployed(parallel=ParallelSpec(pp=2)), batch_size=128))
     assert pp2.tokens_per_s > 0.8 * pp1.tokens_per_s
     (steady,) = of_topic(pp2.assumptions, Topic.STEADY_STATE)
     assert "2 microbatch(es) in flight" in assumption_text(steady)

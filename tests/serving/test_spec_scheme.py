@@ -5,6 +5,7 @@ import pytest
 from simcast.api.bench import BenchOptions
 from simcast.api.step import StepOptions
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.engines import NO_ENGINE
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.speculative.scheme import NO_SPECULATION, DraftSpeculation, scheme_of
@@ -17,9 +18,9 @@ LLAMA8B = "meta-llama/Llama-3.1-8B"
 
 def _cfg(spec=None) -> ServingConfig:
     return ServingConfig(
-        model=load_model(LLAMA8B),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=1),
+        deployment=Deployment(
+            model=load_model(LLAMA8B), device=load_device("h100_sxm"), parallel=ParallelSpec(tp=1), engine="vllm"
+        ),
         workload=Workload(input_length=512, output_length=64),
         batch_size=4,
         speculative=spec,

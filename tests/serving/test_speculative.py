@@ -9,6 +9,7 @@ import pytest
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import Batch, ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.render.assumption_text import assumption_lines
 from simcast.serving.kv_memory import kv_budgets, kv_capacity_tokens, memory_fit, stage_fixed
@@ -141,9 +142,9 @@ def test_sglang_tree_and_mismatches():
 @pytest.fixture(scope="module")
 def base():
     return ServingConfig(
-        model=load_model(LLAMA8B),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=1),
+        deployment=Deployment(
+            model=load_model(LLAMA8B), device=load_device("h100_sxm"), parallel=ParallelSpec(tp=1), engine="vllm"
+        ),
         workload=Workload(input_length=1024, output_length=256),
         batch_size=32,
     )

@@ -13,6 +13,7 @@ import pytest
 from simcast.cli.main import main
 from simcast.core.errors import SimcastInputError
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.search import parallel
 from simcast.serving.search.layouts import SearchSpace, meets, powers_of_two, search
@@ -66,9 +67,12 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 @pytest.fixture(scope="module")
 def base06b():
     return ServingConfig(
-        model=load_model("Qwen/Qwen3-0.6B"),
-        device=load_device(DEV),
-        parallel=ParallelSpec(world_size=1),
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-0.6B"),
+            device=load_device(DEV),
+            parallel=ParallelSpec(world_size=1),
+            engine="vllm",
+        ),
         workload=Workload(input_length=1024, output_length=256),
         batch_size=1,
     )
@@ -107,7 +111,7 @@ def test_a_workers_input_error_reaches_the_caller_unchanged():
 def test_refinements_equal_on_every_backend(base06b):
     tasks = [
         refine_task(
-            estimate_serving(replace(base06b, parallel=ParallelSpec(tp=tp), batch_size=64)).config,
+            estimate_serving(replace(base06b.redeployed(parallel=ParallelSpec(tp=tp)), batch_size=64)).config,
             steady_tokens_per_s=4000.0 * tp,
             ttft_limit_s=0.05,
             num_prompts=100,
@@ -166,9 +170,12 @@ def test_ray_missing_is_one_line(monkeypatch):
 @pytest.fixture(scope="module")
 def llama8b():
     cfg = ServingConfig(
-        model=load_model("meta-llama/Llama-3.1-8B"),
-        device=load_device("h100_sxm"),
-        parallel=ParallelSpec(tp=1),
+        deployment=Deployment(
+            model=load_model("meta-llama/Llama-3.1-8B"),
+            device=load_device("h100_sxm"),
+            parallel=ParallelSpec(tp=1),
+            engine="vllm",
+        ),
         workload=Workload(input_length=1024, output_length=128),
         batch_size=256,
     )

@@ -100,10 +100,10 @@ def pool_layouts(base: ServingConfig, space: SearchSpace) -> list[ParallelSpec]:
 def evaluate_pool(base: ServingConfig, par: ParallelSpec, space: SearchSpace, use_disk_cache: bool = True) -> Pool:
     """``par`` as a prefill replica and as a decode replica at each concurrency (TPOT limit applied)."""
     try:
-        cfg = resolve_partition(replace(base, parallel=par, batch_size=1), use_disk_cache=use_disk_cache)
+        cfg = resolve_partition(replace(base.redeployed(parallel=par), batch_size=1), use_disk_cache=use_disk_cache)
         fits = memory_fit(cfg).fits
     except SimcastInputError as e:
-        return Pool(cfg=replace(base, parallel=par), coster=coster_for(base), reason=f"illegal split: {e}")
+        return Pool(cfg=base.redeployed(parallel=par), coster=coster_for(base), reason=f"illegal split: {e}")
     coster = coster_for(cfg, use_disk_cache)
     if not fits:
         return Pool(cfg=cfg, coster=coster, reason="does not fit at batch 1")
@@ -129,7 +129,7 @@ def evaluate_pools(
     from simcast.serving.search.trace_warmup import warm_traces
 
     layouts = pool_layouts(base, space)
-    warm_traces([replace(base, parallel=par, batch_size=1) for par in layouts], use_disk_cache, progress)
+    warm_traces([replace(base.redeployed(parallel=par), batch_size=1) for par in layouts], use_disk_cache, progress)
     return pmap(_pool_task, [(base, par, space, use_disk_cache) for par in layouts], desc="pools", progress=progress)
 
 

@@ -45,9 +45,7 @@ def _pool(base: ServingConfig, block: dict[str, Any], role: str, v: dict[str, An
     if "max_batched_tokens" in block:
         w = replace(w, max_batched_tokens=block["max_batched_tokens"])
     return replace(
-        base,
-        parallel=par,
-        device=device,
+        base.redeployed(parallel=par, device=device),
         workload=w,
         batch_size=block.get("batch_size", base.batch_size),
         decode_microbatches=0,

@@ -318,7 +318,7 @@ def search(
     tasks: list[ServingConfig] = []
     slots: list[int] = []  # where each task's rejection (if any) goes, to keep the serial order
     for par in space.parallel_specs():
-        cfg = replace(base, parallel=par)
+        cfg = base.redeployed(parallel=par)
         if not moe and (par.ep > 1 or par.moe_dp > 1):
             rejected.append(
                 Rejection(

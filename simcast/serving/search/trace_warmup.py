@@ -23,7 +23,7 @@ def missing_keys(cfgs: Sequence[ServingConfig], use_disk_cache: bool = True) -> 
 
     keys: dict[StageKey, None] = {}
     for c in cfgs:
-        part = "vllm" if c.partition == "balanced" else c.partition
+        part = "vllm" if c.partition.is_balanced else c.partition.text
         try:
             keys.update(dict.fromkeys(stage_keys(c.model, c.parallel, part)))
         except ValueError:  # an illegal split (SimcastInputError): its task rejects it

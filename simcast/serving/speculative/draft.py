@@ -37,6 +37,7 @@ from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, ParallelSpec
 from simcast.core.weights import layer_weight_bytes_at
 from simcast.cost.ops.compute import OpWork, roofline
+from simcast.engines.partition import Partition
 from simcast.serving.speculative.spec import NGRAM_CPU_S_PER_REQUEST, SpeculativeSpec
 from simcast.serving.step import StepCoster
 
@@ -169,14 +170,13 @@ def draft_coster(target: StepCoster, spec: SpeculativeSpec) -> DraftCoster:
     coster = None
     if d is not None:
         coster = StepCoster(
-            model=d,
-            device=target.device,
-            parallel=draft_parallel(target.parallel),
-            partition="uniform",
+            deployment=replace(
+                target.deployment,
+                model=d,
+                parallel=draft_parallel(target.parallel),
+                partition=Partition.parse("uniform"),
+            ),
             policy=target.policy,
-            expert_imbalance=target.expert_imbalance,
-            kv_cache_dtype=target.kv_cache_dtype,
-            engine=target.engine,
             use_disk_cache=target.use_disk_cache,
         )
     return DraftCoster(spec=spec, model=target.model, device=target.device, coster=coster)

@@ -51,6 +51,7 @@ from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCa
 from simcast.core.chunking import chunk_plan, chunk_runs
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
+from simcast.engines.partition import Partition
 from simcast.engines.policy import EnginePolicy
 from simcast.serving.config import ServingConfig, Workload
 from simcast.serving.kv_memory import (
@@ -110,17 +111,8 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
     (:func:`simcast.core.chunking.chunk_plan`, stage 0's prefill time as the profiled step)."""
     w, pol = cfg.workload, cfg.policy
     hit = cfg.cached_tokens(w.input_length)  # a prefix-cache hit: only the rest is computed, attending to it
-    base = SimSpec(
-        model=cfg.model,
-        device=cfg.device,
-        parallel=cfg.parallel,
-        batch=Batch.prefill(1, w.input_length - hit, hit),
-        num_microbatches=1,
-        partition=cfg.partition,
-        expert_imbalance=cfg.expert_imbalance,
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        engine=cfg.kernel_engine,
-        tp_sharded_send=pol.tp_sharded_send,
+    base = cfg.deployment.sim_spec(
+        Batch.prefill(1, w.input_length - hit, hit), num_microbatches=1, tp_sharded_send=pol.tp_sharded_send
     )
     if not pol.chunked_prefill or w.input_length - hit <= pol.max_num_batched_tokens:
         return base
@@ -149,21 +141,15 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
 def resolve_partition(cfg: ServingConfig, *, use_disk_cache: bool = True) -> ServingConfig:
     """``balanced`` -> explicit layer counts balanced for the decode step at ``cfg``'s batch
     (one partition serves both phases, as in a real deployment)."""
-    if cfg.partition != "balanced":
+    if not cfg.partition.is_balanced:
         return cfg
     w = cfg.workload
-    spec = SimSpec(
-        model=cfg.model,
-        device=cfg.device,
-        parallel=cfg.parallel,
-        batch=Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2),
-        num_microbatches=cfg.microbatches,
-        partition=cfg.partition,
-        expert_imbalance=cfg.expert_imbalance,
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        engine=cfg.kernel_engine,
+    spec = cfg.deployment.sim_spec(
+        Batch.decode(cfg.batch_size, w.input_length + w.output_length // 2), num_microbatches=cfg.microbatches
     )
-    return replace(cfg, partition=resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
+    return cfg.redeployed(
+        partition=Partition.parse(resolve_sim_partition(spec, use_disk_cache=use_disk_cache).partition)
+    )
 
 
 def kernels_note(cfg: ServingConfig, report: Report) -> Assumption:
@@ -185,14 +171,8 @@ def kernels_note(cfg: ServingConfig, report: Report) -> Assumption:
 def coster_for(cfg: ServingConfig, use_disk_cache: bool = True) -> StepCoster:
     """The step coster of ``cfg``'s layout and engine (with its speculative draft, if any)."""
     coster = StepCoster(
-        model=cfg.model,
-        device=cfg.device,
-        parallel=cfg.parallel,
-        partition=cfg.partition,
+        deployment=cfg.deployment,
         policy=cfg.policy,
-        expert_imbalance=cfg.expert_imbalance,
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        engine=cfg.kernel_engine,
         use_disk_cache=use_disk_cache,
         verify_tokens=cfg.scheme.verify_tokens,
         tokens_per_step=cfg.scheme.tokens_per_step,

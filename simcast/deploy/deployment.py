@@ -80,3 +80,34 @@ class Deployment:
             kv_cache_dtype=self.kv_cache_dtype,
             **step,
         )
+
+
+class OnDeployment:
+    """The deployment's parts read through ``self.deployment``: what every object holding a
+    :class:`Deployment` (the serving config, the step coster) exposes, declared once."""
+
+    deployment: Deployment
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.deployment.model
+
+    @property
+    def device(self) -> DeviceSpec:
+        return self.deployment.device
+
+    @property
+    def parallel(self) -> ParallelSpec:
+        return self.deployment.parallel
+
+    @property
+    def partition(self) -> Partition:
+        return self.deployment.partition
+
+    @property
+    def expert_imbalance(self) -> float:
+        return self.deployment.expert_imbalance
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.deployment.kv_cache_dtype

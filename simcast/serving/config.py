@@ -13,13 +13,10 @@ from functools import cached_property
 from typing import Any
 
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
-from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
-from simcast.core.model_spec import ModelSpec
-from simcast.core.specs import GIB, ParallelSpec
-from simcast.deploy.deployment import Deployment
+from simcast.core.specs import GIB
+from simcast.deploy.deployment import Deployment, OnDeployment
 from simcast.engines import REGISTRY, get_engine
-from simcast.engines.partition import Partition
 from simcast.engines.policy import MEMORY_FLAGS, EnginePolicy, engine_policy
 from simcast.engines.records import USAGE
 from simcast.inputs.limits import PREFIX_HIT_RATE_RANGE, prefix_hit_rate_ok
@@ -62,7 +59,7 @@ class Workload:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServingConfig:
+class ServingConfig(OnDeployment):
     """A :class:`Deployment` serving a :class:`Workload` at ``batch_size`` requests per replica, with the
     engine's serving settings (the engine's defaults where 0/None)."""
 
@@ -129,35 +126,9 @@ class ServingConfig:
         return replace(self, deployment=replace(self.deployment, **changes))
 
     @property
-    def model(self) -> ModelSpec:
-        return self.deployment.model
-
-    @property
-    def device(self) -> DeviceSpec:
-        return self.deployment.device
-
-    @property
-    def parallel(self) -> ParallelSpec:
-        return self.deployment.parallel
-
-    @property
-    def partition(self) -> Partition:
-        return self.deployment.partition
-
-    @property
     def runtime(self) -> str:
         """The engine: vllm | sglang | trtllm | none."""
         return self.deployment.engine
-
-    @property
-    def kv_cache_dtype(self) -> str:
-        """auto (the model's dtype) | bf16 | fp8."""
-        return self.deployment.kv_cache_dtype
-
-    @property
-    def expert_imbalance(self) -> float:
-        """MoE: the busiest expert rank's load / the uniform-routing expectation."""
-        return self.deployment.expert_imbalance
 
     @property
     def engine(self) -> str:

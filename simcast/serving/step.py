@@ -19,12 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Protocol
 
-from simcast.core.device import DeviceSpec
-from simcast.core.model_spec import ModelSpec
 from simcast.core.schedule import pipeline_times
-from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.deploy.deployment import Deployment
-from simcast.engines.partition import Partition
+from simcast.core.specs import Batch, SimSpec
+from simcast.deploy.deployment import Deployment, OnDeployment
 from simcast.engines.policy import EnginePolicy
 from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
@@ -127,7 +124,7 @@ class StepMemo:
 
 
 @dataclass(kw_only=True)
-class StepCoster:
+class StepCoster(OnDeployment):
     """Costs steps of one layout, memoised by batch (each distinct batch is costed once).
 
     A step is one microbatch through the stage pipeline (:func:`simcast.sim.simulate.simulate`'s numbers);
@@ -144,30 +141,6 @@ class StepCoster:
     tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
     draft_s: DraftTime = NO_DRAFT  # speculative draft: (requests, context) -> s on the last stage
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
-
-    @property
-    def model(self) -> ModelSpec:
-        return self.deployment.model
-
-    @property
-    def device(self) -> DeviceSpec:
-        return self.deployment.device
-
-    @property
-    def parallel(self) -> ParallelSpec:
-        return self.deployment.parallel
-
-    @property
-    def partition(self) -> Partition:
-        return self.deployment.partition
-
-    @property
-    def expert_imbalance(self) -> float:
-        return self.deployment.expert_imbalance
-
-    @property
-    def kv_cache_dtype(self) -> str:
-        return self.deployment.kv_cache_dtype
 
     @property
     def engine(self) -> str | None:

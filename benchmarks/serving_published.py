@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from simcast.core.specs import ParallelSpec
+from simcast.deploy.deployment import Deployment
 from simcast.inputs.loaders import load_device, load_model
 from simcast.serving.steady.model import ServingConfig, Workload, coster_for, estimate_serving, max_batch_for_memory
 from simcast.serving.step import mixed_batch
@@ -63,26 +64,18 @@ def predict(row: dict) -> tuple[str, float] | None:
     metric = row["metric"]
     if metric.startswith("TTFT"):
         cfg = ServingConfig(
-            model=model,
-            device=dev,
-            parallel=par,
+            deployment=Deployment(model=model, device=dev, parallel=par, engine="trtllm", kv_cache_dtype="fp8"),
             workload=Workload(input_length=isl, output_length=1),
             batch_size=1,
-            runtime="trtllm",
-            kv_cache_dtype="fp8",
             usage="offline",  # gptSessionBenchmark / trtllm-bench run in process: no API server
         )
         return "ttft", estimate_serving(cfg).ttft_idle_s * 1e3
     if "per GPU" in metric:
         b = int(row["batch"])
         cfg = ServingConfig(
-            model=model,
-            device=dev,
-            parallel=par,
+            deployment=Deployment(model=model, device=dev, parallel=par, engine="trtllm", kv_cache_dtype="fp8"),
             workload=Workload(input_length=isl, output_length=osl, max_batched_tokens=b * isl),
             batch_size=b,
-            runtime="trtllm",
-            kv_cache_dtype="fp8",
             usage="offline",  # gptSessionBenchmark / trtllm-bench run in process: no API server
         )
         c = coster_for(cfg)
@@ -91,13 +84,9 @@ def predict(row: dict) -> tuple[str, float] | None:
         )
         return "static", b * osl / t / par.world_size
     cfg = ServingConfig(
-        model=model,
-        device=dev,
-        parallel=par,
+        deployment=Deployment(model=model, device=dev, parallel=par, engine="trtllm", kv_cache_dtype="fp8"),
         workload=Workload(input_length=isl, output_length=osl),
         batch_size=1,
-        runtime="trtllm",
-        kv_cache_dtype="fp8",
         usage="offline",  # gptSessionBenchmark / trtllm-bench run in process: no API server
     )
     b = max(1, min(max_batch_for_memory(cfg), cfg.policy.max_num_seqs))

@@ -48,6 +48,7 @@ def test_accepts_by_hand():
     assert accepts("decode", typing.Literal["prefill", "decode"]) and not accepts(1, typing.Literal["prefill"])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(FIELDS), value=WRONG)
 def test_a_keyword_of_the_wrong_type_is_one_input_error(case, value):
@@ -85,6 +86,7 @@ def test_none_for_an_integer_keyword(name):
         simcast.bench_serve(model=MODEL, device=DEVICE, num_prompts=None)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_list_keyword_takes_one_value():
     base = {"model": MODEL, "device": DEVICE, "num_devices": 1, "input_length": 64, "output_length": 8}
     one = simcast.optimize(**base, batch_sizes=8, tp_sizes=1)  # type: ignore[arg-type]

@@ -107,6 +107,7 @@ def _synthetic_rows(dev) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_calibrate_recovers_a_known_device(h100):
     truth = dataclasses.replace(
         h100,

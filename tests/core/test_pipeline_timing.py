@@ -86,6 +86,7 @@ def test_fill_drain_is_the_closed_form_for_equal_microbatches():
     assert schedule.pipeline_times([[2.0, 3.0, 1.0]] * 4).makespan_s == 15.0
 
 
+@pytest.mark.slow
 def test_no_other_module_defines_a_pipeline_recurrence():
     """No function outside core/schedule.py keeps per-stage "free at" times (the recurrence's state)."""
     pkg = Path(schedule.__file__).resolve().parents[1]

@@ -64,6 +64,7 @@ groups_st = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(groups=groups_st, m=st.integers(1, 16))
 def test_split_batch_conserves_tokens_and_requests(groups, m):

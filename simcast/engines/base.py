@@ -10,12 +10,14 @@ A default here is what an engine without that feature does; a module overrides w
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.errors import SimcastInputError
 from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
 from simcast.engines.records import EngineRecord
@@ -86,8 +88,11 @@ class EngineDefaults:
     new_token_ratio: float = 0.0
 
 
-class Engine:
-    """One serving engine's decisions (see the module docstring); subclasses set the class attributes."""
+class Engine(ABC):
+    """One serving engine's decisions (see the module docstring); subclasses set the class attributes and
+    :meth:`defaults`. Launch lines (:meth:`server_lines`, speculative and disaggregation flags) exist only for
+    engines that set :attr:`emits`; a layer partition rule only for those that set :attr:`partition_rule`:
+    asking another engine for one is a one-line input error naming the flag."""
 
     record: EngineRecord
     kernels: bool = True
@@ -145,9 +150,9 @@ class Engine:
         """The layer partition rule the engine applies when none is given (:mod:`simcast.engines.partition`)."""
         return self.name
 
+    @abstractmethod
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         """The engine's limits on ``device`` at ``tp`` x ``pp`` in ``usage`` (server | offline)."""
-        raise NotImplementedError
 
     def accepts_memory_flag(self, owner: str | None) -> bool:
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""
@@ -166,7 +171,7 @@ class Engine:
 
     def partition_order(self, pp: int) -> list[int]:
         """Stages that get one of the ``L mod pp`` remainder layers, in order (the engine's partition rule)."""
-        raise NotImplementedError
+        raise SimcastInputError("--partition", self.name, "this engine has no layer partition rule of its own")
 
     def decode_kv_len(self, step: Any) -> Any:
         """Keys per request in a generation row of the engine's database table at ``step`` (its collector)."""
@@ -178,7 +183,7 @@ class Engine:
 
     def server_lines(self, cfg: LaunchTarget, pol: PolicyLike, batch: int, notes: list[str]) -> list[tuple[str, str]]:
         """The server command(s) of ``cfg`` (where each runs, command line), ``batch`` requests per replica."""
-        raise NotImplementedError
+        raise self._no_launch_lines()
 
     def is_server_line(self, words: list[str]) -> bool:
         """Whether the command ``words`` of :meth:`server_lines` starts the engine's server (not a helper
@@ -187,12 +192,17 @@ class Engine:
 
     def speculative_flags(self, spec: Any, draft: str) -> list[str]:
         """The engine's flags for speculative decoding ``spec`` (a chain of ``k`` drafts, top-k 1)."""
-        raise NotImplementedError
+        raise self._no_launch_lines()
 
     def disagg_flags(self, role: str, transfer_backend: str) -> list[str]:
         """The flags a ``role`` (prefill | decode) pool's server line adds under disaggregation."""
-        raise NotImplementedError
+        raise self._no_launch_lines()
 
     def disagg_router(self) -> str:
         """The command (or comment) that routes each request to a prefill, then a decode pool."""
-        raise NotImplementedError
+        raise self._no_launch_lines()
+
+    def _no_launch_lines(self) -> SimcastInputError:
+        """The error of asking an engine without launch lines (:attr:`emits` False) for one."""
+        allowed = "this engine has no launch lines (--emit lists the engines that have them)"
+        return SimcastInputError("--emit", self.name, allowed)

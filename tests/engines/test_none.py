@@ -27,3 +27,20 @@ def test_nothing_captured_and_vllms_partition():
     assert not NONE.captured(Batch.decode(1, 10), 80, 1) and NONE.capture_limit(80, 1) == 0
     assert default_partition("none") == "vllm"
     assert NONE.decode_kernel_rules == {} and not NONE.emits
+
+
+def test_capabilities_it_lacks_are_one_input_error():
+    """`none` writes no launch lines and has no partition rule of its own: asking is a one-line input error
+    naming the flag (never a NotImplementedError from the base class)."""
+    import pytest
+
+    from simcast.core.errors import SimcastInputError
+    from simcast.engines import get_engine
+
+    e = get_engine("none")
+    with pytest.raises(SimcastInputError) as no_emit:
+        e.disagg_router()
+    with pytest.raises(SimcastInputError) as no_rule:
+        e.partition_order(4)
+    assert (no_emit.value.field, no_rule.value.field) == ("--emit", "--partition")
+    assert not e.emits and not e.partition_rule

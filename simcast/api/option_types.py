@@ -17,6 +17,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, Union
 
+from simcast.api.options import CLI
 from simcast.core.errors import SimcastInputError
 
 OptionsT = TypeVar("OptionsT")
@@ -24,33 +25,25 @@ OptionsT = TypeVar("OptionsT")
 
 FLAGS: dict[str, str] = {
     "use_cache": "--no-cache",
-    "batch_size": "--batch",
     "prefix_caching": "--enable-prefix-caching",
-    "ttft_limit_ms": "--ttft-limit",
-    "tpot_limit_ms": "--tpot-limit",
     "ray_address": "--ray",
 }
-"""The CLI flag of a keyword whose flag is not ``--`` + its name with dashes (errors name the flag, as the
-range checks do)."""
-CLASS_FLAGS: dict[str, dict[str, str]] = {
-    "BenchOptions": {
-        "input_length": "--random-input-len",
-        "output_length": "--random-output-len",
-        "range_ratio": "--random-range-ratio",
-        "prefix_length": "--random-prefix-len",
-    },
-}
-"""The same, for one options class (``bench-serve`` takes vLLM's ``--random-*`` names)."""
-NAMED_BY_KEYWORD = frozenset({"model", "device", "fabric", "residual_send", "progress"})
+"""The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the shared flags the CLI
+declares in its helpers) whose flag is not ``--`` + its name with dashes (errors name the flag, as the range
+checks do)."""
+NAMED_BY_KEYWORD = frozenset({"model", "device", "fabric", "progress"})
 """Keywords errors name as written: ``model``/``device``/``fabric`` also take objects no flag takes (the
-resolvers name them so too), and no flag sets ``residual_send`` or ``progress``."""
+resolvers name them so too), and no flag sets ``progress``."""
 
 
 def flag_of(cls: type, name: str) -> str:
     """The flag errors name for keyword ``name`` of the options class ``cls`` (the keyword when none)."""
     if name in NAMED_BY_KEYWORD or (cls.__name__, name) == ("StepOptions", "dp"):  # simulate has no --dp
         return name
-    return CLASS_FLAGS.get(cls.__name__, {}).get(name) or FLAGS.get(name, "--" + name.replace("_", "-"))
+    flag = next((f.metadata.get(CLI) for f in dataclasses.fields(cls) if f.name == name), None)
+    if flag is not None:  # the field declares its flag (api/options.py Flag): the flag's first name
+        return str(flag.names[0])
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 @functools.cache

@@ -17,10 +17,12 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar, Union
 
-from simcast.api.options import CLI
 from simcast.core.errors import SimcastInputError
 
 OptionsT = TypeVar("OptionsT")
+
+CLI = "cli"
+"""The metadata key of an options field's CLI flag (:class:`simcast.api.options.Flag`)."""
 
 
 FLAGS: dict[str, str] = {

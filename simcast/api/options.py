@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
+from simcast.api.option_types import CLI as CLI  # the metadata key of a field's CLI flag
+
 P = ParamSpec("P")
 T = TypeVar("T")
 OptionsT = TypeVar("OptionsT")
@@ -23,9 +25,6 @@ R = TypeVar("R")
 
 DOC = "doc"
 """The metadata key of a field's one-line doc."""
-
-CLI = "cli"
-"""The metadata key of a field's CLI flag (:class:`Flag`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

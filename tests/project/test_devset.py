@@ -27,7 +27,7 @@ def _runner():
 
 RUNNER = _runner()
 
-# The reserved sources of issues 15 and 16, written out here as well as in reserved_sources.txt, so that
+# The reserved sources of issues 15, 16, 22 and 26-28, written out here as well as in reserved_sources.txt, so that
 # thinning that file cannot silently let a reserved row in.
 RESERVED_EXAMPLES = (
     "https://github.com/mlcommons/inference_results_v4.1/tree/main/closed/NVIDIA",
@@ -42,6 +42,20 @@ RESERVED_EXAMPLES = (
     "https://developer.nvidia.com/blog/boosting-llama-3-1-405b-throughput-by-another-1-5x-on-nvidia-h200",
     "https://github.com/surajssd/llm-k8s/tree/main/results",
     "https://www.substratus.ai/blog/benchmarking-llama-3.1-70b-on-l4",
+    # issues 22 and 26-28
+    "https://lmsys.org/blog/2025-05-05-large-scale-ep/",
+    "https://lmsys.org/blog/2025-06-16-gb200-part-1/",
+    "https://github.com/kvcache-ai/Mooncake/blob/main/doc/en/performance/sglang-benchmark-results-v1.md",
+    "https://github.com/ai-dynamo/dynamo/tree/main/benchmarks",
+    "https://github.com/NVIDIA/TensorRT-LLM/blob/main/docs/source/blogs/tech_blog/blog1.md",
+    "https://github.com/sgl-project/sglang/pull/4716",
+    "https://github.com/vllm-project/vllm/issues/20780",
+    "https://github.com/vllm-project/vllm/pull/9668",
+    "https://github.com/SemiAnalysisAI/InferenceX",
+    "https://inferencemax.semianalysis.com/",
+    "https://github.com/someone/InferenceX-app",
+    "aiconfigurator/systems/data/h200_sxm/vllm/0.24.0/gemm_perf.txt",
+    "nccl_2.29.2 all_reduce table",
 )
 
 

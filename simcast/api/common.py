@@ -95,15 +95,56 @@ MEM_FLAGS = tuple((e.name, e.memory_flag, e.memory_keyword) for e in REGISTRY.va
 class TargetOptions:
     """What every one-call runs on: the model, the devices, precision and the stage partition."""
 
-    model: ModelArg = field(metadata=required("a shipped model id, a config.json path, or a ModelSpec"))
-    device: DeviceArg = field(metadata=required("a shipped device profile name, a profile YAML path, or a DeviceSpec"))
-    quantization: str | None = opt(
-        None, "none or fp8 (W8A8 linear layers, as vLLM --quantization fp8; None: the config's own)"
+    model: ModelArg = field(
+        metadata=required(
+            "a shipped model id, a config.json path, or a ModelSpec",
+            flag=Flag(
+                names=("--model",), help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path"
+            ),
+        )
     )
-    kv_cache_dtype: str = opt("auto", "KV cache element type: auto (the model's dtype), bf16 or fp8")
+    device: DeviceArg = field(
+        metadata=required(
+            "a shipped device profile name, a profile YAML path, or a DeviceSpec",
+            flag=Flag(names=("--device",), help="shipped device profile (e.g. h100_sxm) or a YAML path"),
+        )
+    )
+    quantization: str | None = opt(
+        None,
+        "none or fp8 (W8A8 linear layers, as vLLM --quantization fp8; None: the config's own)",
+        flag=Flag(
+            names=("--quantization",),
+            help="fp8: W8A8 linear layers (fp8 weights, per-tensor scales, 16-bit activations; lm_head stays "
+            "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run [default none: the config's own]",
+            choices=("none", "fp8"),
+        ),
+    )
+    kv_cache_dtype: str = opt(
+        "auto",
+        "KV cache element type: auto (the model's dtype), bf16 or fp8",
+        flag=Flag(
+            names=("--kv-cache-dtype",),
+            help="KV cache element type [default auto: the model dtype]",
+            choices=("auto", "bf16", "fp8"),
+        ),
+    )
     fabric: FabricChoice | None = opt(None, "the inter-node fabric (None: the device profile's inter-node link)")
-    partition: str | None = opt(None, 'layers per stage: a rule or counts like "4,6,6,4" (None: the engine\'s)')
-    use_cache: bool = opt(True, "read and write the on-disk trace cache (False: trace anew)")
+    partition: str | None = opt(
+        None,
+        'layers per stage: a rule or counts like "4,6,6,4" (None: the engine\'s)',
+        flag=Flag(
+            names=("--partition", "--pp-layer-partition"),
+            help="uniform | vllm | sglang | trtllm | balanced (minimise the slowest stage) | explicit layer counts "
+            "like 4,6,6,4, also as the engines write them (VLLM_PP_LAYER_PARTITION=4,6,6,4, "
+            "SGLANG_PP_LAYER_PARTITION=4,6,6,4) [default: the engine's own rule: vllm, sglang or trtllm; vllm "
+            "without an engine]",
+        ),
+    )
+    use_cache: bool = opt(
+        True,
+        "read and write the on-disk trace cache (False: trace anew)",
+        flag=Flag(names=("--no-cache",), help="bypass the on-disk trace cache", action="store_false"),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

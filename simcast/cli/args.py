@@ -119,6 +119,19 @@ def hit_rate(v: str) -> float:
     return x
 
 
+def latency_us(v: str) -> float:
+    """A latency in microseconds: a finite number in [0, MAX_LINK_LATENCY_US]."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0 <= x <= limits.MAX_LINK_LATENCY_US):
+        raise argparse.ArgumentTypeError(
+            f"got {bounded_repr(v)}; must be a finite number >= 0 and <= {limits.MAX_LINK_LATENCY_US:g} (microseconds)"
+        )
+    return x
+
+
 VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "requests": REQUESTS,
     "tokens": TOKENS,
@@ -140,105 +153,12 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "hit_rate": hit_rate,
     "spec_tokens": int_in(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
     "draft_tokens": int_in(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
+    "link_gbps": float_in(0.0, limits.MAX_LINK_GBPS, "GB/s"),
+    "latency_us": latency_us,
+    "count": positive_int,
+    "finite_rate": float_in(1e-6, 1e9, "requests/s"),
 }
 """The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
-
-
-def add_precision_args(p: argparse.ArgumentParser) -> None:
-    """``--quantization`` and ``--kv-cache-dtype``, shared by every command that builds a model."""
-    p.add_argument(
-        "--quantization",
-        choices=("none", "fp8"),
-        default="none",
-        help="fp8: W8A8 linear layers (fp8 weights, per-tensor scales, 16-bit activations; lm_head stays "
-        "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run [default none: the config's own]",
-    )
-    p.add_argument(
-        "--kv-cache-dtype",
-        choices=("auto", "bf16", "fp8"),
-        default="auto",
-        help="KV cache element type [default auto: the model dtype]",
-    )
-
-
-def add_fabric_args(p: argparse.ArgumentParser) -> None:
-    """``--fabric``, ``--inter-node-bandwidth``, ``--inter-node-latency``: every command that builds a device.
-
-    They replace the profile's inter-node link (:mod:`simcast.core.fabrics`): profile < named fabric <
-    explicit bandwidth / latency.
-    """
-    from simcast.core.fabrics import FABRICS
-
-    p.add_argument(
-        "--fabric",
-        choices=tuple(FABRICS),
-        default=None,
-        help="inter-node fabric, one NIC of this rate per GPU (sources: simcast/core/fabrics.py) "
-        "[default: the device profile's inter-node link]",
-    )
-    p.add_argument(
-        "--inter-node-bandwidth",
-        type=float_in(0.0, limits.MAX_LINK_GBPS, "GB/s"),
-        default=None,
-        metavar="GBPS",
-        help="inter-node bandwidth per GPU per direction, GB/s (a NIC shared by k GPUs: its rate / k); "
-        "overrides --fabric's and the profile's",
-    )
-    p.add_argument(
-        "--inter-node-latency",
-        type=_latency_us,
-        default=None,
-        metavar="US",
-        help="inter-node message latency, microseconds; overrides --fabric's and the profile's",
-    )
-
-
-def _latency_us(v: str) -> float:
-    """A latency in microseconds: a finite number in [0, MAX_LINK_LATENCY_US]."""
-    try:
-        x = float(v)
-    except ValueError:
-        x = math.nan
-    if not (math.isfinite(x) and 0 <= x <= limits.MAX_LINK_LATENCY_US):
-        raise argparse.ArgumentTypeError(
-            f"got {bounded_repr(v)}; must be a finite number >= 0 and <= {limits.MAX_LINK_LATENCY_US:g} (microseconds)"
-        )
-    return x
-
-
-def fabric_choice(a: argparse.Namespace):
-    """The :class:`~simcast.core.fabrics.FabricChoice` of parsed fabric flags."""
-    from simcast.core.fabrics import FabricChoice
-
-    choice = FabricChoice(fabric=a.fabric, bandwidth_gbps=a.inter_node_bandwidth, latency_us=a.inter_node_latency)
-    return limits.check_fabric_choice(choice)  # the physical bounds (the flag's type checks only the sign)
-
-
-def target_kwargs(a: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`simcast.api.common.TargetOptions` keywords of parsed flags (every one-call command has
-    them): the model, the device, precision, fabric, partition and ``--no-cache``."""
-    return dict(
-        model=a.model,
-        device=a.device,
-        quantization=a.quantization,
-        kv_cache_dtype=a.kv_cache_dtype,
-        fabric=fabric_choice(a),
-        partition=a.partition,
-        use_cache=not a.no_cache,
-    )
-
-
-def add_partition_arg(p: argparse.ArgumentParser, rules: str) -> None:
-    """``--partition`` (alias ``--pp-layer-partition``): a named rule or explicit layer counts."""
-    p.add_argument(
-        "--partition",
-        "--pp-layer-partition",
-        dest="partition",
-        default=None,
-        help=f"{rules} | explicit layer counts like 4,6,6,4, also as the engines write them "
-        "(VLLM_PP_LAYER_PARTITION=4,6,6,4, SGLANG_PP_LAYER_PARTITION=4,6,6,4) [default: the engine's own "
-        "rule: vllm, sglang or trtllm; vllm without an engine]",
-    )
 
 
 def resolve_partition_arg(partition: str | None, engine: str | None) -> str:

@@ -10,11 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from simcast.api.bench import BenchOptions, run_bench
-from simcast.cli.args import add_fabric_args, add_partition_arg, add_precision_args, target_kwargs
 from simcast.cli.engine_args import add_engine_args, serving_engine_args
 from simcast.cli.option_flags import add_option_flags, option_values
 from simcast.cli.outputs import (
-    add_output_args,
     check_output_path,
     emit,
     output_path,
@@ -22,6 +20,13 @@ from simcast.cli.outputs import (
     write_atomic,
     write_bench_plot,
     write_json,
+)
+from simcast.cli.shared_flags import (
+    add_fabric_args,
+    add_output_args,
+    add_partition_arg,
+    add_precision_args,
+    target_kwargs,
 )
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.errors import SimcastInputError, require
@@ -81,8 +86,7 @@ BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING
 
 
 def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="shipped model id or config.json path")
-    p.add_argument("--device", required=True, help="shipped device profile or YAML path")
+    add_option_flags(p, BenchOptions, ("model", "device"))
     add_option_flags(p, BenchOptions, _REQUESTS)
     p.add_argument(
         "--ignore-eos",
@@ -90,7 +94,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help="accepted as vllm bench serve's flag: simcast always generates each request's full output length",
     )
     add_option_flags(p, BenchOptions, ("seed",))
-    add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced")
+    add_partition_arg(p)
     add_engine_args(p, default="vllm")
     add_option_flags(p, BenchOptions, _CHUNKING)
     add_speculative_args(p)
@@ -118,7 +122,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         help="file name of the --save-result JSON in --result-dir [default: "
         "simcast-<engine>-<rate>qps[-concurrency<N>]-<model>-<YYYYmmdd-HHMMSS>.json]",
     )
-    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_option_flags(p, BenchOptions, ("use_cache",))
     add_output_args(p, trace=False)
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from simcast.cli.args import DEVICES, add_fabric_args, add_precision_args, fabric_choice, float_in
+from simcast.api.common import TargetOptions
+from simcast.cli.args import DEVICES, float_in
 from simcast.cli.engine_args import add_engine_args, engine_kwargs
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, output_path, same_file, write_text
+from simcast.cli.shared_flags import add_fabric_args, add_precision_args, fabric_choice
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 
@@ -48,7 +51,7 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
         help="the runs' vllm bench serve --random-range-ratio (not saved in the JSON): replayed lengths are "
         "uniform in L*(1-r)..L*(1+r) around the mean L [0]",
     )
-    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_option_flags(p, TargetOptions, ("use_cache",))
 
 
 def _range_ratio(v: str) -> float:
@@ -97,7 +100,7 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     )
     runs = [r for f in files for r in f.runs]
     fit = fit_overheads(
-        RunModel(base, replay=not a.steady_state, range_ratio=a.random_range_ratio, use_disk_cache=not a.no_cache),
+        RunModel(base, replay=not a.steady_state, range_ratio=a.random_range_ratio, use_disk_cache=a.use_cache),
         runs,
         start=base.policy,
     )

@@ -64,7 +64,7 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
     from simcast.serving.search.layouts import search
 
     check_disagg_args(a)
-    cache = not a.no_cache
+    cache = a.use_cache
     agg_rows: list = []
     agg_rej: list = []
     if a.serving_mode in ("agg", "both"):
@@ -200,7 +200,7 @@ def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: d
 
     dis = build_disagg_config(doc, cfg, values)
     assert dis is not None  # agg with pool blocks is refused inside
-    r = estimate_disagg(dis, use_disk_cache=not a.no_cache)
+    r = estimate_disagg(dis, use_disk_cache=a.use_cache)
     verdicts = []
     if values.get("ttft_ms"):
         verdicts.append(
@@ -242,4 +242,4 @@ def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult) -> 
         budget = pool.policy.max_num_batched_tokens
         require_bench_work("--num-prompts", n, token_steps([lengths] * n, budget), 1.0, budget)
     reqs = make_requests(num_prompts=n, rate=rate, input_len=w.input_length, output_len=w.output_length, seed=a.seed)
-    return simulate_disagg_requests(reqs, dis, use_disk_cache=not a.no_cache)
+    return simulate_disagg_requests(reqs, dis, use_disk_cache=a.use_cache)

@@ -15,12 +15,11 @@ from simcast.cli.args import (
     MESSAGE_BYTES,
     REQUESTS,
     TOKENS,
-    add_fabric_args,
-    fabric_choice,
 )
 from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
 from simcast.cli.calibrate_template import check_profile_out, cmd_calibrate_template
 from simcast.cli.outputs import emit, emit_json, output_path, run_metadata, same_file, write_text
+from simcast.cli.shared_flags import add_fabric_args, fabric_choice
 from simcast.core.errors import require
 from simcast.engines import ENGINES, NCCL
 

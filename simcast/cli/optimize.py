@@ -8,13 +8,13 @@ from typing import Any
 
 from simcast.api.optimize import optimize_setup, run_search
 from simcast.api.search_inputs import SearchOptions, search_space
-from simcast.cli.args import target_kwargs
 from simcast.cli.disagg import check_disagg_args, cmd_optimize_modes, wanted
 from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
 from simcast.cli.optimize_args import SEARCH_FLAGS, normalize_trailing_model
 from simcast.cli.option_flags import option_values
 from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
+from simcast.cli.shared_flags import target_kwargs
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
 from simcast.core.errors import require
@@ -111,9 +111,7 @@ def _finite_runs(a: argparse.Namespace, rows: list[Any], dist: Any) -> list[Any]
         return []
     from simcast.serving.request_level.finite import finite_run
 
-    return [
-        finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=not a.no_cache) for c in rows[: a.top]
-    ]
+    return [finite_run(c.result.config, a.num_prompts, lengths=dist, use_disk_cache=a.use_cache) for c in rows[: a.top]]
 
 
 def _points(a: argparse.Namespace, rows: list[Any], space: Any, refined: list[Any]) -> Any:

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from simcast.api.options import Flag, opt
 from simcast.api.search_inputs import SearchOptions
-from simcast.cli.args import (
-    REQUESTS,
-    add_fabric_args,
-    add_partition_arg,
-    add_precision_args,
-    parse_int,
-    positive_int,
-)
+from simcast.cli.args import parse_int
 from simcast.cli.disagg import add_disagg_args
 from simcast.cli.engine_args import add_engine_args
 from simcast.cli.option_flags import add_option_flags
-from simcast.cli.outputs import add_output_args, output_path
+from simcast.cli.shared_flags import add_fabric_args, add_output_args, add_partition_arg, add_precision_args
 from simcast.cli.speculative import add_speculative_args
 from simcast.cli.sweep import add_sweep_args
 from simcast.core.errors import require
@@ -36,50 +31,83 @@ SEARCH_FLAGS = _WORKLOAD + _SPACE + _LIMITS
 """The :class:`SearchOptions` fields ``simcast optimize`` reads from its own flags (declared on the fields)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class OptimizeFlags:
+    """``simcast optimize``'s flags that are not keywords of :func:`simcast.api.optimize.optimize`: what it
+    prints and writes, and the finite run it adds."""
+
+    model_flag: str | None = opt(
+        None,
+        "the model as a flag (the same as the last argument)",
+        flag=Flag(
+            names=("--model",),
+            help="shipped model id (`simcast models`; an Instruct/Chat name of a shipped base works) or a "
+            "config.json path",
+            metavar="MODEL_FLAG",
+        ),
+    )
+    num_prompts: int | None = opt(
+        None,
+        "prompts of the finite run also predicted (None: none)",
+        flag=Flag(
+            names=("--num-prompts",),
+            help="also predict a finite run of this many prompts all sent at once (vllm bench throughput, MLPerf "
+            "Offline, bench-serve --request-rate inf): whole-run throughput with ramp-up and drain, beside the "
+            "steady state, for the rows shown [<= 10^5]",
+            value_type="requests",
+        ),
+    )
+    top: int = opt(10, "rows to print", flag=Flag(names=("--top",), help="rows to print", value_type="count"))
+    csv: str | None = opt(
+        None,
+        "CSV path of all rows",
+        flag=Flag(names=("--csv",), help="write all rows to this CSV file", value_type="output_path"),
+    )
+    json: bool = opt(
+        False,
+        "print rows (and rejections) as JSON",
+        flag=Flag(names=("--json",), help="print rows (and rejections) as JSON", action="store_true"),
+    )
+    emit: str | None = opt(
+        None,
+        "the engine whose launch commands are printed",
+        flag=Flag(
+            names=("--emit",),
+            help="print each ranked layout's server launch command (one per node when it spans nodes), checked "
+            "against the engine's argument rules, and a vllm bench serve line reproducing the predicted point; "
+            "implies --engine of the same name unless --engine is given (dynamo: disaggregated rows only)",
+            choices=(*EMIT_ENGINES, "dynamo"),
+        ),
+    )
+    show_rejected: bool = opt(
+        False,
+        "list rejected layouts with the reason",
+        flag=Flag(names=("--show-rejected",), help="list rejected layouts with the reason", action="store_true"),
+    )
+
+
 def add_optimize_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    p.add_argument(  # a positional: argparse takes no dest for it, which a Flag sets
         "model",
         nargs="?",
         default=None,
         help="shipped model id or config.json path, as the last argument (the same as --model)",
     )
-    p.add_argument(
-        "--model",
-        dest="model_flag",
-        default=None,
-        help="shipped model id (`simcast models`; an Instruct/Chat name of a shipped base works) or a config.json path",
-    )
-    p.add_argument("--device", required=True, help="shipped device profile or YAML path")
+    add_option_flags(p, OptimizeFlags, ("model_flag",))
+    add_option_flags(p, SearchOptions, ("device",))
     add_option_flags(p, SearchOptions, _WORKLOAD)
-    p.add_argument(
-        "--num-prompts",
-        type=REQUESTS,
-        default=None,
-        help="also predict a finite run of this many prompts all sent at once (vllm bench throughput, MLPerf "
-        "Offline, bench-serve --request-rate inf): whole-run throughput with ramp-up and drain, beside the "
-        "steady state, for the rows shown [<= 10^5]",
-    )
+    add_option_flags(p, OptimizeFlags, ("num_prompts",))
     add_option_flags(p, SearchOptions, _SPACE)
     add_precision_args(p)
     add_option_flags(p, SearchOptions, _LIMITS)
     add_fabric_args(p)
-    add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest decode stage)")
+    add_partition_arg(p)
     add_engine_args(p, default=None, help_default="the --emit engine, else vllm")
     add_speculative_args(p)
-    p.add_argument("--top", type=positive_int, default=10, help="rows to print")
-    p.add_argument("--csv", default=None, type=output_path("--csv"), help="write all rows to this CSV file")
-    p.add_argument("--json", action="store_true", help="print rows (and rejections) as JSON")
-    p.add_argument(
-        "--emit",
-        choices=(*EMIT_ENGINES, "dynamo"),
-        default=None,
-        help="print each ranked layout's server launch command (one per node when it spans nodes), checked "
-        "against the engine's argument rules, and a vllm bench serve line reproducing the predicted point; "
-        "implies --engine of the same name unless --engine is given (dynamo: disaggregated rows only)",
-    )
+    add_option_flags(p, OptimizeFlags, ("top", "csv", "json", "emit"))
     add_disagg_args(p)
-    p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
-    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_option_flags(p, OptimizeFlags, ("show_rejected",))
+    add_option_flags(p, SearchOptions, ("use_cache",))
     add_sweep_args(p)
     add_output_args(p, trace=False)
 

@@ -10,6 +10,11 @@ from typing import Any
 
 from simcast.api.options import CLI, Flag
 from simcast.cli.args import VALUE_TYPES
+from simcast.cli.outputs import PLOT_SUFFIXES, output_path
+
+PATH_TYPES = {"output_path": (), "plot_path": PLOT_SUFFIXES}
+"""The ``value_type`` of an output-file flag (the file's allowed suffixes): a path checked when it is
+parsed, errors naming the flag (:func:`simcast.cli.outputs.output_path`)."""
 
 
 def option_field(cls: type, name: str) -> dataclasses.Field[Any]:
@@ -32,7 +37,8 @@ def _flag_kwargs(f: dataclasses.Field[Any]) -> dict[str, Any]:
     else:
         kw["default"] = f.default
     if flag.value_type is not None:
-        kw["type"] = VALUE_TYPES[flag.value_type]
+        suffixes = PATH_TYPES.get(flag.value_type)
+        kw["type"] = VALUE_TYPES[flag.value_type] if suffixes is None else output_path(flag.names[0], suffixes)
     if flag.nargs is not None:
         kw["nargs"] = flag.nargs
     if flag.choices is not None:

@@ -1,6 +1,6 @@
 """CLI output files: ``--trace out.json`` (Chrome trace) and ``--plot out.png`` (edge module).
 
-``add_output_args`` adds the flags to a subcommand's parser; ``write_outputs``
+``simcast.cli.shared_flags.add_output_args`` adds the flags to a subcommand's parser; ``write_outputs``
 writes the files for ``simcast simulate``; ``write_pareto_plot`` serves
 ``simcast optimize --plot`` and ``write_bench_plot`` ``simcast bench-serve --plot``.
 Progress lines go to stderr so ``--json`` output on stdout stays valid JSON. matplotlib is
@@ -70,32 +70,6 @@ def run_metadata(*, device: str | None = None, engine: str | None = None) -> dic
         out["engine"] = engine
     out["date_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return out
-
-
-def add_output_args(p: argparse.ArgumentParser, *, trace: bool = True) -> None:
-    """``--plot PATH`` and (unless ``trace=False``, e.g. for ``optimize``) ``--trace PATH``, ``--overlap``."""
-    if trace:
-        p.add_argument(
-            "--trace",
-            metavar="PATH",
-            default=None,
-            type=output_path("--trace"),
-            help="write the step's timeline as a Chrome trace (JSON; open in Perfetto or chrome://tracing)",
-        )
-    p.add_argument(
-        "--plot",
-        metavar="PATH",
-        default=None,
-        type=output_path("--plot", PLOT_SUFFIXES),
-        help="write a figure (.png, .svg or .pdf)",
-    )
-    if trace:
-        p.add_argument(
-            "--overlap",
-            action="store_true",
-            help="trace/Gantt with each hidden-state transfer overlapped with the receiver's earlier work "
-            "(a lower bound) instead of the receiver waiting for it (what the latency assumes)",
-        )
 
 
 def check_output_path(path: str, flag: str, suffixes: tuple[str, ...] = ()) -> Path:

@@ -4,70 +4,117 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
-from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args, float_in, int_in
+from simcast.api.options import CLI, Flag, opt
 from simcast.cli.engine_args import add_engine_args
+from simcast.cli.option_flags import add_option_flags, option_field, option_values
 from simcast.cli.outputs import emit, emit_json, run_metadata
+from simcast.cli.shared_flags import FABRIC_FLAGS, FabricFlags, add_fabric_args
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
 
 
+def _override(key: str, flag: str, value_type: str | None) -> Any:
+    """A field overriding service-YAML key ``key`` by ``flag`` (None: the YAML's value)."""
+    return opt(
+        None,
+        f"override of the service YAML's {key}",
+        flag=Flag(names=(flag,), help=f"override {key}", value_type=value_type),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfigFlags:
+    """``simcast serve-config``'s flags: overrides of the service YAML's keys (each field is named after
+    its key), the disaggregated replay and the output."""
+
+    tp_size: int | None = _override("parallel_config.tp_size", "--tp", "devices")
+    pp_size: int | None = _override("parallel_config.pp_size", "--pp", "devices")
+    dp_size: int | None = _override("parallel_config.dp_size", "--dp", "devices")
+    world_size: int | None = _override("parallel_config.world_size", "--world-size", "devices")
+    batch_size: int | None = _override("workload.batch_size", "--batch", "requests")
+    input_length: int | None = _override("workload.input_length", "--input-length", "tokens")
+    output_length: int | None = _override("workload.output_length", "--output-length", "tokens")
+    device: str | None = _override("device", "--device", None)
+    num_prompts: int | None = opt(
+        None,
+        "disaggregated services: requests replayed through the pools",
+        flag=Flag(
+            names=("--num-prompts",),
+            help="disaggregated services: also replay this many requests through the prefill pool, the KV transfer "
+            "and the decode pool with the request-level schedulers (bench-serve's), at --request-rate "
+            f"[<= {MAX_BENCH_PROMPTS}]",
+            value_type="prompts",
+        ),
+    )
+    request_rate: float | None = opt(
+        None,
+        "the replay's Poisson arrival rate, requests/s (None: the steady state's)",
+        flag=Flag(
+            names=("--request-rate",),
+            help="with --num-prompts: Poisson arrivals at this rate [the steady state's rate]",
+            value_type="finite_rate",
+        ),
+    )
+    seed: int = opt(
+        0,
+        "the replay's random seed",
+        flag=Flag(names=("--seed",), help="with --num-prompts: random seed [0]", value_type="seed"),
+    )
+    json: bool = opt(
+        False,
+        "print the result row as JSON",
+        flag=Flag(names=("--json",), help="print the result row as JSON", action="store_true"),
+    )
+
+
+_OVERRIDES = ("tp_size", "pp_size", "dp_size", "world_size", "batch_size", "input_length", "output_length", "device")
+
+
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("service_yaml", help="service YAML (see docs/inputs.md: model, device, workload, parallel_config)")
-    p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
-    p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
-    p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")
-    p.add_argument("--world-size", type=DEVICES, default=None, help="override parallel_config.world_size")
-    p.add_argument("--batch", type=REQUESTS, default=None, help="override workload.batch_size")
-    p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
-    p.add_argument("--output-length", type=TOKENS, default=None, help="override workload.output_length")
-    p.add_argument("--device", default=None, help="override device")
+    from simcast.api.common import TargetOptions
+
+    p.add_argument(  # a positional: argparse takes no dest for it, which a Flag sets
+        "service_yaml", help="service YAML (see docs/inputs.md: model, device, workload, parallel_config)"
+    )
+    add_option_flags(p, ServeConfigFlags, _OVERRIDES)
     add_fabric_args(p)
     add_engine_args(p, default=None)
-    p.add_argument(
-        "--num-prompts",
-        type=int_in(1, MAX_BENCH_PROMPTS, "requests simulated"),
-        default=None,
-        help="disaggregated services: also replay this many requests through the prefill pool, the KV transfer and "
-        "the decode pool with the request-level schedulers (bench-serve's), at --request-rate "
-        f"[<= {MAX_BENCH_PROMPTS}]",
-    )
-    p.add_argument(
-        "--request-rate",
-        type=float_in(1e-6, 1e9, "requests/s"),
-        default=None,
-        help="with --num-prompts: Poisson arrivals at this rate [the steady state's rate]",
-    )
-    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="with --num-prompts: random seed [0]")
+    add_option_flags(p, ServeConfigFlags, ("num_prompts", "request_rate", "seed"))
     add_speculative_args(p)
-    p.add_argument("--json", action="store_true", help="print the result row as JSON")
-    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
+    add_option_flags(p, ServeConfigFlags, ("json",))
+    add_option_flags(p, TargetOptions, ("use_cache",))
 
+
+_ENGINE_OVERRIDES = {  # the engine flags' (simcast/cli/engine_args.py) keys and parsed names
+    "runtime": ("--engine", "runtime"),
+    "max_batched_tokens": ("--max-num-batched-tokens", "max_batched_tokens"),
+    "max_num_seqs": ("--max-num-seqs", "max_num_seqs"),
+    "engine_profile": ("--engine-profile", "engine_profile"),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", "mem_vllm"),
+    "mem_fraction_static": ("--mem-fraction-static", "mem_sglang"),
+    "kv_cache_free_gpu_memory_fraction": ("--kv-cache-free-gpu-memory-fraction", "mem_trtllm"),
+    "max_model_len": ("--max-model-len", "max_model_len"),
+}
 
 SERVE_CONFIG_FLAGS = {
-    "tp_size": "--tp",
-    "pp_size": "--pp",
-    "dp_size": "--dp",
-    "world_size": "--world-size",
-    "batch_size": "--batch",
-    "input_length": "--input-length",
-    "output_length": "--output-length",
-    "device": "--device",
-    "runtime": "--engine",
-    "max_batched_tokens": "--max-num-batched-tokens",
-    "max_num_seqs": "--max-num-seqs",
-    "engine_profile": "--engine-profile",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "mem_fraction_static": "--mem-fraction-static",
-    "kv_cache_free_gpu_memory_fraction": "--kv-cache-free-gpu-memory-fraction",
-    "max_model_len": "--max-model-len",
-    "fabric": "--fabric",
-    "inter_node_bandwidth_gbps": "--inter-node-bandwidth",
-    "inter_node_latency_us": "--inter-node-latency",
+    **{k: option_field(ServeConfigFlags, k).metadata[CLI].names[0] for k in _OVERRIDES},
+    **{k: flag for k, (flag, _) in _ENGINE_OVERRIDES.items()},
+    **{k: option_field(FabricFlags, k).metadata[CLI].names[0] for k in FABRIC_FLAGS},
 }
 """The flag that overrides each service-YAML key (errors name the flag when the value came from it)."""
+
+
+def _overrides(a: argparse.Namespace) -> dict[str, object]:
+    """The service-YAML keys the parsed flags override (None: not given), in :data:`SERVE_CONFIG_FLAGS`'s order."""
+    return {
+        **option_values(a, ServeConfigFlags, _OVERRIDES),
+        **{k: getattr(a, name) for k, (_, name) in _ENGINE_OVERRIDES.items()},
+        **option_values(a, FabricFlags, FABRIC_FLAGS),
+    }
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
@@ -76,27 +123,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
     from simcast.serving.steady.model import estimate_serving
 
-    overrides = {
-        "tp_size": a.tp,
-        "pp_size": a.pp,
-        "dp_size": a.dp,
-        "world_size": a.world_size,
-        "batch_size": a.batch,
-        "input_length": a.input_length,
-        "output_length": a.output_length,
-        "device": a.device,
-        "runtime": a.runtime,
-        "max_batched_tokens": a.max_batched_tokens,
-        "max_num_seqs": a.max_num_seqs,
-        "engine_profile": a.engine_profile,
-        "gpu_memory_utilization": a.mem_vllm,
-        "mem_fraction_static": a.mem_sglang,
-        "kv_cache_free_gpu_memory_fraction": a.mem_trtllm,
-        "max_model_len": a.max_model_len,
-        "fabric": a.fabric,
-        "inter_node_bandwidth_gbps": a.inter_node_bandwidth,
-        "inter_node_latency_us": a.inter_node_latency,
-    }
+    overrides = _overrides(a)
     require(
         a.request_rate is None or a.num_prompts is not None,
         "--request-rate",
@@ -128,7 +155,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         a.num_prompts,
         "replays disaggregated services only; for an aggregated one run bench-serve with the same layout",
     )
-    r = estimate_serving(cfg, use_disk_cache=not a.no_cache)
+    r = estimate_serving(cfg, use_disk_cache=a.use_cache)
     links = layout_links(cfg)
     verdicts = []
     if values.get("ttft_ms"):

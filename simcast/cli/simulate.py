@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from simcast.api.common import TargetOptions
+from simcast.api.options import Flag, opt
 from simcast.api.step import StepOptions, run_step, step_spec
-from simcast.cli.args import add_fabric_args, add_partition_arg, add_precision_args, target_kwargs
 from simcast.cli.option_flags import add_option_flags, option_values
-from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
+from simcast.cli.outputs import emit, emit_json, run_metadata, write_outputs
+from simcast.cli.shared_flags import (
+    add_fabric_args,
+    add_output_args,
+    add_partition_arg,
+    add_precision_args,
+    target_kwargs,
+)
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.specs import SimSpec
 
@@ -28,20 +37,28 @@ STEP_FLAGS = _LAYOUT + _STEP + ("devices_per_node",) + _KERNELS
 """The :class:`StepOptions` fields ``simcast simulate`` reads from its own flags (declared on the fields)."""
 
 
-def add_simulate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model", required=True, help="shipped model id (e.g. meta-llama/Llama-3.1-70B) or a config.json path"
+@dataclass(frozen=True, kw_only=True)
+class SimulateFlags:
+    """``simcast simulate``'s flags that are not keywords of :func:`simcast.api.step.simulate_step`."""
+
+    json: bool = opt(
+        False,
+        "print the report as JSON",
+        flag=Flag(names=("--json",), help="print the report as JSON", action="store_true"),
     )
-    p.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
+
+
+def add_simulate_args(p: argparse.ArgumentParser) -> None:
+    add_option_flags(p, TargetOptions, ("model", "device"))
     add_option_flags(p, StepOptions, _LAYOUT)
     add_precision_args(p)
     add_option_flags(p, StepOptions, _STEP)
-    add_partition_arg(p, "uniform | vllm | sglang | trtllm | balanced (minimise the slowest stage)")
+    add_partition_arg(p)
     add_option_flags(p, StepOptions, ("devices_per_node",))
     add_fabric_args(p)
     add_option_flags(p, StepOptions, _KERNELS)
-    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_option_flags(p, TargetOptions, ("use_cache",))
+    add_option_flags(p, SimulateFlags, ("json",))
     add_speculative_args(p)
     add_output_args(p)
 

@@ -89,7 +89,7 @@ def run_refine(a: argparse.Namespace, rows: list) -> tuple[list, list[dict[str, 
             tpot_limit_s=a.tpot_limit / 1e3 if a.tpot_limit else math.inf,
             num_prompts=a.refine_prompts or 0,
             steady_concurrency=c.result.concurrency,
-            use_disk_cache=not a.no_cache,
+            use_disk_cache=a.use_cache,
         )
         for c in top
     ]

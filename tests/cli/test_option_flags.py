@@ -13,9 +13,23 @@ from simcast.api.options import CLI
 from simcast.api.search_inputs import SearchOptions
 from simcast.api.speculative import SpeculativeOptions
 from simcast.api.step import StepOptions
+from simcast.cli.optimize_args import OptimizeFlags
 from simcast.cli.option_flags import add_option_flags, option_values
+from simcast.cli.serve_config import ServeConfigFlags
+from simcast.cli.shared_flags import FabricFlags, OutputFlags
+from simcast.cli.simulate import SimulateFlags
 
-OPTION_CLASSES = [StepOptions, BenchOptions, SearchOptions, SpeculativeOptions]
+OPTION_CLASSES = [
+    StepOptions,
+    BenchOptions,
+    SearchOptions,
+    SpeculativeOptions,
+    FabricFlags,
+    OutputFlags,
+    OptimizeFlags,
+    ServeConfigFlags,
+    SimulateFlags,
+]
 
 
 @pytest.mark.parametrize("cls", OPTION_CLASSES)
@@ -30,7 +44,8 @@ def test_generated_flags_map_back_to_the_fields(cls):
     got = option_values(a, cls, names)
     for f in dataclasses.fields(cls):  # absent flags give the fields' defaults, a given one its value
         if f.name in names:
-            assert got[f.name] == (8 if f.default is dataclasses.MISSING else f.default), f.name
+            given = 8 if f.metadata[CLI].value_type else "8"  # a required text flag (--model) keeps its text
+            assert got[f.name] == (given if f.default is dataclasses.MISSING else f.default), f.name
 
 
 def test_a_flag_named_unlike_its_field_sets_that_field():

@@ -26,9 +26,7 @@ CLI = "cli"
 
 
 FLAGS: dict[str, str] = {
-    "use_cache": "--no-cache",
     "prefix_caching": "--enable-prefix-caching",
-    "ray_address": "--ray",
 }
 """The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the shared flags the CLI
 declares in its helpers) whose flag is not ``--`` + its name with dashes (errors name the flag, as the range

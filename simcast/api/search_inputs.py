@@ -162,7 +162,16 @@ class SearchOptions(SpeculativeOptions, ServingEngineOptions, TargetOptions):
         ),
     )
     workers: int | None = opt(1, "local worker processes (1: serial; None: chosen from the work)")
-    ray_address: str | None = opt(None, "run the search's tasks on the Ray cluster at this address")
+    ray_address: str | None = opt(
+        None,
+        "run the search's tasks on the Ray cluster at this address",
+        flag=Flag(
+            names=("--ray",),
+            help="run the sweep's tasks on the Ray cluster at ADDRESS (e.g. auto, ray://head:10001); "
+            "needs pip install 'simcast[distributed]' and simcast on the cluster's nodes",
+            metavar="ADDRESS",
+        ),
+    )
     progress: bool | None = opt(
         False, "a progress bar on stderr (None: when stderr is a terminal, on searches of over 4 tasks)"
     )

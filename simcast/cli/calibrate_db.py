@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+from dataclasses import dataclass
 
+from simcast.api.options import Flag, opt
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, write_text
 from simcast.core.errors import require
 from simcast.engines import ENGINES
@@ -12,19 +15,41 @@ from simcast.engines import ENGINES
 DATABASES = ("aiconfigurator",)
 
 
+@dataclass(frozen=True, kw_only=True)
+class FromDbFlags:
+    """``calibrate --from-db``: the measured-kernel database, its system, engines and version."""
+
+    from_db: str | None = opt(
+        None,
+        "the measured-kernel database fitted instead of CSVs",
+        flag=Flag(
+            names=("--from-db",),
+            help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
+            "extra: pip install 'simcast[measured]')",
+            metavar="DB",
+        ),
+    )
+    system: str | None = opt(
+        None,
+        "the database's system",
+        flag=Flag(names=("--system",), help="--from-db: the database's system (e.g. h100_sxm, b200_sxm)"),
+    )
+    engine: str | None = opt(
+        None,
+        "engines to fit, comma-separated or all",
+        flag=Flag(
+            names=("--engine",), help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
+        ),
+    )
+    version: str | None = opt(
+        None,
+        "engine version folder (None: newest non-reserved)",
+        flag=Flag(names=("--version",), help="--from-db: engine version folder [default: newest non-reserved]"),
+    )
+
+
 def add_from_db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--from-db",
-        default=None,
-        metavar="DB",
-        help="fit from a measured-kernel database instead of CSVs: aiconfigurator (needs the optional "
-        "extra: pip install 'simcast[measured]')",
-    )
-    p.add_argument("--system", default=None, help="--from-db: the database's system (e.g. h100_sxm, b200_sxm)")
-    p.add_argument(
-        "--engine", default=None, help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
-    )
-    p.add_argument("--version", default=None, help="--from-db: engine version folder [default: newest non-reserved]")
+    add_option_flags(p, FromDbFlags, ("from_db", "system", "engine", "version"))
 
 
 def parse_engines(value: str | None) -> tuple[str, ...]:

@@ -5,15 +5,74 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from dataclasses import dataclass, field
 
 from simcast.api.common import TargetOptions
-from simcast.cli.args import DEVICES, float_in
+from simcast.api.options import Flag, opt, required
 from simcast.cli.engine_args import add_engine_args, engine_kwargs
 from simcast.cli.option_flags import add_option_flags
-from simcast.cli.outputs import emit, output_path, same_file, write_text
+from simcast.cli.outputs import emit, same_file, write_text
 from simcast.cli.shared_flags import add_fabric_args, add_precision_args, fabric_choice
 
-PROFILE_SUFFIXES = (".yaml", ".yml")
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateServingFlags:
+    """``simcast calibrate-serving``'s flags (the run files are a positional list): what the runs measured
+    and where the fitted profile goes."""
+
+    model: str = field(
+        metadata=required(
+            "the model the runs measured",
+            flag=Flag(names=("--model",), help="the model the runs were measured on (shipped id or config.json)"),
+        )
+    )
+    device: str = field(
+        metadata=required(
+            "the device the runs measured",
+            flag=Flag(names=("--device",), help="the device they ran on (shipped profile or YAML path)"),
+        )
+    )
+    tp: int = opt(
+        1,
+        "tensor-parallel size of the measured server",
+        flag=Flag(names=("--tp",), help="tensor-parallel size of the measured server", value_type="devices"),
+    )
+    pp: int = opt(
+        1,
+        "pipeline-parallel size of the measured server",
+        flag=Flag(names=("--pp",), help="pipeline-parallel size of the measured server", value_type="devices"),
+    )
+    dp: int = opt(
+        1,
+        "data-parallel replicas of the measured server",
+        flag=Flag(names=("--dp",), help="data-parallel replicas of the measured server", value_type="devices"),
+    )
+    out: str = field(
+        metadata=required(
+            "the engine profile YAML written",
+            flag=Flag(names=("--out",), help="engine profile YAML to write (.yaml or .yml)", value_type="profile_path"),
+        )
+    )
+    steady_state: bool = opt(
+        False,
+        "fit closed-loop runs with the steady-state estimate",
+        flag=Flag(
+            names=("--steady-state",),
+            help="fit closed-loop JSON runs (rate inf, --max-concurrency) with the steady-state estimate instead "
+            "of replaying their requests (faster; ignores ramp-up and drain)",
+            action="store_true",
+        ),
+    )
+    random_range_ratio: float = opt(
+        0.0,
+        "the runs' --random-range-ratio, in [0, 1)",
+        flag=Flag(
+            names=("--random-range-ratio",),
+            help="the runs' vllm bench serve --random-range-ratio (not saved in the JSON): replayed lengths are "
+            "uniform in L*(1-r)..L*(1+r) around the mean L [0]",
+            value_type="range_ratio",
+        ),
+    )
 
 
 def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
@@ -24,41 +83,12 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
         help="vllm bench serve --save-result JSON files, or CSVs with concurrency,input_len,output_len and any "
         "of ttft_ms,tpot_ms,output_throughput",
     )
-    p.add_argument("--model", required=True, help="the model the runs were measured on (shipped id or config.json)")
-    p.add_argument("--device", required=True, help="the device they ran on (shipped profile or YAML path)")
-    p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size of the measured server")
-    p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size of the measured server")
-    p.add_argument("--dp", type=DEVICES, default=1, help="data-parallel replicas of the measured server")
+    add_option_flags(p, CalibrateServingFlags, ("model", "device", "tp", "pp", "dp"))
     add_engine_args(p, default="vllm")
     add_precision_args(p)
     add_fabric_args(p)
-    p.add_argument(
-        "--out",
-        required=True,
-        type=output_path("--out", PROFILE_SUFFIXES),
-        help="engine profile YAML to write (.yaml or .yml)",
-    )
-    p.add_argument(
-        "--steady-state",
-        action="store_true",
-        help="fit closed-loop JSON runs (rate inf, --max-concurrency) with the steady-state estimate instead "
-        "of replaying their requests (faster; ignores ramp-up and drain)",
-    )
-    p.add_argument(
-        "--random-range-ratio",
-        type=_range_ratio,
-        default=0.0,
-        help="the runs' vllm bench serve --random-range-ratio (not saved in the JSON): replayed lengths are "
-        "uniform in L*(1-r)..L*(1+r) around the mean L [0]",
-    )
+    add_option_flags(p, CalibrateServingFlags, ("out", "steady_state", "random_range_ratio"))
     add_option_flags(p, TargetOptions, ("use_cache",))
-
-
-def _range_ratio(v: str) -> float:
-    x = float_in(-1.0, 1.0)(v)
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"got {v!r}; must be in [0, 1)")
-    return x
 
 
 def cmd_calibrate_serving(a: argparse.Namespace) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from simcast.cli.args import float_in
+from simcast.api.options import Flag, opt
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, emit_json
 from simcast.core.errors import require
 from simcast.serving.config import SERVING_MODES, ServingConfig
@@ -16,32 +18,45 @@ if TYPE_CHECKING:
     from simcast.serving.disagg.steady import DisaggConfig, DisaggResult
     from simcast.serving.search.layouts import SearchSpace
 
-MAX_RATE = 1e9
-"""Requests/s bound of ``--request-rate`` (as ``bench-serve``'s)."""
+
+@dataclass(frozen=True, kw_only=True)
+class DisaggFlags:
+    """``optimize``'s serving modes and its fewest-devices search at a request rate."""
+
+    serving_mode: str = opt(
+        "agg",
+        "agg, disagg or both",
+        flag=Flag(
+            names=("--serving-mode",),
+            help="agg: prefill and decode in one engine; disagg: separate prefill and decode pools (xPyD) joined "
+            "by a KV transfer; both: search both and say which wins and why [agg]",
+            choices=SERVING_MODES,
+        ),
+    )
+    kv_transfer: str = opt(
+        "whole",
+        "disagg: when the prompt's KV moves",
+        flag=Flag(
+            names=("--kv-transfer",),
+            help="disagg: the prompt's KV moves after the prefill (whole: vLLM's NixlConnector) or streams layer "
+            "by layer during it (per-layer) [whole]",
+            choices=KV_TRANSFER_MODES,
+        ),
+    )
+    request_rate: float | None = opt(
+        None,
+        "requests/s the fewest devices must sustain (None: rank by token/s)",
+        flag=Flag(
+            names=("--request-rate",),
+            help="return the fewest devices (<= --num-devices), layout and serving mode that sustain this many "
+            "requests/s under the limits [<= 1e9]",
+            value_type="search_rate",
+        ),
+    )
 
 
 def add_disagg_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--serving-mode",
-        choices=SERVING_MODES,
-        default="agg",
-        help="agg: prefill and decode in one engine; disagg: separate prefill and decode pools (xPyD) joined by "
-        "a KV transfer; both: search both and say which wins and why [agg]",
-    )
-    p.add_argument(
-        "--kv-transfer",
-        choices=KV_TRANSFER_MODES,
-        default="whole",
-        help="disagg: the prompt's KV moves after the prefill (whole: vLLM's NixlConnector) or streams layer by "
-        "layer during it (per-layer) [whole]",
-    )
-    p.add_argument(
-        "--request-rate",
-        type=float_in(0.0, MAX_RATE, "requests/s"),
-        default=None,
-        help="return the fewest devices (<= --num-devices), layout and serving mode that sustain this many "
-        "requests/s under the limits [<= 1e9]",
-    )
+    add_option_flags(p, DisaggFlags, ("serving_mode", "kv_transfer", "request_rate"))
 
 
 def check_disagg_args(a: argparse.Namespace) -> None:
@@ -68,7 +83,7 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
     agg_rows: list = []
     agg_rej: list = []
     if a.serving_mode in ("agg", "both"):
-        agg_rows, agg_rej = search(base, space, use_disk_cache=cache, workers=a.workers, ray_address=a.ray)
+        agg_rows, agg_rej = search(base, space, use_disk_cache=cache, workers=a.workers, ray_address=a.ray_address)
     pools = evaluate_pools(base, space, cache) if a.serving_mode in ("disagg", "both") else []
     dis_rows, dis_rej = search_disagg(pools, space, a.kv_transfer) if pools else ([], [])
     out: dict = {"serving_mode": a.serving_mode}

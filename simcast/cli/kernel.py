@@ -7,21 +7,13 @@ import dataclasses
 import datetime as _dt
 from pathlib import Path
 
-from simcast.cli.args import (
-    DEVICES,
-    GEMM_DIM,
-    HEAD_DIM,
-    HEADS,
-    MESSAGE_BYTES,
-    REQUESTS,
-    TOKENS,
-)
 from simcast.cli.calibrate_db import add_from_db_args, cmd_calibrate_from_db
 from simcast.cli.calibrate_template import check_profile_out, cmd_calibrate_template
-from simcast.cli.outputs import emit, emit_json, output_path, run_metadata, same_file, write_text
+from simcast.cli.kernel_flags import KERNEL_FLAGS, CalibrateFlags, KernelFlags, ValidateFlags
+from simcast.cli.option_flags import add_option_flags
+from simcast.cli.outputs import emit, emit_json, run_metadata, same_file, write_text
 from simcast.cli.shared_flags import add_fabric_args, fabric_choice
 from simcast.core.errors import require
-from simcast.engines import ENGINES, NCCL
 
 
 # ------------------------------------------------------------------ kernel
@@ -35,49 +27,9 @@ def add_kernel_args(p: argparse.ArgumentParser) -> None:
         ("p2p", "one send/recv between two GPUs"),
     ):
         s = sub.add_parser(name, help=help_, description=help_)
-        s.add_argument("--device", required=True, help="shipped device profile (e.g. h100_sxm) or a YAML path")
-        s.add_argument("--json", action="store_true", help="print the prediction as JSON")
-        if name != "p2p":
-            choices = ENGINES + ((NCCL,) if name == "allreduce" else ())
-            s.add_argument(
-                "--engine",
-                choices=choices,
-                default=None,
-                help="use the profile's fitted kernels of this engine (allreduce: its own all-reduce as it "
-                "issues it; nccl: NCCL's own) [default: generic roofline / NCCL link fits]",
-            )
-        if name == "gemm":
-            for d in ("m", "n", "k"):
-                s.add_argument(f"--{d}", type=GEMM_DIM, required=True, help=f"GEMM dimension {d.upper()} [<= 2^31-1]")
-            s.add_argument(
-                "--dtype",
-                choices=("bf16", "fp16", "fp8", "fp8_block", "fp32"),
-                default="bf16",
-                help="[default bf16]; fp8_block (128x128 block-scaled fp8) needs --engine",
-            )
-        elif name == "attention":
-            s.add_argument("--phase", choices=("prefill", "decode"), required=True)
-            s.add_argument("--batch", type=REQUESTS, default=1, help="requests [default 1, <= 10^6]")
-            s.add_argument("--q-len", type=TOKENS, default=1, help="new tokens per request [default 1, <= 10^7]")
-            s.add_argument(
-                "--kv-len", type=TOKENS, required=True, help="keys per request incl. the new tokens [<= 10^7]"
-            )
-            s.add_argument("--heads", type=HEADS, required=True, help="query heads on this GPU")
-            s.add_argument("--kv-heads", type=HEADS, required=True, help="KV heads on this GPU")
-            s.add_argument("--head-dim", type=HEAD_DIM, default=128, help="[default 128]")
-            s.add_argument("--dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="[default bf16]")
-        else:
-            s.add_argument(
-                "--bytes",
-                type=MESSAGE_BYTES,
-                required=True,
-                help="message bytes per rank (all-gather: output bytes per rank) [<= 2^50]",
-            )
-            if name == "p2p":
-                s.add_argument("--cross-node", action="store_true", help="the two GPUs are on different nodes")
-            else:
-                s.add_argument("--gpus", type=DEVICES, required=True, help="ranks in the group [<= 65536]")
-                s.add_argument("--nodes", type=DEVICES, default=1, help="nodes the group spans [default 1]")
+        engine = () if name == "p2p" else ("allreduce_engine",) if name == "allreduce" else ("engine",)
+        add_option_flags(s, KernelFlags, ("device", "json", *engine, *KERNEL_FLAGS[name]))
+        if name in ("allreduce", "allgather", "p2p"):
             add_fabric_args(s)
 
 
@@ -116,32 +68,10 @@ def cmd_kernel(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ calibrate
 def add_calibrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files")
-    p.add_argument(
-        "--device",
-        default=None,
-        help="profile to start from (shipped name or YAML path); with --from-db default: the system's",
+    p.add_argument(  # a positional list: argparse takes no dest for it, which a Flag sets
+        "measured", nargs="*", help="measured CSVs: the generic schema or Vidur profiling files"
     )
-    p.add_argument(
-        "--out",
-        required=True,
-        type=output_path("--out"),
-        help="YAML file to write, named after the profile (<name>.yaml); may be the --device file it refits, never "
-        "a measured CSV, the template, the --transfer-from profile or a file of simcast's installed data",
-    )
-    p.add_argument(
-        "--transfer-from",
-        default=None,
-        help="instead of fitting, carry over a calibrated profile's efficiencies and links, scaled to "
-        "--device's peaks and link bandwidths",
-    )
-    p.add_argument(
-        "--device-template",
-        default=None,
-        help="a new device: the measured CSV (simcast microbench --out) names it; this shipped profile (or "
-        "YAML) supplies every value the CSV does not measure, labelled carried over; measured peaks, HBM "
-        "bandwidth and capacity replace the template's, the fit replaces efficiencies and links the rows cover",
-    )
+    add_option_flags(p, CalibrateFlags, ("device", "out", "transfer_from", "device_template"))
     add_from_db_args(p)
 
 
@@ -223,15 +153,10 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ validate
 def add_validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("measured", help="measured CSV (generic schema, see docs/accuracy.md) or a Vidur profiling file")
-    p.add_argument("--device", default=None, help="predict every row on this profile instead of its device column")
-    p.add_argument(
-        "--engine",
-        choices=ENGINES + (NCCL,),
-        default=None,
-        help="engine for rows without an engine column value (the profile's fitted kernels of that engine)",
+    p.add_argument(  # a positional: argparse takes no dest for it, which a Flag sets
+        "measured", help="measured CSV (generic schema, see docs/accuracy.md) or a Vidur profiling file"
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object per row: its columns + predicted_s")
+    add_option_flags(p, ValidateFlags, ("device", "engine", "json"))
 
 
 def cmd_validate(a: argparse.Namespace) -> int:

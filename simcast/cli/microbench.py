@@ -14,14 +14,63 @@ import dataclasses
 import io
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from simcast.api.options import Flag, opt, required
 from simcast.cli.calibrate_template import check_profile_name
-from simcast.cli.outputs import emit, output_path, write_atomic
+from simcast.cli.option_flags import add_option_flags
+from simcast.cli.outputs import emit, write_atomic
 
 FULL_SWEEP_MINUTES = 4
 """The full sweep's estimate on one accelerator at :data:`simcast.calib.ondevice.bench_plan.ASSUMED_RATES` (rounded;
 tests/calib/test_microbench.py keeps it equal to :func:`~simcast.calib.ondevice.bench_plan.estimate_s`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicrobenchFlags:
+    """``simcast microbench``'s flags: where the CSV goes, which accelerator, how much to measure."""
+
+    out: str = dataclasses.field(
+        metadata=required(
+            "the measured-kernel CSV written",
+            flag=Flag(names=("--out",), help="CSV file to write (generic schema)", value_type="csv_path"),
+        )
+    )
+    device: str = opt(
+        "auto",
+        "the torch device kernels run on",
+        flag=Flag(
+            names=("--device",),
+            help="auto | cpu | cuda (NVIDIA, and AMD on ROCm builds) | xpu | npu [default auto: the first "
+            "accelerator torch finds, else cpu]; kernels run on device 0 (pick it with CUDA_VISIBLE_DEVICES)",
+        ),
+    )
+    name: str | None = opt(
+        None,
+        "the new profile's name (None: --out's file stem)",
+        flag=Flag(
+            names=("--name",),
+            help="the new profile's name, written in the CSV's device column [default: --out's file stem]",
+        ),
+    )
+    quick: bool = opt(
+        False,
+        "a tiny sweep",
+        flag=Flag(
+            names=("--quick",), help="a tiny sweep (one small model's shapes, bf16): seconds", action="store_true"
+        ),
+    )
+    dry_run: bool = opt(
+        False,
+        "print the plan and its time estimate only",
+        flag=Flag(
+            names=("--dry-run",),
+            help="print the plan and an estimate of how long it takes (full sweep: about "
+            f"{FULL_SWEEP_MINUTES} min on one accelerator), measure nothing, write nothing",
+            action="store_true",
+        ),
+    )
 
 
 def add_microbench_args(p: argparse.ArgumentParser) -> None:
@@ -34,27 +83,7 @@ def add_microbench_args(p: argparse.ArgumentParser) -> None:
         "all-reduce group size); --dry-run prints the plan and the estimate for this machine, --quick runs a "
         "tiny sweep in seconds."
     )
-    p.add_argument(
-        "--out", required=True, type=output_path("--out", (".csv",)), help="CSV file to write (generic schema)"
-    )
-    p.add_argument(
-        "--device",
-        default="auto",
-        help="auto | cpu | cuda (NVIDIA, and AMD on ROCm builds) | xpu | npu [default auto: the first "
-        "accelerator torch finds, else cpu]; kernels run on device 0 (pick it with CUDA_VISIBLE_DEVICES)",
-    )
-    p.add_argument(
-        "--name",
-        default=None,
-        help="the new profile's name, written in the CSV's device column [default: --out's file stem]",
-    )
-    p.add_argument("--quick", action="store_true", help="a tiny sweep (one small model's shapes, bf16): seconds")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the plan and an estimate of how long it takes (full sweep: about "
-        f"{FULL_SWEEP_MINUTES} min on one accelerator), measure nothing, write nothing",
-    )
+    add_option_flags(p, MicrobenchFlags, ("out", "device", "name", "quick", "dry_run"))
 
 
 def cmd_microbench(a: argparse.Namespace) -> int:

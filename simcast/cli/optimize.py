@@ -35,7 +35,7 @@ def search_options(a: argparse.Namespace) -> SearchOptions:
     return SearchOptions(
         **option_values(a, SearchOptions, SEARCH_FLAGS),
         workers=a.workers,
-        ray_address=a.ray,
+        ray_address=a.ray_address,
         progress=None,
         **target_kwargs(a),
         **serving_engine_args(a),

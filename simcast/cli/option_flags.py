@@ -12,7 +12,12 @@ from simcast.api.options import CLI, Flag
 from simcast.cli.args import VALUE_TYPES
 from simcast.cli.outputs import PLOT_SUFFIXES, output_path
 
-PATH_TYPES = {"output_path": (), "plot_path": PLOT_SUFFIXES}
+PATH_TYPES = {
+    "output_path": (),
+    "plot_path": PLOT_SUFFIXES,
+    "csv_path": (".csv",),
+    "profile_path": (".yaml", ".yml"),
+}
 """The ``value_type`` of an output-file flag (the file's allowed suffixes): a path checked when it is
 parsed, errors naming the flag (:func:`simcast.cli.outputs.output_path`)."""
 

@@ -4,57 +4,70 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from simcast.cli.args import int_in
+from simcast.api.options import Flag, opt
+from simcast.api.search_inputs import SearchOptions
+from simcast.cli.option_flags import add_option_flags
 from simcast.core.errors import require
-from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS, MAX_REFINE_TOP, MAX_WORKERS
+from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_BENCH_TOKENS
 
-WORKERS = int_in(1, MAX_WORKERS, "worker processes")
+
+@dataclass(frozen=True, kw_only=True)
+class SweepFlags:
+    """Where a sweep's tasks run (``--ray`` is :class:`SearchOptions`' ``ray_address``) and ``optimize
+    --refine-top``'s request-level re-check."""
+
+    workers: int | None = opt(
+        None,
+        "local worker processes (None: auto, a pool only when the work outweighs starting it)",
+        flag=Flag(
+            names=("--workers",),
+            help="local worker processes for the sweep [default auto: a pool of up to one per CPU only when the "
+            "estimated work outweighs starting it; 1: serial; <= 1024]",
+            value_type="workers",
+        ),
+    )
+    refine_top: int | None = opt(
+        None,
+        "layouts re-checked with the request-level simulator",
+        flag=Flag(
+            names=("--refine-top",),
+            help="re-check the top K layouts with the request-level simulator: the highest request rate whose "
+            "p90 TTFT meets --ttft-limit (and mean TPOT --tpot-limit), by bisection; needs --ttft-limit",
+            value_type="refine_top",
+            metavar="K",
+        ),
+    )
+    refine_prompts: int | None = opt(
+        None,
+        "prompts per request-level run of --refine-top",
+        flag=Flag(
+            names=("--refine-prompts",),
+            help="prompts per request-level run of --refine-top [default: 10 x the layout's steady-state "
+            f"concurrency within 1000..20000 and the {MAX_BENCH_TOKENS:,}-token cap; <= {MAX_BENCH_PROMPTS}]",
+            value_type="refine_prompts",
+        ),
+    )
 
 
 def add_sweep_args(p: argparse.ArgumentParser, refine: bool = True) -> None:
     """``--workers`` / ``--ray`` (where the sweep's independent tasks run) and, with ``refine``,
     ``--refine-top`` / ``--refine-prompts``."""
-    p.add_argument(
-        "--workers",
-        type=WORKERS,
-        default=None,
-        help="local worker processes for the sweep [default auto: a pool of up to one per CPU only when the "
-        "estimated work outweighs starting it; 1: serial; <= 1024]",
-    )
-    p.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="run the sweep's tasks on the Ray cluster at ADDRESS (e.g. auto, ray://head:10001); "
-        "needs pip install 'simcast[distributed]' and simcast on the cluster's nodes",
-    )
+    add_option_flags(p, SweepFlags, ("workers",))
+    add_option_flags(p, SearchOptions, ("ray_address",))
     if refine:
-        p.add_argument(
-            "--refine-top",
-            type=int_in(1, MAX_REFINE_TOP, "layouts"),
-            default=None,
-            metavar="K",
-            help="re-check the top K layouts with the request-level simulator: the highest request rate whose "
-            "p90 TTFT meets --ttft-limit (and mean TPOT --tpot-limit), by bisection; needs --ttft-limit",
-        )
-        p.add_argument(
-            "--refine-prompts",
-            type=int_in(1, MAX_BENCH_PROMPTS, "requests per run"),
-            default=None,
-            help="prompts per request-level run of --refine-top [default: 10 x the layout's steady-state "
-            f"concurrency within 1000..20000 and the {MAX_BENCH_TOKENS:,}-token cap; <= {MAX_BENCH_PROMPTS}]",
-        )
+        add_option_flags(p, SweepFlags, ("refine_top", "refine_prompts"))
 
 
 def check_sweep_args(a: argparse.Namespace) -> None:
     """Flag combinations that cannot work, as one-line errors before any work starts."""
-    if a.ray:
+    if a.ray_address:
         from simcast.serving.search.parallel import import_ray
 
         require(a.workers is None, "--workers", a.workers, "not used with --ray (the cluster sets the parallelism)")
-        import_ray(a.ray)  # missing extra: one line naming it
+        import_ray(a.ray_address)  # missing extra: one line naming it
     if getattr(a, "refine_top", None) is not None:
         require(
             bool(a.ttft_limit),
@@ -93,7 +106,7 @@ def run_refine(a: argparse.Namespace, rows: list) -> tuple[list, list[dict[str, 
         )
         for c in top
     ]
-    backend = choose_backend(len(tasks), task_s=REFINE_TASK_S, workers=a.workers, ray_address=a.ray)
+    backend = choose_backend(len(tasks), task_s=REFINE_TASK_S, workers=a.workers, ray_address=a.ray_address)
     refs = pmap(refine_layout, tasks, backend=backend, desc="refine")
     return refs, [refined_row(c, r) for c, r in zip(top, refs)]
 

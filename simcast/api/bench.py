@@ -13,8 +13,8 @@ from simcast.api.bench_requests import RequestOptions, build_requests
 from simcast.api.common import (
     ServingEngineOptions,
     TargetOptions,
-    check_float,
     check_int,
+    check_options,
     engine_limits,
     engine_profile_for,
     resolve_device,
@@ -165,29 +165,14 @@ class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, Tar
 
 def _check_options(o: BenchOptions) -> None:
     """Each option in its range (one ``SimcastInputError`` naming the flag)."""
-    for flag, v in (("--tp", o.tp), ("--pp", o.pp), ("--dp", o.dp)):
-        check_int(flag, v, 1, limits.MAX_DEVICES)
+    check_options(o)  # every field with a bounded flag: the range its flag takes (simcast.inputs.bounds)
     require(o.router in ("round_robin", "least_loaded"), "--router", o.router, "allowed: round_robin, least_loaded")
-    check_int("--num-prompts", o.num_prompts, 1, limits.MAX_BENCH_PROMPTS)
-    check_float("--request-rate", o.request_rate, 1e-6, 1e9, inf_ok=True)
-    check_float("--burstiness", o.burstiness, 1e-3, 1e3)
-    check_int("--random-input-len", o.input_length, 1, limits.MAX_TOKENS)
-    check_int("--random-output-len", o.output_length, 1, limits.MAX_TOKENS)
-    check_float("--random-range-ratio", o.range_ratio, 0.0, 1.0)
-    check_int("--random-prefix-len", o.prefix_length, 0, limits.MAX_TOKENS)
-    check_int("--multiturn-turns", o.multiturn_turns, 1, 1000)
-    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
     require(
         isinstance(o.enable_dynamic_chunking, bool),
         "--enable-dynamic-chunking",
         o.enable_dynamic_chunking,
         "True or False",
     )
-    require(o.range_ratio < 1, "--random-range-ratio", o.range_ratio, "must be in [0, 1)")
-    check_int("--sharegpt-output-len", o.sharegpt_output_len, 1, limits.MAX_TOKENS)
-    check_int("--max-concurrency", o.max_concurrency, 1, limits.MAX_REQUESTS)
-    check_int("--num-warmups", o.num_warmups, 0, limits.MAX_BENCH_PROMPTS)
-    check_int("--seed", o.seed, 0, 2**32 - 1)
     check_int("--max-num-batched-tokens", o.max_num_batched_tokens, 1, limits.MAX_BATCHED_TOKENS)
     check_int("--max-num-seqs", o.max_num_seqs, 1, limits.MAX_REQUESTS)
 

@@ -164,7 +164,7 @@ class RequestOptions:
             names=("--random-prefix-len",),
             help="tokens of one prefix every random prompt starts with, before its --random-input-len own tokens "
             "(as vllm bench serve): the prefix cache serves it [0]",
-            value_type="tokens",
+            value_type="prefix_tokens",
         ),
     )
     multiturn_turns: int | None = opt(

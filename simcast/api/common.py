@@ -56,7 +56,9 @@ def resolve_device(
     from simcast.inputs.loaders import load_device
 
     if isinstance(device, DeviceSpec):
-        dev = device
+        from simcast.inputs.profile_schema import check_device_spec
+
+        dev = check_device_spec(device)  # the physical floors a profile YAML gets (simcast.inputs.limits)
         if devices_per_node is not None:
             dev = replace(dev, links=replace(dev.links, devices_per_node=devices_per_node))
     else:
@@ -85,6 +87,22 @@ def check_float(field: str, value: float | None, lo: float, hi: float, *, inf_ok
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     ok = ok and ((inf_ok and value == math.inf) or (math.isfinite(value) and lo <= value <= hi))
     require(ok, field, value, f"must be a number in [{lo:g}, {hi:g}]" + (" or inf" if inf_ok else ""))
+
+
+def check_options(o: Any) -> None:
+    """Each field of the options ``o`` whose flag names a bounded kind (``Flag.value_type`` in
+    :data:`simcast.inputs.bounds.BOUNDS`) within that kind's range, None meaning not given: the range the
+    CLI's type of the same flag takes, declared once. One :class:`SimcastInputError` naming the flag."""
+    from dataclasses import fields
+
+    from simcast.api.option_types import CLI, flag_of
+    from simcast.inputs.bounds import BOUNDS
+
+    for f in fields(o):
+        kind = getattr(f.metadata.get(CLI), "value_type", None)
+        value = getattr(o, f.name)
+        if kind in BOUNDS and value is not None:
+            require(BOUNDS[kind].ok(value), flag_of(type(o), f.name), value, BOUNDS[kind].allowed())
 
 
 MEM_FLAGS = tuple((e.name, e.memory_flag, e.memory_keyword) for e in REGISTRY.values() if e.memory_flag)

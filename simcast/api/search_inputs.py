@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from simcast.api.common import EXPERT_IMBALANCE_FLAG, ServingEngineOptions, TargetOptions, check_int
+from simcast.api.common import EXPERT_IMBALANCE_FLAG, ServingEngineOptions, TargetOptions, check_int, check_options
 from simcast.api.options import Flag, opt, required
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
@@ -209,7 +209,7 @@ def search_space(o: SearchOptions) -> SearchSpace:
     from simcast.serving.search.chunk_search import AUTO_CHUNK_SIZES
     from simcast.serving.search.layouts import SearchSpace, check_space, resolve_search_sizes
 
-    check_int("--num-devices", o.num_devices, 1, limits.MAX_DEVICES)
+    check_options(o)  # every field with a bounded flag: the range its flag takes (simcast.inputs.bounds)
     bs = tuple(o.batch_sizes or ())
     require(
         len(bs) <= limits.MAX_BATCH_SIZES,
@@ -229,9 +229,6 @@ def search_space(o: SearchOptions) -> SearchSpace:
     for c in chunks:
         check_int("--chunked-prefill-sizes", c, 1, limits.MAX_BATCHED_TOKENS)
     ttft_limit_ms, tpot_limit_ms = o.ttft_limit_ms, o.tpot_limit_ms
-    for flag, lim in (("--ttft-limit", ttft_limit_ms), ("--tpot-limit", tpot_limit_ms)):
-        ok = lim is None or (isinstance(lim, int | float) and 0 <= lim <= limits.MAX_LIMIT_MS)
-        require(ok, flag, lim, f"must be a number of milliseconds in [0, {limits.MAX_LIMIT_MS:g}]")
     n = o.num_devices
     space = SearchSpace(
         tp_sizes=tuple(resolve_search_sizes(o.tp_sizes, n, None, "--tp-sizes")),

@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from simcast.api.common import check_int
+from simcast.api.common import check_options
 from simcast.api.options import Flag, opt
 from simcast.core.errors import require
-from simcast.inputs.limits import MAX_SPEC_TOKENS
 from simcast.serving.speculative.spec import SpeculativeSpec
 
 if TYPE_CHECKING:
@@ -108,9 +107,7 @@ def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | Non
         require_supported,
     )
 
-    check_int("--speculative-num-steps", o.speculative_num_steps, 1, MAX_SPEC_TOKENS)
-    check_int("--speculative-eagle-topk", o.speculative_eagle_topk, 1, MAX_SPEC_TOKENS)
-    check_int("--speculative-num-draft-tokens", o.speculative_num_draft_tokens, 2, MAX_SPEC_TOKENS + 1)
+    check_options(o)  # the speculative counts: the ranges their flags take (simcast.inputs.bounds)
     spec_acceptance, speculative_algorithm = o.spec_acceptance, o.speculative_algorithm
     rates = parse_acceptance(_acceptance_text(spec_acceptance))
     given = [f for f in SGLANG_KEYWORDS if getattr(o, f) is not None]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from simcast.api.common import (
-    check_float,
     check_int,
+    check_options,
     resolve_device,
     resolve_model,
 )
@@ -152,17 +152,8 @@ def step_spec(o: StepOptions) -> SimSpec:
 
 def _check_sizes(o: StepOptions) -> None:
     """Each size and factor of ``o`` within its bounds (one :class:`SimcastInputError` naming its flag)."""
-    for name, v in (("--tp", o.tp), ("--pp", o.pp), ("--dp", o.dp), ("--num-devices", o.num_devices), ("--ep", o.ep)):
-        check_int(name, v, 1, limits.MAX_DEVICES)
-    check_int("--moe-dp", o.moe_dp, 1, limits.MAX_DEVICES)
-    check_int("--batch", o.batch_size, 1, limits.MAX_REQUESTS)
-    check_int("--input-length", o.input_length, 1, limits.MAX_TOKENS)
-    check_int("--context-length", o.context_length, 1, limits.MAX_TOKENS)
-    check_int("--microbatches", o.microbatches, 1, limits.MAX_MICROBATCHES)
-    check_int("--chunked-prefill-size", o.chunked_prefill_size, 1, limits.MAX_TOKENS)
-    check_int("--devices-per-node", o.devices_per_node, 1, limits.MAX_DEVICES_PER_NODE)
-    check_float("--expert-imbalance", o.expert_imbalance, 1.0, 1000.0)
-    check_float("--dynamic-chunking-smooth-factor", o.dynamic_chunking_smooth_factor, 0.0, 1.0)
+    check_options(o)  # every field with a bounded flag: the range its flag takes (simcast.inputs.bounds)
+    check_int("--dp", o.dp, 1, limits.MAX_DEVICES)  # simulate has no --dp: the API's keyword only
     require(o.phase in ("prefill", "decode"), "--phase", o.phase, "allowed: prefill, decode")
 
 

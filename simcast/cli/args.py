@@ -13,6 +13,7 @@ from typing import Any
 
 from simcast.core.errors import bounded_repr
 from simcast.inputs import limits
+from simcast.inputs.bounds import BOUNDS, Bound
 
 
 def parse_int(v: str) -> int | None:
@@ -48,18 +49,19 @@ def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
     return parse
 
 
-def float_in(lo: float, hi: float, what: str = "") -> Callable[[str], float]:
-    """An argparse type: a finite number in ``(lo, hi]``."""
+def float_in(lo: float, hi: float, what: str = "", *, lo_open: bool = True) -> Callable[[str], float]:
+    """An argparse type: a finite number in ``(lo, hi]`` (``[lo, hi]`` unless ``lo_open``)."""
 
     def parse(v: str) -> float:
         try:
             x = float(v)
         except ValueError:
             raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a positive number") from None
-        if not (math.isfinite(x) and lo < x <= hi):
+        if not (math.isfinite(x) and (lo < x if lo_open else lo <= x) and x <= hi):
             bound = f" and <= {hi:g}" if math.isfinite(hi) else ""
+            above = ">" if lo_open else ">="
             raise argparse.ArgumentTypeError(
-                f"got {bounded_repr(v)}; must be a finite number > {lo:g}{bound}" + (f" ({what})" if what else "")
+                f"got {bounded_repr(v)}; must be a finite number {above} {lo:g}{bound}" + (f" ({what})" if what else "")
             )
         return x
 
@@ -67,26 +69,11 @@ def float_in(lo: float, hi: float, what: str = "") -> Callable[[str], float]:
     return parse
 
 
-def positive_int(v: str) -> int:
-    """An integer >= 1 (no upper bound: for counts like ``--top`` that allocate nothing)."""
-    return int_in(1, 2**63 - 1)(v)
-
-
-# The bounded flag types, one per kind of size (bounds and their reasons: simcast.inputs.limits).
-REQUESTS = int_in(1, limits.MAX_REQUESTS, "requests per step")
-TOKENS = int_in(1, limits.MAX_TOKENS, "tokens per request")
-BATCHED_TOKENS = int_in(1, limits.MAX_BATCHED_TOKENS, "tokens per step")
-MICROBATCHES = int_in(1, limits.MAX_MICROBATCHES)
-DEVICES = int_in(1, limits.MAX_DEVICES, "devices")
-DEVICES_PER_NODE = int_in(1, limits.MAX_DEVICES_PER_NODE)
-GEMM_DIM = int_in(1, limits.MAX_GEMM_DIM, "cuBLAS takes 32-bit dimensions")
-HEADS = int_in(1, limits.MAX_HEADS)
-HEAD_DIM = int_in(1, limits.MAX_HEAD_DIM)
-MESSAGE_BYTES = float_in(0.0, limits.MAX_MESSAGE_BYTES, "1 PiB")
-LIMIT_MS = float_in(0.0, limits.MAX_LIMIT_MS, "milliseconds")
-FRACTION = float_in(0.0, 1.0, "a fraction of GPU memory")
-IMBALANCE = float_in(1.0, 1000.0, "busiest expert rank's load over the uniform-routing expectation")
-_MAX_RATE = 1e9  # requests/s
+def bounded(b: Bound) -> Callable[[str], Any]:
+    """The argparse type of the bounded kind ``b`` (:data:`simcast.inputs.bounds.BOUNDS`)."""
+    if b.integer:
+        return int_in(int(b.lo), int(b.hi), b.what)
+    return float_in(b.lo, b.hi, b.what, lo_open=b.lo_open)
 
 
 def request_rate(v: str) -> float:
@@ -95,15 +82,16 @@ def request_rate(v: str) -> float:
         x = float(v)
     except ValueError:
         x = math.nan
-    if not (math.isinf(x) and x > 0) and not 1e-6 <= x <= _MAX_RATE:
-        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number in [1e-06, 1e+09] or inf")
+    b = BOUNDS["request_rate"]
+    if not b.ok(x):
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number in [{b.lo:g}, {b.hi:g}] or inf")
     return x
 
 
 def range_ratio(v: str) -> float:
     """A length range ratio r in [0, 1): lengths uniform in L*(1-r)..L*(1+r)."""
     x = float_in(-1.0, 1.0)(v)
-    if not 0 <= x < 1:
+    if not BOUNDS["range_ratio"].ok(x):
         raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be in [0, 1)")
     return x
 
@@ -119,54 +107,40 @@ def hit_rate(v: str) -> float:
     return x
 
 
-def latency_us(v: str) -> float:
-    """A latency in microseconds: a finite number in [0, MAX_LINK_LATENCY_US]."""
+def a_number(v: str) -> float:
+    """Any number (its range is checked once, after parsing, where every source of it is: the inter-node
+    bandwidth and latency by :func:`simcast.inputs.limits.check_fabric_choice`, in its one-line form)."""
     try:
-        x = float(v)
+        return float(v)
     except ValueError:
-        x = math.nan
-    if not (math.isfinite(x) and 0 <= x <= limits.MAX_LINK_LATENCY_US):
-        raise argparse.ArgumentTypeError(
-            f"got {bounded_repr(v)}; must be a finite number >= 0 and <= {limits.MAX_LINK_LATENCY_US:g} (microseconds)"
-        )
-    return x
+        raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number") from None
 
 
 VALUE_TYPES: dict[str, Callable[[str], Any]] = {
-    "requests": REQUESTS,
-    "tokens": TOKENS,
-    "batched_tokens": BATCHED_TOKENS,
-    "microbatches": MICROBATCHES,
-    "devices": DEVICES,
-    "devices_per_node": DEVICES_PER_NODE,
-    "limit_ms": LIMIT_MS,
-    "fraction": FRACTION,
-    "imbalance": IMBALANCE,
-    "smooth_factor": float_in(0.0, 1.0, "SGLANG_DYNAMIC_CHUNKING_SMOOTH_FACTOR"),
-    "prompts": int_in(1, limits.MAX_BENCH_PROMPTS, "requests simulated"),
+    **{name: bounded(b) for name, b in BOUNDS.items()},
     "request_rate": request_rate,
-    "burstiness": float_in(1e-3, 1e3, "gamma shape"),
     "range_ratio": range_ratio,
-    "turns": int_in(1, 1000, "turns per conversation"),
-    "warmups": int_in(0, limits.MAX_BENCH_PROMPTS, "warm-up requests"),
-    "seed": int_in(0, 2**32 - 1),
     "hit_rate": hit_rate,
-    "spec_tokens": int_in(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
-    "draft_tokens": int_in(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
-    "gemm_dim": GEMM_DIM,
-    "heads": HEADS,
-    "head_dim": HEAD_DIM,
-    "message_bytes": MESSAGE_BYTES,
-    "workers": int_in(1, limits.MAX_WORKERS, "worker processes"),
-    "refine_top": int_in(1, limits.MAX_REFINE_TOP, "layouts"),
-    "refine_prompts": int_in(1, limits.MAX_BENCH_PROMPTS, "requests per run"),
-    "search_rate": float_in(0.0, _MAX_RATE, "requests/s"),
-    "link_gbps": float_in(0.0, limits.MAX_LINK_GBPS, "GB/s"),
-    "latency_us": latency_us,
-    "count": positive_int,
-    "finite_rate": float_in(1e-6, 1e9, "requests/s"),
+    "link_gbps": a_number,
+    "latency_us": a_number,
 }
-"""The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
+"""The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``):
+one per kind of :data:`~simcast.inputs.bounds.BOUNDS`, and the kinds with their own wording."""
+
+# The bounded flag types the hand-written parsers (engine flags) name.
+REQUESTS = VALUE_TYPES["requests"]
+TOKENS = VALUE_TYPES["tokens"]
+BATCHED_TOKENS = VALUE_TYPES["batched_tokens"]
+MICROBATCHES = VALUE_TYPES["microbatches"]
+DEVICES = VALUE_TYPES["devices"]
+DEVICES_PER_NODE = VALUE_TYPES["devices_per_node"]
+GEMM_DIM = VALUE_TYPES["gemm_dim"]
+HEADS = VALUE_TYPES["heads"]
+HEAD_DIM = VALUE_TYPES["head_dim"]
+MESSAGE_BYTES = VALUE_TYPES["message_bytes"]
+LIMIT_MS = VALUE_TYPES["limit_ms"]
+FRACTION = VALUE_TYPES["fraction"]
+IMBALANCE = VALUE_TYPES["imbalance"]
 
 
 def resolve_partition_arg(partition: str | None, engine: str | None) -> str:

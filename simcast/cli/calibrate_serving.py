@@ -105,12 +105,13 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     from simcast.serving.engine_profile import profile_for, profile_text
     from simcast.serving.steady.model import ServingConfig, Workload
 
+    fabric = fabric_choice(a)  # the flags' bounds first, as argparse checks the others
     for flag, src in [("results", r) for r in a.results] + [("--engine-profile", a.engine_profile)]:
         ok = src is None or not same_file(a.out, src)
         require(ok, "--out", a.out, f"is the {flag} input {src}: write to another file")
     files = [read_run_file(path) for path in a.results]  # every file checked before any simulation
     model = load_model(a.model, quantization=a.quantization)
-    device = with_fabric(load_device(a.device), fabric_choice(a))
+    device = with_fabric(load_device(a.device), fabric)
     require(a.pp <= model.num_layers, "--pp", a.pp, f"must be <= the model's {model.num_layers} layers")
     start_profile = profile_for(a.engine_profile, a.runtime, device, tp=a.tp, pp=a.pp) if a.engine_profile else None
     deployment = Deployment.build(

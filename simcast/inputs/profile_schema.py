@@ -3,7 +3,7 @@ a loaded profile against it and reports errors under the YAML key names)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcast.engines import ENGINES
 from simcast.inputs.limits import (
@@ -12,6 +12,7 @@ from simcast.inputs.limits import (
     MAX_DEVICES_PER_NODE,
     MAX_FIT_BOOST,
     MAX_FIT_EXPONENT,
+    MAX_FLOPS,
     MAX_HALF_POINT,
     MAX_HBM_BYTES,
     MAX_HEADS,
@@ -22,9 +23,13 @@ from simcast.inputs.limits import (
     MAX_TOKENS,
     MIN_BW_BYTES_PER_S,
     MIN_EFFICIENCY,
+    MIN_FLOPS,
     MIN_HBM_BYTES,
 )
 from simcast.inputs.schema import Int, Num, Str
+
+if TYPE_CHECKING:
+    from simcast.core.device import DeviceSpec
 
 _SECONDS = Num(0.0, MAX_LATENCY_S)
 _FRACTION = Num(MIN_EFFICIENCY, 1.0)  # an efficiency: a fraction of a peak (floor: simcast.inputs.limits)
@@ -176,3 +181,25 @@ PROFILE_SCHEMA: dict[str, Any] = {
     "calibration?": dict,  # provenance of fitted numbers (free-form), written by `simcast calibrate`
     "engines?": {f"{e}?": _ENGINE_SCHEMA for e in ENGINES},  # per-engine fitted kernels (simcast.core.kernel_fits)
 }
+
+
+def check_device_spec(dev: DeviceSpec, where: str = "device") -> DeviceSpec:
+    """``dev`` (a :class:`DeviceSpec` built in Python, e.g. given to the API) within the physical bounds a
+    profile YAML gets: the same :data:`PROFILE_SCHEMA` entries check its peaks, memory, efficiencies and links
+    (floors from :mod:`simcast.inputs.limits`), so no spec reaches a run that its YAML could not describe.
+    Errors name the YAML key under ``where``."""
+    flops = Num(MIN_FLOPS, MAX_FLOPS)
+    for table in ("matmul_flops_per_s", "vector_flops_per_s"):
+        for dtype, v in getattr(dev, table).items():
+            flops.check(v, f"{where}.compute.{table}.{dtype}")
+    memory, efficiency, links = PROFILE_SCHEMA["memory"], PROFILE_SCHEMA["efficiency"], PROFILE_SCHEMA["links"]
+    memory["hbm_bytes"].check(dev.hbm_bytes, f"{where}.memory.hbm_bytes")
+    memory["hbm_bw_bytes_per_s"].check(dev.hbm_bw_bytes_per_s, f"{where}.memory.hbm_bw_bytes_per_s")
+    for key in ("matmul", "vector", "memory", "launch_overhead_s"):
+        efficiency[key].check(getattr(dev.efficiency, key), f"{where}.efficiency.{key}")
+    links["devices_per_node"].check(dev.links.devices_per_node, f"{where}.links.devices_per_node")
+    for name in ("intra_node", "inter_node"):
+        link = getattr(dev.links, name)
+        for key in ("bw_bytes_per_s", "latency_s", "efficiency"):
+            _LINK_SCHEMA[key].check(getattr(link, key), f"{where}.links.{name}.{key}")
+    return dev

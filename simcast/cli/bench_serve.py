@@ -6,10 +6,12 @@ import argparse
 import csv
 import math
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from simcast.api.bench import BenchOptions, run_bench
+from simcast.api.options import Flag, opt
 from simcast.cli.engine_args import add_engine_args, serving_engine_args
 from simcast.cli.option_flags import add_option_flags, option_values
 from simcast.cli.outputs import (
@@ -85,14 +87,43 @@ BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING
 """The :class:`BenchOptions` fields ``simcast bench-serve`` reads from its own flags (declared on the fields)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class BenchServeFlags:
+    """``simcast bench-serve``'s flags that are not keywords of :func:`simcast.api.bench.bench_serve`: vllm
+    bench serve's flags it accepts, and where ``--save-result`` writes."""
+
+    ignore_eos: bool = opt(
+        False,
+        "accepted as vllm bench serve's flag",
+        flag=Flag(
+            names=("--ignore-eos",),
+            help="accepted as vllm bench serve's flag: simcast always generates each request's full output length",
+            action="store_true",
+        ),
+    )
+    result_dir: str | None = opt(
+        None,
+        "folder of the --save-result file",
+        flag=Flag(
+            names=("--result-dir",),
+            help="folder of the --save-result file (created if missing) [default: the current folder]",
+        ),
+    )
+    result_filename: str | None = opt(
+        None,
+        "file name of the --save-result JSON",
+        flag=Flag(
+            names=("--result-filename",),
+            help="file name of the --save-result JSON in --result-dir [default: "
+            "simcast-<engine>-<rate>qps[-concurrency<N>]-<model>-<YYYYmmdd-HHMMSS>.json]",
+        ),
+    )
+
+
 def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     add_option_flags(p, BenchOptions, ("model", "device"))
     add_option_flags(p, BenchOptions, _REQUESTS)
-    p.add_argument(
-        "--ignore-eos",
-        action="store_true",
-        help="accepted as vllm bench serve's flag: simcast always generates each request's full output length",
-    )
+    add_option_flags(p, BenchServeFlags, ("ignore_eos",))
     add_option_flags(p, BenchOptions, ("seed",))
     add_partition_arg(p)
     add_engine_args(p, default="vllm")
@@ -100,7 +131,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
-    p.add_argument(
+    p.add_argument(  # nargs="?" with a const (alone: named as vLLM names it), which a Flag does not carry
         "--save-result",
         nargs="?",
         const="",
@@ -111,17 +142,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
         "per-request CSV beside it (.requests.csv); alone: named as vLLM names it in --result-dir; "
         "with PATH: that file",
     )
-    p.add_argument(
-        "--result-dir",
-        default=None,
-        help="folder of the --save-result file (created if missing) [default: the current folder]",
-    )
-    p.add_argument(
-        "--result-filename",
-        default=None,
-        help="file name of the --save-result JSON in --result-dir [default: "
-        "simcast-<engine>-<rate>qps[-concurrency<N>]-<model>-<YYYYmmdd-HHMMSS>.json]",
-    )
+    add_option_flags(p, BenchServeFlags, ("result_dir", "result_filename"))
     add_option_flags(p, BenchOptions, ("use_cache",))
     add_output_args(p, trace=False)
 

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from simcast.api.options import Flag, opt
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, emit_json, run_metadata
 
 
+def _json(what: str) -> bool:
+    return opt(False, what, flag=Flag(names=("--json",), help=what, action="store_true", dest="json"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CatalogFlags:
+    """The ``--json`` of ``simcast models``, ``devices`` and ``workloads`` (each lists something else)."""
+
+    models_json: bool = _json("print the list as JSON (params in elements)")
+    devices_json: bool = _json("print the list as JSON (with each profile's sha256)")
+    workloads_json: bool = _json("print every distribution's summary and provenance as JSON")
+
+
 def add_models_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the list as JSON (params in elements)")
+    add_option_flags(p, CatalogFlags, ("models_json",))
 
 
 def cmd_models(a: argparse.Namespace) -> int:
@@ -39,7 +55,7 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 
 def add_devices_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the list as JSON (with each profile's sha256)")
+    add_option_flags(p, CatalogFlags, ("devices_json",))
 
 
 def cmd_devices(a: argparse.Namespace) -> int:

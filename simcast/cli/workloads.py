@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from simcast.cli.catalog import CatalogFlags
+from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, emit_json, run_metadata
 
 
 def add_workloads_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print every distribution's summary and provenance as JSON")
+    add_option_flags(p, CatalogFlags, ("workloads_json",))
 
 
 def cmd_workloads(a: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,27 @@ def test_inter_node_bandwidth_zero_wording(capsys):
         f"simcast: error: --inter-node-bandwidth: got 0.0; must be a number in [{limits.MIN_LINK_GBPS:g}, "
         f"{limits.MAX_LINK_GBPS:g}] GB/s per GPU per direction\n"
     )
+
+
+@pytest.mark.parametrize("kind", sorted(BOUNDS))
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_cli_type_and_the_api_check_take_the_same_values(kind, data):
+    """One declaration: the flag's type (cli/args.py VALUE_TYPES) accepts a number exactly when the API's
+    check (the bound's ``ok``) does, at the ends of the range and around them."""
+    import argparse
+
+    from simcast.cli.args import VALUE_TYPES
+
+    b = BOUNDS[kind]
+    ends = [b.lo, b.hi]
+    if b.integer:
+        x = data.draw(st.sampled_from(ends).flatmap(lambda e: st.integers(int(e) - 2, int(e) + 2)) | st.integers())
+    else:
+        x = data.draw(st.sampled_from(ends) | st.floats(allow_nan=False) | st.sampled_from([math.inf, -math.inf]))
+    try:
+        VALUE_TYPES[kind](repr(x) if isinstance(x, float) else str(x))
+        parsed = True
+    except argparse.ArgumentTypeError:
+        parsed = False
+    assert parsed == b.ok(x), (kind, x)

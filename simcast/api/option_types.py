@@ -28,9 +28,9 @@ CLI = "cli"
 FLAGS: dict[str, str] = {
     "prefix_caching": "--enable-prefix-caching",
 }
-"""The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the shared flags the CLI
-declares in its helpers) whose flag is not ``--`` + its name with dashes (errors name the flag, as the range
-checks do)."""
+"""The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the engine flags,
+declared in ``simcast/cli/engine_args.py``) whose flag is not ``--`` + its name with dashes (errors name the
+flag, as the range checks do)."""
 NAMED_BY_KEYWORD = frozenset({"model", "device", "fabric", "progress"})
 """Keywords errors name as written: ``model``/``device``/``fabric`` also take objects no flag takes (the
 resolvers name them so too), and no flag sets ``progress``."""

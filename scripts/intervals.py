@@ -8,7 +8,7 @@ The pages hold the comparisons simcast owns on data it never fitted (each page s
   on ``../shared/calibration/serving/published_fp8.csv``): static-batch and max-load rows.
 
 Each table row becomes one residual (measured, predicted, engine, device, metric family, load regime); the
-prediction intervals (:mod:`simcast.calib.intervals`) are built from this file and nothing else, so
+prediction intervals (:mod:`simcast.calib.uncertainty.intervals`) are built from this file and nothing else, so
 re-running the pages' generators and then this script refreshes them. Also prints the two-fold coverage.
 
 Usage::
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simcast.calib.intervals import LEVEL, METRICS, Residual, device_class, two_fold_coverage  # noqa: E402
-from simcast.calib.readers.residuals import COLUMNS, residuals_path  # noqa: E402
+from simcast.calib.uncertainty.intervals import LEVEL, METRICS, Residual, device_class, two_fold_coverage  # noqa: E402
+from simcast.calib.uncertainty.residuals import COLUMNS, residuals_path  # noqa: E402
 
 DEVSET_PAGES = ("docs/serving_accuracy_public.md", "docs/pp_accuracy.md")
 TRTLLM_PAGE = "docs/serving_accuracy.md"

@@ -1,4 +1,4 @@
-"""Prediction intervals (simcast.calib.intervals): the order statistics by hand, the fallback from thin groups,
+"""Prediction intervals (simcast.calib.uncertainty.intervals): the order statistics by hand, the fallback from thin groups,
 the widening for unfitted devices, the shipped residual table being the pages' tables, and its measured
 two-fold coverage inside the 70-90 % band the 80 % level promises."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simcast.calib.intervals import (
+from simcast.calib.uncertainty.intervals import (
     Residual,
     conformal_quantiles,
     device_class,
@@ -19,7 +19,7 @@ from simcast.calib.intervals import (
     paired_spread,
     two_fold_coverage,
 )
-from simcast.calib.readers.residuals import shipped_residuals
+from simcast.calib.uncertainty.residuals import shipped_residuals
 
 ROOT = Path(__file__).resolve().parents[2]
 

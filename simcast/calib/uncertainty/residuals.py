@@ -1,6 +1,6 @@
 """The shipped table of held-out residuals (edge module: reads ``simcast/data/intervals/residuals.csv``).
 
-``scripts/intervals.py`` writes the table from the accuracy pages; :mod:`simcast.calib.intervals` turns it
+``scripts/intervals.py`` writes the table from the accuracy pages; :mod:`simcast.calib.uncertainty.intervals` turns it
 into prediction intervals. The file ships with the package, so an installed simcast states its intervals
 without the repository.
 """
@@ -12,7 +12,7 @@ import io
 from functools import lru_cache
 from pathlib import Path
 
-from simcast.calib.intervals import Residual
+from simcast.calib.uncertainty.intervals import Residual
 from simcast.inputs.files import package_data_dir, read_text
 
 COLUMNS = ("row_id", "source", "engine", "model", "device", "device_class", "metric", "regime", "measured", "predicted")

@@ -1,4 +1,5 @@
-"""Prediction intervals (simcast.calib.uncertainty.intervals): the order statistics by hand, the fallback from thin groups,
+"""Prediction intervals (simcast.calib.uncertainty.intervals): the order statistics by hand, the fallback from
+thin groups,
 the widening for unfitted devices, the shipped residual table being the pages' tables, and its measured
 two-fold coverage inside the 70-90 % band the 80 % level promises."""
 

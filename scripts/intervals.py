@@ -28,7 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simcast.calib.uncertainty.intervals import LEVEL, METRICS, Residual, device_class, two_fold_coverage  # noqa: E402
+from simcast.calib.uncertainty.intervals import (  # noqa: E402
+    LEVEL,
+    METRICS,
+    REGIMES,
+    Residual,
+    device_class,
+    two_fold_coverage,
+)
 from simcast.calib.uncertainty.residuals import COLUMNS, residuals_path  # noqa: E402
 
 DEVSET_PAGES = ("docs/serving_accuracy_public.md", "docs/pp_accuracy.md")
@@ -146,6 +153,34 @@ def to_csv(rows: list[Residual]) -> str:
     return buf.getvalue()
 
 
+PAGE = ROOT / "docs" / "uncertainty.md"
+BEGIN, END = "<!-- coverage:begin (scripts/intervals.py) -->", "<!-- coverage:end -->"
+
+
+def coverage_table(rows: list[Residual]) -> str:
+    """The two-fold coverage per metric family and load regime, as the page prints it."""
+    lines = [
+        f"| judged | residuals | inside the {LEVEL:.0%} interval | coverage | median half-width |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    groups: list[tuple[str, str | None, str | None]] = [("all", None, None)]
+    groups += [(f"metric {m}", m, None) for m in METRICS]
+    groups += [(f"regime {g}", None, g) for g in REGIMES]
+    for label, metric, regime in groups:
+        cov = two_fold_coverage(rows, LEVEL, metric, regime)
+        if cov.rows:
+            lines.append(
+                f"| {label} | {cov.rows} | {cov.inside} | {cov.fraction:.0%} | ±{cov.median_half_width_pct:.0f}% |"
+            )
+    return "\n".join(lines)
+
+
+def page_with_table(page: str, table: str) -> str:
+    head, rest = page.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when the shipped CSV differs from the pages")
@@ -153,20 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for p in DEVSET_PAGES for r in devset_rows(p)] + trtllm_rows()
     text = to_csv(rows)
     path = residuals_path()
+    page = page_with_table(PAGE.read_text(), coverage_table(rows))
     if args.check:
-        same = path.is_file() and path.read_text() == text
-        print("residuals.csv is current" if same else "residuals.csv is stale: run python scripts/intervals.py")
+        same = path.is_file() and path.read_text() == text and PAGE.read_text() == page
+        print(
+            "intervals are current"
+            if same
+            else "residuals.csv or docs/uncertainty.md is stale: run scripts/intervals.py"
+        )
         return 0 if same else 1
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    print(f"{len(rows)} residuals -> {path.relative_to(ROOT)}")
-    for metric in (None, *METRICS):
-        cov = two_fold_coverage(rows, LEVEL, metric)
-        if cov.rows:
-            print(
-                f"{metric or 'all':>10}: {cov.inside}/{cov.rows} inside the {LEVEL:.0%} intervals "
-                f"({cov.fraction:.0%}), median half-width ±{cov.median_half_width_pct:.0f}%"
-            )
+    PAGE.write_text(page)
+    print(f"{len(rows)} residuals -> {path.relative_to(ROOT)}; coverage table -> docs/uncertainty.md")
+    print(coverage_table(rows))
     return 0
 
 

@@ -211,14 +211,16 @@ class Coverage:
         return self.inside / self.rows if self.rows else float("nan")
 
 
-def two_fold_coverage(residuals: Sequence[Residual], level: float = LEVEL, metric: str | None = None) -> Coverage:
+def two_fold_coverage(
+    residuals: Sequence[Residual], level: float = LEVEL, metric: str | None = None, regime: str | None = None
+) -> Coverage:
     """Intervals built on one half of the rows (:func:`fold_of`) judged on the other, both ways round;
-    ``metric`` restricts the judged rows (the intervals still use every row of the other half)."""
+    ``metric`` / ``regime`` restrict the judged rows (the intervals still use every row of the other half)."""
     inside, widths, judged = 0, [], 0
     for fold in (0, 1):
         train = [r for r in residuals if fold_of(r.row_id) != fold]
         for r in residuals:
-            if fold_of(r.row_id) != fold or (metric and r.metric != metric):
+            if fold_of(r.row_id) != fold or (metric and r.metric != metric) or (regime and r.regime != regime):
                 continue
             iv = interval_for(
                 train, engine=r.engine, device_class=r.device_class, metric=r.metric, regime=r.regime, level=level

@@ -1,6 +1,5 @@
 """Prediction intervals (simcast.calib.uncertainty.intervals): the order statistics by hand, the fallback from
-thin groups,
-the widening for unfitted devices, the shipped residual table being the pages' tables, and its measured
+thin groups, the widening for unfitted devices, the shipped residual table being the pages' tables, and its measured
 two-fold coverage inside the 70-90 % band the 80 % level promises."""
 
 from __future__ import annotations
@@ -111,3 +110,33 @@ def test_two_fold_coverage_of_the_shipped_residuals_is_in_the_promised_band() ->
     cov = two_fold_coverage(rows)
     # the 80 % intervals, built on one half of the configurations, hold 70-90 % of the other half
     assert 0.70 <= cov.fraction <= 0.90, cov
+
+
+def test_load_regime_rules() -> None:
+    from simcast.calib.uncertainty.figures import load_regime
+
+    assert load_regime(static=True) == "static"
+    assert load_regime(max_concurrency=8) == "light"
+    assert load_regime(max_concurrency=9) == "loaded"
+    assert load_regime() == "saturated"  # rate inf, no cap
+    assert load_regime(request_rate=4.0) == "loaded"
+
+
+def test_figure_intervals_cover_known_figures_and_contain_the_value_band() -> None:
+    from simcast.calib.uncertainty.figures import figure_intervals
+
+    figs = figure_intervals(
+        {"mean_ttft": 100.0, "median_tpot": 20.0, "output_throughput": 5000.0, "request_count": 7.0},
+        engine="vllm",
+        device="h100_sxm",
+        regime="saturated",
+    )
+    assert set(figs) == {"mean_ttft", "median_tpot", "output_throughput"}  # request_count has no residuals
+    for f in figs.values():
+        assert 0 < f.low < f.high and f.interval.rows >= 9
+        d = f.to_dict()
+        assert d["level"] == 0.8 and d["residual_rows"] == f.interval.rows
+    wide = figure_intervals(
+        {"output_throughput": 5000.0}, engine="vllm", device="h100_sxm", regime="saturated", unfitted_device=True
+    )["output_throughput"]
+    assert wide.low < figs["output_throughput"].low and wide.high > figs["output_throughput"].high

@@ -28,6 +28,7 @@ from simcast.inputs.limits import (
     MAX_DEVICES,
     MAX_REQUESTS,
 )
+from simcast.serving.request_level.routers import ROUTERS
 
 _WORKLOAD = ("num_devices", "input_length", "output_length", "dataset_name", "prefix_hit_rate")
 _SPACE = ("usage", "tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "expert_imbalance")
@@ -77,6 +78,13 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
         "against the engine's argument rules, and a vllm bench serve line reproducing the predicted point; "
         "implies --engine of the same name unless --engine is given (dynamo: disaggregated rows only)",
     )
+    p.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default=None,
+        help="with --emit: the router in front of a layout's replicas (dp > 1), its launch line where one exists "
+        "(sgl-router --policy; Dynamo's frontend for kv_aware); bench-serve --router simulates it",
+    )
     add_disagg_args(p)
     p.add_argument("--show-rejected", action="store_true", help="list rejected layouts with the reason")
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
@@ -100,6 +108,7 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     )
     a.model = flag or a.model
     require(a.model is not None, "--model", None, "a model id or config.json path is required (--model M or last)")
+    require(a.router is None or a.emit, "--router", a.router, "prints the router's launch line: give --emit too")
     for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
         vals = getattr(a, name, None)
         if vals is None:

@@ -12,6 +12,7 @@ from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
+from simcast.serving.request_level.routers import ROUTERS
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
@@ -19,6 +20,13 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=DEVICES, default=None, help="override parallel_config.tp_size")
     p.add_argument("--pp", type=DEVICES, default=None, help="override parallel_config.pp_size")
     p.add_argument("--dp", type=DEVICES, default=None, help="override parallel_config.dp_size")
+    p.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default=None,
+        help="override parallel_config.router: the router across the dp replicas (the steady state splits requests "
+        "evenly; bench-serve --router replays it request by request)",
+    )
     p.add_argument("--world-size", type=DEVICES, default=None, help="override parallel_config.world_size")
     p.add_argument("--batch", type=REQUESTS, default=None, help="override workload.batch_size")
     p.add_argument("--input-length", type=TOKENS, default=None, help="override workload.input_length")
@@ -50,6 +58,7 @@ SERVE_CONFIG_FLAGS = {
     "tp_size": "--tp",
     "pp_size": "--pp",
     "dp_size": "--dp",
+    "router": "--router",
     "world_size": "--world-size",
     "batch_size": "--batch",
     "input_length": "--input-length",
@@ -80,6 +89,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "tp_size": a.tp,
         "pp_size": a.pp,
         "dp_size": a.dp,
+        "router": a.router,
         "world_size": a.world_size,
         "batch_size": a.batch,
         "input_length": a.input_length,
@@ -121,6 +131,14 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 
+        require(
+            values["router"] in (None, "round_robin"),
+            "--router" if a.router else "parallel_config.router",
+            values["router"],
+            "the disaggregated replay sends requests to the pools' workers in turn (round_robin); "
+            "the other routers are simulated across aggregated replicas (bench-serve --router)",
+        )
+
         return serve_disagg(a, doc, cfg, values)
     require(
         a.num_prompts is None,
@@ -137,6 +155,8 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values.get("tpot_ms"):
         met = r.tpot_s * 1e3 <= values["tpot_ms"]
         verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
+    if values["router"] is not None:
+        verdicts.append(_router_line(values["router"], cfg.parallel.dp))
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits
@@ -146,3 +166,13 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     else:
         emit(format_serving(r, links) + ("\n" + "\n".join(verdicts) if verdicts else ""))
     return 0
+
+
+def _router_line(router: str, dp: int) -> str:
+    """What the steady state makes of the service's router."""
+    if dp == 1:
+        return f"router {router}: one replica, nothing to route"
+    return (
+        f"router {router} across {dp} replicas: the steady state splits requests evenly; "
+        f"bench-serve --dp {dp} --router {router} simulates it request by request"
+    )

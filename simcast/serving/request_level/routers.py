@@ -213,7 +213,9 @@ def queued_prefill_tokens(rep: Replica) -> int:
 
 
 class KvAware:
-    """Dynamo's KV router cost (module docstring), the overlap from the replica's cache state (its KV events)."""
+    """Dynamo's KV router cost (module docstring), the overlap from the replica's cache state (its KV events).
+    Approximations: Dynamo counts the prefill tokens and blocks of the requests it routed (new tokens at routing,
+    prompt blocks only by default); here a queued prompt counts whole and the blocks are those in use."""
 
     def __init__(self, s: KvAwareSettings) -> None:
         self.settings, self.rng = s, np.random.default_rng(s.seed)

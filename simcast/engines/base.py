@@ -189,13 +189,10 @@ class Engine(ABC):
         self, commands: list[tuple[str, str]], router: str, dp: int, notes: list[str]
     ) -> list[tuple[str, str]]:
         """``commands`` with the router ``router`` (a name of :data:`simcast.serving.request_level.routers.ROUTERS`)
-        in front of the ``dp`` replicas: its launch line where one exists, else a note saying what routes."""
-        from simcast.engines.launch import external_router
-
-        extra = external_router(router, notes)
-        if not extra and router not in ("prefix_aware",):
-            notes.append(f"--router {router}: no launch line for it with {self.name}")
-        return [*commands, *extra]
+        in front of the ``dp`` replicas: its launch line where one exists, else a note saying what routes (the
+        engines with launch lines add the routers outside them: :func:`simcast.engines.launch.external_router`)."""
+        notes.append(f"--router {router}: no launch line for it with {self.name}")
+        return commands
 
     def is_server_line(self, words: list[str]) -> bool:
         """Whether the command ``words`` of :meth:`server_lines` starts the engine's server (not a helper

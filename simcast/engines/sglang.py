@@ -29,7 +29,7 @@ from __future__ import annotations
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
-from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
+from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -338,8 +338,6 @@ class Sglang(Engine):
         ``sglang_router.launch_server`` (the workers and the router together, router flags prefixed
         ``--router-``: ``router_args.py`` ``add_cli_args(use_router_prefix=True)``); replicas each spanning
         nodes get a router line over them. Other routers: :func:`simcast.engines.launch.external_router`."""
-        from simcast.engines.launch import external_router
-
         if router not in SGLANG_ROUTER_POLICIES:
             extra = external_router(router, notes)
             if router == "least_loaded":

@@ -32,7 +32,7 @@ from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
-from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
+from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -257,8 +257,6 @@ class Vllm(Engine):
         """vLLM routes among its ``--data-parallel-size`` ranks itself (``DPLBAsyncMPClient``: the rank of fewest
         ``4 * waiting + running``, ``vllm/v1/engine/core_client.py``@364631ab), with no policy flag; the
         cache-aware routers run outside it (:func:`simcast.engines.launch.external_router`)."""
-        from simcast.engines.launch import external_router
-
         extra = external_router(router, notes)
         if router in ("round_robin", "least_loaded", "random"):
             notes.append(

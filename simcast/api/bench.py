@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from simcast.api.bench_requests import RequestOptions, build_requests
 from simcast.api.common import (
@@ -25,6 +25,7 @@ from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
 from simcast.core.errors import require
 from simcast.inputs import limits
+from simcast.serving.request_level.routers import ROUTERS, RouterName, check_router, router_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,10 +121,16 @@ class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, Tar
         flag=Flag(names=("--pp",), help="pipeline-parallel size", value_type="devices"),
     )
     dp: int = opt(1, "replicas", flag=Flag(names=("--dp",), help="replicas behind the router", value_type="devices"))
-    router: Literal["round_robin", "least_loaded"] = opt(
+    router: RouterName = opt(
         "round_robin",
-        "how requests go to the dp replicas",
-        flag=Flag(names=("--router",), help="DP router", choices=("round_robin", "least_loaded")),
+        "how requests go to the dp replicas (random draws from --seed)",
+        flag=Flag(
+            names=("--router",),
+            help="router across the --dp replicas: round_robin, least_loaded, random (seeded by --seed), "
+            "cache_aware (SGLang sgl-router), prefix_aware (llm-d scorers), kv_aware (Dynamo KV router) "
+            "[round_robin]",
+            choices=ROUTERS,
+        ),
     )
     max_concurrency: int | None = opt(
         None,
@@ -166,7 +173,7 @@ class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, Tar
 def _check_options(o: BenchOptions) -> None:
     """Each option in its range (one ``SimcastInputError`` naming the flag)."""
     check_options(o)  # every field with a bounded flag: the range its flag takes (simcast.inputs.bounds)
-    require(o.router in ("round_robin", "least_loaded"), "--router", o.router, "allowed: round_robin, least_loaded")
+    check_router("--router", o.router)
     require(
         isinstance(o.enable_dynamic_chunking, bool),
         "--enable-dynamic-chunking",
@@ -257,6 +264,7 @@ def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix
         ]
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
+        + ([router_note(o.router)] if o.dp > 1 else [])
         + cfg.scheme.bench_notes()
         + ([lengths] if lengths else [])
         + (
@@ -280,6 +288,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
     :func:`simcast.api.speculative.speculative_spec` takes it) as the CLI's flags. ``num_warmups`` is not
     simulated (noted)."""
     from simcast.serving.request_level.bench_metrics import bench_metrics
+    from simcast.serving.request_level.routers import default_settings
     from simcast.serving.request_level.simulate import simulate_requests
     from simcast.serving.search.chunk_search import next_chunk_fn
     from simcast.serving.steady.model import coster_for
@@ -293,7 +302,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         coster_for(cfg, o.use_cache),
         kv_tokens_per_replica=kv_tokens,
         dp=o.dp,
-        router=o.router,
+        router=default_settings(o.router, seed=o.seed),
         max_concurrency=o.max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=o.use_cache),
     )

@@ -144,7 +144,7 @@ def _launch(a: argparse.Namespace, rows: list[Any]) -> list[Any]:
     from simcast.serving.search.layouts import model_label
 
     return [
-        (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency))
+        (model_label(c.result.config), launch_lines(c.result.config, a.emit, c.result.concurrency, a.router))
         for c in rows[: a.top]
     ]
 

@@ -23,6 +23,7 @@ from simcast.inputs.limits import (
     MAX_DEVICES,
     MAX_REQUESTS,
 )
+from simcast.serving.request_level.routers import ROUTERS
 
 _WORKLOAD = ("num_devices", "input_length", "output_length", "dataset_name", "prefix_hit_rate")
 _SPACE = ("usage", "tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "expert_imbalance")
@@ -79,6 +80,16 @@ class OptimizeFlags:
             choices=(*EMIT_ENGINES, "dynamo"),
         ),
     )
+    router: str | None = opt(
+        None,
+        "with --emit: the router in front of a layout's replicas",
+        flag=Flag(
+            names=("--router",),
+            help="with --emit: the router in front of a layout's replicas (dp > 1), its launch line where one "
+            "exists (sgl-router --policy; Dynamo's frontend for kv_aware); bench-serve --router simulates it",
+            choices=ROUTERS,
+        ),
+    )
     show_rejected: bool = opt(
         False,
         "list rejected layouts with the reason",
@@ -104,7 +115,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     add_partition_arg(p)
     add_engine_args(p, default=None, help_default="the --emit engine, else vllm")
     add_speculative_args(p)
-    add_option_flags(p, OptimizeFlags, ("top", "csv", "json", "emit"))
+    add_option_flags(p, OptimizeFlags, ("top", "csv", "json", "emit", "router"))
     add_disagg_args(p)
     add_option_flags(p, OptimizeFlags, ("show_rejected",))
     add_option_flags(p, SearchOptions, ("use_cache",))
@@ -128,6 +139,7 @@ def normalize_trailing_model(a: argparse.Namespace) -> None:
     )
     a.model = flag or a.model
     require(a.model is not None, "--model", None, "a model id or config.json path is required (--model M or last)")
+    require(a.router is None or a.emit, "--router", a.router, "prints the router's launch line: give --emit too")
     for name in ("tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "batch_sizes", "chunked_prefill_sizes"):
         vals = getattr(a, name, None)
         if vals is None:

@@ -15,6 +15,7 @@ from simcast.cli.shared_flags import FABRIC_FLAGS, FabricFlags, add_fabric_args
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
+from simcast.serving.request_level.routers import ROUTERS
 
 
 def _override(key: str, flag: str, value_type: str | None) -> Any:
@@ -34,6 +35,16 @@ class ServeConfigFlags:
     tp_size: int | None = _override("parallel_config.tp_size", "--tp", "devices")
     pp_size: int | None = _override("parallel_config.pp_size", "--pp", "devices")
     dp_size: int | None = _override("parallel_config.dp_size", "--dp", "devices")
+    router: str | None = opt(
+        None,
+        "override of the service YAML's parallel_config.router",
+        flag=Flag(
+            names=("--router",),
+            help="override parallel_config.router: the router across the dp replicas (the steady state splits "
+            "requests evenly; bench-serve --router replays it request by request)",
+            choices=ROUTERS,
+        ),
+    )
     world_size: int | None = _override("parallel_config.world_size", "--world-size", "devices")
     batch_size: int | None = _override("workload.batch_size", "--batch", "requests")
     input_length: int | None = _override("workload.input_length", "--input-length", "tokens")
@@ -71,7 +82,17 @@ class ServeConfigFlags:
     )
 
 
-_OVERRIDES = ("tp_size", "pp_size", "dp_size", "world_size", "batch_size", "input_length", "output_length", "device")
+_OVERRIDES = (
+    "tp_size",
+    "pp_size",
+    "dp_size",
+    "router",
+    "world_size",
+    "batch_size",
+    "input_length",
+    "output_length",
+    "device",
+)
 
 
 def add_serve_config_args(p: argparse.ArgumentParser) -> None:
@@ -148,6 +169,14 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 
+        require(
+            values["router"] in (None, "round_robin"),
+            "--router" if a.router else "parallel_config.router",
+            values["router"],
+            "the disaggregated replay sends requests to the pools' workers in turn (round_robin); "
+            "the other routers are simulated across aggregated replicas (bench-serve --router)",
+        )
+
         return serve_disagg(a, doc, cfg, values)
     require(
         a.num_prompts is None,
@@ -164,6 +193,8 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values.get("tpot_ms"):
         met = r.tpot_s * 1e3 <= values["tpot_ms"]
         verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
+    if values["router"] is not None:
+        verdicts.append(_router_line(values["router"], cfg.parallel.dp))
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits
@@ -173,3 +204,13 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     else:
         emit(format_serving(r, links) + ("\n" + "\n".join(verdicts) if verdicts else ""))
     return 0
+
+
+def _router_line(router: str, dp: int) -> str:
+    """What the steady state makes of the service's router."""
+    if dp == 1:
+        return f"router {router}: one replica, nothing to route"
+    return (
+        f"router {router} across {dp} replicas: the steady state splits requests evenly; "
+        f"bench-serve --dp {dp} --router {router} simulates it request by request"
+    )

@@ -185,6 +185,15 @@ class Engine(ABC):
         """The server command(s) of ``cfg`` (where each runs, command line), ``batch`` requests per replica."""
         raise self._no_launch_lines()
 
+    def router_lines(
+        self, commands: list[tuple[str, str]], router: str, dp: int, notes: list[str]
+    ) -> list[tuple[str, str]]:
+        """``commands`` with the router ``router`` (a name of :data:`simcast.serving.request_level.routers.ROUTERS`)
+        in front of the ``dp`` replicas: its launch line where one exists, else a note saying what routes (the
+        engines with launch lines add the routers outside them: :func:`simcast.engines.launch.external_router`)."""
+        notes.append(f"--router {router}: no launch line for it with {self.name}")
+        return commands
+
     def is_server_line(self, words: list[str]) -> bool:
         """Whether the command ``words`` of :meth:`server_lines` starts the engine's server (not a helper
         such as ``ray start`` or a router): the lines its launch rules check."""

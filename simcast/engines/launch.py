@@ -54,3 +54,28 @@ def speculative_draft(cfg: LaunchTarget, notes: list[str]) -> str | None:
     draft = s.draft_model or (DRAFT_PLACEHOLDER if needs_head else "")
     notes.append(f"speculative acceptance assumed {','.join(f'{a:g}' for a in s.acceptance)}: check the engine's log")
     return draft
+
+
+DYNAMO_FRONTEND_SOURCE = "ai-dynamo/dynamo components/frontend/src/dynamo/frontend/main.py@987bbcb5"
+LLMD_EPP_SOURCE = "llm-d/llm-d-inference-scheduler deploy/config/epp-prefix-cache-tracking-config.yaml@dd59849a"
+
+
+def external_router(router: str, notes: list[str]) -> list[tuple[str, str]]:
+    """The launch line of a router that runs outside the engine (none for the engines' own policies):
+    ``kv_aware`` is Dynamo's frontend in KV mode (``--router-mode kv``, ``--kv-overlap-score-weight`` 1.0 and
+    ``--router-temperature`` 0.0, its defaults, :data:`DYNAMO_FRONTEND_SOURCE`); ``prefix_aware`` is llm-d's
+    endpoint picker, deployed from a plugin configuration, not one command (:data:`LLMD_EPP_SOURCE`)."""
+    if router == "kv_aware":
+        notes.append(
+            "kv_aware: Dynamo's KV router; its workers run as python -m dynamo.<engine> with the server flags "
+            f"above and register with the frontend ({DYNAMO_FRONTEND_SOURCE})"
+        )
+        flags = ["--router-mode", "kv", "--kv-overlap-score-weight", "1.0", "--router-temperature", "0.0"]
+        return [("router", command_line(["python", "-m", "dynamo.frontend", *flags]))]
+    if router == "prefix_aware":
+        notes.append(
+            "prefix_aware: llm-d's endpoint picker (EPP), deployed with prefix-cache-scorer (weight 3, "
+            f"cache_tracking), kv-cache-scorer (1), queue-scorer (1) and max-score-picker ({LLMD_EPP_SOURCE}); "
+            "no single launch line"
+        )
+    return []

@@ -29,7 +29,7 @@ from __future__ import annotations
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
-from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
+from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -107,6 +107,9 @@ MAX_RUNNING_REQUESTS = 4096
 SGLANG_PORT = 30000  # SGLang's default server port (ServerArgs.port)
 SGLANG_DIST_PORT = 50000  # any free port on the head node for --dist-init-addr
 SGLANG_ROUTER_PORT = 8000
+SGLANG_ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
+"""sgl-router's ``--policy`` choices (``sgl-router/py_src/sglang_router/router_args.py``@e46dcd87; default
+``cache_aware``, ``cache_threshold`` 0.3, ``balance_abs_threshold`` 64, ``balance_rel_threshold`` 1.5)."""
 SPEC_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "ngram": "NGRAM"}
 """simcast's speculative method -> SGLang's ``--speculative-algorithm``."""
 
@@ -325,7 +328,35 @@ class Sglang(Engine):
         return [(f"node {i}", command_line([*cmd, *dist, "--node-rank", i])) for i in range(n)]
 
     def is_server_line(self, words: list[str]) -> bool:
-        return "sglang.launch_server" in words
+        return "sglang.launch_server" in words or "sglang_router.launch_server" in words
+
+    def router_lines(
+        self, commands: list[tuple[str, str]], router: str, dp: int, notes: list[str]
+    ) -> list[tuple[str, str]]:
+        """sgl-router with ``--policy router`` (its policies :data:`SGLANG_ROUTER_POLICIES`): added to the router
+        line of a launch that has one; a one-server launch of ``--dp-size`` replicas becomes
+        ``sglang_router.launch_server`` (the workers and the router together, router flags prefixed
+        ``--router-``: ``router_args.py`` ``add_cli_args(use_router_prefix=True)``); replicas each spanning
+        nodes get a router line over them. Other routers: :func:`simcast.engines.launch.external_router`."""
+        if router not in SGLANG_ROUTER_POLICIES:
+            extra = external_router(router, notes)
+            if router == "least_loaded":
+                notes.append("--router least_loaded: sgl-router has no such policy (power_of_two is the nearest)")
+            return [*commands, *extra]
+        if any(w == "router" for w, _ in commands):
+            return [(w, f"{c} --policy {router}" if w == "router" else c) for w, c in commands]
+        if len(commands) == 1 and "--enable-dp-attention" not in commands[0][1]:
+            w, c = commands[0]
+            notes.append(f"sglang_router.launch_server starts the --dp-size servers behind sgl-router ({router})")
+            c = c.replace("sglang.launch_server", "sglang_router.launch_server", 1)
+            return [(w, f"{c} --router-policy {router}")]
+        if "--enable-dp-attention" in commands[0][1]:
+            notes.append(f"--router {router}: DP attention ranks are routed by SGLang's DP controller, not sgl-router")
+            return commands
+        urls = [f"http://replica{i}:{SGLANG_PORT}" for i in range(dp)]
+        line = command_line(["python", "-m", "sglang_router.launch_router", "--worker-urls", *urls, "--policy", router])
+        notes.append("router: one worker URL per replica (replicaN: replica N's node-0 address)")
+        return [*commands, ("router", line)]
 
     def speculative_flags(self, spec, draft: str) -> list[str]:
         out = ["--speculative-algorithm", SPEC_ALGORITHM[spec.method], "--speculative-num-steps", str(spec.k)]

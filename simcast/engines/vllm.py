@@ -32,7 +32,7 @@ from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
-from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
+from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -250,6 +250,22 @@ class Vllm(Engine):
 
     def is_server_line(self, words: list[str]) -> bool:
         return words[:2] == ["vllm", "serve"]
+
+    def router_lines(
+        self, commands: list[tuple[str, str]], router: str, dp: int, notes: list[str]
+    ) -> list[tuple[str, str]]:
+        """vLLM routes among its ``--data-parallel-size`` ranks itself (``DPLBAsyncMPClient``: the rank of fewest
+        ``4 * waiting + running``, ``vllm/v1/engine/core_client.py``@364631ab), with no policy flag; the
+        cache-aware routers run outside it (:func:`simcast.engines.launch.external_router`)."""
+        extra = external_router(router, notes)
+        if router in ("round_robin", "least_loaded", "random"):
+            notes.append(
+                f"--router {router}: vLLM balances its data-parallel ranks itself (fewest 4 x waiting + running); "
+                "an external router needs one vllm serve per replica"
+            )
+        elif router == "cache_aware":
+            notes.append("--router cache_aware: sgl-router's policy; no vLLM launch line for it")
+        return [*commands, *extra]
 
     def speculative_flags(self, spec: Any, draft: str) -> list[str]:
         conf: dict[str, object] = {"method": SPEC_METHOD[spec.method], "num_speculative_tokens": spec.k}

@@ -71,8 +71,9 @@ def launch_dict(ll: LaunchLines) -> dict:
     }
 
 
-def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLines:
-    """Server and bench commands for ``cfg`` (its layout and per-replica batch) on ``engine``.
+def launch_lines(cfg: ServingConfig, engine: str, concurrency: int, router: str | None = None) -> LaunchLines:
+    """Server and bench commands for ``cfg`` (its layout and per-replica batch) on ``engine``; with ``router``
+    and replicas, the router's line where one exists (:meth:`simcast.engines.base.Engine.router_lines`).
 
     The limits come from ``engine``'s policy on the device with the user's overrides; if the
     search ran with another engine, a note says so (its step model was the other engine's).
@@ -86,12 +87,14 @@ def launch_lines(cfg: ServingConfig, engine: str, concurrency: int) -> LaunchLin
         notes.append(f"layout ranked with engine {cfg.runtime}'s step model; limits below are {engine}'s defaults")
     eng = get_engine(engine)
     commands = eng.server_lines(cfg, pol, b, notes)
+    if router is not None and par.dp > 1:
+        commands = eng.router_lines(commands, router, par.dp, notes)
     problems = []
     for _, cmd in commands:
         words = shlex.split(cmd.replace(HEAD, "HEAD_IP"))
         if eng.is_server_line(words):
             problems += check_launch(eng.launch_rules, words)
-    if any(w != "" for w, _ in commands):
+    if any(w not in ("", "router") for w, _ in commands):
         notes.append("multi-node: set HEAD_IP to node 0's address on every node; run each line on its node")
     return LaunchLines(
         commands=tuple(commands),

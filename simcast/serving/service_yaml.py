@@ -26,6 +26,7 @@ parallel_config:
   ep_size: 1                        # MoE (optional): expert-parallel size
   moe_dp_size: 1                    # MoE (optional): expert data-parallel size; moe_tp = world/(pp*ep*moe_dp)
   enable_dp_attention: false        # MoE (optional): dp replicas are attention-DP groups (needs dp_size > 1)
+  router: cache_aware               # optional: router across the dp replicas (simcast.serving.request_level.routers)
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
@@ -75,6 +76,7 @@ from simcast.inputs.limits import (
 from simcast.inputs.loaders import load_device, load_model
 from simcast.inputs.schema import Int, Num, Str, check
 from simcast.serving.engine_profile import profile_for
+from simcast.serving.request_level.routers import check_router
 from simcast.serving.speculative.spec import from_mapping
 from simcast.serving.steady.model import ServingConfig, Workload
 
@@ -120,6 +122,7 @@ SCHEMA: dict[str, Any] = {
         "ep_size?": _DEVICES,
         "moe_dp_size?": _DEVICES,
         "enable_dp_attention?": bool,
+        "router?": Str(32),
     },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
     "engine_profile?": Str(),
@@ -158,6 +161,7 @@ DEFAULTS: dict[str, Any] = {
     "ep_size": 1,
     "moe_dp_size": 1,
     "enable_dp_attention": False,
+    "router": None,
     "ttft_ms": None,
     "tpot_ms": None,
     "engine_profile": None,
@@ -288,6 +292,8 @@ def build_serving_config(
         return f"{_SECTION[key]}.{key}" if key in _SECTION else key
 
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
+    if v["router"] is not None:
+        check_router(name("router"), v["router"])
     model, world, partition_given = _checked_layout(v, name)
     device = _checked_device(v, name, model)
     ep, mdp = v["ep_size"], v["moe_dp_size"]

@@ -207,6 +207,8 @@ OTHER_PROGRAMS = {  # flags of the engines, tools and scripts the pages quote, n
     **dict.fromkeys(["--data-parallel-address", "--data-parallel-size-local", "--headless"], "vLLM"),
     **dict.fromkeys(["--enable-expert-parallel", "--kv-transfer-config", "--pipeline-parallel-size"], "vLLM"),
     **dict.fromkeys(["--is-prefill-worker", "--is-decode-worker"], "Dynamo"),
+    **dict.fromkeys(["--router-mode", "--kv-overlap-score-weight", "--router-temperature"], "Dynamo's frontend"),
+    **dict.fromkeys(["--policy", "--router-policy", "--dp-size"], "sglang_router, SGLang"),
     **dict.fromkeys(["--check", "--strict-markers", "--target", "--seqlen_limit"], "ruff, pytest, pip, MLPerf"),
     "--flag": "CONTRIBUTING.md's placeholder",
 }

@@ -99,6 +99,7 @@ class Req:
     parent_req: Req | None = None  # the request whose sequence its prompt continues (RequestSpec.parent)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
     spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
+    rid: int = -1  # the replica the router sent it to (-1: not sent yet)
 
     @property
     def prefill_left(self) -> int:
@@ -216,18 +217,37 @@ def _cache_hits(rep: Replica, q: Req, pol: EnginePolicy, blk: int) -> tuple[int,
     ):
         return 0, 0, None
     cap = max(0, (spec.input_len + q.generated - 1) // blk)
-    shared, px = 0, None
-    if spec.prefix_id >= 0:
-        px = rep.prefixes.setdefault(spec.prefix_id, Prefix())
-        avail = px.held if px.refs else rep.present(px.cache_top, px.cache_full)
-        shared = min(avail, spec.prefix_len // blk, cap)
+    px = rep.prefixes.setdefault(spec.prefix_id, Prefix()) if spec.prefix_id >= 0 else None
+    shared = min(_prefix_present(rep, q, blk), cap)
     own = 0
     if q.preemptions and q.cache_base == shared:
         own = min(rep.present(q.cache_top, q.cache_full), cap - shared)
-    elif not q.preemptions and q.parent_req is not None and q.parent_req.cache_base == shared:
-        p = q.parent_req
-        own = min(rep.present(p.cache_top, p.cache_full), spec.prefix_len // blk - shared, cap - shared)
+    elif not q.preemptions:
+        own = min(_parent_present(rep, q, blk, shared), cap - shared)
     return shared, max(0, own), px
+
+
+def _prefix_present(rep: Replica, q: Req, blk: int) -> int:
+    """Leading blocks of ``q``'s shared prefix ``rep`` holds or still caches."""
+    px = rep.prefixes.get(q.spec.prefix_id) if q.spec.prefix_id >= 0 else None
+    avail = 0 if px is None else px.held if px.refs else rep.present(px.cache_top, px.cache_full)
+    return min(avail, q.spec.prefix_len // blk)
+
+
+def _parent_present(rep: Replica, q: Req, blk: int, shared: int) -> int:
+    """Blocks of a conversation turn's parent (past the ``shared`` prefix blocks) still cached on ``rep``; none
+    when the parent ran on another replica (its blocks are there, not here)."""
+    p = q.parent_req
+    if p is None or p.rid != rep.rid or p.cache_base != shared:
+        return 0
+    return max(0, min(rep.present(p.cache_top, p.cache_full), q.spec.prefix_len // blk - shared))
+
+
+def cached_prefix_blocks(rep: Replica, q: Req, blk: int) -> int:
+    """Blocks of ``q``'s prompt ``rep``'s prefix cache holds now (its shared prefix, its parent's blocks):
+    what a KV-aware router reads from the engine's KV events."""
+    shared = _prefix_present(rep, q, blk)
+    return shared + _parent_present(rep, q, blk, shared)
 
 
 def _schedule_running(

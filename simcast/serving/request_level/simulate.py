@@ -2,7 +2,8 @@
 
 Arrivals as ``vllm bench serve`` makes them (gamma inter-arrival gaps with mean
 ``1/rate`` and shape ``burstiness``; rate ``inf`` sends all at t = 0; or a
-trace), a router over DP replicas (round-robin or least-loaded), and per replica
+trace), a router over DP replicas (:mod:`simcast.serving.request_level.routers`; every request, a
+conversation's turns too, goes where the router sends it), and per replica
 the engine's scheduler: waiting and running queues, admission while
 ``max_num_seqs`` and the step's token budget allow and free KV blocks (of the
 engine's block size) hold the new tokens, chunked prefill, and preemption by
@@ -42,6 +43,7 @@ from simcast.core.errors import require
 from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult, Sample
 from simcast.serving.request_level.request_gen import make_conversations, make_requests, requests_from_lengths
+from simcast.serving.request_level.routers import Router, RouterSettings, default_settings, make_router
 from simcast.serving.request_level.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
 from simcast.serving.request_level.steps import StepCost, split_microbatches, step_cost
 from simcast.serving.step import StepCoster
@@ -56,7 +58,7 @@ class _Loop:
 
     coster: StepCoster
     reps: list[Replica]
-    router: str
+    router: Router
     max_concurrency: int
     sample_every: int
     pending: deque[Req]
@@ -65,14 +67,12 @@ class _Loop:
     piece: Callable[[int], int]  # a prompt's next chunk (tokens) after a prefix of that many tokens
     cap: Callable[[int], int] | None  # a prompt's tokens in one step (dynamic chunking), None: the budget
     out: list[RequestResult | None]
-    sticky: dict[int, Replica] = field(default_factory=dict)  # a conversation's turns go to its first's replica
     itl_v: list[float] = field(default_factory=list)
     itl_w: list[int] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     step_end: list[float] = field(default_factory=list)
     step_tok: list[int] = field(default_factory=list)
     in_flight: int = 0
-    rr: int = 0
     steps: int = 0
 
     @property
@@ -160,7 +160,7 @@ def _chunk_rules(
 
 def _route(st: _Loop, now: float) -> None:
     """Arrivals: send every request due by ``now`` (client slots allowing) to a replica's waiting queue."""
-    reps, dp = st.reps, len(st.reps)
+    reps = st.reps
     while st.has_unsent() and st.next_send() <= now and (not st.max_concurrency or st.in_flight < st.max_concurrency):
         if st.follow and (not st.pending or st.follow[0][0] <= st.pending[0].spec.arrival_s):
             t, _, q = heapq.heappop(st.follow)
@@ -171,14 +171,8 @@ def _route(st: _Loop, now: float) -> None:
         # freed by --max-concurrency: sent when this replica's clock reached it
         q.sent_s = max(now, t) if st.max_concurrency else t
         q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
-        if q.parent_req is not None:
-            rep = st.sticky[q.parent_req.idx]
-        elif st.router == "round_robin":
-            rep = reps[st.rr % dp]
-            st.rr += 1
-        else:
-            rep = min(reps, key=lambda x: (len(x.running) + len(x.waiting), x.rid))
-        st.sticky[q.idx] = rep
+        rep = st.router.choose(q, reps, st.blk)
+        q.rid = rep.rid
         if not rep.running and not rep.waiting:
             rep.clock = max(rep.clock, q.sent_s)
         rep.waiting.append(q)
@@ -324,17 +318,18 @@ def simulate_requests(
     *,
     kv_tokens_per_replica: int,
     dp: int = 1,
-    router: str = "round_robin",
+    router: str | RouterSettings = "round_robin",
     max_concurrency: int = 0,
     sample_every: int = 1,
     next_chunk: Callable[[int], int] | None = None,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
+    ``router``: a policy name at its defaults or its settings (:mod:`simcast.serving.request_level.routers`).
     ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
     ``--max-concurrency``: a request is sent when it has arrived and a slot is free.
     """
-    require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
+    settings = default_settings(router) if isinstance(router, str) else router
     _check_requests(reqs, coster, kv_tokens_per_replica)
     pol = coster.policy
     reps = [Replica(rid=i, kv_blocks=kv_tokens_per_replica // pol.kv_block_tokens) for i in range(dp)]
@@ -345,7 +340,7 @@ def simulate_requests(
     st = _Loop(
         coster=coster,
         reps=reps,
-        router=router,
+        router=make_router(settings),
         max_concurrency=max_concurrency,
         sample_every=sample_every,
         pending=pending,

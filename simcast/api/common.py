@@ -98,7 +98,9 @@ class TargetOptions:
     model: ModelArg = field(metadata=required("a shipped model id, a config.json path, or a ModelSpec"))
     device: DeviceArg = field(metadata=required("a shipped device profile name, a profile YAML path, or a DeviceSpec"))
     quantization: str | None = opt(
-        None, "none or fp8 (W8A8 linear layers, as vLLM --quantization fp8; None: the config's own)"
+        None,
+        "none, fp8 (W8A8 linear layers, as vLLM --quantization fp8), nvfp4 / modelopt_fp4 (NVFP4 linear "
+        "layers) or mxfp4 (MXFP4 MoE experts); None: the config's own",
     )
     kv_cache_dtype: str = opt("auto", "KV cache element type: auto (the model's dtype), bf16 or fp8")
     fabric: FabricChoice | None = opt(None, "the inter-node fabric (None: the device profile's inter-node link)")

@@ -146,12 +146,16 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
     """``--quantization`` and ``--kv-cache-dtype``, shared by every command that builds a model."""
+    from simcast.inputs.loaders import QUANTIZATIONS
+
     p.add_argument(
         "--quantization",
-        choices=("none", "fp8"),
+        choices=QUANTIZATIONS,
         default="none",
         help="fp8: W8A8 linear layers (fp8 weights, per-tensor scales, 16-bit activations; lm_head stays "
-        "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run [default none: the config's own]",
+        "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run; nvfp4 (= modelopt_fp4): NVFP4 linear layers "
+        "(W4A4 on fp4 tensor cores, weight-only elsewhere); mxfp4: MXFP4 MoE experts [default none: the "
+        "config's own]",
     )
     p.add_argument(
         "--kv-cache-dtype",

@@ -125,6 +125,8 @@ def stage_key(
         extra.update(
             expert_format=q.expert_format, dense_format="" if q.dense_format == model.dtype else q.dense_format
         )
+        if q.qkv_format or q.o_format:  # the attention projections in their own format (stage.py / mla.py)
+            extra.update(qkv_format=q.qkv, o_format=q.o)
     q_heads, kv_heads, head_dim = sd.q_heads, sd.kv_heads, model.head_dim
     if model.mla is not None:
         a = model.mla

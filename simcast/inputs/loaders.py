@@ -143,6 +143,7 @@ def _with_hf_quant_config(cfg: dict, path: Path) -> dict:
     h = load_json(path, "hf_quant_config.json")
     q = h.get("quantization") if isinstance(h, dict) else None
     require(isinstance(q, dict), "hf_quant_config.json:quantization", q, "must be an object")
+    assert isinstance(q, dict)
     return {**cfg, "quantization_config": {"quant_method": "modelopt", **q}}
 
 

@@ -50,14 +50,14 @@ def _whole_attention(n: str) -> bool:
     return n.rstrip("*").endswith("self_attn")
 
 
-def _attention_formats(skip: list, model_dtype: str) -> dict[str, str]:
+def _attention_formats(skip: list, model_dtype: str) -> tuple[str, str]:
     """``qkv_format`` / ``o_format`` of a checkpoint whose exclude list is ``skip`` ("": the layer's format)."""
     names = [n for n in skip if isinstance(n, str)]
     qkv = any(
         _whole_attention(n) or any(p in n for p in ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj")) for n in names
     )
     o = any(_whole_attention(n) or "o_proj" in n for n in names)
-    return {"qkv_format": model_dtype if qkv else "", "o_format": model_dtype if o else ""}
+    return (model_dtype if qkv else "", model_dtype if o else "")
 
 
 def _modelopt(q: dict, model_dtype: str) -> QuantSpec:
@@ -72,9 +72,8 @@ def _modelopt(q: dict, model_dtype: str) -> QuantSpec:
     )
     skip = q.get("exclude_modules", [])
     require(isinstance(skip, list), "config.json:quantization_config.exclude_modules", skip, "must be a list")
-    return QuantSpec(
-        method="nvfp4", expert_format="nvfp4", dense_format="nvfp4", **_attention_formats(skip, model_dtype)
-    )
+    qkv, o = _attention_formats(skip, model_dtype)
+    return QuantSpec(method="nvfp4", expert_format="nvfp4", dense_format="nvfp4", qkv_format=qkv, o_format=o)
 
 
 def _quark(q: dict, model_dtype: str) -> QuantSpec:
@@ -83,6 +82,7 @@ def _quark(q: dict, model_dtype: str) -> QuantSpec:
     W4A4); every linear layer but those in ``exclude`` (``*self_attn*``, ``*mlp.gate.*``, ``lm_head``)."""
     g = q.get("global_quant_config")
     require(isinstance(g, dict), "config.json:quantization_config.global_quant_config", g, "must be an object")
+    assert isinstance(g, dict)
     w, a = g.get("weight") or {}, g.get("input_tensors") or {}
     require(
         isinstance(w, dict) and w.get("dtype") == "fp4" and w.get("group_size") == 32,
@@ -93,4 +93,5 @@ def _quark(q: dict, model_dtype: str) -> QuantSpec:
     fmt = "mxfp4_w4a4" if isinstance(a, dict) and a.get("dtype") == "fp4" else "mxfp4"
     skip = q.get("exclude", [])
     require(isinstance(skip, list), "config.json:quantization_config.exclude", skip, "must be a list")
-    return QuantSpec(method="mxfp4", expert_format=fmt, dense_format=fmt, **_attention_formats(skip, model_dtype))
+    qkv, o = _attention_formats(skip, model_dtype)
+    return QuantSpec(method="mxfp4", expert_format=fmt, dense_format=fmt, qkv_format=qkv, o_format=o)

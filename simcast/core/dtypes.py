@@ -125,7 +125,10 @@ def gemm_compute_dtype(fmt: str, model_dtype: str, has_fp4: bool = False) -> str
     """Compute dtype of a GEMM with weights in ``fmt``: float8 weights run w8a8 at the fp8 peak; nvfp4 and
     mxfp4_w4a4 run W4A4 at the fp4 peak on a device with one (``has_fp4``); any other format, and fp4 formats
     on a device without fp4 tensor cores (Hopper, CDNA3: the engines' weight-only Marlin / dequantising
-    kernels, W4A16), at the model dtype's."""
+    kernels, W4A16), at the model dtype's. vLLM on a GPU without native FP4 repacks NVFP4 and MXFP4 linear and
+    MoE weights for its Marlin W4A16 kernel ("Weight-only FP4 compression will be used leveraging the Marlin
+    kernel": ``prepare_fp4_layer_for_marlin`` / ``prepare_moe_fp4_layer_for_marlin``,
+    vllm-project/vllm ``vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py``@de5f26d5)."""
     f = _BY_NAME.get(fmt)
     if f is not None and f.peak_dtype == "fp4":
         return "fp4" if has_fp4 else model_dtype

@@ -165,7 +165,7 @@ def _weight_format(f: A.WeightFormat) -> str:
         + (
             "; fp4 GEMMs (nvfp4, mxfp4_w4a4) run W4A4 at the fp4 peak where the device has fp4 tensor cores, "
             "weight-only (W4A16) at the 16-bit peak elsewhere; attention projections in the checkpoint's own "
-            "format (its exclude list)"
+            "format (its exclude list; a dense-MLP layer's GEMMs are costed in that format too, its memory in its own)"
             if f.method in ("nvfp4", "mxfp4")
             else ""
         )

@@ -46,8 +46,6 @@ class StageKey:
     router_bias: bool = False
     expert_format: str = ""
     dense_format: str = ""
-    qkv_format: str = ""  # attention q/k/v (MLA q_a, q_b, kv_a) projections' format when not dense_format's
-    o_format: str = ""  # attention output projection's format when not dense_format's
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0

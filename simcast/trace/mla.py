@@ -18,7 +18,7 @@ from simcast.trace import ops
 from simcast.trace.key import StageKey
 from simcast.trace.ops import _LIB
 from simcast.trace.ops import no_kernel as _no_kernel
-from simcast.trace.quant import Linear, layer_format
+from simcast.trace.quant import Linear
 
 
 @torch.library.custom_op(f"{_LIB}::mla_cache_write", mutates_args=("cache",))
@@ -61,7 +61,7 @@ class MLAAttention(nn.Module):
     def __init__(self, k: StageKey, **mk) -> None:
         super().__init__()
         self.k = k
-        h, hr, fmt = k.hidden_size, k.q_heads, layer_format(k.qkv_format, k.dense_format, k.dtype)
+        h, hr, fmt = k.hidden_size, k.q_heads, k.dense_format
         qk = k.qk_nope_head_dim + k.qk_rope_head_dim
         self.q_a: Linear | None
         if k.q_lora_rank:
@@ -73,7 +73,7 @@ class MLAAttention(nn.Module):
         self.kv_a = Linear(h, k.kv_lora_rank + k.qk_rope_head_dim, False, fmt, **mk)
         self.kv_a_norm = nn.Parameter(torch.empty(k.kv_lora_rank, **mk))
         self.w_kv_b = nn.Parameter(torch.empty(hr * (k.qk_nope_head_dim + k.v_head_dim), k.kv_lora_rank, **mk))
-        self.o_proj = Linear(hr * k.v_head_dim, h, False, layer_format(k.o_format, k.dense_format, k.dtype), **mk)
+        self.o_proj = Linear(hr * k.v_head_dim, h, False, fmt, **mk)
 
     def forward(self, positions, hidden, cache, query_lens, context_lens):
         k, eps = self.k, self.k.rms_norm_eps

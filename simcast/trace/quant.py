@@ -24,13 +24,6 @@ def _(x, weight, fmt):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-def layer_format(own: str, dense: str, model_dtype: str) -> str:
-    """A layer's weight format for :class:`Linear`: its own (``own``, e.g. ``StageKey.qkv_format``) or else the
-    dense one; "" (an unquantised ``linear``) when that is the model dtype."""
-    fmt = own or dense
-    return "" if fmt == model_dtype else fmt
-
-
 class Linear(nn.Module):
     """``nn.Linear`` (traced as ``linear``) or, with a quantised ``fmt``, ``quant_linear``."""
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from simcast.trace import mla, moe, ops
 from simcast.trace.key import StageKey
-from simcast.trace.quant import Linear, layer_format
+from simcast.trace.quant import Linear
 
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}
 
@@ -38,9 +38,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
         self.mla = mla.MLAAttention(k, **mk) if k.kv_lora_rank else None
         if self.mla is None:
-            qkv_fmt, o_fmt = layer_format(k.qkv_format, fmt, k.dtype), layer_format(k.o_format, fmt, k.dtype)
-            self.qkv_proj = Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, qkv_fmt, **mk)
-            self.o_proj = Linear(self.q_size, k.hidden_size, k.o_proj_bias, o_fmt, **mk)
+            self.qkv_proj = Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, fmt, **mk)
+            self.o_proj = Linear(self.q_size, k.hidden_size, k.o_proj_bias, fmt, **mk)
         self.q_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.k_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.post_attention_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))

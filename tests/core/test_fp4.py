@@ -93,3 +93,19 @@ def test_deepseek_r1_fp4_weights_match_the_published_checkpoint():
     assert total == pytest.approx(396.7e9, rel=0.005)
     hub_params = n4 * (1 / 2 + 1 / 16) + (total - n4 * 0.5625) / 2 + 11.61e9
     assert hub_params == pytest.approx(396.8e9, rel=0.01)
+
+
+@pytest.mark.slow  # an optimize search per engine
+def test_emit_carries_the_engines_fp4_quantization_flag(capsys):
+    """vLLM and SGLang name ModelOpt NVFP4 ``modelopt_fp4``; ``--quantization nvfp4`` emits that spelling."""
+    from simcast.cli.main import main
+
+    argv = ["optimize", "--input-length", "128", "--output-length", "128", "--num-devices", "1", "--tp-sizes", "1"]
+    argv += ["--device", "b200", "--quantization", "nvfp4", "--batch-sizes", "8"]
+    for engine in ("vllm", "sglang"):
+        rc = main([*argv, "--emit", engine, "meta-llama/Llama-3.1-8B"])
+        out = capsys.readouterr().out
+        assert rc == 0
+        server = next(line for line in out.splitlines() if "vllm serve" in line or "sglang.launch_server" in line)
+        assert server.endswith("--quantization modelopt_fp4")
+        assert "weights from --quantization nvfp4" in out

@@ -109,3 +109,23 @@ def test_emit_carries_the_engines_fp4_quantization_flag(capsys):
         server = next(line for line in out.splitlines() if "vllm serve" in line or "sglang.launch_server" in line)
         assert server.endswith("--quantization modelopt_fp4")
         assert "weights from --quantization nvfp4" in out
+
+
+def test_a_modelopt_hf_quant_config_beside_config_json_is_read(tmp_path):
+    """Older ModelOpt exports keep the formats in hf_quant_config.json, not in config.json."""
+    import json
+
+    from simcast.core.errors import SimcastInputError
+    from simcast.inputs.loaders import models_dir
+
+    cfg = json.loads((models_dir() / "deepseek-ai/DeepSeek-V3/config.json").read_text())
+    del cfg["quantization_config"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hq = {"quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(hq))
+    q = load_model(str(tmp_path)).quant
+    assert q is not None and (q.method, q.qkv, q.o) == ("nvfp4", "nvfp4", "nvfp4")
+    hq["quantization"]["quant_algo"] = "W4A8_AWQ"
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(hq))
+    with pytest.raises(SimcastInputError, match="quant_algo"):
+        load_model(str(tmp_path))

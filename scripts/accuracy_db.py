@@ -26,6 +26,7 @@ KINDS = [
     ("gemm", "bf16", "GEMM bf16"),
     ("gemm", "fp8", "GEMM fp8"),
     ("gemm", "fp8_block", "GEMM fp8-block"),
+    ("gemm", "nvfp4", "FP4 GEMM (nvfp4)"),
     ("attention_prefill", "bf16", "prefill bf16"),
     ("attention_decode", "bf16", "decode bf16"),
     ("attention_prefill", "fp8", "prefill fp8"),

@@ -18,6 +18,7 @@ from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.engines import NO_ENGINE, REGISTRY
 from simcast.inputs.limits import check_fabric_choice
+from simcast.inputs.loaders import QUANTIZATIONS
 
 ModelArg = str | ModelSpec
 """A shipped model id (``meta-llama/Llama-3.1-70B``), a config.json path, or a :class:`ModelSpec`."""
@@ -129,12 +130,15 @@ class TargetOptions:
     )
     quantization: str | None = opt(
         None,
-        "none or fp8 (W8A8 linear layers, as vLLM --quantization fp8; None: the config's own)",
+        "none, fp8 (W8A8 linear layers, as vLLM --quantization fp8), nvfp4 / modelopt_fp4 (NVFP4 linear "
+        "layers) or mxfp4 (MXFP4 MoE experts); None: the config's own",
         flag=Flag(
             names=("--quantization",),
             help="fp8: W8A8 linear layers (fp8 weights, per-tensor scales, 16-bit activations; lm_head stays "
-            "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run [default none: the config's own]",
-            choices=("none", "fp8"),
+            "16-bit), as vLLM --quantization fp8 and ModelOpt FP8 run; nvfp4 (= modelopt_fp4): NVFP4 linear layers "
+            "(W4A4 on fp4 tensor cores, weight-only elsewhere); mxfp4: MXFP4 MoE experts [default none: the "
+            "config's own]",
+            choices=QUANTIZATIONS,
         ),
     )
     kv_cache_dtype: str = opt(

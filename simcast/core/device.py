@@ -175,6 +175,11 @@ class DeviceSpec:
     """The name the driver reports (``nvidia-smi``, ``torch.cuda.get_device_name()``): an engine that picks
     defaults by device name reads this, never the profile's ``name``; empty when the profile does not say."""
 
+    @property
+    def has_fp4(self) -> bool:
+        """The device has FP4 tensor cores (an ``fp4`` matmul peak): fp4 weight formats run W4A4 on it."""
+        return self.matmul_flops_per_s.get("fp4", 0) > 0
+
     def matmul_peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype`` in FLOP/s; a dtype the profile lacks is an error naming the field."""
         require(

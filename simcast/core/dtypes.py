@@ -6,9 +6,14 @@ views below); no other module writes a name -> bytes mapping (``tests/core/test_
 - ``element_bytes``: bytes of one stored value, scales excluded (what a kernel's shape model counts).
 - ``bytes_per_element``: bytes per weight element with its scales (what memory holds):
   fp8 block-scaled: 1 byte + one fp32 scale per 128x128 block (DeepSeek-V3 / Qwen3-FP8 checkpoints);
-  mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits.
+  mxfp4: 4-bit e2m1 values + one 8-bit e8m0 scale per 32 values (OCP MX spec) = 4.25 bits;
+  nvfp4: 4-bit e2m1 values + one fp8 e4m3 scale per 16 values = 4.5 bits (NVIDIA ModelOpt ``NVFP4``,
+  ``group_size: 16``); its second-level fp32 scales (``weight_scale_2``, ``input_scale``: 8 bytes per
+  linear layer) are below 1e-6 of any layer and left out.
 - ``peak_dtype``: whose matmul peak a GEMM with weights in this format runs at: fp8 weights run w8a8
-  at the fp8 peak; mxfp4 on Hopper runs w4a16 (weights dequantised in the kernel) at the 16-bit peak.
+  at the fp8 peak; mxfp4 (gpt-oss) runs w4a16 (weights dequantised in the kernel) at the 16-bit peak;
+  nvfp4 and mxfp4_w4a4 (AMD Quark ``w_mxfp4_a_mxfp4``) quantise the activations to fp4 too and run W4A4
+  at the ``fp4`` peak where the device has one (:func:`gemm_compute_dtype`).
 - ``aliases``: the names torch and the measured-kernel database (aiconfigurator-core) use.
 """
 
@@ -78,6 +83,9 @@ FORMATS: tuple[NumberFormat, ...] = (
         weight=True,
     ),
     NumberFormat(name="mxfp4", element_bytes=0.5, bytes_per_element=4.25 / 8, peak_dtype="bf16", weight=True),
+    NumberFormat(name="mxfp4_w4a4", element_bytes=0.5, bytes_per_element=4.25 / 8, peak_dtype="fp4", weight=True),
+    NumberFormat(name="nvfp4", element_bytes=0.5, bytes_per_element=0.5 + 1.0 / 16, peak_dtype="fp4", weight=True),
+    NumberFormat(name="fp4", element_bytes=0.5, bytes_per_element=0.5, peak_dtype="fp4", aliases=("float4_e2m1",)),
     NumberFormat(name="int8", element_bytes=1, bytes_per_element=1.0, peak_dtype="int8"),
 )
 """Every format simcast knows, canonical name first."""
@@ -94,6 +102,14 @@ WEIGHT_FORMAT_BYTES: dict[str, float] = {f.name: f.bytes_per_element for f in FO
 PEAK_DTYPE: dict[str, str] = {f.name: f.peak_dtype for f in FORMATS if f.weight}
 """Weight format -> the dtype of the matmul peak its GEMMs run at."""
 
+MATMUL_PEAK_DTYPES: tuple[str, ...] = (*DTYPE_BYTES, "fp4")
+"""Keys a device profile's ``matmul_flops_per_s`` may hold: the activation dtypes and ``fp4`` (FP4 tensor
+cores: NVIDIA Blackwell NVFP4/MXFP4, AMD CDNA4 MXFP4; Hopper and CDNA3 have none)."""
+
+FP4_ACTIVATION_FORMATS: tuple[str, ...] = tuple(f.name for f in FORMATS if f.weight and f.peak_dtype == "fp4")
+"""Weight formats whose GEMMs quantise the activations to fp4 as well (W4A4) where the device has fp4 tensor
+cores; elsewhere they run weight-only (W4A16), as the engines do."""
+
 
 def number_format(name: str) -> NumberFormat:
     """The format called ``name`` or one of its aliases (``bfloat16``, ``half``); KeyError if unknown."""
@@ -105,8 +121,15 @@ def element_bytes(name: str) -> float:
     return _BY_ALIAS[name].element_bytes
 
 
-def gemm_compute_dtype(fmt: str, model_dtype: str) -> str:
-    """Compute dtype of a GEMM with weights in ``fmt``: float8 weights run w8a8 at the fp8 peak; any other
-    format (mxfp4 on Hopper: w4a16, weights dequantised in the kernel) at the model dtype's."""
+def gemm_compute_dtype(fmt: str, model_dtype: str, has_fp4: bool = False) -> str:
+    """Compute dtype of a GEMM with weights in ``fmt``: float8 weights run w8a8 at the fp8 peak; nvfp4 and
+    mxfp4_w4a4 run W4A4 at the fp4 peak on a device with one (``has_fp4``); any other format, and fp4 formats
+    on a device without fp4 tensor cores (Hopper, CDNA3: the engines' weight-only Marlin / dequantising
+    kernels, W4A16), at the model dtype's. vLLM on a GPU without native FP4 repacks NVFP4 and MXFP4 linear and
+    MoE weights for its Marlin W4A16 kernel ("Weight-only FP4 compression will be used leveraging the Marlin
+    kernel": ``prepare_fp4_layer_for_marlin`` / ``prepare_moe_fp4_layer_for_marlin``,
+    vllm-project/vllm ``vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py``@de5f26d5)."""
     f = _BY_NAME.get(fmt)
+    if f is not None and f.peak_dtype == "fp4":
+        return "fp4" if has_fp4 else model_dtype
     return "fp8" if f is not None and f.is_float8 else model_dtype

@@ -19,8 +19,9 @@ from dataclasses import dataclass, fields
 from simcast.core.errors import require
 from simcast.core.gemm_tiles import GEMM_TILE_RULES
 
-GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block")
-"""GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style)."""
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4")
+"""GEMM families: bf16/fp16; fp8 with per-tensor scales; fp8 with 128x128 block scales (DeepGEMM-style);
+nvfp4 W4A4 (fp4 e2m1 weights and activations, fp8 scales per 16; Blackwell only)."""
 ATTENTION_DTYPES = ("bf16", "fp16", "fp8")
 """KV-cache dtype of an attention kernel (fp8: the engine runs fp8 attention and reads 1-byte keys)."""
 PREFILL_KERNEL_RULES = ("", "trtllm_ctx", "flashinfer_fa2")
@@ -281,8 +282,9 @@ class DecodeAttentionFit:
         )
 
 
-MOE_DTYPES = ("bf16", "fp8", "fp8_block", "mxfp4")
-"""Expert weight formats with a grouped-GEMM fit (mxfp4: w4a16, weights dequantised in the kernel)."""
+MOE_DTYPES = ("bf16", "fp8", "fp8_block", "mxfp4", "nvfp4")
+"""Expert weight formats with a grouped-GEMM fit (mxfp4: w4a16, weights dequantised in the kernel; nvfp4: W4A4
+at the fp4 peak, Blackwell only)."""
 A2A_MODES = ("normal", "low_latency")
 """DeepEP modes: normal (high throughput, prefill) and low latency (decode)."""
 A2A_PHASES = ("dispatch", "combine")

@@ -46,11 +46,23 @@ def attention_rank_params(model: ModelSpec, sd: ShardedDims) -> tuple[int, int]:
     return gemm, other
 
 
+def _attention_gemm_bytes(model: ModelSpec, sd: ShardedDims, gemm: int) -> float:
+    """Bytes of one rank's ``gemm`` attention projection weights: the dense format, or, when the checkpoint keeps
+    the q/kv input projections or the output projection in another format (``QuantSpec.qkv_format`` /
+    ``o_format``), each part in its own (o_proj: ``heads/tp · v_head_dim · hidden`` elements)."""
+    q = model.quant
+    if q is None or not (q.qkv_format or q.o_format):
+        return gemm * _fmt_bytes(model, False)
+    h = model.hidden_size
+    o = model.num_heads // sd.tp * model.mla.v_head_dim * h if model.mla is not None else sd.q_width * h
+    return (gemm - o) * WEIGHT_FORMAT_BYTES[q.qkv] + o * WEIGHT_FORMAT_BYTES[q.o]
+
+
 def layer_weight_bytes_at(model: ModelSpec, sd: ShardedDims, par: ParallelSpec, layer: int) -> float:
     """Weights of decoder layer ``layer`` on one rank (bytes)."""
     b = model.dtype_bytes
     gemm, other = attention_rank_params(model, sd)
-    w = gemm * _fmt_bytes(model, False) + (other + 2 * model.hidden_size) * b
+    w = _attention_gemm_bytes(model, sd, gemm) + (other + 2 * model.hidden_size) * b
     h = model.hidden_size
     if not model.is_moe_layer(layer):
         return w + 3 * h * sd.intermediate * _fmt_bytes(model, False)

@@ -33,10 +33,17 @@ def nodes(cfg: LaunchTarget, ranks: int) -> int:
 
 def precision_flags(cfg: LaunchTarget, fp8_kv_cache: str) -> list[str]:
     """``--quantization fp8`` when simcast applied W8A8 fp8 (a checkpoint quantised by its own
-    config needs no flag) and ``--kv-cache-dtype`` with the engine's spelling of fp8 (``fp8_kv_cache``)."""
+    config needs no flag), ``--quantization modelopt_fp4`` for NVFP4 weights (vLLM's and SGLang's name of
+    ModelOpt's NVFP4 method: vllm/model_executor/layers/quantization/__init__.py, sglang
+    python/sglang/srt/server_args.py ``QUANTIZATION_CHOICES``), ``--quantization mxfp4`` when simcast applied
+    MXFP4 experts, and ``--kv-cache-dtype`` with the engine's spelling of fp8 (``fp8_kv_cache``)."""
     q, out = cfg.model.quant, []
     if q is not None and q.method == "fp8" and q.dense_format == "fp8":
         out += ["--quantization", "fp8"]
+    if q is not None and q.method == "nvfp4":
+        out += ["--quantization", "modelopt_fp4"]
+    if q is not None and q.method == "mxfp4" and q.source.startswith("--quantization"):
+        out += ["--quantization", "mxfp4"]
     if cfg.kv_cache_dtype == "fp8":
         out += ["--kv-cache-dtype", fp8_kv_cache]
     return out

@@ -86,11 +86,29 @@ def resolve_model_path(name_or_path: str) -> Path:
     )
 
 
-QUANTIZATIONS = ("none", "fp8")
+QUANTIZATIONS = ("none", "fp8", "nvfp4", "modelopt_fp4", "mxfp4")
 """``--quantization`` choices (vLLM's flag of the same name): ``fp8`` = every linear layer but
 ``lm_head`` (and a MoE router) runs W8A8 with per-tensor scales — fp8 weights, activations
 quantised to fp8 on the way into each GEMM, bf16/fp16 everywhere else — as vLLM ``--quantization
-fp8`` and NVIDIA ModelOpt FP8 checkpoints (TensorRT-LLM) run it."""
+fp8`` and NVIDIA ModelOpt FP8 checkpoints (TensorRT-LLM) run it. ``nvfp4`` (engine name ``modelopt_fp4``) =
+every linear layer but ``lm_head`` and the router in NVFP4 (fp4 weights, an fp8 scale per 16, W4A4 where the
+device has fp4 tensor cores), as an NVIDIA ModelOpt NVFP4 checkpoint holds them. ``mxfp4`` = the routed and
+shared experts in OCP MXFP4 (fp4 weights, an e8m0 scale per 32; weight-only), the other layers unquantised, as
+vLLM's ``Mxfp4Config`` applies it to MoE layers only (gpt-oss)."""
+
+_ENGINE_ALIASES = {"modelopt_fp4": "nvfp4"}
+
+
+def _flag_spec(model: ModelSpec, quantization: str) -> QuantSpec:
+    """The :class:`QuantSpec` of ``--quantization`` (checked by :func:`with_quantization`)."""
+    name = _ENGINE_ALIASES.get(quantization, quantization)
+    src = f"--quantization {quantization}"
+    if name == "mxfp4":
+        require(
+            model.moe is not None, "--quantization", quantization, "mxfp4 quantises MoE experts; the model has none"
+        )
+        return QuantSpec(method="mxfp4", expert_format="mxfp4", dense_format=model.dtype, source=src)
+    return QuantSpec(method=name, expert_format=name, dense_format=name, source=src)
 
 
 def with_quantization(model: ModelSpec, quantization: str | None) -> ModelSpec:
@@ -114,9 +132,19 @@ def with_quantization(model: ModelSpec, quantization: str | None) -> ModelSpec:
         quantization,
         f"needs a bf16/fp16 model (activations stay 16-bit); got --dtype {model.dtype}",
     )
-    return replace(
-        model, quant=QuantSpec(method="fp8", expert_format="fp8", dense_format="fp8", source="--quantization fp8")
-    )
+    return replace(model, quant=_flag_spec(model, quantization))
+
+
+def _with_hf_quant_config(cfg: dict, path: Path) -> dict:
+    """``cfg`` with a ModelOpt ``hf_quant_config.json`` beside it read as its ``quantization_config`` (``quant_method:
+    modelopt`` plus the file's ``quantization`` block) when config.json has none (older ModelOpt exports)."""
+    if "quantization_config" in cfg or not path.is_file():
+        return cfg
+    h = load_json(path, "hf_quant_config.json")
+    q = h.get("quantization") if isinstance(h, dict) else None
+    require(isinstance(q, dict), "hf_quant_config.json:quantization", q, "must be an object")
+    assert isinstance(q, dict)
+    return {**cfg, "quantization_config": {"quant_method": "modelopt", **q}}
 
 
 def load_model(name_or_path: str, dtype: str | None = None, quantization: str | None = None) -> ModelSpec:
@@ -125,6 +153,7 @@ def load_model(name_or_path: str, dtype: str | None = None, quantization: str | 
     path = resolve_model_path(name_or_path)
     cfg = load_json(path, "config.json")
     require(isinstance(cfg, dict), "config.json", str(path), "must hold a JSON object")
+    cfg = _with_hf_quant_config(cfg, path.parent / "hf_quant_config.json")
     shipped = path != Path(name_or_path) and path != Path(name_or_path) / "config.json"
     own = cfg.get("_name_or_path")
     if shipped:

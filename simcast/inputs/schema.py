@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, MATMUL_PEAK_DTYPES
 from simcast.core.errors import SimcastInputError, printable, require
 from simcast.inputs.limits import MAX_FLOPS, MAX_NAME_CHARS, MIN_FLOPS
 
@@ -97,7 +97,7 @@ def check(node: Any, schema: Any, where: str = "") -> Any:
         )
         out = {}
         for k, v in node.items():
-            require(k in DTYPE_BYTES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(DTYPE_BYTES)}")
+            require(k in MATMUL_PEAK_DTYPES, f"{where}.{k}", k, f"allowed dtypes: {', '.join(MATMUL_PEAK_DTYPES)}")
             out[k] = Num(MIN_FLOPS, MAX_FLOPS).check(v, f"{where}.{k}")
         return out
     if isinstance(schema, list):  # a list of items of one schema

@@ -162,6 +162,13 @@ def _weight_format(f: A.WeightFormat) -> str:
         f"({f.dense_bytes_per_elem:.4g} B/elem); fp8 GEMMs run W8A8 "
         f"at the fp8 matmul peak, activations quantised on entry; embedding, lm_head, norms, "
         f"{'router, ' if f.moe else ''}activations in {f.activation_dtype}"
+        + (
+            "; fp4 GEMMs (nvfp4, mxfp4_w4a4) run W4A4 at the fp4 peak where the device has fp4 tensor cores, "
+            "weight-only (W4A16) at the 16-bit peak elsewhere; attention projections in the checkpoint's own "
+            "format (its exclude list; a dense-MLP layer's GEMMs are costed in that format too, its memory in its own)"
+            if f.method in ("nvfp4", "mxfp4")
+            else ""
+        )
     )
 
 

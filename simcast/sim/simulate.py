@@ -122,9 +122,10 @@ def stage_key(
         )
     if model.quant is not None:
         q = model.quant
-        extra.update(
-            expert_format=q.expert_format, dense_format="" if q.dense_format == model.dtype else q.dense_format
-        )
+        # one format for the attention and dense-MLP GEMMs in the trace: the attention's when the checkpoint keeps
+        # it apart (NVFP4 / MXFP4 DeepSeek: bf16 q/kv/o, while its 3 dense-MLP layers are fp4: costed in bf16)
+        dense = q.qkv if q.qkv_format else q.dense_format
+        extra.update(expert_format=q.expert_format, dense_format="" if dense == model.dtype else dense)
     q_heads, kv_heads, head_dim = sd.q_heads, sd.kv_heads, model.head_dim
     if model.mla is not None:
         a = model.mla

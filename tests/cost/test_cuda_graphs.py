@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 
+from simcast.core.dtypes import PEAK_DTYPE
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.kernels import engine_cost
 from simcast.cost.kernels.gemm import gemm_time_s
@@ -48,7 +49,7 @@ def test_captured_block_fp8_floor_is_a_few_microseconds(device):
     for name, ek in dev.engines.items():
         for g in ek.gemm:
             assert g.launch_s <= 20e-6, (device, name, g.dtype, g.launch_s)
-            peak = dev.matmul_peak("fp8" if g.dtype.startswith("fp8") else g.dtype)
+            peak = dev.matmul_peak(PEAK_DTYPE[g.dtype])
             cap = float(gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, 1, 128, 128))
             eager = float(gemm_time_s(g, peak, dev.hbm_bw_bytes_per_s, 1, 128, 128, captured=False))
             assert eager == pytest.approx(max(cap, g.host_floor_s))

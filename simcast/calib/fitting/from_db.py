@@ -93,7 +93,7 @@ SYSTEMS: dict[str, SystemInfo] = {
     ),
 }
 
-PROXY_GEMM = {"bf16": "trtllm", "fp16": "trtllm", "fp8": "sglang", "fp8_block": "sglang"}
+PROXY_GEMM = {"bf16": "trtllm", "fp16": "trtllm", "fp8": "sglang", "fp8_block": "sglang", "nvfp4": "trtllm"}
 HOST_BOUND = {("vllm", "fp8_block")}
 """(engine, GEMM family) tables timed *without* CUDA graphs: vLLM's collector passes
 ``use_cuda_graph=gemm_type != "fp8_block"`` (ai-dynamo/aiconfigurator collector/vllm/collect_gemm.py), so

@@ -32,7 +32,7 @@ from simcast.core.kernel_fits import AllToAllFit, MoeFit
 from simcast.cost.kernels import moe_kernels as mk
 from simcast.engines import get_engine
 
-MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4"}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "w4a16_mxfp4": "mxfp4", "nvfp4": "nvfp4"}
 A2A_MODES = {
     "deepep_ht": "normal",
     "deepep_ll": "low_latency",

@@ -39,7 +39,7 @@ fitted as 192/192 rows they bent the fit for every other head size (held-out dec
 add ``diff_kv_launch_s`` to such launches (chosen by the optimiser on the fitting half, 0 allowed). Prefill
 rows of that shape keep one head size (not refitted with this rule); other tables' head-192 rows (TensorRT-LLM,
 Triton, FlashAttention-2) are not given the rule."""
-GEMM_FAMILIES = ("bf16", "fp8", "fp8_block")
+GEMM_FAMILIES = ("bf16", "fp8", "fp8_block", "nvfp4")
 GEMM_TILE_RULE_OF = {
     **{(s, "sglang_sgl_kernel_fp8_scaled_mm"): "sgl_fp8_sm90" for s in ("h100_sxm", "h200_sxm")},
     **{(s, "sglang_deepgemm_gemm_nt_f8f8bf16"): "deepgemm_sm90" for s in ("h100_sxm", "h200_sxm")},

@@ -147,7 +147,7 @@ def _read_parquet(path: str):
 # Every converter returns rows of simcast's generic measured schema (see simcast.calib.validation.validate):
 # kind, device, engine, dtype, m, n, k, batch, q_len, kv_len, heads, kv_heads, head_dim, bytes, gpus,
 # nodes, time_s, op (the kernel the engine ran), source (system/kind/engine/version/table).
-GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block"}
+GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
 """GEMM families simcast models; int4/int8 weight-only and nvfp4 rows are left out."""
 _ELEM_BYTES = {a: int(element_bytes(a)) for a in ("half", "float16", "bfloat16", "int8", "float32", "fp8")}
 """Bytes per element of the NCCL / all-reduce dtype names the database uses (:mod:`simcast.core.dtypes`)."""

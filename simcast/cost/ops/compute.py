@@ -16,7 +16,7 @@ cached trace is costed without importing torch.
 from __future__ import annotations
 
 from simcast.core.device import DeviceSpec
-from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, element_bytes
 from simcast.core.kernel_fits import GEMM_DTYPES
 from simcast.cost.kernels import engine_cost
 from simcast.cost.kernels.curves import saturation
@@ -41,7 +41,8 @@ def matmul_efficiency(dev: DeviceSpec, mnk: tuple | None = None, dtype: str | No
         m, n, k = mnk
         if e.matmul_half_m_ridge > 0:
             dt = dtype or "bf16"
-            ridge_tokens = dev.matmul_peak(dt) * DTYPE_BYTES.get(dt, 2) / (2.0 * dev.hbm_bw_bytes_per_s)
+            eb = element_bytes(dt) if dt == "fp4" else DTYPE_BYTES.get(dt, 2)  # W4A4 GEMMs: 4-bit operands
+            ridge_tokens = dev.matmul_peak(dt) * eb / (2.0 * dev.hbm_bw_bytes_per_s)
             eff = eff * saturation(m, e.matmul_half_m_ridge * ridge_tokens)
         eff = eff * saturation(n, e.matmul_half_n) * saturation(k, e.matmul_half_k)
     return eff
@@ -81,7 +82,9 @@ def gemm_family(rec: OpRecord, compute_dtype: str) -> str | None:
     """The engine GEMM fit family of a dense GEMM op, or None (no fitted family: generic roofline).
 
     ``linear`` runs in its compute dtype; ``quant_linear`` in its weight format when the engines
-    have a fitted family for it (``fp8``, ``fp8_block``); mxfp4 weights (w4a16 on Hopper) have none.
+    have a fitted family for it (``fp8``, ``fp8_block``, ``nvfp4``); mxfp4 weights (w4a16 on Hopper) have none.
+    An nvfp4 GEMM on a device without fp4 tensor cores runs weight-only (W4A16): no device has an nvfp4 fit
+    there, so it falls to the generic roofline at the model dtype's peak, labelled.
     Grouped MoE expert GEMMs are not dense GEMMs and keep their own formula.
     """
     if rec.op == "linear":

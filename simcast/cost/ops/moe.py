@@ -71,7 +71,7 @@ def moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
         bytes=bytes_,
         unit="cube",
         mnk=(int(rows), 2 * i_r, h),
-        dtype=gemm_compute_dtype(fmt, x.dtype),
+        dtype=gemm_compute_dtype(fmt, x.dtype, ctx.device.has_fp4),
         moe=(pairs, act, i_r, h, tokens * top_k),
     )
 

@@ -1,7 +1,9 @@
-"""Cost formula of ``simcast::quant_linear``: a GEMM with fp8 (block-scaled) or mxfp4 weights.
+"""Cost formula of ``simcast::quant_linear``: a GEMM with fp8 (block-scaled), mxfp4 or nvfp4 weights.
 
 Bytes: the weights in their format (scales included, :data:`simcast.core.dtypes.WEIGHT_FORMAT_BYTES`)
-plus the activations in and out; FLOPs ``2·M·N·K`` at the peak of the GEMM's compute dtype.
+plus the activations in and out (16-bit: fp8/fp4 kernels quantise them inside); FLOPs ``2·M·N·K`` at the
+peak of the GEMM's compute dtype (:func:`simcast.core.dtypes.gemm_compute_dtype`: fp4 formats run W4A4 at
+the fp4 peak on a device with fp4 tensor cores, weight-only at the model dtype's elsewhere).
 """
 
 from __future__ import annotations
@@ -18,6 +20,5 @@ def quant_linear(rec: OpRecord, ctx: CostContext) -> OpWork:
     n, k = (shape_fn(e)(*dims) for e in w.shape)
     ab = DTYPE_BYTES[x.dtype]
     bytes_ = n * k * WEIGHT_FORMAT_BYTES[fmt] + m * (k + n) * ab
-    return OpWork(
-        flops=2.0 * m * n * k, bytes=bytes_, unit="cube", mnk=(m, n, k), dtype=gemm_compute_dtype(fmt, x.dtype)
-    )
+    dtype = gemm_compute_dtype(fmt, x.dtype, ctx.device.has_fp4)
+    return OpWork(flops=2.0 * m * n * k, bytes=bytes_, unit="cube", mnk=(m, n, k), dtype=dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.step import StepOptions, run_step, step_spec
 from simcast.cli.args import add_fabric_args, add_partition_arg, add_precision_args, target_kwargs
 from simcast.cli.option_flags import add_option_flags, option_values
@@ -24,7 +25,7 @@ _STEP = (
     "dynamic_chunking_smooth_factor",
 )
 _KERNELS = ("dtype", "engine", "tp_sharded_send", "residual_send")
-STEP_FLAGS = _LAYOUT + _STEP + ("devices_per_node",) + _KERNELS
+STEP_FLAGS = _LAYOUT + _STEP + ("devices_per_node",) + _KERNELS + MOE_COMM_FIELDS
 """The :class:`StepOptions` fields ``simcast simulate`` reads from its own flags (declared on the fields)."""
 
 
@@ -40,6 +41,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     add_option_flags(p, StepOptions, ("devices_per_node",))
     add_fabric_args(p)
     add_option_flags(p, StepOptions, _KERNELS)
+    add_option_flags(p, StepOptions, MOE_COMM_FIELDS)
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk trace cache")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_speculative_args(p)

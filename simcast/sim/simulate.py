@@ -16,7 +16,7 @@ from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.ops.compute import op_cost
 from simcast.cost.ops.op_work import CostContext, OpCost
-from simcast.engines import ENGINES
+from simcast.engines import ENGINES, get_engine
 from simcast.engines.cuda_graphs import step_captured
 from simcast.engines.partition import build_pipeline_stage_plan
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
@@ -245,7 +245,21 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         kv_bytes=kv_bytes,
         captured=step_captured(spec, mb),
         decode_query_len=spec.decode_query_len,
+        **moe_comm_fields(spec, setup.key.expert_format),
     )
+
+
+def moe_comm_fields(spec: SimSpec, expert_format: str) -> dict:
+    """The :class:`CostContext` fields of the engine's MoE communication plan (none with the default flags:
+    the context as before)."""
+    if spec.moe_comm.is_default or spec.model.moe is None:
+        return {}
+    moe = spec.model.moe
+    return {
+        "moe_comm": get_engine(spec.engine).moe_comm_plan(spec.moe_comm),
+        "routing_groups": (moe.expert_groups, moe.topk_groups),
+        "fp8_dispatch": expert_format.startswith("fp8"),
+    }
 
 
 def stage_costers(

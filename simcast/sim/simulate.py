@@ -270,9 +270,12 @@ def stage_costers(
     Each coster costs a batch on its stage with the roofline model; identical batches on
     identical stages are costed once (a memo shared by the stages).
     """
+    from simcast.sim.overlap_costs import overlap_plan, overlapped
+
     plan, setups, compiled = stage_setups(spec, use_disk_cache=use_disk_cache)
     memo: dict[tuple, tuple[OpCost, ...]] = {}
     costers: list[StageCoster] = []
+    ov = overlap_plan(spec)
     for st in setups:
 
         def cost(mb: Batch, st: StageSetup = st) -> tuple[OpCost, ...]:
@@ -281,7 +284,14 @@ def stage_costers(
                 memo[k] = cost_stage(st.trace, st.layer_counts, cost_context(spec, st, mb), spec.model.dtype)
             return memo[k]
 
-        costers.append(cost)
+        if ov is not None:  # MoE communication overlapped with compute (two-batch / single-batch overlap)
+
+            def cost_ov(mb: Batch, cost: StageCoster = cost) -> tuple[OpCost, ...]:
+                return overlapped(spec, ov, mb, cost)
+
+            costers.append(cost_ov)
+        else:
+            costers.append(cost)
     return plan, costers, [st.tp_path for st in setups], compiled
 
 

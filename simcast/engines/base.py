@@ -59,6 +59,9 @@ class LaunchTarget(Protocol):
     def kv_cache_dtype(self) -> str: ...
 
     @property
+    def moe_comm(self) -> MoECommFlags: ...
+
+    @property
     def dynamic_chunks(self) -> bool: ...
 
     @property

@@ -305,6 +305,8 @@ class Sglang(Engine):
             cmd += ["--ep-size", par.ep]
         if moe and par.moe_dp > 1:
             cmd += ["--moe-dp-size", par.moe_dp]
+        if moe and not cfg.moe_comm.is_default:
+            cmd += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

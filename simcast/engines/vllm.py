@@ -251,6 +251,8 @@ class Vllm(Engine):
                     f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
                     f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
                 )
+        if cfg.model.moe is not None and not cfg.moe_comm.is_default:
+            base += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
         base += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

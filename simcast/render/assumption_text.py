@@ -140,8 +140,8 @@ def _moe_comm(f: A.MoeComm) -> str:
             f"per destination node over RDMA ({f.nodes_per_token:.2f} of {f.nodes} nodes per token, {route}) and "
             "forwards it over NVLink; FP8 dispatch for FP8 experts, BF16 combine; DeepEP's latency and achieved "
             "link fractions fitted on its V1 tables (deepseek-ai/DeepEP docs/legacy.md@dd758caf, H800), scaled "
-            "to the profile's link rates (simcast/cost/comm/deepep.py); inside one node the engine's measured DeepEP fit "
-            "where the profile has one"
+            "to the profile's link rates (simcast/cost/comm/deepep.py); inside one node the engine's measured "
+            "DeepEP fit where the profile has one"
         )
     else:
         out += "the engine's default, costed on the link table"

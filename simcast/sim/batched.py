@@ -22,7 +22,7 @@ from simcast.cost.ops.op_work import OpCost
 from simcast.engines.cuda_graphs import step_captured
 from simcast.sim.overlap_costs import fold, overlap_plan, tbo_halves
 from simcast.sim.report import Report, pp_hops, recv_times, report_from_ops
-from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, stage_setups
+from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, split_batch, stage_setups
 
 
 @dataclass(kw_only=True)
@@ -63,7 +63,7 @@ class LayoutCoster:
         ov = overlap_plan(self.spec)
         if ov is None:
             return None
-        halves = {b: tbo_halves(ov, b) for b in batches}
+        halves = {b: tbo_halves(ov, b, split_batch) for b in batches}
         uniq = list(dict.fromkeys([*batches, *(h for hs in halves.values() if hs for h in hs)]))
         arrays = self.op_arrays(uniq)
         at = {b: i for i, b in enumerate(uniq)}

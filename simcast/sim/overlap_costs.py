@@ -39,14 +39,16 @@ def device_sms(spec: SimSpec) -> int:
     return DEFAULT_SMS
 
 
-def tbo_halves(plan: MoECommPlan, batch: Batch) -> tuple[Batch, Batch] | None:
-    """The two micro-batches two-batch overlap runs ``batch`` as (requests dealt in two; one prompt: two
-    chunks, the second attending to the first), or None when the engine does not split it."""
-    from simcast.sim.simulate import split_batch
+Splitter = Callable[[Batch, int], tuple[Batch, ...]]
+"""How a batch splits in microbatches (:func:`simcast.sim.simulate.split_batch`)."""
 
+
+def tbo_halves(plan: MoECommPlan, batch: Batch, split: Splitter) -> tuple[Batch, Batch] | None:
+    """The two micro-batches two-batch overlap runs ``batch`` as (``split`` in two: requests dealt in two;
+    one prompt: two chunks, the second attending to the first), or None when the engine does not split it."""
     if not plan.splits(batch.num_tokens, batch.num_requests, batch.is_decode):
         return None
-    parts = split_batch(batch, 2)
+    parts = split(batch, 2)
     return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
@@ -69,10 +71,10 @@ def fold(
 
 
 def overlapped(
-    spec: SimSpec, plan: MoECommPlan, batch: Batch, cost: Callable[[Batch], tuple[OpCost, ...]]
+    spec: SimSpec, plan: MoECommPlan, batch: Batch, cost: Callable[[Batch], tuple[OpCost, ...]], split: Splitter
 ) -> tuple[OpCost, ...]:
     """:func:`fold` with ``cost`` pricing a batch on the stage."""
-    halves = tbo_halves(plan, batch)
+    halves = tbo_halves(plan, batch, split)
     if halves is not None:
         return fold(spec, plan, batch, (), (cost(halves[0]), cost(halves[1])))
     return fold(spec, plan, batch, cost(batch), None)

@@ -287,7 +287,7 @@ def stage_costers(
         if ov is not None:  # MoE communication overlapped with compute (two-batch / single-batch overlap)
 
             def cost_ov(mb: Batch, cost: StageCoster = cost) -> tuple[OpCost, ...]:
-                return overlapped(spec, ov, mb, cost)
+                return overlapped(spec, ov, mb, cost, split_batch)
 
             costers.append(cost_ov)
         else:

@@ -89,14 +89,14 @@ def test_two_batch_overlap_never_slower_than_its_two_micro_batches_in_turn():
     from simcast.core.specs import Batch
     from simcast.cost.overlap import layer_parts, two_batch_costs
     from simcast.sim.overlap_costs import overlap_plan, tbo_halves
-    from simcast.sim.simulate import cost_context, cost_stage, stage_setups
+    from simcast.sim.simulate import cost_context, cost_stage, split_batch, stage_setups
 
     spec = _spec(moe_a2a_backend="deepep", enable_two_batch_overlap=True, phase="decode", batch_size=64)
     plan = overlap_plan(spec)
     assert plan is not None
     _, setups, _ = stage_setups(spec)
     st = setups[0]
-    a, b = tbo_halves(plan, Batch.decode(64, 1024))
+    a, b = tbo_halves(plan, Batch.decode(64, 1024), split_batch)
     ca = cost_stage(st.trace, st.layer_counts, cost_context(spec, st, a), spec.model.dtype)
     cb = cost_stage(st.trace, st.layer_counts, cost_context(spec, st, b), spec.model.dtype)
     serial = sum(c.time_s * c.count for c in (*ca, *cb))

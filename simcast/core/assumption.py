@@ -67,10 +67,17 @@ class Topic(enum.Enum):
 
 
 LAYOUT_TOPICS = frozenset(
-    {Topic.INTER_NODE, Topic.PP_HOP, Topic.PARTITION, Topic.PARTITION_RESOLVED, Topic.TP_ACROSS_NODES}
+    {
+        Topic.INTER_NODE,
+        Topic.PP_HOP,
+        Topic.PARTITION,
+        Topic.PARTITION_RESOLVED,
+        Topic.TP_ACROSS_NODES,
+        Topic.MOE_COMM,
+    }
 )
-"""The records about the fabric, the PP hops, the layer partition and cross-node TP groups (the ones the
-serving estimate repeats from its prefill report)."""
+"""The records about the fabric, the PP hops, the layer partition, cross-node TP groups and the MoE
+all-to-all with its overlaps (the ones the serving estimate repeats from its prefill report)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
+from simcast.api.moe_comm_options import MoECommOptions
 from simcast.api.options import Flag, one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -106,7 +107,7 @@ class BenchResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
+class BenchOptions(MoECommOptions, RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
     """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
     router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
 
@@ -206,6 +207,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         partition=o.partition,
         engine=o.engine,
         kv_cache_dtype=o.kv_cache_dtype,
+        moe_comm=o.moe_comm_flags(),
     )
     return ServingConfig(
         deployment=deployment,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from simcast.api.common import EXPERT_IMBALANCE_FLAG, ServingEngineOptions, TargetOptions, check_int, check_options
+from simcast.api.moe_comm_options import MoECommOptions
 from simcast.api.options import Flag, opt, required
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SearchOptions(SpeculativeOptions, ServingEngineOptions, TargetOptions):
+class SearchOptions(MoECommOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
     """The keywords of :func:`simcast.api.optimize.optimize` (``simcast optimize``'s flags of the
     aggregated search): the devices, the layouts and concurrencies searched, the limits, the requests."""
 

@@ -139,6 +139,7 @@ def step_spec(o: StepOptions) -> SimSpec:
         engine=o.engine,
         kv_cache_dtype=o.kv_cache_dtype,
         expert_imbalance=o.expert_imbalance,
+        moe_comm=o.moe_comm_flags(),
     )
     spec = deployment.sim_spec(
         batch,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from simcast.api.common import EXPERT_IMBALANCE_FLAG, TargetOptions, normalise_engine
+from simcast.api.moe_comm_options import MoECommOptions
 from simcast.api.options import Flag, opt
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -15,7 +16,7 @@ from simcast.engines import ENGINE_CHOICES
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepOptions(SpeculativeOptions, TargetOptions):
+class StepOptions(MoECommOptions, SpeculativeOptions, TargetOptions):
     """The keywords of :func:`simulate_step` (``simcast simulate``'s flags): the layout, the batch, the
     step's phase and how its prompt is split."""
 

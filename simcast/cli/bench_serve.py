@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from simcast.api.bench import BenchOptions, run_bench
+from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.cli.engine_args import add_engine_args, serving_engine_args
 from simcast.cli.option_flags import add_option_flags, option_values
@@ -83,7 +84,7 @@ _REQUESTS = (
     "num_warmups",
 )
 _CHUNKING = ("enable_dynamic_chunking", "dynamic_chunking_smooth_factor")
-BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING
+BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING + MOE_COMM_FIELDS
 """The :class:`BenchOptions` fields ``simcast bench-serve`` reads from its own flags (declared on the fields)."""
 
 
@@ -128,6 +129,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     add_partition_arg(p)
     add_engine_args(p, default="vllm")
     add_option_flags(p, BenchOptions, _CHUNKING)
+    add_option_flags(p, BenchOptions, MOE_COMM_FIELDS)
     add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)

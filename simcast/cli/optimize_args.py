@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.api.search_inputs import SearchOptions
 from simcast.cli.args import parse_int
@@ -28,7 +29,7 @@ from simcast.serving.request_level.routers import ROUTERS
 _WORKLOAD = ("num_devices", "input_length", "output_length", "dataset_name", "prefix_hit_rate")
 _SPACE = ("usage", "tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "expert_imbalance")
 _LIMITS = ("batch_sizes", "ttft_limit_ms", "tpot_limit_ms", "chunked_prefill_sizes", "devices_per_node")
-SEARCH_FLAGS = _WORKLOAD + _SPACE + _LIMITS
+SEARCH_FLAGS = _WORKLOAD + _SPACE + _LIMITS + MOE_COMM_FIELDS
 """The :class:`SearchOptions` fields ``simcast optimize`` reads from its own flags (declared on the fields)."""
 
 
@@ -109,6 +110,7 @@ def add_optimize_args(p: argparse.ArgumentParser) -> None:
     add_option_flags(p, SearchOptions, _WORKLOAD)
     add_option_flags(p, OptimizeFlags, ("num_prompts",))
     add_option_flags(p, SearchOptions, _SPACE)
+    add_option_flags(p, SearchOptions, MOE_COMM_FIELDS)
     add_precision_args(p)
     add_option_flags(p, SearchOptions, _LIMITS)
     add_fabric_args(p)

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from simcast.api.common import TargetOptions
+from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.api.step import StepOptions, run_step, step_spec
 from simcast.cli.option_flags import add_option_flags, option_values
@@ -33,7 +34,7 @@ _STEP = (
     "dynamic_chunking_smooth_factor",
 )
 _KERNELS = ("dtype", "engine", "tp_sharded_send", "residual_send")
-STEP_FLAGS = _LAYOUT + _STEP + ("devices_per_node",) + _KERNELS
+STEP_FLAGS = _LAYOUT + _STEP + ("devices_per_node",) + _KERNELS + MOE_COMM_FIELDS
 """The :class:`StepOptions` fields ``simcast simulate`` reads from its own flags (declared on the fields)."""
 
 
@@ -57,6 +58,7 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     add_option_flags(p, StepOptions, ("devices_per_node",))
     add_fabric_args(p)
     add_option_flags(p, StepOptions, _KERNELS)
+    add_option_flags(p, StepOptions, MOE_COMM_FIELDS)
     add_option_flags(p, TargetOptions, ("use_cache",))
     add_option_flags(p, SimulateFlags, ("json",))
     add_speculative_args(p)

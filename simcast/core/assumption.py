@@ -30,6 +30,7 @@ class Topic(enum.Enum):
     ENGINE_KERNELS = "engine kernels"
     CUDA_GRAPHS = "cuda graphs"
     MOE = "moe"
+    MOE_COMM = "moe comm"
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
     WEIGHT_FORMAT = "weight format"
@@ -66,10 +67,17 @@ class Topic(enum.Enum):
 
 
 LAYOUT_TOPICS = frozenset(
-    {Topic.INTER_NODE, Topic.PP_HOP, Topic.PARTITION, Topic.PARTITION_RESOLVED, Topic.TP_ACROSS_NODES}
+    {
+        Topic.INTER_NODE,
+        Topic.PP_HOP,
+        Topic.PARTITION,
+        Topic.PARTITION_RESOLVED,
+        Topic.TP_ACROSS_NODES,
+        Topic.MOE_COMM,
+    }
 )
-"""The records about the fabric, the PP hops, the layer partition and cross-node TP groups (the ones the
-serving estimate repeats from its prefill report)."""
+"""The records about the fabric, the PP hops, the layer partition, cross-node TP groups and the MoE
+all-to-all with its overlaps (the ones the serving estimate repeats from its prefill report)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,6 +187,24 @@ class MoeRouting:
     default_imbalance: bool  # the published routing-skew default
     routing_gini: float
     comm_mode: str  # "" when no MoE communication
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoeComm:
+    """The MoE all-to-all the engine runs and what it overlaps (:mod:`simcast.cost.comm.deepep`,
+    :mod:`simcast.cost.overlap`)."""
+
+    deepep: bool
+    prefill_mode: str  # DeepEP mode of prefill (extend) batches
+    decode_mode: str  # ... of decode batches
+    nodes: int  # nodes the EP group spans
+    nodes_per_token: float  # expected distinct nodes per token (normal mode's RDMA sends)
+    grouped_routing: bool  # the model's node-limited routing (False: uniform)
+    expert_groups: int
+    topk_groups: int
+    two_batch_overlap: bool
+    single_batch_overlap: bool
+    source: str  # the engine's code read
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,6 +329,7 @@ FACTS: dict[Topic, type] = {
     Topic.ENGINE_KERNELS: KernelsUsed,
     Topic.CUDA_GRAPHS: CudaGraphs,
     Topic.MOE: MoeRouting,
+    Topic.MOE_COMM: MoeComm,
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
     Topic.WEIGHT_FORMAT: WeightFormat,

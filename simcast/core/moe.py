@@ -33,6 +33,9 @@ class MoESpec:
     ``ModelSpec.intermediate_size`` instead (DeepSeek ``first_k_dense_replace``).
     ``expert_bias``: gate_up and down carry biases (gpt-oss); ``router_bias``: the
     router has a per-expert bias (gpt-oss; DeepSeek's ``e_score_correction_bias``).
+    ``expert_groups`` / ``topk_groups``: node-limited (group-limited) routing, DeepSeek ``n_group`` /
+    ``topk_group``: a token's experts come from at most ``topk_groups`` of ``expert_groups`` contiguous
+    groups (1 / 1: no groups).
     """
 
     num_experts: int
@@ -43,6 +46,8 @@ class MoESpec:
     first_k_dense: int = 0
     expert_bias: bool = False
     router_bias: bool = False
+    expert_groups: int = 1
+    topk_groups: int = 1
 
     def __post_init__(self) -> None:
         for f in ("num_experts", "top_k", "expert_intermediate"):
@@ -60,6 +65,12 @@ class MoESpec:
             "model.moe.shared_intermediate",
             self.shared_intermediate,
             "must be > 0 when there are shared experts",
+        )
+        require(
+            self.expert_groups >= 1 and 1 <= self.topk_groups <= self.expert_groups,
+            "model.moe.topk_groups",
+            f"{self.topk_groups} of {self.expert_groups}",
+            "needs 1 <= topk_group <= n_group",
         )
         require(self.first_k_dense >= 0, "model.moe.first_k_dense", self.first_k_dense, "must be >= 0")
 

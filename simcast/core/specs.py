@@ -14,6 +14,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
+from simcast.core.moe_comm import MoECommFlags
 
 GIB = 2**30
 """Bytes in a GiB (the unit of every memory figure simcast prints)."""
@@ -171,6 +172,8 @@ class SimSpec:
     chunked_prefill: ChunkedPrefill | None = None  # one prompt's chunks as the microbatches (replaces the split)
     cuda_graph: bool | None = None  # the step replays a captured CUDA graph; None: the engine's default rule
     # (simcast.engines.cuda_graphs.step_captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
+    moe_comm: MoECommFlags = MoECommFlags()  # MoE all-to-all backend and overlaps as given (the engine
+    # resolves what it runs: simcast.engines.<engine>.moe_comm_plan)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 

@@ -16,6 +16,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
+from simcast.core.moe_comm import MoECommFlags
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.engines import ENGINE_CHOICES, NO_ENGINE, kernel_engine
 from simcast.engines.partition import Partition
@@ -29,7 +30,8 @@ class Deployment:
     """What runs where: ``model`` on ``device`` x ``parallel.world_size`` in the ``parallel`` layout,
     layers split over the stages by ``partition``, served by ``engine`` (``none``: no engine scheduler,
     the generic roofline kernels), KV cache elements of ``kv_cache_dtype`` (auto: the model's dtype) and
-    MoE ``expert_imbalance`` (the busiest expert rank's load / the uniform-routing expectation)."""
+    MoE ``expert_imbalance`` (the busiest expert rank's load / the uniform-routing expectation) and MoE
+    communication flags ``moe_comm`` (all-to-all backend, overlaps; the engine resolves what it runs)."""
 
     model: ModelSpec
     device: DeviceSpec
@@ -38,6 +40,7 @@ class Deployment:
     engine: str = NO_ENGINE
     kv_cache_dtype: str = "auto"
     expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE
+    moe_comm: MoECommFlags = MoECommFlags()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition", Partition.of(self.partition))
@@ -59,6 +62,7 @@ class Deployment:
             engine=spec.engine or NO_ENGINE,
             kv_cache_dtype=spec.kv_cache_dtype,
             expert_imbalance=spec.expert_imbalance,
+            moe_comm=spec.moe_comm,
         )
 
     @property
@@ -78,6 +82,7 @@ class Deployment:
             engine=self.kernel_engine,
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
+            moe_comm=self.moe_comm,
             **step,
         )
 
@@ -111,3 +116,7 @@ class OnDeployment:
     @property
     def kv_cache_dtype(self) -> str:
         return self.deployment.kv_cache_dtype
+
+    @property
+    def moe_comm(self) -> MoECommFlags:
+        return self.deployment.moe_comm

@@ -19,6 +19,7 @@ from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError
 from simcast.core.model_spec import ModelSpec
+from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.core.specs import ParallelSpec
 from simcast.engines.records import EngineRecord
 
@@ -56,6 +57,9 @@ class LaunchTarget(Protocol):
 
     @property
     def kv_cache_dtype(self) -> str: ...
+
+    @property
+    def moe_comm(self) -> MoECommFlags: ...
 
     @property
     def dynamic_chunks(self) -> bool: ...
@@ -168,6 +172,17 @@ class Engine(ABC):
         limit = self.capture_limit(hbm_gib, tp)
         decode = batch.is_decode or all(q <= decode_query_len for q in batch.query_lens)
         return limit > 0 and decode and batch.num_requests <= limit
+
+    def moe_comm_plan(self, flags: MoECommFlags) -> MoECommPlan:
+        """The MoE communication the engine runs for ``flags``: DeepEP as asked (``auto``: low latency for
+        decode batches, normal otherwise), the overlaps as asked (:mod:`simcast.engines.moe_comm_rules`)."""
+        from simcast.engines.moe_comm_rules import plan_of
+
+        return plan_of(flags, source="generic: DeepEP as asked, SGLang's auto rule")
+
+    def moe_comm_flags(self, plan: MoECommPlan) -> list[str]:
+        """The engine's launch flags for ``plan`` (none by default)."""
+        return []
 
     def partition_order(self, pp: int) -> list[int]:
         """Stages that get one of the ``L mod pp`` remainder layers, in order (the engine's partition rule)."""

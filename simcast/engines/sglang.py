@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
@@ -125,6 +126,8 @@ DEEPEP_TABLES = (("wideep_deepep_ll_perf", "low_latency"), ("wideep_deepep_norma
 """SGLang's DeepEP dispatch/combine tables (times in ``*_us`` columns; 8 ranks per node), read both."""
 
 _SG_ARGS = "sgl-project/sglang python/sglang/srt/server_args.py@001067f"
+TBO_SOURCE = "sgl-project/sglang python/sglang/srt/operations_strategy.py@1e90555b (DeepSeek/Qwen3 TBO operations)"
+SBO_SOURCE = "sgl-project/sglang python/sglang/srt/single_batch_overlap.py@04d8ec18 (execute_sbo)"
 _SG_PS = "sgl-project/sglang python/sglang/srt/distributed/parallel_state.py (initialize_model_parallel)"
 LAUNCH_RULES: tuple[Rule, ...] = (
     Rule(
@@ -253,6 +256,22 @@ class Sglang(Engine):
     def capture_limit(self, hbm_gib: float, tp: int) -> int:
         return sglang_max_bs(hbm_gib, tp)
 
+    def moe_comm_plan(self, flags: MoECommFlags) -> MoECommPlan:
+        """``--moe-a2a-backend deepep`` (``--enable-deepep-moe``, deprecated) with ``--deepep-mode``: ``auto``
+        runs low latency on decode batches and normal on the others (:data:`_SG_ARGS`);
+        ``--enable-two-batch-overlap`` splits every extend batch of >= 2 tokens (two-chunk overlap when one
+        request dominates, ``--tbo-token-distribution-threshold`` 0.48) and decode batches of >= 2 requests;
+        ``--enable-single-batch-overlap``: the shared experts beside the combine (:data:`SBO_SOURCE`)."""
+        from simcast.engines.moe_comm_rules import plan_of
+
+        return plan_of(flags, source=f"{_SG_ARGS}; {TBO_SOURCE}; {SBO_SOURCE}")
+
+    def moe_comm_flags(self, plan: MoECommPlan) -> list[str]:
+        """The launch flags of ``plan``."""
+        out = ["--moe-a2a-backend", "deepep", "--deepep-mode", plan.deepep_mode] if plan.deepep else []
+        out += ["--enable-two-batch-overlap"] if plan.two_batch_overlap else []
+        return out + (["--enable-single-batch-overlap"] if plan.single_batch_overlap else [])
+
     def partition_order(self, pp: int) -> list[int]:
         return list(range(pp - 1, -1, -1))
 
@@ -289,6 +308,8 @@ class Sglang(Engine):
             cmd += ["--ep-size", par.ep]
         if moe and par.moe_dp > 1:
             cmd += ["--moe-dp-size", par.moe_dp]
+        if moe and not cfg.moe_comm.is_default:
+            cmd += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.engines.base import Engine, EngineDefaults
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -120,6 +121,17 @@ class Trtllm(Engine):
         return EngineDefaults(
             max_num_batched_tokens=MAX_NUM_TOKENS, max_num_seqs=MAX_BATCH_SIZE, mem_fraction=self.record.memory_fraction
         )
+
+    def moe_comm_plan(self, flags: MoECommFlags) -> MoECommPlan:
+        """Wide-EP alltoall through DeepEP: ``select_alltoall_method_type`` picks DeepEPLowLatency for every
+        batch (CUDA graphs kept; IBGDA), normal DeepEP only with ``TRTLLM_ALLOW_NO_CUDA_GRAPHS=1``
+        (``NVIDIA/TensorRT-LLM`` ``tensorrt_llm/_torch/modules/fused_moe`` alltoall selection, a stored version,
+        not pinned): ``deepep`` with ``--deepep-mode auto`` is low latency; the overlaps as asked (an
+        approximation: costed like SGLang's)."""
+        from simcast.engines.moe_comm_rules import plan_of
+
+        src = "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/modules/fused_moe select_alltoall_method_type (not pinned)"
+        return plan_of(flags, auto_mode="low_latency", source=src)
 
     def capture_limit(self, hbm_gib: float, tp: int) -> int:
         return MAX_CAPTURE_BATCH

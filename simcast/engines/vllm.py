@@ -30,6 +30,8 @@ from typing import Any
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.errors import SimcastInputError
+from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
@@ -100,6 +102,10 @@ PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("
 """Systems whose prefill fit may add a per-CTA time: on Blackwell vLLM's FlashInfer backend runs TRT-LLM-gen's
 context kernels (op ``vllm_flashinfer_trtllmprefill`` in its tables)."""
 
+_VL_PAR = "vllm-project/vllm vllm/config/parallel.py@00193b82"
+"""``all2all_backend`` (deepep_low_latency | deepep_high_throughput), ``enable_dbo`` with
+``dbo_decode_token_threshold`` 32 and ``dbo_prefill_token_threshold`` 512."""
+DBO_DECODE_TOKENS, DBO_PREFILL_TOKENS = 32, 512
 _VL_DP = "vllm docs/serving/data_parallel_deployment.md@v0.12.0"
 LAUNCH_RULES: tuple[Rule, ...] = (
     Rule(
@@ -191,6 +197,30 @@ class Vllm(Engine):
             max_num_batched_tokens=budget, max_num_seqs=seqs, mem_fraction=self.record.memory_fraction
         )
 
+    def moe_comm_plan(self, flags: MoECommFlags) -> MoECommPlan:
+        """``--all2all-backend deepep_low_latency|deepep_high_throughput`` (one mode for every batch; plain
+        ``deepep`` takes ``--deepep-mode`` normal or low_latency); two-batch overlap is vLLM's dual-batch
+        overlap (``--enable-dbo``), which splits decode batches of >= 32 tokens and prefills of >= 512
+        (:data:`_VL_PAR`); vLLM has no single-batch overlap."""
+        from simcast.engines.moe_comm_rules import plan_of
+
+        if flags.single_batch_overlap:
+            raise SimcastInputError("--enable-single-batch-overlap", "vllm", "an SGLang flag (vLLM has no SBO)")
+        if flags.a2a_backend == "deepep" and flags.deepep_mode == "auto":
+            allowed = "vLLM runs one mode: --moe-a2a-backend deepep_low_latency or deepep_high_throughput"
+            raise SimcastInputError("--moe-a2a-backend", "deepep --deepep-mode auto", allowed)
+        return plan_of(
+            flags,
+            source=_VL_PAR,
+            tbo_min_tokens=DBO_PREFILL_TOKENS,
+            tbo_min_decode_tokens=DBO_DECODE_TOKENS,
+        )
+
+    def moe_comm_flags(self, plan: MoECommPlan) -> list[str]:
+        mode = {"low_latency": "deepep_low_latency", "normal": "deepep_high_throughput"}.get(plan.deepep_mode, "")
+        out = ["--all2all-backend", mode] if plan.deepep and mode else []
+        return out + (["--enable-dbo"] if plan.two_batch_overlap else [])
+
     def capture_limit(self, hbm_gib: float, tp: int) -> int:
         return MAX_CAPTURE_TOKENS
 
@@ -221,6 +251,8 @@ class Vllm(Engine):
                     f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
                     f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
                 )
+        if cfg.model.moe is not None and not cfg.moe_comm.is_default:
+            base += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
         base += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

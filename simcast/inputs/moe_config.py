@@ -89,8 +89,10 @@ def _deepseek_v3(cfg: dict) -> dict:
         num_shared_experts=shared,
         shared_intermediate=_int(cfg, "moe_intermediate_size") if shared else 0,
         first_k_dense=_int(cfg, "first_k_dense_replace", 0, minimum=0),
-        router_bias=cfg.get("topk_method") == "noaux_tc",
-    )  # e_score_correction_bias
+        router_bias=cfg.get("topk_method") == "noaux_tc",  # e_score_correction_bias
+        expert_groups=_int({"n_group": cfg.get("n_group") or 1}, "n_group", maximum=MAX_EXPERTS),
+        topk_groups=_int({"topk_group": cfg.get("topk_group") or 1}, "topk_group", maximum=MAX_EXPERTS),
+    )
     q_lora = cfg.get("q_lora_rank")
     mla = MLASpec(
         q_lora_rank=0 if q_lora is None else _int(cfg, "q_lora_rank"),

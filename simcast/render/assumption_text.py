@@ -126,6 +126,35 @@ def _cuda_graphs(f: A.CudaGraphs) -> str:
     )
 
 
+def _moe_comm(f: A.MoeComm) -> str:
+    out = "MoE all-to-all: "
+    if f.deepep:
+        route = (
+            f"node-limited routing (n_group {f.expert_groups}, topk_group {f.topk_groups}; assumed: each picked "
+            "group holds one of the top-k)"
+            if f.grouped_routing
+            else "uniform routing"
+        )
+        out += (
+            f"DeepEP, {f.prefill_mode} mode for prefill, {f.decode_mode} for decode; normal mode sends a token once "
+            f"per destination node over RDMA ({f.nodes_per_token:.2f} of {f.nodes} nodes per token, {route}) and "
+            "forwards it over NVLink; FP8 dispatch for FP8 experts, BF16 combine; DeepEP's latency and achieved "
+            "link fractions fitted on its V1 tables (deepseek-ai/DeepEP docs/legacy.md@dd758caf, H800), scaled "
+            "to the profile's link rates (simcast/cost/comm/deepep.py); inside one node the engine's measured "
+            "DeepEP fit where the profile has one"
+        )
+    else:
+        out += "the engine's default, costed on the link table"
+    if f.two_batch_overlap:
+        out += (
+            "; two-batch overlap: two micro-batches, each one's dispatch/combine under the other's compute, "
+            "DeepEP normal kernels' SMs taken from the GEMMs (simcast/cost/overlap.py)"
+        )
+    if f.single_batch_overlap:
+        out += "; single-batch overlap: shared experts beside the combine"
+    return out + f" ({f.source})"
+
+
 def _moe(f: A.MoeRouting) -> str:
     return (
         f"MoE: {f.num_experts} experts top-{f.top_k}, EP={f.ep} MoE-TP={f.moe_tp} "
@@ -320,6 +349,7 @@ FORMATTERS: dict[Topic, Callable[[Any], str]] = {
     Topic.ENGINE_KERNELS: _engine_kernels,
     Topic.CUDA_GRAPHS: _cuda_graphs,
     Topic.MOE: _moe,
+    Topic.MOE_COMM: _moe_comm,
     Topic.MLA: _mla,
     Topic.SLIDING_WINDOW: _sliding_window,
     Topic.WEIGHT_FORMAT: _weight_format,

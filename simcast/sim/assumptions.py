@@ -88,6 +88,8 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
             comm_mode=moe_comm_mode(par) or "",
         )
         out.append(_rec(Topic.MOE, routing))
+        if not spec.moe_comm.is_default:
+            out.append(_rec(Topic.MOE_COMM, moe_comm_facts(spec), approximation=True))
     if m.mla is not None:
         out.append(_rec(Topic.MLA, A.Mla(cache_width_elements=m.mla.cache_width)))
     if m.layer_types:
@@ -191,3 +193,29 @@ def assumptions(
     if par.tp > 1:
         out += _tensor_parallel(spec, tp_paths)
     return tuple(out)
+
+
+def moe_comm_facts(spec: SimSpec) -> A.MoeComm:
+    """The MoE communication record of ``spec`` (non-default flags, an MoE model)."""
+    from simcast.cost.comm.deepep import nodes_per_token
+    from simcast.engines import get_engine
+
+    moe, par = spec.model.moe, spec.parallel
+    assert moe is not None
+    plan = get_engine(spec.engine).moe_comm_plan(spec.moe_comm)
+    g = min(par.ep, spec.device.links.devices_per_node)
+    nodes = max(1, par.ep // max(1, g))
+    n, grouped = nodes_per_token(moe.num_experts, moe.top_k, nodes, moe.expert_groups, moe.topk_groups)
+    return A.MoeComm(
+        deepep=plan.deepep,
+        prefill_mode=plan.mode_for(False),
+        decode_mode=plan.mode_for(True),
+        nodes=nodes,
+        nodes_per_token=n,
+        grouped_routing=grouped,
+        expert_groups=moe.expert_groups,
+        topk_groups=moe.topk_groups,
+        two_batch_overlap=plan.two_batch_overlap,
+        single_batch_overlap=plan.single_batch_overlap,
+        source=plan.source,
+    )

@@ -18,9 +18,11 @@ import numpy as np
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.specs import Batch, SimSpec
 from simcast.cost.ops.batched import Batches, OpArrays, cost_ops_many
+from simcast.cost.ops.op_work import OpCost
 from simcast.engines.cuda_graphs import step_captured
+from simcast.sim.overlap_costs import fold, overlap_plan, tbo_halves
 from simcast.sim.report import Report, pp_hops, recv_times, report_from_ops
-from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, stage_setups
+from simcast.sim.simulate import StageSetup, cost_context, microbatches_of, simulate, split_batch, stage_setups
 
 
 @dataclass(kw_only=True)
@@ -55,11 +57,51 @@ class LayoutCoster:
             for st in setups
         ]
 
+    def folded_ops(self, batches: Sequence[Batch]) -> list[list[tuple[OpCost, ...]]] | None:
+        """``[batch][stage]`` op costs under the engine's MoE overlap (:mod:`simcast.sim.overlap_costs`),
+        each batch and its two micro-batches costed in one pass; None when nothing overlaps."""
+        ov = overlap_plan(self.spec)
+        if ov is None:
+            return None
+        halves = {b: tbo_halves(ov, b, split_batch) for b in batches}
+        uniq = list(dict.fromkeys([*batches, *(h for hs in halves.values() if hs for h in hs)]))
+        arrays = self.op_arrays(uniq)
+        at = {b: i for i, b in enumerate(uniq)}
+
+        def ops(b: Batch, s: int) -> tuple[OpCost, ...]:
+            return tuple(o.cost(at[b]) for o in arrays[s])
+
+        out = []
+        for b in batches:
+            hs = halves[b]
+            out.append(
+                [
+                    fold(self.spec, ov, b, ops(b, s), None if hs is None else (ops(hs[0], s), ops(hs[1], s)))
+                    for s in range(len(arrays))
+                ]
+            )
+        return out
+
     def stage_times_many(self, batches: Sequence[Batch]) -> list[tuple[float, ...]]:
         """Each batch's stage times (compute + incoming PP hop, seconds) as one step of one microbatch."""
         if not batches:
             return []
+        folded = self.folded_ops(batches)
+        if folded is not None:
+            return self._folded_times(batches, folded)
         return self._times(batches, self.op_arrays(batches))
+
+    def _folded_times(
+        self, batches: Sequence[Batch], folded: list[list[tuple[OpCost, ...]]]
+    ) -> list[tuple[float, ...]]:
+        plan, setups, _ = self.setup()
+        hops = pp_hops(self.spec, plan)
+        tp_paths = [st.tp_path for st in setups]
+        out = []
+        for b, stages in zip(batches, folded):
+            recv, _ = recv_times(self.spec, plan, hops, tp_paths, b.num_tokens)
+            out.append(tuple(sum(c.time_s * c.count for c in ops) + r for ops, r in zip(stages, recv)))
+        return out
 
     def _times(self, batches: Sequence[Batch], arrays: list[list[OpArrays]]) -> list[tuple[float, ...]]:
         plan, setups, _ = self.setup()
@@ -89,6 +131,9 @@ class LayoutCoster:
             return [], []
         plan, setups, _ = self.setup()
         every = list(batches) + list(extra)
+        folded = self.folded_ops(every)
+        if folded is not None:
+            return self._folded_costs(batches, extra, folded)
         arrays = self.op_arrays(every)
         tp_paths = [st.tp_path for st in setups]
         out: list[Report] = []
@@ -99,6 +144,21 @@ class LayoutCoster:
             out.append(report_from_ops(spec, plan, tp_paths, microbatches_of(spec), ops, compiled))
         return out, (self._times(every, arrays)[len(batches) :] if extra else [])
 
+    def _folded_costs(
+        self, batches: Sequence[Batch], extra: Sequence[Batch], folded: list[list[tuple[OpCost, ...]]]
+    ) -> tuple[list[Report], list[tuple[float, ...]]]:
+        """:meth:`costs` from the overlapped op costs (``folded``: ``batches`` then ``extra``)."""
+        plan, setups, _ = self.setup()
+        tp_paths = [st.tp_path for st in setups]
+        out: list[Report] = []
+        for b, stages in zip(batches, folded):
+            spec = self.spec_for(b)
+            compiled, self._compiled = self._compiled, 0
+            ops = [[stage] for stage in stages]
+            out.append(report_from_ops(spec, plan, tp_paths, microbatches_of(spec), ops, compiled))
+        times = self._folded_times(extra, folded[len(batches) :]) if extra else []
+        return out, times
+
     def simulate(self, spec: SimSpec) -> Report:
         """:func:`simcast.sim.simulate.simulate` of ``spec``, all its microbatches costed in one pass, when
         ``spec`` is of this layout (else that function itself)."""
@@ -107,8 +167,12 @@ class LayoutCoster:
         plan, setups, _ = self.setup()
         micro = microbatches_of(spec)
         uniq = list(dict.fromkeys(micro))
-        arrays = self.op_arrays(uniq)
-        per = {b: [tuple(o.cost(i) for o in stage) for stage in arrays] for i, b in enumerate(uniq)}
+        folded = self.folded_ops(uniq)
+        if folded is not None:
+            per = dict(zip(uniq, folded))
+        else:
+            arrays = self.op_arrays(uniq)
+            per = {b: [tuple(o.cost(i) for o in stage) for stage in arrays] for i, b in enumerate(uniq)}
         ops = [[per[mb][s] for mb in micro] for s in range(len(setups))]
         compiled, self._compiled = self._compiled, 0
         return report_from_ops(spec, plan, [st.tp_path for st in setups], micro, ops, compiled)

@@ -16,7 +16,7 @@ from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.cost.ops.compute import op_cost
 from simcast.cost.ops.op_work import CostContext, OpCost
-from simcast.engines import ENGINES
+from simcast.engines import ENGINES, get_engine
 from simcast.engines.cuda_graphs import step_captured
 from simcast.engines.partition import build_pipeline_stage_plan
 from simcast.sim.report import Report, StageReport, pp_message_bytes, report_from_ops
@@ -246,7 +246,21 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         kv_bytes=kv_bytes,
         captured=step_captured(spec, mb),
         decode_query_len=spec.decode_query_len,
+        **moe_comm_fields(spec, setup.key.expert_format),
     )
+
+
+def moe_comm_fields(spec: SimSpec, expert_format: str) -> dict:
+    """The :class:`CostContext` fields of the engine's MoE communication plan (none with the default flags:
+    the context as before)."""
+    if spec.moe_comm.is_default or spec.model.moe is None:
+        return {}
+    moe = spec.model.moe
+    return {
+        "moe_comm": get_engine(spec.engine).moe_comm_plan(spec.moe_comm),
+        "routing_groups": (moe.expert_groups, moe.topk_groups),
+        "fp8_dispatch": expert_format.startswith("fp8"),
+    }
 
 
 def stage_costers(
@@ -257,9 +271,12 @@ def stage_costers(
     Each coster costs a batch on its stage with the roofline model; identical batches on
     identical stages are costed once (a memo shared by the stages).
     """
+    from simcast.sim.overlap_costs import overlap_plan, overlapped
+
     plan, setups, compiled = stage_setups(spec, use_disk_cache=use_disk_cache)
     memo: dict[tuple, tuple[OpCost, ...]] = {}
     costers: list[StageCoster] = []
+    ov = overlap_plan(spec)
     for st in setups:
 
         def cost(mb: Batch, st: StageSetup = st) -> tuple[OpCost, ...]:
@@ -268,7 +285,14 @@ def stage_costers(
                 memo[k] = cost_stage(st.trace, st.layer_counts, cost_context(spec, st, mb), spec.model.dtype)
             return memo[k]
 
-        costers.append(cost)
+        if ov is not None:  # MoE communication overlapped with compute (two-batch / single-batch overlap)
+
+            def cost_ov(mb: Batch, cost: StageCoster = cost) -> tuple[OpCost, ...]:
+                return overlapped(spec, ov, mb, cost, split_batch)
+
+            costers.append(cost_ov)
+        else:
+            costers.append(cost)
     return plan, costers, [st.tp_path for st in setups], compiled
 
 

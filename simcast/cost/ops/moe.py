@@ -17,7 +17,10 @@ All-to-all (DeepEP-style dispatch and combine, the same bytes each way): each ra
 ``t = latency + bytes / (bw · eff)`` over the MoE group's bottleneck link.
 
 With ``--engine`` and a profile that has that engine's fits (:mod:`simcast.cost.kernels.moe_kernels`), the
-routed experts and the all-to-all inside a node are costed with them instead (fallbacks labelled).
+routed experts and the all-to-all inside a node are costed with them instead (fallbacks labelled). When the
+engine runs DeepEP (``--moe-a2a-backend deepep``: :class:`~simcast.core.moe_comm.MoECommPlan`), an
+all-to-all without such a fit (across nodes, or no engine) is DeepEP's (:mod:`simcast.cost.comm.deepep`:
+per-node deduplication over RDMA, NVLink forwarding, FP8 dispatch for FP8 experts, BF16 combine).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import math
 
 from simcast.core.dtypes import DTYPE_BYTES, WEIGHT_FORMAT_BYTES, gemm_compute_dtype
+from simcast.core.layout import Path
+from simcast.cost.comm import deepep
 from simcast.cost.comm import time as comm
 from simcast.cost.kernels import engine_cost
 from simcast.cost.kernels.moe_kernels import ranks_per_token
@@ -88,14 +93,56 @@ def dispatch_combine(rec: OpRecord, ctx: CostContext) -> OpWork:
         size = dp * t * h * b
         return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, dp, path))
     sent = (t / tp) * ranks_per_token(top_k, num_e, ep) * (ep - 1) / ep * h * b
+    plan = ctx.moe_comm
+    phase = "dispatch" if rec.op.endswith("dispatch") else "combine"
     if ctx.engine is not None and not path.cross_node:
         # the engine's fitted DeepEP kernels: low-latency mode for decode steps, normal mode otherwise
-        mode = "low_latency" if ctx.batch.is_decode else "normal"
-        phase = "dispatch" if rec.op.endswith("dispatch") else "combine"
+        mode = (
+            plan.mode_for(ctx.batch.is_decode)
+            if plan is not None
+            else "low_latency"
+            if ctx.batch.is_decode
+            else "normal"
+        )
         got = engine_cost.a2a_s(ctx.device, ctx.engine, mode, phase, sent)
         if got is not None:
             return OpWork(flops=0.0, bytes=sent, unit="comm", comm_s=got)
+    if plan is not None and plan.deepep:
+        return deepep_work(ctx, path, phase, t / tp, h, b, top_k, num_e, ep)
     return OpWork(flops=0.0, bytes=sent, unit="comm", comm_s=comm.all_to_all_s(sent, path))
+
+
+def deepep_work(
+    ctx: CostContext, path: Path, phase: str, tokens: float, h: int, act_bytes: float, top_k: int, num_e: int, ep: int
+) -> OpWork:
+    """One DeepEP dispatch or combine of ``tokens`` per rank (:mod:`simcast.cost.comm.deepep`): the EP group's
+    ranks per node and link rates from its path (a group spanning nodes: its hierarchy; else one node)."""
+    assert ctx.moe_comm is not None
+    hier = path.hierarchy
+    if hier is not None:
+        g, intra, inter = hier.ranks_per_node, hier.intra.bw_bytes_per_s, hier.inter.bw_bytes_per_s
+    elif path.cross_node:  # uneven spread over nodes: one rank per node, every hop over the fabric
+        g, intra, inter = 1, path.bw_bytes_per_s, path.bw_bytes_per_s
+    else:
+        g, intra, inter = ep, path.bw_bytes_per_s, path.bw_bytes_per_s
+    call = deepep.DeepEPCall(
+        mode=ctx.moe_comm.mode_for(ctx.batch.is_decode),
+        phase=phase,
+        tokens=tokens,
+        hidden=int(h),
+        top_k=int(top_k),
+        num_experts=int(num_e),
+        ep=int(ep),
+        ranks_per_node=g,
+        intra_bw_bytes_per_s=intra,
+        inter_bw_bytes_per_s=inter,
+        fp8_dispatch=ctx.fp8_dispatch,
+        act_bytes=act_bytes,
+        expert_groups=ctx.routing_groups[0],
+        topk_groups=ctx.routing_groups[1],
+    )
+    tr = deepep.traffic_of(call)
+    return OpWork(flops=0.0, bytes=tr.rdma_bytes + tr.nvlink_bytes, unit="comm", comm_s=deepep.deepep_s(call))
 
 
 def moe_topk(rec: OpRecord, ctx: CostContext) -> OpWork:

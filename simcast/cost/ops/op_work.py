@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from simcast.core.device import DeviceSpec
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.layout import Path
+from simcast.core.moe_comm import MoECommPlan
 from simcast.core.specs import Batch
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
@@ -28,6 +29,9 @@ class CostContext:
     kv_bytes: float = 0.0  # bytes per KV-cache element (--kv-cache-dtype); 0: the traced cache tensor's dtype
     captured: bool = True  # the step replays a captured CUDA graph (engines.cuda_graphs); False: host floors apply
     decode_query_len: int = 1  # rows of up to this many query tokens run as decode rows (speculative verify: k + 1)
+    moe_comm: MoECommPlan | None = None  # what the engine runs for the MoE all-to-all (None: its default path)
+    routing_groups: tuple[int, int] = (1, 1)  # node-limited routing (n_group, topk_group); (1, 1): none
+    fp8_dispatch: bool = False  # the experts run FP8, so DeepEP dispatches FP8 (combine stays BF16)
 
     def cache_bytes(self, cache: TensorArg) -> float:
         """Bytes per element of the KV cache ``cache`` as stored (an fp8 cache halves a bf16 one)."""

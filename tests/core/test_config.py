@@ -58,6 +58,8 @@ def test_all_required_models_ship_and_load():
         ("Qwen/Qwen3-32B", 32.8),
         ("Qwen/Qwen2.5-72B", 72.7),
         ("mistralai/Mistral-7B-v0.3", 7.25),
+        # the hub's safetensors parameter count (the README rounds it to "1T total / 32B active")
+        ("moonshotai/Kimi-K2-Instruct", 1026.5),
     ],
 )
 def test_parameter_counts_match_published(name, params_b):

@@ -6,8 +6,11 @@ The ``quantization_config`` block is read by :mod:`simcast.inputs.quant_config`.
 keyword arguments of one architecture family; every problem is one
 :class:`~simcast.core.errors.SimcastInputError` line naming the key.
 Key names follow the hub configs of Mixtral (``MixtralForCausalLM``), Qwen3-MoE
-(``Qwen3MoeForCausalLM``), DeepSeek-V3 (``DeepseekV3ForCausalLM``) and gpt-oss
-(``GptOssForCausalLM``).
+(``Qwen3MoeForCausalLM``), DeepSeek-V3 (``DeepseekV3ForCausalLM``), gpt-oss
+(``GptOssForCausalLM``), GLM-4.5/4.6 (``Glm4MoeForCausalLM``) and MiniMax-M2 (``MiniMaxM2ForCausalLM``).
+
+Partial RoPE (GLM's ``partial_rotary_factor`` 0.5, MiniMax-M2's ``rotary_dim`` 64) is costed as a rope over
+the full head (an elementwise op; the over-count is a fraction of a per-cent of a step).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ MOE_ARCHITECTURES = {
     "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV3ForCausalLM": "deepseek_v3",
     "GptOssForCausalLM": "gpt_oss",
+    "Glm4MoeForCausalLM": "glm4_moe",
+    "MiniMaxM2ForCausalLM": "minimax_m2",
 }
 
 
@@ -131,11 +136,63 @@ def _gpt_oss(cfg: dict) -> dict:
     }
 
 
+def _glm4_moe(cfg: dict) -> dict:
+    """GLM-4.5/4.6 (transformers ``Glm4MoeConfig``): DeepSeek-style MoE (first ``first_k_dense_replace`` layers
+    dense, routed + shared experts, sigmoid routing with a correction bias) on GQA attention with q/k/v bias and
+    optional per-head QK-norm (``use_qk_norm``); ``num_nextn_predict_layers`` MTP layers."""
+    shared = _int(cfg, "n_shared_experts", 0, minimum=0, maximum=MAX_EXPERTS)
+    return {
+        "qk_norm": bool(cfg.get("use_qk_norm", False)),
+        "moe": MoESpec(
+            num_experts=_int(cfg, "n_routed_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "moe_intermediate_size"),
+            num_shared_experts=shared,
+            shared_intermediate=_int(cfg, "moe_intermediate_size") if shared else 0,
+            first_k_dense=_int(cfg, "first_k_dense_replace", 0, minimum=0),
+            router_bias=True,  # e_score_correction_bias (Glm4MoeTopkRouter)
+        ),
+        "num_mtp_layers": _int(cfg, "num_nextn_predict_layers", 0, minimum=0),
+    }
+
+
+def _minimax_m2(cfg: dict) -> dict:
+    """MiniMax-M2 (``MiniMaxM2Config``): every layer full GQA attention (``attn_type_list`` all 1) and MoE
+    (``num_local_experts`` of width ``intermediate_size``, sigmoid routing with bias, no shared expert).
+    Its ``qk_norm_type`` ``per_layer`` RMSNorm spans all heads of q and of k (same bytes as a per-head norm;
+    the norm weights are counted per head width). MTP: ``num_mtp_modules`` when ``use_mtp``."""
+    types = cfg.get("attn_type_list") or []
+    require(
+        isinstance(types, list) and all(t == 1 for t in types),
+        "config.json:attn_type_list",
+        types,
+        "only full attention (every entry 1) is modelled",
+    )
+    require(
+        not cfg.get("shared_intermediate_size"),
+        "config.json:shared_intermediate_size",
+        cfg.get("shared_intermediate_size"),
+        "shared experts are not modelled for MiniMax-M2 (allowed: 0)",
+    )
+    return {
+        "qk_norm": bool(cfg.get("use_qk_norm", False)),
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "intermediate_size"),
+            router_bias=bool(cfg.get("use_routing_bias", False)),
+        ),
+        "num_mtp_layers": _int(cfg, "num_mtp_modules", 0, minimum=0) if cfg.get("use_mtp") else 0,
+    }
+
+
 _FAMILIES: dict[str, Callable[[dict], dict]] = {
     "mixtral": _mixtral,
     "qwen3_moe": _qwen3_moe,
     "deepseek_v3": _deepseek_v3,
     "gpt_oss": _gpt_oss,
+    "glm4_moe": _glm4_moe,
+    "minimax_m2": _minimax_m2,
 }
 
 

@@ -32,6 +32,7 @@ class Topic(enum.Enum):
     MOE = "moe"
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
+    CHUNKED_ATTENTION = "chunked attention"
     WEIGHT_FORMAT = "weight format"
     KV_DTYPE = "kv dtype"
     FP8 = "fp8"
@@ -192,6 +193,15 @@ class SlidingWindow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ChunkedAttention:
+    """Llama-4's chunked local attention: ``chunked_layers`` of ``num_layers`` see only their own chunk."""
+
+    chunk_tokens: int
+    chunked_layers: int
+    num_layers: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightFormat:
     """Each layer role's weight format from a config's ``quantization_config``."""
 
@@ -305,6 +315,7 @@ FACTS: dict[Topic, type] = {
     Topic.MOE: MoeRouting,
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
+    Topic.CHUNKED_ATTENTION: ChunkedAttention,
     Topic.WEIGHT_FORMAT: WeightFormat,
     Topic.KV_DTYPE: KvCacheDtype,
     Topic.FP8: Fp8,

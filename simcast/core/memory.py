@@ -30,7 +30,7 @@ def stage_weight_bytes(
     else:
         w = info.num_layers * layer_weight_bytes(model, sd)
     if mods.embedding_weights:
-        w += emb
+        w += emb + model.encoder_params * model.dtype_bytes // sd.tp
     if mods.final_norm:
         w += model.hidden_size * model.dtype_bytes
     if mods.lm_head and not model.tie_word_embeddings:

@@ -33,6 +33,8 @@ class MoESpec:
     ``ModelSpec.intermediate_size`` instead (DeepSeek ``first_k_dense_replace``).
     ``expert_bias``: gate_up and down carry biases (gpt-oss); ``router_bias``: the
     router has a per-expert bias (gpt-oss; DeepSeek's ``e_score_correction_bias``).
+    ``layer_step``: every ``layer_step``-th layer is MoE (layer ``i`` when ``(i + 1) % layer_step == 0``),
+    the others dense (Llama-4's ``interleave_moe_layer_step``; vLLM ``llama4.py`` and HF use this rule).
     """
 
     num_experts: int
@@ -43,6 +45,7 @@ class MoESpec:
     first_k_dense: int = 0
     expert_bias: bool = False
     router_bias: bool = False
+    layer_step: int = 1
 
     def __post_init__(self) -> None:
         for f in ("num_experts", "top_k", "expert_intermediate"):
@@ -62,6 +65,7 @@ class MoESpec:
             "must be > 0 when there are shared experts",
         )
         require(self.first_k_dense >= 0, "model.moe.first_k_dense", self.first_k_dense, "must be >= 0")
+        require(self.layer_step >= 1, "model.moe.layer_step", self.layer_step, "must be >= 1")
 
     def is_moe_layer(self, layer: int) -> bool:
-        return layer >= self.first_k_dense
+        return layer >= self.first_k_dense and (layer + 1) % self.layer_step == 0

@@ -106,10 +106,10 @@ def mtp_params(model: ModelSpec) -> int:
 
 
 def total_params(model: ModelSpec, include_mtp: bool = False) -> int:
-    """All parameters (every expert), embedding counted once when tied."""
+    """All parameters (every expert, a multimodal checkpoint's vision encoder), embedding counted once when tied."""
     emb, head = _edges(model)
     body = sum(layer_params(model, i).total for i in range(model.num_layers))
-    return emb + head + body + (mtp_params(model) if include_mtp else 0)
+    return emb + head + body + model.encoder_params + (mtp_params(model) if include_mtp else 0)
 
 
 def active_params(model: ModelSpec, include_embedding: bool = False) -> int:

@@ -31,6 +31,7 @@ MOE_ARCHITECTURES = {
     "GptOssForCausalLM": "gpt_oss",
     "Glm4MoeForCausalLM": "glm4_moe",
     "MiniMaxM2ForCausalLM": "minimax_m2",
+    "Llama4ForConditionalGeneration": "llama4",
 }
 
 
@@ -136,6 +137,74 @@ def _gpt_oss(cfg: dict) -> dict:
     }
 
 
+def text_config(cfg: dict) -> dict:
+    """The language model's keys of a multimodal config (Llama-4's ``text_config``; the vision tower is not
+    modelled), with the top-level ``architectures``, ``torch_dtype`` and ``quantization_config``; else ``cfg``."""
+    text = cfg.get("text_config")
+    if not isinstance(text, dict):
+        return cfg
+    top = {k: cfg[k] for k in ("architectures", "torch_dtype", "quantization_config") if cfg.get(k) is not None}
+    return {**text, **top, "_encoder_params": vision_params(cfg)}
+
+
+def vision_params(cfg: dict) -> int:
+    """Parameters of Llama-4's vision tower and projector from ``vision_config`` (transformers
+    ``modeling_llama4.py``): patch linear ``c·p²·h``; class and ``(image/p)² + 1`` position embeddings; pre/post
+    LayerNorms; per layer q/k/v/o with biases, a GELU MLP ``h -> i -> h`` with biases and two LayerNorms; the
+    pixel-shuffle MLP ``i -> projector_input_dim -> projector_output_dim`` and the ``vision_output_dim -> text
+    hidden`` projector (no biases). 0 without a ``vision_config``."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0
+    h, i, p = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "patch_size")
+    side = _int(v, "image_size") // p
+    layer = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h
+    stem = _int(v, "num_channels") * p * p * h + h + (side * side + 1) * h + 4 * h
+    shuffle = i * _int(v, "projector_input_dim") + _int(v, "projector_input_dim") * _int(v, "projector_output_dim")
+    projector = _int(v, "vision_output_dim") * _int(cfg.get("text_config") or {}, "hidden_size")
+    return _int(v, "num_hidden_layers") * layer + stem + shuffle + projector
+
+
+def _llama4(cfg: dict) -> dict:
+    """Llama-4 text model (transformers ``Llama4TextConfig``, vLLM ``llama4.py``).
+
+    MoE every ``interleave_moe_layer_step``-th layer (``num_local_experts`` of width ``intermediate_size``,
+    top-``num_experts_per_tok``, plus one shared expert of the same width); dense layers of width
+    ``intermediate_size_mlp``. Attention: ``no_rope_layers`` (empty -> HF's default: every
+    ``no_rope_layer_interval``-th layer, default 4, is NoPE) mark NoPE layers, which attend globally; the
+    RoPE layers use chunked local attention of ``attention_chunk_size`` tokens. The weightless L2 QK-norm of
+    ``use_qk_norm`` is not costed (an elementwise op on q and k).
+    """
+    n = _int(cfg, "num_hidden_layers")
+    chunk = cfg.get("attention_chunk_size")
+    nope = cfg.get("no_rope_layers") or []
+    interval = _int(cfg, "no_rope_layer_interval", 4)
+    if not nope:
+        nope = [int((i + 1) % interval != 0) for i in range(n)]  # 1 = uses RoPE (HF's convention)
+    require(
+        isinstance(nope, list) and len(nope) == n and all(v in (0, 1) for v in nope),
+        "config.json:no_rope_layers",
+        nope,
+        f"must be {n} entries of 0 or 1",
+    )
+    types = tuple("chunked_attention" if (chunk and r) else "full_attention" for r in nope)
+    width = _int(cfg, "intermediate_size")
+    return {
+        "intermediate_size": _int(cfg, "intermediate_size_mlp", width),
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_local_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=width,
+            num_shared_experts=1,
+            shared_intermediate=width,
+            layer_step=_int(cfg, "interleave_moe_layer_step", 1),
+        ),
+        "layer_types": types if "chunked_attention" in types else (),
+        "attention_chunk_size": _int(cfg, "attention_chunk_size", maximum=MAX_TOKENS) if chunk else 0,
+        "encoder_params": cfg.get("_encoder_params", 0),
+    }
+
+
 def _glm4_moe(cfg: dict) -> dict:
     """GLM-4.5/4.6 (transformers ``Glm4MoeConfig``): DeepSeek-style MoE (first ``first_k_dense_replace`` layers
     dense, routed + shared experts, sigmoid routing with a correction bias) on GQA attention with q/k/v bias and
@@ -193,6 +262,7 @@ _FAMILIES: dict[str, Callable[[dict], dict]] = {
     "gpt_oss": _gpt_oss,
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
+    "llama4": _llama4,
 }
 
 

@@ -154,6 +154,14 @@ def _sliding_window(f: A.SlidingWindow) -> str:
     )
 
 
+def _chunked_attention(f: A.ChunkedAttention) -> str:
+    return (
+        f"chunked local attention on {f.chunked_layers} of {f.num_layers} layers: a query sees its own "
+        f"{f.chunk_tokens}-token chunk (vLLM's virtual batches); their KV cache charged at most one chunk "
+        "per request (vLLM frees earlier chunks' blocks, SGLang keeps them in its SWA pool's window)"
+    )
+
+
 def _weight_format(f: A.WeightFormat) -> str:
     return (
         f"weights from {f.source} ({f.method}): "
@@ -315,6 +323,7 @@ FORMATTERS: dict[Topic, Callable[[Any], str]] = {
     Topic.MOE: _moe,
     Topic.MLA: _mla,
     Topic.SLIDING_WINDOW: _sliding_window,
+    Topic.CHUNKED_ATTENTION: _chunked_attention,
     Topic.WEIGHT_FORMAT: _weight_format,
     Topic.KV_DTYPE: _kv_dtype,
     Topic.FP8: _fp8,

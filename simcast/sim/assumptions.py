@@ -90,8 +90,15 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
         out.append(_rec(Topic.MOE, routing))
     if m.mla is not None:
         out.append(_rec(Topic.MLA, A.Mla(cache_width_elements=m.mla.cache_width)))
-    if m.layer_types:
+    if m.layer_types and m.sliding_window:
         out.append(_rec(Topic.SLIDING_WINDOW, A.SlidingWindow(window_tokens=m.sliding_window), approximation=True))
+    if m.layer_types and m.attention_chunk_size:
+        chunked = A.ChunkedAttention(
+            chunk_tokens=m.attention_chunk_size,
+            chunked_layers=sum(m.is_chunked(i) for i in range(m.num_layers)),
+            num_layers=m.num_layers,
+        )
+        out.append(_rec(Topic.CHUNKED_ATTENTION, chunked, approximation=True))
     wf = weight_format(m)
     if wf is not None:
         out.append(_rec(Topic.WEIGHT_FORMAT, wf))

@@ -77,8 +77,10 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
 
 
 def layer_kind(model: ModelSpec, layer: int) -> str:
-    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer."""
-    return ("moe" if model.is_moe_layer(layer) else "dense") + ("+sliding" if model.is_sliding(layer) else "")
+    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer,
+    ``+chunked`` for a chunked-local-attention layer."""
+    attn = "+sliding" if model.is_sliding(layer) else "+chunked" if model.is_chunked(layer) else ""
+    return ("moe" if model.is_moe_layer(layer) else "dense") + attn
 
 
 def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -154,6 +156,7 @@ def stage_key(
         traced_layers=len(kinds),
         layer_kinds=kinds,
         sliding_window=model.sliding_window,
+        attention_chunk_size=model.attention_chunk_size,
         o_proj_bias=model.o_proj_bias,
         **extra,
     )

@@ -65,6 +65,7 @@ KNOWN_OPS = frozenset(
             "mla_cache_write",
             "mla_attention",
             "attention_sliding",
+            "attention_chunked",
         )
     }
 )

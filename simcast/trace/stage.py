@@ -32,6 +32,7 @@ class DecoderLayer(nn.Module):
         dt, d = _TORCH_DTYPE[k.dtype], k.head_dim
         self.k, self.starts_residual = k, starts_residual
         self.sliding = "+sliding" in kind
+        self.chunked = "+chunked" in kind
         self.q_size, self.kv_size = k.q_heads * d, k.kv_heads * d
         mk: dict[str, Any] = {"device": "meta", "dtype": dt}
         fmt = k.dense_format
@@ -80,6 +81,10 @@ class DecoderLayer(nn.Module):
         if self.sliding:
             attn = ops.attention_sliding(
                 q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.sliding_window
+            )
+        elif self.chunked:
+            attn = ops.attention_chunked(
+                q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.attention_chunk_size
             )
         else:
             attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))

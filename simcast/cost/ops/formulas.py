@@ -32,6 +32,7 @@ OP_FORMULAS: dict[str, Formula] = {
     # attention over the paged KV cache
     "simcast::attention": attention_ops.attention,
     "simcast::attention_sliding": attention_ops.attention_sliding,
+    "simcast::attention_chunked": attention_ops.attention_chunked,
     # mixture of experts (simcast.trace.moe)
     "simcast::moe_topk": moe.moe_topk,
     "simcast::moe_dispatch": moe.dispatch_combine,

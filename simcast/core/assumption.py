@@ -33,6 +33,7 @@ class Topic(enum.Enum):
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
     CHUNKED_ATTENTION = "chunked attention"
+    LINEAR_ATTENTION = "linear attention"
     WEIGHT_FORMAT = "weight format"
     KV_DTYPE = "kv dtype"
     FP8 = "fp8"
@@ -202,6 +203,16 @@ class ChunkedAttention:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinearAttention:
+    """Gated DeltaNet layers: ``linear_layers`` of ``num_layers``, each request's constant state on one rank."""
+
+    linear_layers: int
+    num_layers: int
+    state_bytes_per_request: int
+    state_elem_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightFormat:
     """Each layer role's weight format from a config's ``quantization_config``."""
 
@@ -316,6 +327,7 @@ FACTS: dict[Topic, type] = {
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
     Topic.CHUNKED_ATTENTION: ChunkedAttention,
+    Topic.LINEAR_ATTENTION: LinearAttention,
     Topic.WEIGHT_FORMAT: WeightFormat,
     Topic.KV_DTYPE: KvCacheDtype,
     Topic.FP8: Fp8,

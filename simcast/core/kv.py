@@ -44,4 +44,19 @@ def sliding_tokens(model: ModelSpec, layer: int, tokens_per_request: float) -> f
         return min(tokens_per_request, model.sliding_window)
     if model.is_chunked(layer):
         return min(tokens_per_request, model.attention_chunk_size)
+    if model.is_linear(layer):
+        return 0.0  # a constant state instead: linear_state_bytes
     return tokens_per_request
+
+
+def linear_state_bytes(model: ModelSpec, layer: int, tp: int) -> int:
+    """Bytes one request holds in ``layer`` on one TP rank whatever its length: a linear-attention layer's
+    conv window and recurrent state (:mod:`simcast.core.linear_attention`); 0 for an attention layer.
+
+    vLLM: a ``MambaSpec`` group, one state slot per request (``vllm/v1/core/single_type_kv_cache_manager.py``
+    ``MambaManager``), its page sized to the attention groups' page; SGLang: ``HybridReqToTokenPool`` with a
+    ``MambaPool`` of ``max_mamba_cache_size`` slots (``python/sglang/srt/mem_cache/memory_pool.py``). Both free
+    a slot when its request finishes, so admission counts one state per running request."""
+    if model.linear is None or not model.is_linear(layer):
+        return 0
+    return model.linear.state_bytes(tp, model.dtype_bytes)

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import require
+from simcast.core.linear_attention import LinearAttentionSpec
 from simcast.core.mla import MLASpec
 from simcast.core.moe import MoESpec
 from simcast.core.quant import QuantSpec
 
-LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,8 +25,10 @@ class ModelSpec:
     ``intermediate_size`` is the dense MLP width (DeepSeek's first dense layers); MoE
     layers use ``moe``. ``layer_types``: per layer ``"full_attention"``,
     ``"sliding_attention"`` (window ``sliding_window`` tokens) or ``"chunked_attention"`` (Llama-4's
-    chunked local attention: a query sees only the keys of its own ``attention_chunk_size``-token chunk);
-    empty = all full.
+    chunked local attention: a query sees only the keys of its own ``attention_chunk_size``-token chunk) or
+    ``"linear_attention"`` (Qwen3-Next's Gated DeltaNet, shaped by ``linear``: a constant state, no KV);
+    empty = all full. ``attn_output_gate``: the full-attention q_proj also yields a per-head sigmoid gate on
+    the attention output (Qwen3-Next).
     ``attention_sinks``: one learned sink logit per head (gpt-oss). ``o_proj_bias``:
     o_proj has a bias (gpt-oss). ``num_mtp_layers``: DeepSeek's multi-token-prediction
     modules (weights counted in the checkpoint total, not run by default). ``encoder_params``: a multimodal
@@ -54,6 +57,8 @@ class ModelSpec:
     layer_types: tuple[str, ...] = ()
     sliding_window: int = 0
     attention_chunk_size: int = 0
+    linear: LinearAttentionSpec | None = None
+    attn_output_gate: bool = False
     attention_sinks: bool = False
     o_proj_bias: bool = False
     num_mtp_layers: int = 0
@@ -93,6 +98,12 @@ class ModelSpec:
             "must be > 0 when a layer uses sliding_attention",
         )
         require(
+            "linear_attention" not in self.layer_types or self.linear is not None,
+            "model.linear",
+            self.linear,
+            "is required when a layer uses linear_attention",
+        )
+        require(
             "chunked_attention" not in self.layer_types or self.attention_chunk_size > 0,
             "model.attention_chunk_size",
             self.attention_chunk_size,
@@ -104,6 +115,9 @@ class ModelSpec:
 
     def is_chunked(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "chunked_attention"
+
+    def is_linear(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "linear_attention"
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and self.moe.is_moe_layer(layer)

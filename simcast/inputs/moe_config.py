@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simcast.core.errors import require
+from simcast.core.linear_attention import LinearAttentionSpec
 from simcast.core.mla import MLASpec
 from simcast.core.moe import MoESpec
 from simcast.inputs.limits import MAX_EXPERTS, MAX_HIDDEN, MAX_TOKENS
@@ -32,6 +33,7 @@ MOE_ARCHITECTURES = {
     "Glm4MoeForCausalLM": "glm4_moe",
     "MiniMaxM2ForCausalLM": "minimax_m2",
     "Llama4ForConditionalGeneration": "llama4",
+    "Qwen3NextForCausalLM": "qwen3_next",
 }
 
 
@@ -205,6 +207,39 @@ def _llama4(cfg: dict) -> dict:
     }
 
 
+def _qwen3_next(cfg: dict) -> dict:
+    """Qwen3-Next (transformers ``Qwen3NextConfig``): every ``full_attention_interval``-th layer is gated full
+    attention (q_proj also yields a sigmoid output gate; per-head QK-norm), the others Gated DeltaNet linear
+    attention; every layer MoE with one sigmoid-gated shared expert (its 1-wide gate is not counted)."""
+    require(
+        cfg.get("decoder_sparse_step", 1) == 1 and not cfg.get("mlp_only_layers"),
+        "config.json:decoder_sparse_step",
+        cfg.get("decoder_sparse_step"),
+        "only every layer sparse (decoder_sparse_step 1, mlp_only_layers []) is supported",
+    )
+    n, every = _int(cfg, "num_hidden_layers"), _int(cfg, "full_attention_interval", 4)
+    shared = _int(cfg, "shared_expert_intermediate_size", 0, minimum=0)
+    return {
+        "qk_norm": True,
+        "attn_output_gate": True,
+        "layer_types": tuple("full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)),
+        "linear": LinearAttentionSpec(
+            num_k_heads=_int(cfg, "linear_num_key_heads"),
+            num_v_heads=_int(cfg, "linear_num_value_heads"),
+            k_head_dim=_int(cfg, "linear_key_head_dim"),
+            v_head_dim=_int(cfg, "linear_value_head_dim"),
+            conv_kernel=_int(cfg, "linear_conv_kernel_dim"),
+        ),
+        "moe": MoESpec(
+            num_experts=_int(cfg, "num_experts", maximum=MAX_EXPERTS),
+            top_k=_int(cfg, "num_experts_per_tok", maximum=MAX_EXPERTS),
+            expert_intermediate=_int(cfg, "moe_intermediate_size"),
+            num_shared_experts=1 if shared else 0,
+            shared_intermediate=shared,
+        ),
+    }
+
+
 def _glm4_moe(cfg: dict) -> dict:
     """GLM-4.5/4.6 (transformers ``Glm4MoeConfig``): DeepSeek-style MoE (first ``first_k_dense_replace`` layers
     dense, routed + shared experts, sigmoid routing with a correction bias) on GQA attention with q/k/v bias and
@@ -263,6 +298,7 @@ _FAMILIES: dict[str, Callable[[dict], dict]] = {
     "glm4_moe": _glm4_moe,
     "minimax_m2": _minimax_m2,
     "llama4": _llama4,
+    "qwen3_next": _qwen3_next,
 }
 
 

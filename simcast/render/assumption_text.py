@@ -162,6 +162,15 @@ def _chunked_attention(f: A.ChunkedAttention) -> str:
     )
 
 
+def _linear_attention(f: A.LinearAttention) -> str:
+    return (
+        f"linear attention (Gated DeltaNet) on {f.linear_layers} of {f.num_layers} layers: no KV cache, a constant "
+        f"state of {f.state_bytes_per_request / 2**20:.2f} MiB per request per rank (recurrent state at "
+        f"{f.state_elem_bytes} B/elem, SGLang's default; vLLM 'auto' stores the model dtype); decode cost "
+        "independent of context, prefill by fla's 64-token chunked kernel"
+    )
+
+
 def _weight_format(f: A.WeightFormat) -> str:
     return (
         f"weights from {f.source} ({f.method}): "
@@ -324,6 +333,7 @@ FORMATTERS: dict[Topic, Callable[[Any], str]] = {
     Topic.MLA: _mla,
     Topic.SLIDING_WINDOW: _sliding_window,
     Topic.CHUNKED_ATTENTION: _chunked_attention,
+    Topic.LINEAR_ATTENTION: _linear_attention,
     Topic.WEIGHT_FORMAT: _weight_format,
     Topic.KV_DTYPE: _kv_dtype,
     Topic.FP8: _fp8,

@@ -78,8 +78,16 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
 
 def layer_kind(model: ModelSpec, layer: int) -> str:
     """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer,
-    ``+chunked`` for a chunked-local-attention layer."""
-    attn = "+sliding" if model.is_sliding(layer) else "+chunked" if model.is_chunked(layer) else ""
+    ``+chunked`` for a chunked-local-attention layer, ``+linear`` for a linear-attention (Gated DeltaNet) one."""
+    attn = (
+        "+sliding"
+        if model.is_sliding(layer)
+        else "+chunked"
+        if model.is_chunked(layer)
+        else "+linear"
+        if model.is_linear(layer)
+        else ""
+    )
     return ("moe" if model.is_moe_layer(layer) else "dense") + attn
 
 
@@ -122,6 +130,17 @@ def stage_key(
             moe_comm=moe_comm_mode(p),
             router_bias=m.router_bias,
         )
+    if model.linear is not None:
+        la = model.linear
+        extra.update(
+            linear_k_heads=la.num_k_heads // sd.tp,
+            linear_v_heads=la.num_v_heads // sd.tp,
+            linear_k_dim=la.k_head_dim,
+            linear_v_dim=la.v_head_dim,
+            linear_conv_kernel=la.conv_kernel,
+        )
+    if model.attn_output_gate:
+        extra.update(attn_output_gate=True)
     if model.quant is not None:
         q = model.quant
         extra.update(

@@ -132,6 +132,12 @@ def stage_key(
         )
     if model.linear is not None:
         la = model.linear
+        require(
+            la.num_k_heads % sd.tp == 0,
+            "tp_size",
+            sd.tp,
+            f"must divide the linear-attention key heads ({la.num_k_heads}) of {model.name}",
+        )
         extra.update(
             linear_k_heads=la.num_k_heads // sd.tp,
             linear_v_heads=la.num_v_heads // sd.tp,

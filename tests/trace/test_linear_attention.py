@@ -55,3 +55,12 @@ def test_decode_cost_of_linear_layers_is_independent_of_context():
     assert gdn.flops == long["simcast::gated_delta_rule"].flops == pytest.approx(2 * 8 * 7 * 128 * 128)
     assert gdn.bytes == long["simcast::gated_delta_rule"].bytes
     assert long["simcast::attention"].flops > 60 * short["simcast::attention"].flops
+
+
+@pytest.mark.slow  # traces Qwen3-Next (~10 s)
+def test_prefill_gated_delta_rule_by_hand():
+    """A 128-token prefill: per token and value head 6·dk·dv + 64·(6·dk + 4·dv) FLOPs (fla's 64-token chunks)."""
+    m = load_model(NEXT)
+    spec = SimSpec(model=m, device=load_device("h100_sxm"), parallel=ParallelSpec(tp=4), batch=Batch.prefill(1, 128))
+    gdn = next(o for o in simulate(spec).stages[0].ops if o.op == "simcast::gated_delta_rule")
+    assert gdn.flops == pytest.approx(8 * 128 * (6 * 128 * 128 + 64 * (6 * 128 + 4 * 128)))

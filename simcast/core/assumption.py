@@ -33,6 +33,8 @@ class Topic(enum.Enum):
     MOE_COMM = "moe comm"
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
+    CHUNKED_ATTENTION = "chunked attention"
+    LINEAR_ATTENTION = "linear attention"
     WEIGHT_FORMAT = "weight format"
     KV_DTYPE = "kv dtype"
     FP8 = "fp8"
@@ -218,6 +220,25 @@ class SlidingWindow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ChunkedAttention:
+    """Llama-4's chunked local attention: ``chunked_layers`` of ``num_layers`` see only their own chunk."""
+
+    chunk_tokens: int
+    chunked_layers: int
+    num_layers: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearAttention:
+    """Gated DeltaNet layers: ``linear_layers`` of ``num_layers``, each request's constant state on one rank."""
+
+    linear_layers: int
+    num_layers: int
+    state_bytes_per_request: int
+    state_elem_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightFormat:
     """Each layer role's weight format from a config's ``quantization_config``."""
 
@@ -332,6 +353,8 @@ FACTS: dict[Topic, type] = {
     Topic.MOE_COMM: MoeComm,
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
+    Topic.CHUNKED_ATTENTION: ChunkedAttention,
+    Topic.LINEAR_ATTENTION: LinearAttention,
     Topic.WEIGHT_FORMAT: WeightFormat,
     Topic.KV_DTYPE: KvCacheDtype,
     Topic.FP8: Fp8,

@@ -5,7 +5,7 @@ Shapes are the TP-sharded ones of :mod:`simcast.core.shards`.
 
 from __future__ import annotations
 
-from simcast.core.kv import kv_elements_per_token_layer, sliding_tokens
+from simcast.core.kv import kv_elements_per_token_layer, linear_state_bytes, sliding_tokens
 from simcast.core.model_spec import ModelSpec
 from simcast.core.plan import PipelineStageInfo, StageModuleSpec
 from simcast.core.shards import ShardedDims
@@ -30,7 +30,7 @@ def stage_weight_bytes(
     else:
         w = info.num_layers * layer_weight_bytes(model, sd)
     if mods.embedding_weights:
-        w += emb
+        w += emb + model.encoder_params * model.dtype_bytes // sd.tp
     if mods.final_norm:
         w += model.hidden_size * model.dtype_bytes
     if mods.lm_head and not model.tie_word_embeddings:
@@ -52,7 +52,9 @@ def stage_kv_cache_bytes(
         return batch.kv_tokens * kv_bytes_per_token(model, sd, info.num_layers, kv_bytes)
     per = kv_bytes_per_token(model, sd, 1, kv_bytes)
     groups = [(q + c, n) for q, c, n in zip(batch.query_lens, batch.context_lens, batch.counts)]
-    return int(per * sum(n * sliding_tokens(model, i, t) for i in info.active_layer_indices for t, n in groups))
+    state = sum(linear_state_bytes(model, i, sd.tp) for i in info.active_layer_indices) * sum(batch.counts)
+    kept = sum(n * sliding_tokens(model, i, t) for i in info.active_layer_indices for t, n in groups)
+    return int(per * kept) + state
 
 
 def stage_kv_bytes_for(
@@ -63,9 +65,14 @@ def stage_kv_bytes_for(
     tokens_per_request: int,
     kv_bytes: int = 0,
 ) -> int:
-    """KV of ``requests`` requests of ``tokens_per_request`` tokens each on this stage (serving memory)."""
+    """KV of ``requests`` requests of ``tokens_per_request`` tokens each on this stage (serving memory); a
+    linear-attention layer adds its constant state per request."""
     per = kv_bytes_per_token(model, sd, 1, kv_bytes)
-    return int(per * requests * sum(sliding_tokens(model, i, tokens_per_request) for i in info.active_layer_indices))
+    state = requests * sum(linear_state_bytes(model, i, sd.tp) for i in info.active_layer_indices)
+    return (
+        int(per * requests * sum(sliding_tokens(model, i, tokens_per_request) for i in info.active_layer_indices))
+        + state
+    )
 
 
 def stage_activation_bytes(model: ModelSpec, sd: ShardedDims, mods: StageModuleSpec, micro: Batch) -> int:

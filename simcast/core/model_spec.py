@@ -9,9 +9,12 @@ from dataclasses import dataclass
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import require
+from simcast.core.linear_attention import LinearAttentionSpec
 from simcast.core.mla import MLASpec
 from simcast.core.moe import MoESpec
 from simcast.core.quant import QuantSpec
+
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,11 +23,17 @@ class ModelSpec:
     DeepSeek-V3, gpt-oss).
 
     ``intermediate_size`` is the dense MLP width (DeepSeek's first dense layers); MoE
-    layers use ``moe``. ``layer_types``: per layer ``"full_attention"`` or
-    ``"sliding_attention"`` (window ``sliding_window`` tokens; empty = all full).
+    layers use ``moe``. ``layer_types``: per layer ``"full_attention"``,
+    ``"sliding_attention"`` (window ``sliding_window`` tokens) or ``"chunked_attention"`` (Llama-4's
+    chunked local attention: a query sees only the keys of its own ``attention_chunk_size``-token chunk) or
+    ``"linear_attention"`` (Qwen3-Next's Gated DeltaNet, shaped by ``linear``: a constant state, no KV);
+    empty = all full. ``attn_output_gate``: the full-attention q_proj also yields a per-head sigmoid gate on
+    the attention output (Qwen3-Next).
     ``attention_sinks``: one learned sink logit per head (gpt-oss). ``o_proj_bias``:
     o_proj has a bias (gpt-oss). ``num_mtp_layers``: DeepSeek's multi-token-prediction
-    modules (weights counted in the checkpoint total, not run by default).
+    modules (weights counted in the checkpoint total, not run by default). ``encoder_params``: a multimodal
+    checkpoint's vision tower and projector (Llama-4), held in memory on the first stage (TP-sharded, vLLM's
+    default ``mm_encoder_tp_mode`` "weights") and never run on a text request.
     """
 
     name: str
@@ -47,9 +56,13 @@ class ModelSpec:
     quant: QuantSpec | None = None
     layer_types: tuple[str, ...] = ()
     sliding_window: int = 0
+    attention_chunk_size: int = 0
+    linear: LinearAttentionSpec | None = None
+    attn_output_gate: bool = False
     attention_sinks: bool = False
     o_proj_bias: bool = False
     num_mtp_layers: int = 0
+    encoder_params: int = 0
 
     def __post_init__(self) -> None:
         for f in (
@@ -76,17 +89,35 @@ class ModelSpec:
             len(self.layer_types),
             f"needs one entry per layer ({self.num_layers})",
         )
-        bad = sorted(set(self.layer_types) - {"full_attention", "sliding_attention"})
-        require(not bad, "model.layer_types", bad, "allowed: full_attention, sliding_attention")
+        bad = sorted(set(self.layer_types) - set(LAYER_TYPES))
+        require(not bad, "model.layer_types", bad, f"allowed: {', '.join(LAYER_TYPES)}")
         require(
             "sliding_attention" not in self.layer_types or self.sliding_window > 0,
             "model.sliding_window",
             self.sliding_window,
             "must be > 0 when a layer uses sliding_attention",
         )
+        require(
+            "linear_attention" not in self.layer_types or self.linear is not None,
+            "model.linear",
+            self.linear,
+            "is required when a layer uses linear_attention",
+        )
+        require(
+            "chunked_attention" not in self.layer_types or self.attention_chunk_size > 0,
+            "model.attention_chunk_size",
+            self.attention_chunk_size,
+            "must be > 0 when a layer uses chunked_attention",
+        )
 
     def is_sliding(self, layer: int) -> bool:
         return bool(self.layer_types) and self.layer_types[layer] == "sliding_attention"
+
+    def is_chunked(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "chunked_attention"
+
+    def is_linear(self, layer: int) -> bool:
+        return bool(self.layer_types) and self.layer_types[layer] == "linear_attention"
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and self.moe.is_moe_layer(layer)

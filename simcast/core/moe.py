@@ -36,6 +36,8 @@ class MoESpec:
     ``expert_groups`` / ``topk_groups``: node-limited (group-limited) routing, DeepSeek ``n_group`` /
     ``topk_group``: a token's experts come from at most ``topk_groups`` of ``expert_groups`` contiguous
     groups (1 / 1: no groups).
+    ``layer_step``: every ``layer_step``-th layer is MoE (layer ``i`` when ``(i + 1) % layer_step == 0``),
+    the others dense (Llama-4's ``interleave_moe_layer_step``; vLLM ``llama4.py`` and HF use this rule).
     """
 
     num_experts: int
@@ -48,6 +50,7 @@ class MoESpec:
     router_bias: bool = False
     expert_groups: int = 1
     topk_groups: int = 1
+    layer_step: int = 1
 
     def __post_init__(self) -> None:
         for f in ("num_experts", "top_k", "expert_intermediate"):
@@ -73,6 +76,7 @@ class MoESpec:
             "needs 1 <= topk_group <= n_group",
         )
         require(self.first_k_dense >= 0, "model.moe.first_k_dense", self.first_k_dense, "must be >= 0")
+        require(self.layer_step >= 1, "model.moe.layer_step", self.layer_step, "must be >= 1")
 
     def is_moe_layer(self, layer: int) -> bool:
-        return layer >= self.first_k_dense
+        return layer >= self.first_k_dense and (layer + 1) % self.layer_step == 0

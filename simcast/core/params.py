@@ -38,7 +38,8 @@ class LayerParams:
 
 
 def attention_params(model: ModelSpec) -> int:
-    """Attention parameters of one layer: GQA (q/k/v/o, biases, q/k-norm, sinks) or MLA."""
+    """Attention parameters of one layer: GQA (q/k/v/o, biases, q/k-norm, sinks, output gate) or MLA
+    (a linear-attention layer: :meth:`~simcast.core.linear_attention.LinearAttentionSpec.params`)."""
     h, hq = model.hidden_size, model.num_heads
     if model.mla is not None:
         a = model.mla
@@ -62,13 +63,15 @@ def attention_params(model: ModelSpec) -> int:
         + (h if model.o_proj_bias else 0)
         + (2 * d if model.qk_norm else 0)
         + (hq if model.attention_sinks else 0)
+        + (h * hq * d if model.attn_output_gate else 0)  # q_proj's gate half
     )
 
 
 def layer_params(model: ModelSpec, layer: int) -> LayerParams:
     """Parameters of decoder layer ``layer`` (dense or MoE by the config)."""
     h = model.hidden_size
-    common = dict(attention=attention_params(model), norms=2 * h)
+    attn = model.linear.params(h) if model.linear is not None and model.is_linear(layer) else attention_params(model)
+    common = dict(attention=attn, norms=2 * h)
     moe = model.moe
     if moe is None or not moe.is_moe_layer(layer):
         return LayerParams(
@@ -106,10 +109,10 @@ def mtp_params(model: ModelSpec) -> int:
 
 
 def total_params(model: ModelSpec, include_mtp: bool = False) -> int:
-    """All parameters (every expert), embedding counted once when tied."""
+    """All parameters (every expert, a multimodal checkpoint's vision encoder), embedding counted once when tied."""
     emb, head = _edges(model)
     body = sum(layer_params(model, i).total for i in range(model.num_layers))
-    return emb + head + body + (mtp_params(model) if include_mtp else 0)
+    return emb + head + body + model.encoder_params + (mtp_params(model) if include_mtp else 0)
 
 
 def active_params(model: ModelSpec, include_embedding: bool = False) -> int:

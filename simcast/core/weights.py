@@ -27,16 +27,22 @@ def _fmt_bytes(model: ModelSpec, expert: bool) -> float:
     return q.expert_bytes if expert else q.dense_bytes
 
 
-def attention_rank_params(model: ModelSpec, sd: ShardedDims) -> tuple[int, int]:
-    """(GEMM weights, other params) of one layer's attention on one TP rank."""
+def attention_rank_params(model: ModelSpec, sd: ShardedDims, layer: int = 0) -> tuple[int, int]:
+    """(GEMM weights, other params) of one layer's attention on one TP rank (a linear-attention layer: its
+    projections split ``/ tp``, conv, gates and norm as other params)."""
     h, tp = model.hidden_size, sd.tp
+    if model.linear is not None and model.is_linear(layer):
+        la = model.linear
+        gemm = h * (2 * la.key_dim + 2 * la.value_dim + 2 * la.num_v_heads) // tp + la.value_dim // tp * h
+        other = (la.conv_dim * la.conv_kernel + 2 * la.num_v_heads) // tp + la.v_head_dim
+        return gemm, other
     if model.mla is not None:
         a, hr = model.mla, model.num_heads // tp
         gemm = h * a.q_lora_rank + a.q_lora_rank * hr * a.qk_head_dim if a.q_lora_rank else h * hr * a.qk_head_dim
         gemm += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * hr * (a.qk_nope_head_dim + a.v_head_dim)
         gemm += hr * a.v_head_dim * h
         return gemm, a.q_lora_rank + a.kv_lora_rank
-    gemm = h * sd.qkv_width + sd.q_width * h
+    gemm = h * sd.qkv_width + sd.q_width * h + (h * sd.q_width if model.attn_output_gate else 0)
     other = (
         (sd.qkv_width if sd.attention_bias else 0)
         + (h if model.o_proj_bias else 0)
@@ -61,7 +67,7 @@ def _attention_gemm_bytes(model: ModelSpec, sd: ShardedDims, gemm: int) -> float
 def layer_weight_bytes_at(model: ModelSpec, sd: ShardedDims, par: ParallelSpec, layer: int) -> float:
     """Weights of decoder layer ``layer`` on one rank (bytes)."""
     b = model.dtype_bytes
-    gemm, other = attention_rank_params(model, sd)
+    gemm, other = attention_rank_params(model, sd, layer)
     w = _attention_gemm_bytes(model, sd, gemm) + (other + 2 * model.hidden_size) * b
     h = model.hidden_size
     if not model.is_moe_layer(layer):

@@ -53,6 +53,12 @@ MODEL_ALIASES: dict[str, str] = {
     "deepseek-ai/DeepSeek-V3.1-Terminus": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-R1-0528": "deepseek-ai/DeepSeek-V3",
+    # GLM-4.6 keeps GLM-4.5's architecture (zai-org/GLM-4.5 README @ 170f20b2: 355B / 32B for 4.5, 4.6 and 4.7; one
+    # glm4_moe implementation in transformers, vLLM and SGLang); its config raises the context to 200K only
+    # (max_position_embeddings, which leaves a step's cost unchanged).
+    "zai-org/GLM-4.6": "zai-org/GLM-4.5",
+    # Kimi-K2-Instruct-0905: the same architecture, context raised to 256K (its README "Model Summary").
+    "moonshotai/Kimi-K2-Instruct-0905": "moonshotai/Kimi-K2-Instruct",
 }
 """Instruct/Chat variants served under their own name with the shipped base's config (same shapes)."""
 

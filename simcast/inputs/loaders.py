@@ -40,7 +40,7 @@ from simcast.inputs.limits import (
     MAX_LAYERS,
     MAX_VOCAB,
 )
-from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields
+from simcast.inputs.moe_config import MOE_ARCHITECTURES, architecture_fields, text_config
 from simcast.inputs.profile_schema import PROFILE_SCHEMA
 from simcast.inputs.schema import Int, Num, check
 
@@ -234,7 +234,7 @@ def _check_modelled(cfg: dict, family: str) -> None:
     for key, (ok, allowed) in {**_UNMODELLED, **(_UNMODELLED_DENSE if dense else {})}.items():
         v = cfg.get(key)
         require(v is None or ok(v), f"config.json:{key}", v, allowed)
-    if family in ("gpt_oss", "deepseek_v3"):  # gpt-oss models its sliding layers; DeepSeek-V3 has none
+    if family in ("gpt_oss", "deepseek_v3", "llama4"):  # gpt-oss/Llama-4 model their local layers; V3 has none
         return
     window = cfg.get("sliding_window")
     windowed = window is not None and (family in _WINDOWED_FAMILIES or cfg.get("use_sliding_window") is True)
@@ -265,6 +265,7 @@ def model_from_hf_config(cfg: dict, *, name: str, dtype: str | None = None) -> M
             f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}",
         )
     family = SUPPORTED_ARCHITECTURES[arch]
+    cfg = text_config(cfg)
     _check_modelled(cfg, family)
     hidden = _get(cfg, "hidden_size", int)
     heads = _get(cfg, "num_attention_heads", int)

@@ -14,7 +14,8 @@ def quant_spec(cfg: dict, model_dtype: str) -> QuantSpec | None:
     require(isinstance(q, dict), "config.json:quantization_config", q, "must be an object")
     method = q.get("quant_method")
     if method == "fp8":
-        require(q.get("fmt", "e4m3") == "e4m3", "config.json:quantization_config.fmt", q.get("fmt"), "allowed: e4m3")
+        fmt = q.get("fmt", "e4m3")  # MiniMax-M2 spells it with the torch dtype name
+        require(fmt in ("e4m3", "float8_e4m3fn"), "config.json:quantization_config.fmt", fmt, "allowed: e4m3")
         block = q.get("weight_block_size")
         require(
             isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block),

@@ -183,6 +183,23 @@ def _sliding_window(f: A.SlidingWindow) -> str:
     )
 
 
+def _chunked_attention(f: A.ChunkedAttention) -> str:
+    return (
+        f"chunked local attention on {f.chunked_layers} of {f.num_layers} layers: a query sees its own "
+        f"{f.chunk_tokens}-token chunk (vLLM's virtual batches); their KV cache charged at most one chunk "
+        "per request (vLLM frees earlier chunks' blocks, SGLang keeps them in its SWA pool's window)"
+    )
+
+
+def _linear_attention(f: A.LinearAttention) -> str:
+    return (
+        f"linear attention (Gated DeltaNet) on {f.linear_layers} of {f.num_layers} layers: no KV cache, a constant "
+        f"state of {f.state_bytes_per_request / 2**20:.2f} MiB per request per rank (recurrent state at "
+        f"{f.state_elem_bytes} B/elem, SGLang's default; vLLM 'auto' stores the model dtype); decode cost "
+        "independent of context, prefill by fla's 64-token chunked kernel"
+    )
+
+
 def _weight_format(f: A.WeightFormat) -> str:
     return (
         f"weights from {f.source} ({f.method}): "
@@ -352,6 +369,8 @@ FORMATTERS: dict[Topic, Callable[[Any], str]] = {
     Topic.MOE_COMM: _moe_comm,
     Topic.MLA: _mla,
     Topic.SLIDING_WINDOW: _sliding_window,
+    Topic.CHUNKED_ATTENTION: _chunked_attention,
+    Topic.LINEAR_ATTENTION: _linear_attention,
     Topic.WEIGHT_FORMAT: _weight_format,
     Topic.KV_DTYPE: _kv_dtype,
     Topic.FP8: _fp8,

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
+from simcast.core.kv import linear_state_bytes
 from simcast.core.layout import Path, pp_hop_cross_pairs
+from simcast.core.linear_attention import SSM_STATE_BYTES
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE, ROUTING_GINI
 from simcast.core.moe_layout import moe_comm_mode
 from simcast.core.plan import SendRecvEdge
@@ -92,8 +94,24 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
             out.append(_rec(Topic.MOE_COMM, moe_comm_facts(spec), approximation=True))
     if m.mla is not None:
         out.append(_rec(Topic.MLA, A.Mla(cache_width_elements=m.mla.cache_width)))
-    if m.layer_types:
+    if m.layer_types and m.sliding_window:
         out.append(_rec(Topic.SLIDING_WINDOW, A.SlidingWindow(window_tokens=m.sliding_window), approximation=True))
+    if m.layer_types and m.attention_chunk_size:
+        chunked = A.ChunkedAttention(
+            chunk_tokens=m.attention_chunk_size,
+            chunked_layers=sum(m.is_chunked(i) for i in range(m.num_layers)),
+            num_layers=m.num_layers,
+        )
+        out.append(_rec(Topic.CHUNKED_ATTENTION, chunked, approximation=True))
+    if m.linear is not None:
+        tp = spec.parallel.tp
+        lin = A.LinearAttention(
+            linear_layers=sum(m.is_linear(i) for i in range(m.num_layers)),
+            num_layers=m.num_layers,
+            state_bytes_per_request=sum(linear_state_bytes(m, i, tp) for i in range(m.num_layers)),
+            state_elem_bytes=SSM_STATE_BYTES,
+        )
+        out.append(_rec(Topic.LINEAR_ATTENTION, lin, approximation=True))
     wf = weight_format(m)
     if wf is not None:
         out.append(_rec(Topic.WEIGHT_FORMAT, wf))

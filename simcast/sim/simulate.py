@@ -77,8 +77,18 @@ def split_batch(batch: Batch, m: int) -> tuple[Batch, ...]:
 
 
 def layer_kind(model: ModelSpec, layer: int) -> str:
-    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer."""
-    return ("moe" if model.is_moe_layer(layer) else "dense") + ("+sliding" if model.is_sliding(layer) else "")
+    """Structural kind of a decoder layer: ``dense`` / ``moe``, ``+sliding`` for a sliding-window layer,
+    ``+chunked`` for a chunked-local-attention layer, ``+linear`` for a linear-attention (Gated DeltaNet) one."""
+    attn = (
+        "+sliding"
+        if model.is_sliding(layer)
+        else "+chunked"
+        if model.is_chunked(layer)
+        else "+linear"
+        if model.is_linear(layer)
+        else ""
+    )
+    return ("moe" if model.is_moe_layer(layer) else "dense") + attn
 
 
 def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -120,6 +130,23 @@ def stage_key(
             moe_comm=moe_comm_mode(p),
             router_bias=m.router_bias,
         )
+    if model.linear is not None:
+        la = model.linear
+        require(
+            la.num_k_heads % sd.tp == 0,
+            "tp_size",
+            sd.tp,
+            f"must divide the linear-attention key heads ({la.num_k_heads}) of {model.name}",
+        )
+        extra.update(
+            linear_k_heads=la.num_k_heads // sd.tp,
+            linear_v_heads=la.num_v_heads // sd.tp,
+            linear_k_dim=la.k_head_dim,
+            linear_v_dim=la.v_head_dim,
+            linear_conv_kernel=la.conv_kernel,
+        )
+    if model.attn_output_gate:
+        extra.update(attn_output_gate=True)
     if model.quant is not None:
         q = model.quant
         # one format for the attention and dense-MLP GEMMs in the trace: the attention's when the checkpoint keeps
@@ -155,6 +182,7 @@ def stage_key(
         traced_layers=len(kinds),
         layer_kinds=kinds,
         sliding_window=model.sliding_window,
+        attention_chunk_size=model.attention_chunk_size,
         o_proj_bias=model.o_proj_bias,
         **extra,
     )

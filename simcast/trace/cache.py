@@ -272,7 +272,17 @@ def _read_entry(path: Path, key: StageKey) -> StageTrace | None:
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
 """Pre-built entries (package data, written by ``scripts/build_shipped_traces.py``): the same artifact as a
 disk-cache entry, compiled ahead of time from the same stage-local modules, verified the same way."""
-TRACER_SOURCES = ("ir.py", "key.py", "ops.py", "moe.py", "mla.py", "quant.py", "stage.py", "tracer.py")
+TRACER_SOURCES = (
+    "ir.py",
+    "key.py",
+    "ops.py",
+    "moe.py",
+    "mla.py",
+    "quant.py",
+    "stage.py",
+    "tracer.py",
+    "linear_attention.py",
+)
 """The files of :mod:`simcast.trace` a traced graph depends on: a shipped set is used only while their
 SHA-256 is the one it was built from."""
 

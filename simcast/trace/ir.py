@@ -65,6 +65,12 @@ KNOWN_OPS = frozenset(
             "mla_cache_write",
             "mla_attention",
             "attention_sliding",
+            "attention_chunked",
+            # Gated DeltaNet linear attention (simcast.trace.linear_attention)
+            "causal_conv1d",
+            "gated_delta_rule",
+            "gated_rms_norm",
+            "sigmoid_mul",
         )
     }
 )

@@ -11,7 +11,7 @@ class StageKey:
 
     Layer *counts* are not part of it: the representative layer is replayed.
     Shapes are per TP rank. ``layer_kinds`` names each traced layer's structure
-    (``dense`` / ``moe``, ``+sliding``); the MoE fields are per rank
+    (``dense`` / ``moe``, ``+sliding`` / ``+chunked`` / ``+linear``); the MoE fields are per rank
     (``experts_local = E / ep``, ``expert_intermediate = I / moe_tp``,
     ``shared_intermediate = n_shared · I_s / tp``). MLA sets ``kv_lora_rank`` and the
     cache shape ``(S, kv_heads=1, head_dim=kv_lora + rope)``. ``*_format``: weight
@@ -52,4 +52,11 @@ class StageKey:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int = 0
+    attention_chunk_size: int = 0
+    linear_k_heads: int = 0  # Gated DeltaNet heads per rank (0: no linear-attention layer)
+    linear_v_heads: int = 0
+    linear_k_dim: int = 0
+    linear_v_dim: int = 0
+    linear_conv_kernel: int = 0
+    attn_output_gate: bool = False
     o_proj_bias: bool = False

@@ -172,3 +172,22 @@ def attention_sliding(
 @attention_sliding.register_fake
 def _(q, k_cache, v_cache, query_lens, context_lens, scale, window):
     return torch.empty_like(q)
+
+
+@torch.library.custom_op(f"{_LIB}::attention_chunked", mutates_args=())
+def attention_chunked(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    query_lens: torch.Tensor,
+    context_lens: torch.Tensor,
+    scale: float,
+    chunk: int,
+) -> torch.Tensor:
+    """Chunked local attention (Llama-4): a query at position p sees the keys of its own ``chunk``-token chunk."""
+    no_kernel()
+
+
+@attention_chunked.register_fake
+def _(q, k_cache, v_cache, query_lens, context_lens, scale, chunk):
+    return torch.empty_like(q)

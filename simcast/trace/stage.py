@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simcast.trace import mla, moe, ops
+from simcast.trace import linear_attention, mla, moe, ops
 from simcast.trace.key import StageKey
 from simcast.trace.quant import Linear
 
@@ -32,13 +32,17 @@ class DecoderLayer(nn.Module):
         dt, d = _TORCH_DTYPE[k.dtype], k.head_dim
         self.k, self.starts_residual = k, starts_residual
         self.sliding = "+sliding" in kind
+        self.chunked = "+chunked" in kind
         self.q_size, self.kv_size = k.q_heads * d, k.kv_heads * d
         mk: dict[str, Any] = {"device": "meta", "dtype": dt}
         fmt = k.dense_format
         self.input_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
         self.mla = mla.MLAAttention(k, **mk) if k.kv_lora_rank else None
-        if self.mla is None:
-            self.qkv_proj = Linear(k.hidden_size, self.q_size + 2 * self.kv_size, k.attention_bias, fmt, **mk)
+        self.gdn = linear_attention.GatedDeltaNet(k, **mk) if "+linear" in kind else None
+        self.gate_size = self.q_size if k.attn_output_gate else 0
+        if self.mla is None and self.gdn is None:
+            width = self.q_size + self.gate_size + 2 * self.kv_size
+            self.qkv_proj = Linear(k.hidden_size, width, k.attention_bias, fmt, **mk)
             self.o_proj = Linear(self.q_size, k.hidden_size, k.o_proj_bias, fmt, **mk)
         self.q_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
         self.k_norm = nn.Parameter(torch.empty(d, **mk)) if k.qk_norm else None
@@ -56,6 +60,8 @@ class DecoderLayer(nn.Module):
             hidden, residual = ops.fused_add_rms_norm(hidden, residual, self.input_layernorm, eps)
         if self.mla is not None:
             out = self.mla(positions, hidden, k_cache, query_lens, context_lens)
+        elif self.gdn is not None:
+            out = self.gdn(hidden, query_lens, context_lens)
         else:
             out = self._gqa(positions, hidden, k_cache, v_cache, query_lens, context_lens)
         if k.tp > 1:
@@ -70,7 +76,10 @@ class DecoderLayer(nn.Module):
 
     def _gqa(self, positions, hidden, k_cache, v_cache, query_lens, context_lens):
         k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
-        q, kk, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        if self.gate_size:  # Qwen3-Next: q_proj yields q and a per-channel output gate
+            q, gate, kk, v = self.qkv_proj(hidden).split([self.q_size, self.gate_size, self.kv_size, self.kv_size], -1)
+        else:
+            q, kk, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         if self.q_norm is not None:  # Qwen3: per-head RMSNorm on q and k
             t = q.shape[0]
             q = ops.rms_norm(q.view(t, k.q_heads, d), self.q_norm, eps).view(t, self.q_size)
@@ -81,8 +90,14 @@ class DecoderLayer(nn.Module):
             attn = ops.attention_sliding(
                 q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.sliding_window
             )
+        elif self.chunked:
+            attn = ops.attention_chunked(
+                q, k_cache, v_cache, query_lens, context_lens, 1.0 / math.sqrt(d), k.attention_chunk_size
+            )
         else:
             attn = ops.attention(q, k_cache, v_cache, query_lens, context_lens, True, 1.0 / math.sqrt(d))
+        if self.gate_size:
+            attn = linear_attention.sigmoid_mul(attn, gate)
         return self.o_proj(attn)
 
 

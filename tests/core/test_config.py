@@ -24,6 +24,13 @@ SHIPPED_MODELS = [
     "Qwen/Qwen3-8B",
     "Qwen/Qwen3-32B",
     "mistralai/Mistral-7B-v0.3",
+    # issue 27 families (published counts: tests/core/test_new_model_families.py)
+    "moonshotai/Kimi-K2-Instruct",
+    "zai-org/GLM-4.5",
+    "MiniMaxAI/MiniMax-M2",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+    "Qwen/Qwen3-Next-80B-A3B-Instruct",
 ]
 SHIPPED_DEVICES = [
     "h100_sxm",

@@ -1,5 +1,6 @@
-"""Cost formulas of the attention ops over a paged KV cache: causal attention (``simcast::attention``)
-and sliding-window attention (``simcast::attention_sliding``, gpt-oss sliding layers).
+"""Cost formulas of the attention ops over a paged KV cache: causal attention (``simcast::attention``),
+sliding-window attention (``simcast::attention_sliding``, gpt-oss sliding layers) and chunked local
+attention (``simcast::attention_chunked``, Llama-4's RoPE layers).
 
 The engine-fitted attention kernels that replace these with ``--engine`` are :mod:`simcast.cost.kernels.attention`.
 """
@@ -93,5 +94,41 @@ def attention_sliding(rec: OpRecord, ctx: CostContext) -> OpWork:
         pairs += n * (ql * min(cl + (ql + 1) / 2, window) if ql > 1 else min(cl + 1, window))
         tiles = math.ceil(ql * (hq // max(hkv, 1)) / FA_QUERY_TILE)
         tile_tokens += n * (tiles * min(cl + vis, window + FA_QUERY_TILE) if ql > 1 else min(cl + 1, window))
+    io = 2 * ctx.batch.num_tokens * hq * d * b
+    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")
+
+
+def chunk_pieces(query_len: int, context_len: int, chunk: int) -> list[tuple[int, int]]:
+    """A request's new tokens split at chunk boundaries: ``(piece queries, keys of its chunk before it)``.
+
+    vLLM runs chunked local attention as ordinary causal attention over these "virtual requests"
+    (``make_local_attention_virtual_batches`` in ``vllm/v1/attention/backends/utils.py``): a query at
+    position ``p`` sees the keys ``[chunk·floor(p/chunk), p]``.
+    """
+    out, pos, end = [], context_len, context_len + query_len
+    while pos < end:
+        start = pos - pos % chunk
+        stop = min(end, start + chunk)
+        out.append((stop - pos, pos - start))
+        pos = stop
+    return out
+
+
+def attention_chunked(rec: OpRecord, ctx: CostContext) -> OpWork:
+    """Chunked local attention: :func:`attention`'s FLOPs and bytes over the batch's chunk pieces
+    (:func:`chunk_pieces`); a decode reads at most the chunk, whatever the context."""
+    q, kc, chunk = rec.args[0], rec.args[1], int(rec.args[6])
+    dims = ctx.dims
+    d = shape_fn(kc.shape[-1])(*dims)
+    hkv = shape_fn(kc.shape[-2])(*dims)
+    hq = shape_fn(q.shape[-1])(*dims) // d
+    b, kvb = DTYPE_BYTES[q.dtype], ctx.cache_bytes(kc)
+    ql, cl, n = [], [], []
+    for q0, c0, k in zip(ctx.batch.query_lens, ctx.batch.context_lens, ctx.batch.counts):  # O(groups)
+        for pq, pc in chunk_pieces(q0, c0, chunk):
+            ql.append(pq)
+            cl.append(pc)
+            n.append(k)
+    pairs, tile_tokens = attention_sums(tuple(ql), tuple(cl), tuple(n), hq // max(hkv, 1))
     io = 2 * ctx.batch.num_tokens * hq * d * b
     return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")

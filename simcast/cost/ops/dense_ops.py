@@ -35,6 +35,8 @@ rms_norm = elementwise(4.0)  # x², mean, rsqrt·x, ·w
 fused_add_rms_norm = elementwise(3.0)  # per output (2 outputs): add + norm
 silu_and_mul = elementwise(5.0)  # sigmoid (~3), ·x, ·up
 rope = elementwise(3.0)  # 2 mul + add per element, cos/sin cached
+gated_rms_norm = elementwise(8.0)  # RMSNorm (4) times SiLU(z) (~4)
+sigmoid_mul = elementwise(4.0)  # sigmoid (~3), ·x
 
 
 def data_movement(rec: OpRecord, ctx: CostContext) -> OpWork:

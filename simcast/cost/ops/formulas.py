@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simcast.cost.ops import attention_ops, dense_ops, mla, moe, quant_linear
+from simcast.cost.ops import attention_ops, dense_ops, linear_attention, mla, moe, quant_linear
 from simcast.cost.ops.op_work import CostContext, OpWork
 from simcast.trace.ir import OpRecord
 
@@ -32,6 +32,12 @@ OP_FORMULAS: dict[str, Formula] = {
     # attention over the paged KV cache
     "simcast::attention": attention_ops.attention,
     "simcast::attention_sliding": attention_ops.attention_sliding,
+    "simcast::attention_chunked": attention_ops.attention_chunked,
+    # Gated DeltaNet linear attention (simcast.trace.linear_attention)
+    "simcast::causal_conv1d": linear_attention.causal_conv1d,
+    "simcast::gated_delta_rule": linear_attention.gated_delta_rule,
+    "simcast::gated_rms_norm": dense_ops.gated_rms_norm,
+    "simcast::sigmoid_mul": dense_ops.sigmoid_mul,
     # mixture of experts (simcast.trace.moe)
     "simcast::moe_topk": moe.moe_topk,
     "simcast::moe_dispatch": moe.dispatch_combine,

@@ -20,6 +20,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError
 from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
+from simcast.engines.flags import EngineFlag, memory_flag
 from simcast.engines.records import EngineRecord
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ class Engine(ABC):
     memory_flag_help: str = ""
     memory_keyword: str = ""
     """The API keyword of :attr:`memory_flag` (:class:`simcast.api.common.EngineLimitOptions`)."""
+    own_flags: tuple[EngineFlag, ...] = ()
+    """The flags only this engine accepts besides its memory flag (:mod:`simcast.engines.flags`): its own
+    spellings and its settings (each with the engine's default and its source)."""
     partition_rule: str = ""
     """The engine's pipeline layer partition in words, with its source ("": uses vLLM's rule)."""
     partition_env_var: str = ""
@@ -139,6 +143,17 @@ class Engine(ABC):
     @property
     def name(self) -> str:
         return self.record.name
+
+    @property
+    def flags(self) -> tuple[EngineFlag, ...]:
+        """Every flag this engine declares: its memory flag (when it has one), then :attr:`own_flags`."""
+        mem = (memory_flag(self.name, self.memory_flag, self.memory_flag_help, self.memory_keyword),)
+        return (mem if self.memory_flag else ()) + self.own_flags
+
+    @property
+    def settings_defaults(self) -> dict[str, Any]:
+        """The engine's own settings (flags with an API keyword and a default) at their defaults."""
+        return {f.keyword: f.default for f in self.own_flags if f.keyword and f.default is not None}
 
     @property
     def kernel_engine(self) -> str | None:

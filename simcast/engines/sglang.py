@@ -29,6 +29,7 @@ from __future__ import annotations
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
+from simcast.engines.flags import EngineFlag
 from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
@@ -213,6 +214,19 @@ PP_PREFILL_RULE = PipelinePrefillRule(
 """What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
 
 
+OWN_FLAGS: tuple[EngineFlag, ...] = (
+    EngineFlag(
+        names=("--disable-radix-cache",),
+        dest="prefix_caching",
+        action="store_false",
+        group="prefix_caching",
+        engine="sglang",
+        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
+    ),
+)
+"""The flags only SGLang accepts (:mod:`simcast.engines.flags`)."""
+
+
 class Sglang(Engine):
     """SGLang (see the module docstring)."""
 
@@ -223,6 +237,7 @@ class Sglang(Engine):
     memory_flag = "--mem-fraction-static"
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"
     memory_keyword = "mem_fraction_static"
+    own_flags = OWN_FLAGS
     partition_rule = (
         "SGLang get_pp_indices: L//P per stage, the remainder one each to the last stages "
         "(python/sglang/srt/distributed/utils.py@1107be11; 22/4 -> 5,5,6,6)"

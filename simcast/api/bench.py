@@ -214,6 +214,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         partition=o.partition,
         engine=o.engine,
         kv_cache_dtype=o.kv_cache_dtype,
+        engine_settings=tuple((o.engine_settings or {}).items()),
     )
     return ServingConfig(
         deployment=deployment,

@@ -134,6 +134,7 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
         engine=o.engine,
         expert_imbalance=o.expert_imbalance,
         kv_cache_dtype=o.kv_cache_dtype,
+        engine_settings=tuple((o.engine_settings or {}).items()),
     )
     base = ServingConfig(
         deployment=deployment,

@@ -59,8 +59,19 @@ def serving_engine_args(a: argparse.Namespace) -> dict[str, Any]:
         max_num_batched_tokens=a.max_batched_tokens,
         max_num_seqs=a.max_num_seqs,
         engine_profile=a.engine_profile,
+        engine_settings=engine_settings(a) or None,
         **engine_limit_args(a),
     )
+
+
+def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """The engine's own settings given on the command line (keyword -> value; the flags of
+    :attr:`simcast.engines.base.Engine.own_flags` with an API keyword)."""
+    return {
+        f.keyword: getattr(a, f.dest)
+        for f in ENGINE_FLAGS
+        if f.engine and f.keyword and f.group != "memory" and getattr(a, f.dest, None) is not None
+    }
 
 
 def engine_limit_args(a: argparse.Namespace) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import replace
 
 from simcast.cli.args import DEVICES, REQUESTS, TOKENS, add_fabric_args, float_in, int_in
-from simcast.cli.engine_args import add_engine_args
+from simcast.cli.engine_args import add_engine_args, engine_settings
 from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
@@ -96,6 +96,7 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "fabric": a.fabric,
         "inter_node_bandwidth_gbps": a.inter_node_bandwidth,
         "inter_node_latency_us": a.inter_node_latency,
+        "engine_settings": engine_settings(a) or None,
     }
     require(
         a.request_rate is None or a.num_prompts is not None,

@@ -8,6 +8,7 @@ Units are in the field names. Constructors validate and never touch files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from simcast.core.chunking import ChunkedPrefill
 from simcast.core.device import DeviceSpec
@@ -171,6 +172,8 @@ class SimSpec:
     chunked_prefill: ChunkedPrefill | None = None  # one prompt's chunks as the microbatches (replaces the split)
     cuda_graph: bool | None = None  # the step replays a captured CUDA graph; None: the engine's default rule
     # (simcast.engines.cuda_graphs.step_captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
+    engine_settings: tuple[tuple[str, Any], ...] = ()  # the engine's own settings given (keyword, value), e.g.
+    # SGLang's cuda_graph_max_bs (simcast.engines.flags; the engine's defaults for the others)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 

@@ -17,7 +17,7 @@ from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.engines import ENGINE_CHOICES, NO_ENGINE, kernel_engine
+from simcast.engines import ENGINE_CHOICES, NO_ENGINE, get_engine, kernel_engine
 from simcast.engines.partition import Partition
 
 ENGINE_NAMES: tuple[str, ...] = ENGINE_CHOICES
@@ -38,10 +38,16 @@ class Deployment:
     engine: str = NO_ENGINE
     kv_cache_dtype: str = "auto"
     expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE
+    engine_settings: tuple[tuple[str, Any], ...] = ()
+    """The engine's own settings given (keyword, value), sorted: SGLang's ``stream_interval``, TensorRT-LLM's
+    ``cuda_graph_max_batch_size``... (:mod:`simcast.engines.flags`); the others at the engine's defaults."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition", Partition.of(self.partition))
         require(self.engine in ENGINE_NAMES, "--engine", self.engine, f"allowed: {', '.join(ENGINE_NAMES)}")
+        settings = dict(self.engine_settings)
+        get_engine(self.engine).check_settings(settings)
+        object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod
     def build(cls, *, partition: Partition | str | None = None, engine: str = NO_ENGINE, **kw: Any) -> Deployment:
@@ -59,6 +65,7 @@ class Deployment:
             engine=spec.engine or NO_ENGINE,
             kv_cache_dtype=spec.kv_cache_dtype,
             expert_imbalance=spec.expert_imbalance,
+            engine_settings=spec.engine_settings,
         )
 
     @property
@@ -78,6 +85,7 @@ class Deployment:
             engine=self.kernel_engine,
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
+            engine_settings=self.engine_settings,
             **step,
         )
 

@@ -173,14 +173,52 @@ class Engine(ABC):
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""
         return owner == self.name
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
-        """The largest step the engine captures in a CUDA graph by default (:attr:`graph_limit_counts`; 0: none)."""
+    def setting(self, settings: Mapping[str, Any], keyword: str) -> Any:
+        """The engine setting ``keyword`` (one of :attr:`own_flags`): its value in ``settings`` (the
+        deployment's, :attr:`simcast.deploy.deployment.Deployment.engine_settings`), else the engine's default
+        (None when the engine has no such setting)."""
+        if keyword in settings:
+            return settings[keyword]
+        return next((f.default for f in self.own_flags if f.keyword == keyword), None)
+
+    def check_settings(self, settings: Mapping[str, Any]) -> None:
+        """Each of ``settings`` is one of this engine's own settings, within its bounds (one input error)."""
+        own = {f.keyword: f for f in self.own_flags if f.keyword}
+        for k, v in settings.items():
+            allowed = ", ".join(f.name for f in own.values()) or "none"
+            if k not in own:
+                raise SimcastInputError(k, v, f"not a setting of engine {self.name} (its settings: {allowed})")
+            own[k].checked(v)
+
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
+        """The largest step the engine captures in a CUDA graph (:attr:`graph_limit_counts`; 0: none), by default
+        or as its ``settings`` set it."""
         return 0
 
-    def captured(self, batch: Batch, hbm_gib: float, tp: int, decode_query_len: int = 1) -> bool:
+    def stream_every(self, settings: Mapping[str, Any]) -> int:
+        """Tokens the engine sends to the client at once after the first (1: every token as it is sampled)."""
+        return 1
+
+    def receive_every(self, settings: Mapping[str, Any]) -> int:
+        """Decode steps between two looks at newly arrived requests while decoding (1: every step)."""
+        return 1
+
+    def batch_wait(self, settings: Mapping[str, Any]) -> tuple[int, float]:
+        """(steps, fraction of the token budget): new prompts are held back up to that many steps while
+        running decodes plus waiting prompt tokens stay below the fraction of the step's budget ((0, 0): never)."""
+        return 0, 0.0
+
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Whether a step on ``batch`` runs from a captured graph: decode-only steps (a verify step of at most
         ``decode_query_len`` tokens per request counts as decode) of at most :meth:`capture_limit` requests."""
-        limit = self.capture_limit(hbm_gib, tp)
+        limit = self.capture_limit(hbm_gib, tp, settings)
         decode = batch.is_decode or all(q <= decode_query_len for q in batch.query_lens)
         return limit > 0 and decode and batch.num_requests <= limit
 

@@ -26,6 +26,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
@@ -214,6 +217,13 @@ PP_PREFILL_RULE = PipelinePrefillRule(
 """What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
 
 
+_SG_OUT = "sgl-project/sglang python/sglang/srt/managers/scheduler_output_processor_mixin.py@5294b03"
+_SG_RECV = (
+    "sgl-project/sglang python/sglang/srt/managers/scheduler_recv_skipper.py@70310f0 (weights: decode 1, other 1000)"
+)
+_SG_V03 = (
+    "python/sglang/srt/managers/tp_worker.py (v0.3) forward_step: num_continue_decode_steps decode batches in a row"
+)
 OWN_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag(
         names=("--disable-radix-cache",),
@@ -222,6 +232,55 @@ OWN_FLAGS: tuple[EngineFlag, ...] = (
         group="prefix_caching",
         engine="sglang",
         help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
+    ),
+    EngineFlag(
+        names=("--stream-interval",),
+        dest="stream_interval",
+        keyword="stream_interval",
+        default=1,
+        unit="tokens",
+        check=(1, 100_000),
+        engine="sglang",
+        source=f"{_SG_ARGS} ServerArgs.stream_interval; {_SG_OUT} stream_output_generation",
+        help="SGLang --stream-interval: after the first token (sent at once) the client gets tokens in chunks of "
+        "this many (a request's n-th token is sent when n mod interval is 1, and at its end): TTFT unchanged, each "
+        "client-side inter-token gap spans that many steps [default 1, SGLang's]",
+    ),
+    EngineFlag(
+        names=("--scheduler-recv-interval",),
+        dest="scheduler_recv_interval",
+        keyword="scheduler_recv_interval",
+        default=1,
+        unit="steps",
+        check=(1, 100_000),
+        engine="sglang",
+        source=f"{_SG_ARGS} ServerArgs.scheduler_recv_interval; {_SG_RECV}",
+        help="SGLang --scheduler-recv-interval: while decoding, the scheduler takes in new requests once every "
+        "this many decode steps (after a prefill step at once) [default 1, SGLang's]",
+    ),
+    EngineFlag(
+        names=("--cuda-graph-max-bs",),
+        dest="cuda_graph_max_bs",
+        keyword="cuda_graph_max_bs",
+        unit="requests",
+        check=(1, 100_000),
+        engine="sglang",
+        source=f"{_SG_ARGS} ServerArgs._handle_gpu_memory_settings",
+        help="SGLang --cuda-graph-max-bs: decode steps of at most this many requests replay a captured CUDA graph, "
+        "larger ones run eagerly (every kernel launched from the host) [default: SGLang's by GPU memory and TP "
+        "size, 24-512]",
+    ),
+    EngineFlag(
+        names=("--num-continuous-decode-steps",),
+        dest="num_continuous_decode_steps",
+        keyword="num_continuous_decode_steps",
+        default=1,
+        unit="steps",
+        check=(1, 100_000),
+        engine="sglang",
+        source=f"{_SG_ARGS} ServerArgs.num_continuous_decode_steps; {_SG_V03}",
+        help="SGLang --num-continuous-decode-steps: decode steps run back to back before the scheduler looks for "
+        "new prompts again [default 1, SGLang's]",
     ),
 )
 """The flags only SGLang accepts (:mod:`simcast.engines.flags`)."""
@@ -262,8 +321,21 @@ class Sglang(Engine):
             max_num_batched_tokens=budget, max_num_seqs=MAX_RUNNING_REQUESTS, mem_fraction=frac, new_token_ratio=ratio
         )
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
-        return sglang_max_bs(hbm_gib, tp)
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
+        """``--cuda-graph-max-bs`` when given, else SGLang's default by GPU memory and TP (:func:`sglang_max_bs`)."""
+        given = (settings or {}).get("cuda_graph_max_bs")
+        return int(given) if given else sglang_max_bs(hbm_gib, tp)
+
+    def stream_every(self, settings: Mapping[str, Any]) -> int:
+        return int(self.setting(settings, "stream_interval"))
+
+    def receive_every(self, settings: Mapping[str, Any]) -> int:
+        """``--scheduler-recv-interval`` decode steps, at least ``--num-continuous-decode-steps`` (the decode
+        steps run back to back do not look at the queue either)."""
+        return max(
+            int(self.setting(settings, "scheduler_recv_interval")),
+            int(self.setting(settings, "num_continuous_decode_steps")),
+        )
 
     def partition_order(self, pp: int) -> list[int]:
         return list(range(pp - 1, -1, -1))
@@ -302,6 +374,10 @@ class Sglang(Engine):
         if moe and par.moe_dp > 1:
             cmd += ["--moe-dp-size", par.moe_dp]
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
+        settings = dict(getattr(getattr(cfg, "deployment", None), "engine_settings", ()))
+        for f in OWN_FLAGS:  # the settings given, under SGLang's own flag names
+            if f.keyword in settings:
+                cmd += [f.name, settings[f.keyword]]
         draft = speculative_draft(cfg, notes)
         if draft is not None:
             cmd += self.speculative_flags(cfg.speculative, draft)

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from simcast.core.chunking import PipelinePrefillRule
@@ -191,10 +192,17 @@ class Vllm(Engine):
             max_num_batched_tokens=budget, max_num_seqs=seqs, mem_fraction=self.record.memory_fraction
         )
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
         return MAX_CAPTURE_TOKENS
 
-    def captured(self, batch: Batch, hbm_gib: float, tp: int, decode_query_len: int = 1) -> bool:
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Steps of at most :data:`MAX_CAPTURE_TOKENS` tokens (full graphs for decode, piecewise for the rest)."""
         return batch.num_tokens <= self.capture_limit(hbm_gib, tp)
 

@@ -99,6 +99,7 @@ class Req:
     parent_req: Req | None = None  # the request whose sequence its prompt continues (RequestSpec.parent)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
     spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
+    sent_token_s: float = 0.0  # when the engine last sent it tokens (streaming in chunks: request_level.intake)
 
     @property
     def prefill_left(self) -> int:
@@ -125,6 +126,10 @@ class Replica:
     prefixes: dict = field(default_factory=dict)  # prefix_id -> Prefix
     hit_tokens: int = 0  # prompt tokens served from the prefix cache, over all admissions
     query_tokens: int = 0  # prompt tokens looked up, over all admissions
+    decode_only: bool = False  # its last step ran decodes only (request_level.intake: receive interval)
+    recv_count: int = 0  # steps counted toward the next intake of new requests (weights: request_level.intake)
+    recv_s: float = 0.0  # arrivals up to this time were taken in at the last intake
+    wait_count: int = 0  # steps new prompts have been held back (batch waiting)
 
     def __post_init__(self) -> None:
         self.pushed = self.kv_blocks

@@ -26,7 +26,7 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=DEVICES, default=1, help="tensor-parallel size of the measured server")
     p.add_argument("--pp", type=DEVICES, default=1, help="pipeline-parallel size of the measured server")
     p.add_argument("--dp", type=DEVICES, default=1, help="data-parallel replicas of the measured server")
-    add_engine_args(p, default="vllm")
+    add_engine_args(p, default="vllm", settings=False)
     add_precision_args(p)
     add_fabric_args(p)
     p.add_argument(

@@ -12,9 +12,12 @@ from simcast.engines import ENGINE_CHOICES, ENGINE_FLAGS
 from simcast.engines.flags import EngineFlag
 
 
-def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_default: str = "") -> None:
+def add_engine_args(
+    p: argparse.ArgumentParser, default: str | None, help_default: str = "", settings: bool = True
+) -> None:
     """``--engine`` (alias ``--runtime``) and every engine's flags, read from the engine modules
-    (:data:`simcast.engines.ENGINE_FLAGS`, in ``--help`` order)."""
+    (:data:`simcast.engines.ENGINE_FLAGS`, in ``--help`` order); ``settings`` False: without the engines' own
+    settings (a command that does not use them)."""
     p.add_argument(
         "--engine",
         "--runtime",
@@ -26,6 +29,8 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
     )
     groups: dict[str, Any] = {}
     for f in ENGINE_FLAGS:
+        if not settings and f.keyword and f.engine and f.group != "memory":
+            continue
         if f.group and f.group not in groups:
             groups[f.group] = p.add_mutually_exclusive_group()
         (groups[f.group] if f.group else p).add_argument(*f.names, **_flag_kwargs(f))

@@ -47,6 +47,7 @@ class Deployment:
         require(self.engine in ENGINE_NAMES, "--engine", self.engine, f"allowed: {', '.join(ENGINE_NAMES)}")
         settings = dict(self.engine_settings)
         get_engine(self.engine).check_settings(settings)
+        get_engine(self.engine).check_device(self.device)
         object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.errors import require
-from simcast.engines import none, sglang, trtllm, vllm
+from simcast.engines import atom, none, sglang, trtllm, vllm
 from simcast.engines.base import Engine
 from simcast.engines.flags import SHARED_HEAD, SHARED_TAIL, EngineFlag, flags_in_order
 
-REGISTRY: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, none.ENGINE)}
+REGISTRY: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, none.ENGINE, atom.ENGINE)}
 """Every engine by its ``--engine`` name."""
 
 ENGINE_CHOICES: tuple[str, ...] = tuple(REGISTRY)

@@ -169,6 +169,10 @@ class Engine(ABC):
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         """The engine's limits on ``device`` at ``tp`` x ``pp`` in ``usage`` (server | offline)."""
 
+    def check_device(self, device: DeviceSpec) -> None:
+        """Refuse (one input error) a device the engine does not run on; every device by default."""
+        return None
+
     def accepts_memory_flag(self, owner: str | None) -> bool:
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""
         return owner == self.name

@@ -83,11 +83,20 @@ AMD_INSTINCT = "AMD Instinct"
 """How the driver names every GPU ATOM runs on (``torch.cuda.get_device_name()`` under ROCm)."""
 
 
+ROCM_KERNELS = {
+    "gemm": "aiter tuned GEMMs over hipBLASLt / CK (atom/model_ops linear layers)",
+    "attention": "aiter attention: MLA decode with aiter's asm kernels, paged attention for MHA (atom/model_ops)",
+    "moe": "aiter fused MoE (CK / asm; --moe-backend standard) (atom/model_ops/fused_moe)",
+}
+"""ATOM's kernel choices (always aiter on ROCm); costed with the profile's vLLM fits, labelled as a fallback."""
+
+
 class Atom(Engine):
     """ATOM (see the module docstring)."""
 
     record = RECORD
     kernel_fallback = ("vllm", "sglang")
+    rocm_kernels = ROCM_KERNELS
     emits = True
 
     def accepts_memory_flag(self, owner: str | None) -> bool:

@@ -136,6 +136,10 @@ class Engine(ABC):
     kernel_fallback: tuple[str, ...] = ()
     """Engines whose fitted kernels stand in, in order, where this one has none
     (:mod:`simcast.cost.kernels.engine_cost`)."""
+    rocm_kernels: Mapping[str, str] = {}
+    """The kernels the engine's code picks on AMD Instinct GPUs (ROCm), by kind (``gemm``, ``attention``,
+    ``moe``), in words with the source; the costs still come from the profile's fits (``engines.<name>``,
+    else :attr:`kernel_fallback`, labelled so in every output)."""
     launch_rules: tuple[Rule, ...] = ()
     bench_port_args: tuple[str | int, ...] = ()
     fp8_kv_cache_flag: str = "fp8"

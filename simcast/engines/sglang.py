@@ -32,10 +32,10 @@ from typing import Any
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
-from simcast.engines.flags import EngineFlag
 from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
+from simcast.engines.sglang_flags import OWN_FLAGS, ROCM_KERNELS
 
 RECORD = EngineRecord(
     name="sglang",
@@ -217,75 +217,6 @@ PP_PREFILL_RULE = PipelinePrefillRule(
 """What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
 
 
-_SG_OUT = "sgl-project/sglang python/sglang/srt/managers/scheduler_output_processor_mixin.py@5294b03"
-_SG_RECV = (
-    "sgl-project/sglang python/sglang/srt/managers/scheduler_recv_skipper.py@70310f0 (weights: decode 1, other 1000)"
-)
-_SG_V03 = (
-    "python/sglang/srt/managers/tp_worker.py (v0.3) forward_step: num_continue_decode_steps decode batches in a row"
-)
-OWN_FLAGS: tuple[EngineFlag, ...] = (
-    EngineFlag(
-        names=("--disable-radix-cache",),
-        dest="prefix_caching",
-        action="store_false",
-        group="prefix_caching",
-        engine="sglang",
-        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
-    ),
-    EngineFlag(
-        names=("--stream-interval",),
-        dest="stream_interval",
-        keyword="stream_interval",
-        default=1,
-        unit="tokens",
-        check=(1, 100_000),
-        engine="sglang",
-        source=f"{_SG_ARGS} ServerArgs.stream_interval; {_SG_OUT} stream_output_generation",
-        help="SGLang --stream-interval: after the first token (sent at once) the client gets tokens in chunks of "
-        "this many (a request's n-th token is sent when n mod interval is 1, and at its end): TTFT unchanged, each "
-        "client-side inter-token gap spans that many steps [default 1, SGLang's]",
-    ),
-    EngineFlag(
-        names=("--scheduler-recv-interval",),
-        dest="scheduler_recv_interval",
-        keyword="scheduler_recv_interval",
-        default=1,
-        unit="steps",
-        check=(1, 100_000),
-        engine="sglang",
-        source=f"{_SG_ARGS} ServerArgs.scheduler_recv_interval; {_SG_RECV}",
-        help="SGLang --scheduler-recv-interval: while decoding, the scheduler takes in new requests once every "
-        "this many decode steps (after a prefill step at once) [default 1, SGLang's]",
-    ),
-    EngineFlag(
-        names=("--cuda-graph-max-bs",),
-        dest="cuda_graph_max_bs",
-        keyword="cuda_graph_max_bs",
-        unit="requests",
-        check=(1, 100_000),
-        engine="sglang",
-        source=f"{_SG_ARGS} ServerArgs._handle_gpu_memory_settings",
-        help="SGLang --cuda-graph-max-bs: decode steps of at most this many requests replay a captured CUDA graph, "
-        "larger ones run eagerly (every kernel launched from the host) [default: SGLang's by GPU memory and TP "
-        "size, 24-512]",
-    ),
-    EngineFlag(
-        names=("--num-continuous-decode-steps",),
-        dest="num_continuous_decode_steps",
-        keyword="num_continuous_decode_steps",
-        default=1,
-        unit="steps",
-        check=(1, 100_000),
-        engine="sglang",
-        source=f"{_SG_ARGS} ServerArgs.num_continuous_decode_steps; {_SG_V03}",
-        help="SGLang --num-continuous-decode-steps: decode steps run back to back before the scheduler looks for "
-        "new prompts again [default 1, SGLang's]",
-    ),
-)
-"""The flags only SGLang accepts (:mod:`simcast.engines.flags`)."""
-
-
 class Sglang(Engine):
     """SGLang (see the module docstring)."""
 
@@ -311,6 +242,7 @@ class Sglang(Engine):
     prefill_l2_edge = frozenset({"l40s"})
     decode_l2_edge = frozenset({"l40s", "a100_sxm"})
     launch_rules = LAUNCH_RULES
+    rocm_kernels = ROCM_KERNELS
     bench_port_args = ("--port", SGLANG_PORT)
     fp8_kv_cache_flag = "fp8_e4m3"
 

@@ -101,6 +101,16 @@ PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("
 """Systems whose prefill fit may add a per-CTA time: on Blackwell vLLM's FlashInfer backend runs TRT-LLM-gen's
 context kernels (op ``vllm_flashinfer_trtllmprefill`` in its tables)."""
 
+ROCM_KERNELS = {
+    "gemm": "torch / hipBLASLt GEMMs; aiter's tuned GEMMs only with VLLM_ROCM_USE_AITER=1 and "
+    "VLLM_ROCM_USE_AITER_LINEAR (vllm/envs.py: 'Disable aiter ops unless specifically enabled', default False)",
+    "attention": "ROCm attention backends (Triton / paged attention); aiter MLA decode with VLLM_ROCM_USE_AITER=1 "
+    "and VLLM_ROCM_USE_AITER_MLA (vllm/envs.py, vllm/platforms/rocm.py get_attn_backend_cls)",
+    "moe": "Triton fused_moe; aiter fused MoE with VLLM_ROCM_USE_AITER=1 and VLLM_ROCM_USE_AITER_MOE (vllm/envs.py)",
+}
+"""vLLM's kernel choices on ROCm: aiter is opt-in (its parent switch is off by default); the MI300X/MI325X/MI355X
+profiles' ``engines.vllm`` fits come from AMD's measured rows (``scripts/fit_amd.py``)."""
+
 _VL_DP = "vllm docs/serving/data_parallel_deployment.md@v0.12.0"
 LAUNCH_RULES: tuple[Rule, ...] = (
     Rule(
@@ -185,6 +195,7 @@ class Vllm(Engine):
     prefill_l2_edge = frozenset({"l40s"})
     decode_l2_edge = frozenset({"l40s", "a100_sxm"})
     launch_rules = LAUNCH_RULES
+    rocm_kernels = ROCM_KERNELS
 
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         budget, seqs = vllm_limits(device, usage)

@@ -48,3 +48,11 @@ def test_kernels_borrow_vllms_rocm_fits_labelled() -> None:
 
     assert ENGINE.kernel_fallback[0] == "vllm"
     assert label(load_device("mi300x"), "atom", "gemm") == "vllm fit (fallback: no atom fit on mi300x)"
+
+
+def test_rocm_kernel_choices_are_declared_by_each_engine() -> None:
+    for name in ("atom", "sglang", "vllm"):
+        kinds = get_engine(name).rocm_kernels
+        assert set(kinds) == {"gemm", "attention", "moe"} and all("aiter" in v for v in kinds.values())
+    assert "default False" in get_engine("vllm").rocm_kernels["gemm"]  # vLLM's aiter switch is opt-in
+    assert get_engine("trtllm").rocm_kernels == {}  # TensorRT-LLM does not run on ROCm

@@ -51,6 +51,9 @@ class EngineFlag:
         by the CLI's parser)."""
         from simcast.core.errors import require
 
+        if self.action == "boolean_optional":
+            require(isinstance(value, bool), self.name, value, "must be True or False")
+            return value
         if not isinstance(self.check, tuple):
             return value
         lo, hi = self.check

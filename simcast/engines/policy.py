@@ -162,7 +162,12 @@ class EnginePolicy:
                 if self.tp_sharded_send or self.pp_output_return
                 else ""
             )
-            + ("; engine settings " + ", ".join(f"{k} {v:g}" for k, v in self.settings) if self.settings else "")
+            + (
+                "; engine settings "
+                + ", ".join(f"{k} {v}" if isinstance(v, bool) else f"{k} {v:g}" for k, v in self.settings)
+                if self.settings
+                else ""
+            )
         )
 
     def serving_path_note(self) -> str:

@@ -15,12 +15,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
-from simcast.engines.base import Engine, EngineDefaults
+from simcast.engines.base import Batch, Engine, EngineDefaults
 from simcast.engines.flags import EngineFlag
 from simcast.engines.records import FRONT_END, EngineRecord
 
@@ -87,6 +88,13 @@ PREFILL_KERNEL_RULES = {s: ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", 
 TRT-LLM-gen kernels on Blackwell)."""
 
 
+def capture_sizes(max_batch_size: int) -> frozenset[int]:
+    """The batch sizes TensorRT-LLM captures without padding (``BaseCudaGraphConfig._generate_cuda_graph_batch_sizes``,
+    llm_args.py@00043967): 1-31, 32, 64, 128, the powers of 2 from 256 below the limit, and the limit."""
+    sizes = {*range(1, 32), 32, 64, 128} | {2**i for i in range(8, math.ceil(math.log2(max(max_batch_size, 2))))}
+    return frozenset({s for s in sizes if s <= max_batch_size} | {max_batch_size})
+
+
 PP_PREFILL_RULE = PipelinePrefillRule(
     engine="trtllm",
     overlap=False,
@@ -116,6 +124,18 @@ OWN_FLAGS: tuple[EngineFlag, ...] = (
         help="TensorRT-LLM cuda_graph_config.max_batch_size: generation steps of at most this many requests replay "
         "a captured CUDA graph, larger ones run eagerly (every kernel launched from the host) "
         f"[default {MAX_CAPTURE_BATCH}, TensorRT-LLM's]",
+    ),
+    EngineFlag(
+        names=("--cuda-graph-padding",),
+        dest="cuda_graph_padding",
+        keyword="cuda_graph_padding",
+        action="boolean_optional",
+        engine="trtllm",
+        source=f"{_LLM_ARGS} BaseCudaGraphConfig.enable_padding (False) and _generate_cuda_graph_batch_sizes",
+        help="TensorRT-LLM cuda_graph_config.enable_padding: on, every generation batch up to the capture limit is "
+        "padded to a captured size (the padding is not costed); off (--no-cuda-graph-padding), only the batch sizes "
+        "TensorRT-LLM generates (1-31, 32, 64, 128, powers of 2, the limit) replay a graph, others run eagerly "
+        "[default: not given, every batch up to the limit captured: simcast's rule, as with padding]",
     ),
     EngineFlag(
         names=("--batch-wait-timeout-iters",),
@@ -175,6 +195,22 @@ class Trtllm(Engine):
     def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
         """``cuda_graph_config.max_batch_size`` (default :data:`MAX_CAPTURE_BATCH`)."""
         return int(self.setting(settings or {}, "cuda_graph_max_batch_size"))
+
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Generation steps up to the capture limit; with ``--no-cuda-graph-padding`` only the batch sizes
+        TensorRT-LLM captures (:func:`capture_sizes`)."""
+        if not super().captured(batch, hbm_gib, tp, decode_query_len, settings):
+            return False
+        if (settings or {}).get("cuda_graph_padding") is False:
+            return batch.num_requests in capture_sizes(self.capture_limit(hbm_gib, tp, settings))
+        return True
 
     def batch_wait(self, settings: Mapping[str, Any]) -> tuple[int, float]:
         """``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` (:data:`OWN_FLAGS`); the wait is on

@@ -132,9 +132,12 @@ SCHEMA: dict[str, Any] = {
     "kv_cache_free_gpu_memory_fraction?": Num(0.0, 1.0, lo_open=True),
     "max_model_len?": Int(1, MAX_TOKENS),
     "engine_args?": {
-        f"{f.keyword}?": (Int(int(f.check[0]), int(f.check[1])) if f.integer else Num(*f.check))
-        for f in ENGINE_FLAGS
-        if f.engine and f.keyword and isinstance(f.check, tuple)
+        **{
+            f"{f.keyword}?": (Int(int(f.check[0]), int(f.check[1])) if f.integer else Num(*f.check))
+            for f in ENGINE_FLAGS
+            if f.engine and f.keyword and isinstance(f.check, tuple)
+        },
+        **{f"{f.keyword}?": bool for f in ENGINE_FLAGS if f.engine and f.keyword and f.action == "boolean_optional"},
     },
     "serving_mode?": Str(16),
     "kv_transfer?": Str(16),

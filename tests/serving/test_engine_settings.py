@@ -94,3 +94,16 @@ def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once() -> None
     # tokens 1 (at once), 31 and 61 are sent: two gaps of 30 decode steps each
     assert thirty.summary.ttft.mean_ms == one.summary.ttft.mean_ms
     assert thirty.summary.itl.mean_ms == pytest.approx(30 * one.summary.itl.mean_ms, rel=1e-3)
+
+
+def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:
+    from simcast.engines.trtllm import capture_sizes
+
+    # llm_args.py _generate_cuda_graph_batch_sizes(128, False): 1..31, 32, 64, 128
+    assert sorted(capture_sizes(128)) == [*range(1, 32), 32, 64, 128]
+    assert sorted(capture_sizes(1024))[-3:] == [256, 512, 1024]
+    trt = get_engine("trtllm")
+    off = {"cuda_graph_padding": False}
+    assert trt.captured(_decode(32), 80.0, 1, settings=off) and not trt.captured(_decode(48), 80.0, 1, settings=off)
+    assert trt.captured(_decode(48), 80.0, 1)  # not given: every batch up to the limit (as with padding)
+    assert trt.captured(_decode(48), 80.0, 1, settings={"cuda_graph_padding": True})

@@ -208,6 +208,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         engine=o.engine,
         kv_cache_dtype=o.kv_cache_dtype,
         moe_comm=o.moe_comm_flags(),
+        engine_settings=tuple((o.engine_settings or {}).items()),
     )
     return ServingConfig(
         deployment=deployment,

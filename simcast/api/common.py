@@ -194,6 +194,11 @@ class ServingEngineOptions(EngineLimitOptions):
     engine_profile: str | None = opt(
         None, "engine profile YAML (calibrate-serving --out): its overheads and limits replace the defaults"
     )
+    engine_settings: dict[str, Any] | None = opt(
+        None,
+        "the engine's own settings by keyword, e.g. {'stream_interval': 30} for SGLang (simcast.engines.flags; "
+        "None: the engine's defaults)",
+    )
 
     def __post_init__(self) -> None:
         normalise_engine(self)

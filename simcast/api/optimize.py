@@ -135,6 +135,7 @@ def optimize_setup(o: SearchOptions, space: SearchSpace) -> OptimizeSetup:
         expert_imbalance=o.expert_imbalance,
         kv_cache_dtype=o.kv_cache_dtype,
         moe_comm=o.moe_comm_flags(),
+        engine_settings=tuple((o.engine_settings or {}).items()),
     )
     base = ServingConfig(
         deployment=deployment,

@@ -28,12 +28,13 @@ CLI = "cli"
 FLAGS: dict[str, str] = {
     "prefix_caching": "--enable-prefix-caching",
 }
-"""The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the engine flags,
-declared in ``simcast/cli/engine_args.py``) whose flag is not ``--`` + its name with dashes (errors name the
-flag, as the range checks do)."""
-NAMED_BY_KEYWORD = frozenset({"model", "device", "fabric", "progress"})
+"""The CLI flag of a keyword without a :class:`~simcast.api.options.Flag` of its own (the shared flags the CLI
+declares in its helpers) whose flag is not ``--`` + its name with dashes (errors name the flag, as the range
+checks do)."""
+NAMED_BY_KEYWORD = frozenset({"model", "device", "fabric", "progress", "engine_settings"})
 """Keywords errors name as written: ``model``/``device``/``fabric`` also take objects no flag takes (the
-resolvers name them so too), and no flag sets ``progress``."""
+resolvers name them so too), no flag sets ``progress``, and ``engine_settings`` is set by each engine's own
+flags (simcast.engines.flags)."""
 
 
 def flag_of(cls: type, name: str) -> str:

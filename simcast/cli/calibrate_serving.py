@@ -84,7 +84,7 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
         "of ttft_ms,tpot_ms,output_throughput",
     )
     add_option_flags(p, CalibrateServingFlags, ("model", "device", "tp", "pp", "dp"))
-    add_engine_args(p, default="vllm")
+    add_engine_args(p, default="vllm", settings=False)
     add_precision_args(p)
     add_fabric_args(p)
     add_option_flags(p, CalibrateServingFlags, ("out", "steady_state", "random_range_ratio"))

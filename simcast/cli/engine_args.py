@@ -7,12 +7,17 @@ import argparse
 from typing import Any
 
 from simcast.api.common import MEM_FLAGS, EngineLimitOptions, engine_limits
-from simcast.cli.args import BATCHED_TOKENS, FRACTION, REQUESTS, TOKENS
-from simcast.engines import ENGINE_CHOICES, REGISTRY
+from simcast.cli.args import VALUE_TYPES, float_in, int_in
+from simcast.engines import ENGINE_CHOICES, ENGINE_FLAGS
+from simcast.engines.flags import EngineFlag
 
 
-def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_default: str = "") -> None:
-    """``--engine`` (alias ``--runtime``) and the engine limits a user may override."""
+def add_engine_args(
+    p: argparse.ArgumentParser, default: str | None, help_default: str = "", settings: bool = True
+) -> None:
+    """``--engine`` (alias ``--runtime``) and every engine's flags, read from the engine modules
+    (:data:`simcast.engines.ENGINE_FLAGS`, in ``--help`` order); ``settings`` False: without the engines' own
+    settings (a command that does not use them)."""
     p.add_argument(
         "--engine",
         "--runtime",
@@ -22,60 +27,28 @@ def add_engine_args(p: argparse.ArgumentParser, default: str | None, help_defaul
         help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)"
         + (f" [default {help_default or default}]" if help_default or default else ""),
     )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        "--max-batched-tokens",
-        "--chunked-prefill-size",
-        dest="max_batched_tokens",
-        type=BATCHED_TOKENS,
-        default=None,
-        help="token budget of one step, the prompt chunk size with chunked prefill (vLLM --max-num-batched-tokens, "
-        "SGLang --chunked-prefill-size) [default: the engine's own; <= 10^9]",
-    )
-    p.add_argument(
-        "--max-num-seqs",
-        type=REQUESTS,
-        default=None,
-        help="running requests per step [default: the engine's own; <= 10^6]",
-    )
-    p.add_argument(
-        "--engine-profile",
-        default=None,
-        help="engine profile YAML (simcast calibrate-serving --out): its CPU overheads and limits replace the "
-        "engine's defaults",
-    )
-    mem = p.add_mutually_exclusive_group()
-    for flag, engine, what in ((e.memory_flag, e.name, e.memory_flag_help) for e in REGISTRY.values() if e.memory_flag):
-        mem.add_argument(
-            flag,
-            dest="mem_" + engine,
-            type=FRACTION,
-            default=None,
-            help=f"{engine}'s memory flag: {what} [default: the engine's own; (0, 1]]",
-        )
-    p.add_argument(
-        "--max-model-len",
-        type=TOKENS,
-        default=None,
-        help="longest request the engine accepts (vLLM --max-model-len, SGLang --context-length, TensorRT-LLM "
-        "--max_seq_len); longer requests are refused, and the KV cache must hold one [default: not set]",
-    )
-    pc = p.add_mutually_exclusive_group()
-    pc.add_argument(
-        "--enable-prefix-caching",
-        action=argparse.BooleanOptionalAction,
-        dest="prefix_caching",
-        default=None,
-        help="prefix caching (vLLM's flag; --no-enable-prefix-caching: off): prompts reuse cached KV blocks of "
-        "shared prefixes [default: the engine's own: vLLM V1, SGLang radix cache and TensorRT-LLM block reuse on]",
-    )
-    pc.add_argument(
-        "--disable-radix-cache",
-        action="store_false",
-        dest="prefix_caching",
-        default=None,
-        help="SGLang's flag: prefix caching off (the same setting as --no-enable-prefix-caching)",
-    )
+    groups: dict[str, Any] = {}
+    for f in ENGINE_FLAGS:
+        if not settings and f.keyword and f.engine and f.group != "memory":
+            continue
+        if f.group and f.group not in groups:
+            groups[f.group] = p.add_mutually_exclusive_group()
+        (groups[f.group] if f.group else p).add_argument(*f.names, **_flag_kwargs(f))
+
+
+def _flag_kwargs(f: EngineFlag) -> dict[str, Any]:
+    """The ``add_argument`` keywords of an engine flag: absent flags parse as None (the engine's default
+    applies later, from its module), a switch as its action."""
+    kw: dict[str, Any] = {"dest": f.dest, "default": None, "help": f.help}
+    if f.action is not None:
+        kw["action"] = argparse.BooleanOptionalAction if f.action == "boolean_optional" else f.action
+        return kw
+    if isinstance(f.check, str):
+        kw["type"] = VALUE_TYPES[f.check]
+    elif f.check is not None:
+        lo, hi = f.check
+        kw["type"] = int_in(int(lo), int(hi), f.unit) if f.integer else float_in(lo, hi, f.unit)
+    return kw
 
 
 def engine_kwargs(a: argparse.Namespace) -> dict[str, Any]:
@@ -91,8 +64,19 @@ def serving_engine_args(a: argparse.Namespace) -> dict[str, Any]:
         max_num_batched_tokens=a.max_batched_tokens,
         max_num_seqs=a.max_num_seqs,
         engine_profile=a.engine_profile,
+        engine_settings=engine_settings(a) or None,
         **engine_limit_args(a),
     )
+
+
+def engine_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """The engine's own settings given on the command line (keyword -> value; the flags of
+    :attr:`simcast.engines.base.Engine.own_flags` with an API keyword)."""
+    return {
+        f.keyword: getattr(a, f.dest)
+        for f in ENGINE_FLAGS
+        if f.engine and f.keyword and f.group != "memory" and getattr(a, f.dest, None) is not None
+    }
 
 
 def engine_limit_args(a: argparse.Namespace) -> dict[str, Any]:

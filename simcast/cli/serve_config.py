@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simcast.api.options import CLI, Flag, opt
-from simcast.cli.engine_args import add_engine_args
+from simcast.cli.engine_args import add_engine_args, engine_settings
 from simcast.cli.option_flags import add_option_flags, option_field, option_values
 from simcast.cli.outputs import emit, emit_json, run_metadata
 from simcast.cli.shared_flags import FABRIC_FLAGS, FabricFlags, add_fabric_args
@@ -135,6 +135,7 @@ def _overrides(a: argparse.Namespace) -> dict[str, object]:
         **option_values(a, ServeConfigFlags, _OVERRIDES),
         **{k: getattr(a, name) for k, (_, name) in _ENGINE_OVERRIDES.items()},
         **option_values(a, FabricFlags, FABRIC_FLAGS),
+        "engine_settings": engine_settings(a) or None,
     }
 
 

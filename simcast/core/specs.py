@@ -8,6 +8,7 @@ Units are in the field names. Constructors validate and never touch files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from simcast.core.chunking import ChunkedPrefill
 from simcast.core.device import DeviceSpec
@@ -174,6 +175,8 @@ class SimSpec:
     # (simcast.engines.cuda_graphs.step_captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
     moe_comm: MoECommFlags = MoECommFlags()  # MoE all-to-all backend and overlaps as given (the engine
     # resolves what it runs: simcast.engines.<engine>.moe_comm_plan)
+    engine_settings: tuple[tuple[str, Any], ...] = ()  # the engine's own settings given (keyword, value), e.g.
+    # SGLang's cuda_graph_max_bs (simcast.engines.flags; the engine's defaults for the others)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 

@@ -18,7 +18,7 @@ from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.moe_comm import MoECommFlags
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
-from simcast.engines import ENGINE_CHOICES, NO_ENGINE, kernel_engine
+from simcast.engines import ENGINE_CHOICES, NO_ENGINE, get_engine, kernel_engine
 from simcast.engines.partition import Partition
 
 ENGINE_NAMES: tuple[str, ...] = ENGINE_CHOICES
@@ -41,10 +41,17 @@ class Deployment:
     kv_cache_dtype: str = "auto"
     expert_imbalance: float = DEFAULT_EXPERT_IMBALANCE
     moe_comm: MoECommFlags = MoECommFlags()
+    engine_settings: tuple[tuple[str, Any], ...] = ()
+    """The engine's own settings given (keyword, value), sorted: SGLang's ``stream_interval``, TensorRT-LLM's
+    ``cuda_graph_max_batch_size``... (:mod:`simcast.engines.flags`); the others at the engine's defaults."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition", Partition.of(self.partition))
         require(self.engine in ENGINE_NAMES, "--engine", self.engine, f"allowed: {', '.join(ENGINE_NAMES)}")
+        settings = dict(self.engine_settings)
+        get_engine(self.engine).check_settings(settings)
+        get_engine(self.engine).check_device(self.device)
+        object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod
     def build(cls, *, partition: Partition | str | None = None, engine: str = NO_ENGINE, **kw: Any) -> Deployment:
@@ -63,6 +70,7 @@ class Deployment:
             kv_cache_dtype=spec.kv_cache_dtype,
             expert_imbalance=spec.expert_imbalance,
             moe_comm=spec.moe_comm,
+            engine_settings=spec.engine_settings,
         )
 
     @property
@@ -83,6 +91,7 @@ class Deployment:
             expert_imbalance=self.expert_imbalance,
             kv_cache_dtype=self.kv_cache_dtype,
             moe_comm=self.moe_comm,
+            engine_settings=self.engine_settings,
             **step,
         )
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.errors import require
-from simcast.engines import none, sglang, trtllm, vllm
+from simcast.engines import atom, none, sglang, trtllm, vllm
 from simcast.engines.base import Engine
+from simcast.engines.flags import SHARED_HEAD, SHARED_TAIL, EngineFlag, flags_in_order
 
-REGISTRY: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, none.ENGINE)}
+REGISTRY: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, none.ENGINE, atom.ENGINE)}
 """Every engine by its ``--engine`` name."""
 
 ENGINE_CHOICES: tuple[str, ...] = tuple(REGISTRY)
@@ -32,6 +33,19 @@ PP_PREFILL_RULES: dict[str, PipelinePrefillRule] = {
     n: e.pp_prefill_rule for n, e in REGISTRY.items() if e.pp_prefill_rule is not None
 }
 """Per engine: what it does with one long prompt under PP + chunked prefill (its module's ``pp_prefill_rule``)."""
+
+ENGINE_FLAGS: tuple[EngineFlag, ...] = tuple(
+    flags_in_order(
+        [
+            *SHARED_HEAD,
+            *(f for e in REGISTRY.values() for f in e.flags if f.group == "memory"),
+            *SHARED_TAIL,
+            *(f for e in REGISTRY.values() for f in e.flags if f.group != "memory"),
+        ]
+    )
+)
+"""Every engine flag the serving commands accept, in ``--help`` order: the shared limits, each engine's memory
+flag, the context limit and prefix caching, then each engine's own flags (:mod:`simcast.engines.flags`)."""
 
 NO_ENGINE = none.ENGINE.name
 """``--engine none``: no engine scheduler (serving) and the device's generic roofline kernels."""

@@ -21,6 +21,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.core.specs import ParallelSpec
+from simcast.engines.flags import EngineFlag, memory_flag
 from simcast.engines.records import EngineRecord
 
 if TYPE_CHECKING:
@@ -110,6 +111,9 @@ class Engine(ABC):
     memory_flag_help: str = ""
     memory_keyword: str = ""
     """The API keyword of :attr:`memory_flag` (:class:`simcast.api.common.EngineLimitOptions`)."""
+    own_flags: tuple[EngineFlag, ...] = ()
+    """The flags only this engine accepts besides its memory flag (:mod:`simcast.engines.flags`): its own
+    spellings and its settings (each with the engine's default and its source)."""
     partition_rule: str = ""
     """The engine's pipeline layer partition in words, with its source ("": uses vLLM's rule)."""
     partition_env_var: str = ""
@@ -136,6 +140,10 @@ class Engine(ABC):
     kernel_fallback: tuple[str, ...] = ()
     """Engines whose fitted kernels stand in, in order, where this one has none
     (:mod:`simcast.cost.kernels.engine_cost`)."""
+    rocm_kernels: Mapping[str, str] = {}
+    """The kernels the engine's code picks on AMD Instinct GPUs (ROCm), by kind (``gemm``, ``attention``,
+    ``moe``), in words with the source; the costs still come from the profile's fits (``engines.<name>``,
+    else :attr:`kernel_fallback`, labelled so in every output)."""
     launch_rules: tuple[Rule, ...] = ()
     bench_port_args: tuple[str | int, ...] = ()
     fp8_kv_cache_flag: str = "fp8"
@@ -143,6 +151,17 @@ class Engine(ABC):
     @property
     def name(self) -> str:
         return self.record.name
+
+    @property
+    def flags(self) -> tuple[EngineFlag, ...]:
+        """Every flag this engine declares: its memory flag (when it has one), then :attr:`own_flags`."""
+        mem = (memory_flag(self.name, self.memory_flag, self.memory_flag_help, self.memory_keyword),)
+        return (mem if self.memory_flag else ()) + self.own_flags
+
+    @property
+    def settings_defaults(self) -> dict[str, Any]:
+        """The engine's own settings (flags with an API keyword and a default) at their defaults."""
+        return {f.keyword: f.default for f in self.own_flags if f.keyword and f.default is not None}
 
     @property
     def kernel_engine(self) -> str | None:
@@ -158,18 +177,60 @@ class Engine(ABC):
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         """The engine's limits on ``device`` at ``tp`` x ``pp`` in ``usage`` (server | offline)."""
 
+    def check_device(self, device: DeviceSpec) -> None:
+        """Refuse (one input error) a device the engine does not run on; every device by default."""
+        return None
+
     def accepts_memory_flag(self, owner: str | None) -> bool:
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""
         return owner == self.name
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
-        """The largest step the engine captures in a CUDA graph by default (:attr:`graph_limit_counts`; 0: none)."""
+    def setting(self, settings: Mapping[str, Any], keyword: str) -> Any:
+        """The engine setting ``keyword`` (one of :attr:`own_flags`): its value in ``settings`` (the
+        deployment's, :attr:`simcast.deploy.deployment.Deployment.engine_settings`), else the engine's default
+        (None when the engine has no such setting)."""
+        if keyword in settings:
+            return settings[keyword]
+        return next((f.default for f in self.own_flags if f.keyword == keyword), None)
+
+    def check_settings(self, settings: Mapping[str, Any]) -> None:
+        """Each of ``settings`` is one of this engine's own settings, within its bounds (one input error)."""
+        own = {f.keyword: f for f in self.own_flags if f.keyword}
+        for k, v in settings.items():
+            allowed = ", ".join(f.name for f in own.values()) or "none"
+            if k not in own:
+                raise SimcastInputError(k, v, f"not a setting of engine {self.name} (its settings: {allowed})")
+            own[k].checked(v)
+
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
+        """The largest step the engine captures in a CUDA graph (:attr:`graph_limit_counts`; 0: none), by default
+        or as its ``settings`` set it."""
         return 0
 
-    def captured(self, batch: Batch, hbm_gib: float, tp: int, decode_query_len: int = 1) -> bool:
+    def stream_every(self, settings: Mapping[str, Any]) -> int:
+        """Tokens the engine sends to the client at once after the first (1: every token as it is sampled)."""
+        return 1
+
+    def receive_every(self, settings: Mapping[str, Any]) -> int:
+        """Decode steps between two looks at newly arrived requests while decoding (1: every step)."""
+        return 1
+
+    def batch_wait(self, settings: Mapping[str, Any]) -> tuple[int, float]:
+        """(steps, fraction of the token budget): new prompts are held back up to that many steps while
+        running decodes plus waiting prompt tokens stay below the fraction of the step's budget ((0, 0): never)."""
+        return 0, 0.0
+
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Whether a step on ``batch`` runs from a captured graph: decode-only steps (a verify step of at most
         ``decode_query_len`` tokens per request counts as decode) of at most :meth:`capture_limit` requests."""
-        limit = self.capture_limit(hbm_gib, tp)
+        limit = self.capture_limit(hbm_gib, tp, settings)
         decode = batch.is_decode or all(q <= decode_query_len for q in batch.query_lens)
         return limit > 0 and decode and batch.num_requests <= limit
 

@@ -13,20 +13,30 @@ Without an engine (the generic roofline) nothing is captured and nothing depends
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from simcast.core.assumption import CudaGraphs
 from simcast.core.specs import GIB, SimSpec
 from simcast.engines import get_engine
 from simcast.engines.base import Batch
 
 
-def captured(engine: str | None, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, decode_query_len: int = 1) -> bool:
+def captured(
+    engine: str | None,
+    batch: Batch,
+    hbm_gib: float = 80.0,
+    tp: int = 1,
+    decode_query_len: int = 1,
+    settings: Mapping[str, Any] | None = None,
+) -> bool:
     """Whether ``engine`` runs the GEMMs of a step on ``batch`` from a captured CUDA graph by default.
 
     With speculative decoding (``decode_query_len`` = k + 1) a verify step of at most k + 1 tokens per request
     counts as decode: SGLang captures its TARGET_VERIFY steps and TensorRT-LLM its speculative generation
     steps in graphs.
     """
-    return get_engine(engine).captured(batch, hbm_gib, tp, decode_query_len)
+    return get_engine(engine).captured(batch, hbm_gib, tp, decode_query_len, settings)
 
 
 def step_captured(spec: SimSpec, batch: Batch) -> bool:
@@ -34,18 +44,24 @@ def step_captured(spec: SimSpec, batch: Batch) -> bool:
     when given, else the engine's default (:func:`captured`)."""
     if spec.cuda_graph is not None:
         return spec.cuda_graph
-    return captured(spec.engine, batch, spec.device.hbm_bytes / GIB, spec.parallel.tp, spec.decode_query_len)
+    hbm_gib, settings = spec.device.hbm_bytes / GIB, dict(spec.engine_settings)
+    return captured(spec.engine, batch, hbm_gib, spec.parallel.tp, spec.decode_query_len, settings)
 
 
 def graph_facts(
-    engine: str, batch: Batch, hbm_gib: float = 80.0, tp: int = 1, forced: bool | None = None
+    engine: str,
+    batch: Batch,
+    hbm_gib: float = 80.0,
+    tp: int = 1,
+    forced: bool | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> CudaGraphs:
     """The assumption record: whether the step's kernels are costed as graph-captured, and why."""
     eng = get_engine(engine)
     return CudaGraphs(
         engine=engine,
-        captured=eng.captured(batch, hbm_gib, tp) if forced is None else forced,
+        captured=eng.captured(batch, hbm_gib, tp, settings=settings) if forced is None else forced,
         set_by_caller=forced is not None,
-        capture_limit=eng.capture_limit(hbm_gib, tp),
+        capture_limit=eng.capture_limit(hbm_gib, tp, settings),
         limit_counts=eng.graph_limit_counts,
     )

@@ -11,6 +11,7 @@ results; every result says which.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
@@ -60,6 +61,23 @@ class EnginePolicy:
     usage: str = "server"
     tp_sharded_send: bool = False  # PP hand-off: 1/tp of the hidden states per TP rank, all-gathered on receipt
     pp_output_return: bool = False  # PP: a return hop (last stage -> stage 0) on every microbatch's round trip
+    settings: tuple[tuple[str, Any], ...] = ()  # the engine's own settings given (keyword, value): streaming,
+    # request intake, batch waiting (simcast.engines.flags); absent ones at the engine's defaults
+
+    @property
+    def stream_every(self) -> int:
+        """Tokens sent to the client at once after the first (the engine's ``stream_every``)."""
+        return self.engine.stream_every(dict(self.settings))
+
+    @property
+    def receive_every(self) -> int:
+        """Decode steps between two looks at newly arrived requests (the engine's ``receive_every``)."""
+        return self.engine.receive_every(dict(self.settings))
+
+    @property
+    def batch_wait(self) -> tuple[int, float]:
+        """(steps, budget fraction) new prompts may be held back (the engine's ``batch_wait``; (0, 0): none)."""
+        return self.engine.batch_wait(dict(self.settings))
 
     def __post_init__(self) -> None:
         for f in ("max_num_batched_tokens", "max_num_seqs", "kv_block_tokens"):
@@ -142,6 +160,12 @@ class EnginePolicy:
                 "; PP: overlap scheduler off, hidden states sent as 1/tp slices and all-gathered, sampled tokens "
                 "returned from the last stage to stage 0 each microbatch (engine record, SGLang's PP loop)"
                 if self.tp_sharded_send or self.pp_output_return
+                else ""
+            )
+            + (
+                "; engine settings "
+                + ", ".join(f"{k} {v}" if isinstance(v, bool) else f"{k} {v:g}" for k, v in self.settings)
+                if self.settings
                 else ""
             )
         )

@@ -26,6 +26,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
@@ -33,6 +36,7 @@ from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLik
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
+from simcast.engines.sglang_flags import OWN_FLAGS, ROCM_KERNELS
 
 RECORD = EngineRecord(
     name="sglang",
@@ -229,6 +233,7 @@ class Sglang(Engine):
     memory_flag = "--mem-fraction-static"
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"
     memory_keyword = "mem_fraction_static"
+    own_flags = OWN_FLAGS
     partition_rule = (
         "SGLang get_pp_indices: L//P per stage, the remainder one each to the last stages "
         "(python/sglang/srt/distributed/utils.py@1107be11; 22/4 -> 5,5,6,6)"
@@ -243,6 +248,7 @@ class Sglang(Engine):
     prefill_l2_edge = frozenset({"l40s"})
     decode_l2_edge = frozenset({"l40s", "a100_sxm"})
     launch_rules = LAUNCH_RULES
+    rocm_kernels = ROCM_KERNELS
     bench_port_args = ("--port", SGLANG_PORT)
     fp8_kv_cache_flag = "fp8_e4m3"
 
@@ -253,8 +259,21 @@ class Sglang(Engine):
             max_num_batched_tokens=budget, max_num_seqs=MAX_RUNNING_REQUESTS, mem_fraction=frac, new_token_ratio=ratio
         )
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
-        return sglang_max_bs(hbm_gib, tp)
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
+        """``--cuda-graph-max-bs`` when given, else SGLang's default by GPU memory and TP (:func:`sglang_max_bs`)."""
+        given = (settings or {}).get("cuda_graph_max_bs")
+        return int(given) if given else sglang_max_bs(hbm_gib, tp)
+
+    def stream_every(self, settings: Mapping[str, Any]) -> int:
+        return int(self.setting(settings, "stream_interval"))
+
+    def receive_every(self, settings: Mapping[str, Any]) -> int:
+        """``--scheduler-recv-interval`` decode steps, at least ``--num-continuous-decode-steps`` (the decode
+        steps run back to back do not look at the queue either)."""
+        return max(
+            int(self.setting(settings, "scheduler_recv_interval")),
+            int(self.setting(settings, "num_continuous_decode_steps")),
+        )
 
     def moe_comm_plan(self, flags: MoECommFlags) -> MoECommPlan:
         """``--moe-a2a-backend deepep`` (``--enable-deepep-moe``, deprecated) with ``--deepep-mode``: ``auto``
@@ -311,6 +330,10 @@ class Sglang(Engine):
         if moe and not cfg.moe_comm.is_default:
             cmd += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
+        settings = dict(getattr(getattr(cfg, "deployment", None), "engine_settings", ()))
+        for f in OWN_FLAGS:  # the settings given, under SGLang's own flag names
+            if f.keyword in settings:
+                cmd += [f.name, settings[f.keyword]]
         draft = speculative_draft(cfg, notes)
         if draft is not None:
             cmd += self.speculative_flags(cfg.speculative, draft)

@@ -15,10 +15,15 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
-from simcast.engines.base import Engine, EngineDefaults
+from simcast.engines.base import Batch, Engine, EngineDefaults
+from simcast.engines.flags import EngineFlag
 from simcast.engines.records import FRONT_END, EngineRecord
 
 RECORD = EngineRecord(
@@ -84,6 +89,13 @@ PREFILL_KERNEL_RULES = {s: ("", "trtllm_ctx") for s in ("h100_sxm", "h200_sxm", 
 TRT-LLM-gen kernels on Blackwell)."""
 
 
+def capture_sizes(max_batch_size: int) -> frozenset[int]:
+    """The batch sizes TensorRT-LLM captures without padding (``BaseCudaGraphConfig._generate_cuda_graph_batch_sizes``,
+    llm_args.py@00043967): 1-31, 32, 64, 128, the powers of 2 from 256 below the limit, and the limit."""
+    sizes = {*range(1, 32), 32, 64, 128} | {2**i for i in range(8, math.ceil(math.log2(max(max_batch_size, 2))))}
+    return frozenset({s for s in sizes if s <= max_batch_size} | {max_batch_size})
+
+
 PP_PREFILL_RULE = PipelinePrefillRule(
     engine="trtllm",
     overlap=False,
@@ -98,6 +110,64 @@ PP_PREFILL_RULE = PipelinePrefillRule(
 """What the engine does with one long prompt under PP + chunked prefill (read from its source)."""
 
 
+_LLM_ARGS = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py@00043967"
+_PY_EXECUTOR = "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor.py (stored copy) _waiting_requests"
+OWN_FLAGS: tuple[EngineFlag, ...] = (
+    EngineFlag(
+        names=("--cuda-graph-max-batch-size",),
+        dest="cuda_graph_max_batch_size",
+        keyword="cuda_graph_max_batch_size",
+        default=MAX_CAPTURE_BATCH,
+        unit="requests",
+        check=(1, 1_000_000),
+        engine="trtllm",
+        source=f"{_LLM_ARGS} BaseCudaGraphConfig.max_batch_size (0, the field's default, means 128)",
+        help="TensorRT-LLM cuda_graph_config.max_batch_size: generation steps of at most this many requests replay "
+        "a captured CUDA graph, larger ones run eagerly (every kernel launched from the host) "
+        f"[default {MAX_CAPTURE_BATCH}, TensorRT-LLM's]",
+    ),
+    EngineFlag(
+        names=("--cuda-graph-padding",),
+        dest="cuda_graph_padding",
+        keyword="cuda_graph_padding",
+        action="boolean_optional",
+        engine="trtllm",
+        source=f"{_LLM_ARGS} BaseCudaGraphConfig.enable_padding (False) and _generate_cuda_graph_batch_sizes",
+        help="TensorRT-LLM cuda_graph_config.enable_padding: on, every generation batch up to the capture limit is "
+        "padded to a captured size (the padding is not costed); off (--no-cuda-graph-padding), only the batch sizes "
+        "TensorRT-LLM generates (1-31, 32, 64, 128, powers of 2, the limit) replay a graph, others run eagerly "
+        "[default: not given, every batch up to the limit captured: simcast's rule, as with padding]",
+    ),
+    EngineFlag(
+        names=("--batch-wait-timeout-iters",),
+        dest="batch_wait_timeout_iters",
+        keyword="batch_wait_timeout_iters",
+        default=0,
+        unit="steps",
+        check=(0, 1_000_000),
+        engine="trtllm",
+        source=f"{_LLM_ARGS} TorchLlmArgs.batch_wait_timeout_iters; {_PY_EXECUTOR}",
+        help="TensorRT-LLM batch_wait_timeout_iters: new prompts wait up to this many steps for the scheduled "
+        "tokens to reach --batch-wait-max-tokens-ratio x max_num_tokens [default 0: no wait]",
+    ),
+    EngineFlag(
+        names=("--batch-wait-max-tokens-ratio",),
+        dest="batch_wait_max_tokens_ratio",
+        keyword="batch_wait_max_tokens_ratio",
+        default=0.0,
+        check=(0.0, 1.0),
+        integer=False,
+        engine="trtllm",
+        source=f"{_LLM_ARGS} TorchLlmArgs.batch_wait_max_tokens_ratio; {_PY_EXECUTOR}",
+        help="TensorRT-LLM batch_wait_max_tokens_ratio: the share of max_num_tokens the scheduled tokens (waiting "
+        "prompts + running decodes) must reach before new prompts run, up to --batch-wait-timeout-iters steps "
+        "[default 0: no wait]",
+    ),
+)
+"""TensorRT-LLM's own settings (``trtllm-serve --extra_llm_api_options`` YAML keys ``cuda_graph_config.max_batch_size``,
+``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``), defaults from its code."""
+
+
 class Trtllm(Engine):
     """TensorRT-LLM (see the module docstring)."""
 
@@ -107,6 +177,7 @@ class Trtllm(Engine):
     memory_flag = "--kv-cache-free-gpu-memory-fraction"  # trtllm-serve --kv_cache_free_gpu_memory_fraction
     memory_flag_help = "fraction of the memory left after weights for KV"
     memory_keyword = "kv_cache_free_gpu_memory_fraction"
+    own_flags = OWN_FLAGS
     partition_rule = (
         "TensorRT-LLM Mapping.pp_layers: torch.tensor_split, the remainder one each to the first stages "
         "(tensorrt_llm/mapping.py@b35ac1b6; 22/4 -> 6,6,5,5)"
@@ -133,8 +204,34 @@ class Trtllm(Engine):
         src = "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/modules/fused_moe select_alltoall_method_type (not pinned)"
         return plan_of(flags, auto_mode="low_latency", source=src)
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
-        return MAX_CAPTURE_BATCH
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
+        """``cuda_graph_config.max_batch_size`` (default :data:`MAX_CAPTURE_BATCH`)."""
+        return int(self.setting(settings or {}, "cuda_graph_max_batch_size"))
+
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Generation steps up to the capture limit; with ``--no-cuda-graph-padding`` only the batch sizes
+        TensorRT-LLM captures (:func:`capture_sizes`)."""
+        if not super().captured(batch, hbm_gib, tp, decode_query_len, settings):
+            return False
+        if (settings or {}).get("cuda_graph_padding") is False:
+            return batch.num_requests in capture_sizes(self.capture_limit(hbm_gib, tp, settings))
+        return True
+
+    def batch_wait(self, settings: Mapping[str, Any]) -> tuple[int, float]:
+        """``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` (:data:`OWN_FLAGS`); the wait is on
+        only when both are above 0 (``_waiting_requests`` stops at once when the iteration limit is 0)."""
+        iters, ratio = (
+            int(self.setting(settings, "batch_wait_timeout_iters")),
+            self.setting(settings, "batch_wait_max_tokens_ratio"),
+        )
+        return (iters, float(ratio)) if iters > 0 and ratio > 0 else (0, 0.0)
 
     def partition_order(self, pp: int) -> list[int]:
         return list(range(pp))

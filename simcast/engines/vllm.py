@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from simcast.core.chunking import PipelinePrefillRule
@@ -106,6 +107,17 @@ _VL_PAR = "vllm-project/vllm vllm/config/parallel.py@00193b82"
 """``all2all_backend`` (deepep_low_latency | deepep_high_throughput), ``enable_dbo`` with
 ``dbo_decode_token_threshold`` 32 and ``dbo_prefill_token_threshold`` 512."""
 DBO_DECODE_TOKENS, DBO_PREFILL_TOKENS = 32, 512
+
+ROCM_KERNELS = {
+    "gemm": "torch / hipBLASLt GEMMs; aiter's tuned GEMMs only with VLLM_ROCM_USE_AITER=1 and "
+    "VLLM_ROCM_USE_AITER_LINEAR (vllm/envs.py: 'Disable aiter ops unless specifically enabled', default False)",
+    "attention": "ROCm attention backends (Triton / paged attention); aiter MLA decode with VLLM_ROCM_USE_AITER=1 "
+    "and VLLM_ROCM_USE_AITER_MLA (vllm/envs.py, vllm/platforms/rocm.py get_attn_backend_cls)",
+    "moe": "Triton fused_moe; aiter fused MoE with VLLM_ROCM_USE_AITER=1 and VLLM_ROCM_USE_AITER_MOE (vllm/envs.py)",
+}
+"""vLLM's kernel choices on ROCm: aiter is opt-in (its parent switch is off by default); the MI300X/MI325X/MI355X
+profiles' ``engines.vllm`` fits come from AMD's measured rows (``scripts/fit_amd.py``)."""
+
 _VL_DP = "vllm docs/serving/data_parallel_deployment.md@v0.12.0"
 LAUNCH_RULES: tuple[Rule, ...] = (
     Rule(
@@ -190,6 +202,7 @@ class Vllm(Engine):
     prefill_l2_edge = frozenset({"l40s"})
     decode_l2_edge = frozenset({"l40s", "a100_sxm"})
     launch_rules = LAUNCH_RULES
+    rocm_kernels = ROCM_KERNELS
 
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         budget, seqs = vllm_limits(device, usage)
@@ -221,10 +234,17 @@ class Vllm(Engine):
         out = ["--all2all-backend", mode] if plan.deepep and mode else []
         return out + (["--enable-dbo"] if plan.two_batch_overlap else [])
 
-    def capture_limit(self, hbm_gib: float, tp: int) -> int:
+    def capture_limit(self, hbm_gib: float, tp: int, settings: Mapping[str, Any] | None = None) -> int:
         return MAX_CAPTURE_TOKENS
 
-    def captured(self, batch: Batch, hbm_gib: float, tp: int, decode_query_len: int = 1) -> bool:
+    def captured(
+        self,
+        batch: Batch,
+        hbm_gib: float,
+        tp: int,
+        decode_query_len: int = 1,
+        settings: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Steps of at most :data:`MAX_CAPTURE_TOKENS` tokens (full graphs for decode, piecewise for the rest)."""
         return batch.num_tokens <= self.capture_limit(hbm_gib, tp)
 

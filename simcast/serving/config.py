@@ -177,6 +177,7 @@ class ServingConfig(OnDeployment):
             "mem_fraction": self.mem_fraction or None,
             "max_model_len": self.max_model_len or None,
             "prefix_caching": self.prefix_caching,
+            "settings": self.deployment.engine_settings or None,
         }
         over = {k: v for k, v in over.items() if v is not None}
         return replace(base, **over) if over else base

@@ -31,6 +31,9 @@ limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
 max_model_len: 8192                 # optional: longest request the engine accepts
+# engine_args: {stream_interval: 30}  # optional: the engine's own settings (SGLang stream_interval,
+#                                     #   scheduler_recv_interval, cuda_graph_max_bs, num_continuous_decode_steps;
+#                                     #   TensorRT-LLM cuda_graph_max_batch_size, batch_wait_timeout_iters, ...)
 serving_mode: disagg                # optional: agg (default) | disagg (simcast.serving.disagg.service_yaml)
 kv_transfer: whole                  # disagg: whole | per-layer
 speculative:                        # optional (agg): vLLM's --speculative-config keys, plus acceptance
@@ -55,6 +58,7 @@ from simcast.core.fabrics import FABRICS, FabricChoice, with_fabric
 from simcast.core.model_spec import ModelSpec
 from simcast.core.specs import ParallelSpec
 from simcast.deploy.deployment import Deployment
+from simcast.engines import ENGINE_FLAGS
 from simcast.engines.partition import Partition, canonical_partition, default_partition, partition_layers
 from simcast.engines.policy import EnginePolicy
 from simcast.inputs.files import load_yaml
@@ -130,6 +134,14 @@ SCHEMA: dict[str, Any] = {
     "mem_fraction_static?": Num(0.0, 1.0, lo_open=True),
     "kv_cache_free_gpu_memory_fraction?": Num(0.0, 1.0, lo_open=True),
     "max_model_len?": Int(1, MAX_TOKENS),
+    "engine_args?": {
+        **{
+            f"{f.keyword}?": (Int(int(f.check[0]), int(f.check[1])) if f.integer else Num(*f.check))
+            for f in ENGINE_FLAGS
+            if f.engine and f.keyword and isinstance(f.check, tuple)
+        },
+        **{f"{f.keyword}?": bool for f in ENGINE_FLAGS if f.engine and f.keyword and f.action == "boolean_optional"},
+    },
     "serving_mode?": Str(16),
     "kv_transfer?": Str(16),
     "request_rate?": Num(0.0, MAX_RATE, lo_open=True),
@@ -304,8 +316,14 @@ def build_serving_config(
     parallel = ParallelSpec(
         tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
     )
+    settings = {**yaml_values.get("engine_args", {}), **(overrides.get("engine_settings") or {})}
     deployment = Deployment(
-        model=model, device=device, parallel=parallel, partition=Partition.parse(v["partition"]), engine=v["runtime"]
+        model=model,
+        device=device,
+        parallel=parallel,
+        partition=Partition.parse(v["partition"]),
+        engine=v["runtime"],
+        engine_settings=tuple(settings.items()),
     )
     cfg = ServingConfig(
         deployment=deployment,

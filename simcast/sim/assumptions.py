@@ -75,7 +75,12 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
         generic = not used.profile_has_engines or any(not k.fitted_by for k in used.kernels)
         out.append(_rec(Topic.ENGINE_KERNELS, used, approximation=generic))
         out.append(
-            _rec(Topic.CUDA_GRAPHS, graph_facts(spec.engine, micro[0], dev.hbm_bytes / GIB, par.tp, spec.cuda_graph))
+            _rec(
+                Topic.CUDA_GRAPHS,
+                graph_facts(
+                    spec.engine, micro[0], dev.hbm_bytes / GIB, par.tp, spec.cuda_graph, dict(spec.engine_settings)
+                ),
+            )
         )
     if m.moe is not None:
         routing = A.MoeRouting(

@@ -100,6 +100,7 @@ class Req:
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
     spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
     rid: int = -1  # the replica the router sent it to (-1: not sent yet)
+    sent_token_s: float = 0.0  # when the engine last sent it tokens (streaming in chunks: request_level.intake)
 
     @property
     def prefill_left(self) -> int:
@@ -126,6 +127,10 @@ class Replica:
     prefixes: dict = field(default_factory=dict)  # prefix_id -> Prefix
     hit_tokens: int = 0  # prompt tokens served from the prefix cache, over all admissions
     query_tokens: int = 0  # prompt tokens looked up, over all admissions
+    decode_only: bool = False  # its last step ran decodes only (request_level.intake: receive interval)
+    recv_count: int = 0  # steps counted toward the next intake of new requests (weights: request_level.intake)
+    recv_s: float = 0.0  # arrivals up to this time were taken in at the last intake
+    wait_count: int = 0  # steps new prompts have been held back (batch waiting)
 
     def __post_init__(self) -> None:
         self.pushed = self.kv_blocks

@@ -42,6 +42,7 @@ import numpy as np
 from simcast.core.errors import require
 from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult, Sample
+from simcast.serving.request_level.intake import hold_prompts, receive_cutoff, stream_gaps
 from simcast.serving.request_level.request_gen import make_conversations, make_requests, requests_from_lengths
 from simcast.serving.request_level.routers import Router, RouterSettings, default_settings, make_router
 from simcast.serving.request_level.scheduler import Replica, Req, RequestSpec, blocks_for, form_step
@@ -186,7 +187,9 @@ def _admit(st: _Loop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] |
     budget = pol.max_num_batched_tokens
     # an overlap scheduler formed this step while the previous one ran: it sees requests ready by then
     overlap = pol.overlap_cpu and pol.engine.schedules
-    cutoff = rep.step_start_s if overlap and rep.step_start_s > float("-inf") else rep.clock
+    cutoff = receive_cutoff(rep, pol, rep.step_start_s if overlap and rep.step_start_s > float("-inf") else rep.clock)
+    if hold_prompts(rep, pol, cutoff, budget * m):
+        cutoff = float("-inf")
     ready = bool(rep.waiting) and rep.waiting[0].ready_s <= cutoff  # FIFO by send time: the head is first
 
     def form(prefill_first: bool) -> tuple[list[Req], list[tuple[Req, int]]]:
@@ -207,6 +210,7 @@ def _admit(st: _Loop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] |
         decodes, chunks = form(False)
     if decodes or chunks:
         rep.step_start_s = rep.clock
+        rep.decode_only = not chunks
         return decodes, chunks
     later = [rep.waiting[0].ready_s] if rep.waiting and rep.waiting[0].ready_s > cutoff else []
     if st.has_unsent() and st.next_send() > rep.clock:
@@ -231,7 +235,8 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
     st.step_end.append(rep.clock + c.dt)
     rep.clock += c.dt
     now = rep.clock
-    if decodes:
+    every = st.coster.policy.stream_every
+    if decodes and every == 1:
         st.itl_v.append(c.dt)
         st.itl_w.append(len(decodes))
     emitted = sum(1 for q, n in chunks if n == q.prefill_left)
@@ -243,6 +248,10 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
         q.generated += got
         q.computed += got
         q.token_s = c.start + c.own[c.dec_mb[k]] if m > 1 else now
+        gap = stream_gaps(q, q.generated - got, q.token_s, every) if every > 1 else None
+        if gap is not None:
+            st.itl_v.append(gap)
+            st.itl_w.append(1)
     st.step_tok.append(emitted)
     for q, n in chunks:
         q.computed += n  # its blocks were reserved when the step was formed
@@ -255,6 +264,7 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
             q.token_s = t
             if q.first_token_s < 0:
                 q.first_token_s = t
+            q.sent_token_s = t
 
 
 def _complete(st: _Loop, rep: Replica) -> None:

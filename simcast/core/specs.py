@@ -73,6 +73,13 @@ class ParallelSpec:
             self.dp_attention,
             "needs dp_size > 1 (attention data-parallel groups)",
         )
+        require(
+            not self.dp_attention or self.moe_dp < self.dp,
+            "enable_dp_attention",
+            self.dp_attention,
+            f"needs moe_dp_size < dp_size = {self.dp} (the MoE layer spans the attention-DP groups; "
+            "moe_dp = dp is independent replicas)",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

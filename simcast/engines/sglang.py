@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.moe_layout import spans_replicas
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
@@ -256,7 +257,7 @@ class Sglang(Engine):
     def server_lines(self, cfg: LaunchTarget, pol: PolicyLike, batch: int, notes: list[str]) -> list[tuple[str, str]]:
         par, model = cfg.parallel, cfg.model.name
         moe = cfg.model.moe is not None
-        dp_attention = moe and par.dp > 1  # simcast's MoE layers span a stage's tp x dp ranks: SGLang's DP attention
+        dp_attention = moe and spans_replicas(par)  # the MoE layers span the replicas' ranks: SGLang's DP attention
         tp = par.tp * par.dp if dp_attention else par.tp
         chunk = pol.max_num_batched_tokens * (par.dp if dp_attention else 1)
         running = batch * par.dp if dp_attention else batch

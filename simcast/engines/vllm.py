@@ -30,6 +30,7 @@ from typing import Any
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
+from simcast.core.moe_layout import replicas_share_nothing
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, nodes, precision_flags, speculative_draft
@@ -221,6 +222,12 @@ class Vllm(Engine):
                     f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
                     f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
                 )
+        if cfg.model.moe is not None and replicas_share_nothing(par):
+            notes.append(
+                f"independent replicas: on an MoE model vLLM's --data-parallel-size joins the DP ranks' experts into "
+                f"one group; to run {par.dp} replicas that share nothing, launch each with --data-parallel-size 1 "
+                "behind a router"
+            )
         base += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

@@ -9,7 +9,7 @@ from simcast.core.errors import require
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.model_spec import ModelSpec
-from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
+from simcast.core.moe_layout import moe_comm_mode, replica_view, stage_moe_path
 from simcast.core.moe_memory import moe_shard
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.shards import ShardedDims, sharded_dims
@@ -105,7 +105,7 @@ def stage_key(
     kinds, _ = stage_layers(model, start_layer, num_layers, first)
     extra: dict = {}
     if any(k.startswith("moe") for k in kinds):
-        p = par or ParallelSpec(tp=sd.tp)
+        p = replica_view(par or ParallelSpec(tp=sd.tp))
         ms, m = moe_shard(model, p), model.moe
         assert m is not None
         extra.update(

@@ -178,6 +178,8 @@ class SimSpec:
     chunked_prefill: ChunkedPrefill | None = None  # one prompt's chunks as the microbatches (replaces the split)
     cuda_graph: bool | None = None  # the step replays a captured CUDA graph; None: the engine's default rule
     # (simcast.engines.cuda_graphs.step_captured: vLLM <= 512 tokens, SGLang/TRT-LLM decode up to their capture batch)
+    active_dp_ranks: int = 0  # attention-DP: how many of the dp ranks carry ``batch`` this step (0: all of them);
+    # one prompt on an idle attention-DP layout is prefilled by one DP rank (the others run idle MoE steps)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 
@@ -209,6 +211,12 @@ class SimSpec:
             "allowed: auto, bf16, fp8",
         )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
+        require(
+            0 <= self.active_dp_ranks <= self.parallel.dp,
+            "active_dp_ranks",
+            self.active_dp_ranks,
+            f"must be in 0..dp={self.parallel.dp} (0: every DP rank)",
+        )
         require(self.decode_query_len >= 1, "decode_query_len", self.decode_query_len, "must be >= 1")
         require(
             self.collective_algorithm in ("auto", "ring", "tree"),

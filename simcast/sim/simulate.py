@@ -245,6 +245,7 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         kv_bytes=kv_bytes,
         captured=step_captured(spec, mb),
         decode_query_len=spec.decode_query_len,
+        active_dp_ranks=spec.active_dp_ranks,
     )
 
 

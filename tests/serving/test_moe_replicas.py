@@ -43,6 +43,7 @@ def qwen_tp2():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ep", [1, 2])
 def test_per_device_numbers_invariant_under_replica_count(qwen_tp2, ep):
     """TP2 replicas (EP inside each or not) on 2, 4, 8 and 16 GPUs: token/s/device, TPOT and both TTFTs equal

@@ -14,6 +14,7 @@ from simcast.core.specs import SimSpec
 _LAYOUT = ("tp", "pp", "num_devices", "ep", "moe_dp", "expert_imbalance")
 _STEP = (
     "dp_attention",
+    "enable_expert_parallel",
     "batch_size",
     "input_length",
     "phase",

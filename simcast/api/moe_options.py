@@ -59,6 +59,27 @@ class MoELayoutOptions:
             action="store_true",
         ),
     )
+    ep_num_redundant_experts: int = opt(
+        0,
+        "MoE: redundant expert replicas over the EP group (slots per rank = ceil((E + R) / ep))",
+        flag=Flag(
+            names=("--ep-num-redundant-experts",),
+            help="MoE: redundant expert replicas spread over the EP ranks, ceil((experts + R) / ep) slots each, so "
+            "ep need not divide the experts (SGLang --ep-num-redundant-experts; vLLM --eplb-config "
+            "num_redundant_experts) [default 0]",
+            value_type="experts",
+        ),
+    )
+    enable_eplb: bool = opt(
+        False,
+        "MoE: experts replicated and placed by load (EPLB)",
+        flag=Flag(
+            names=("--enable-eplb",),
+            help="MoE: experts replicated and placed by load, as deepseek-ai/EPLB does (SGLang/vLLM --enable-eplb): "
+            "the busiest EP rank's load follows that placement (simcast.core.moe_placement)",
+            action="store_true",
+        ),
+    )
 
 
 def moe_parallel(
@@ -92,4 +113,13 @@ def moe_parallel(
         + ("attention-DP: tp*dp" if mdp == 1 else "independent replicas: each replica's tp")
         + ")",
     )
-    return ParallelSpec(tp=tp, pp=pp, dp=dp, ep=ep, moe_dp=mdp, dp_attention=attn_dp and mdp < dp)
+    return ParallelSpec(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        moe_dp=mdp,
+        dp_attention=attn_dp and mdp < dp,
+        redundant_experts=o.ep_num_redundant_experts,
+        eplb=o.enable_eplb,
+    )

@@ -140,6 +140,7 @@ VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     "hit_rate": hit_rate,
     "spec_tokens": int_in(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
     "draft_tokens": int_in(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
+    "experts": int_in(0, 65536, "redundant expert replicas"),
 }
 """The bounded argparse types an options field's :class:`simcast.api.options.Flag` names (``value_type``)."""
 

@@ -63,6 +63,8 @@ _REQUESTS = (
     "ep",
     "dp_attention",
     "enable_expert_parallel",
+    "ep_num_redundant_experts",
+    "enable_eplb",
     "router",
     "request_rate",
     "burstiness",

@@ -15,6 +15,8 @@ _LAYOUT = ("tp", "pp", "num_devices", "ep", "moe_dp", "expert_imbalance")
 _STEP = (
     "dp_attention",
     "enable_expert_parallel",
+    "ep_num_redundant_experts",
+    "enable_eplb",
     "batch_size",
     "input_length",
     "phase",

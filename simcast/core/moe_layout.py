@@ -16,7 +16,7 @@ contiguous (NVLink-near, like TP), EP groups stride by ``moe_tp``, MoE-DP groups
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcast.core.device import LinkTable
 from simcast.core.layout import ParallelGroup, Path, group_path, rank_coords, rank_of
@@ -106,7 +106,7 @@ def replica_view(par: ParallelSpec) -> ParallelSpec:
     numbers are exactly a one-replica engine's)."""
     if not replicas_share_nothing(par):
         return par
-    return ParallelSpec(tp=par.tp, pp=par.pp, dp=1, ep=par.ep, moe_dp=1, moe_tp=par.moe_tp)
+    return replace(par, dp=1, world_size=par.tp * par.pp, moe_dp=1)
 
 
 def spans_replicas(par: ParallelSpec) -> bool:

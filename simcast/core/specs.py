@@ -39,6 +39,8 @@ class ParallelSpec:
     moe_dp: int = 1
     moe_tp: int = 0
     dp_attention: bool = False
+    redundant_experts: int = 0  # redundant expert replicas over the EP group (SGLang --ep-num-redundant-experts)
+    eplb: bool = False  # experts placed by load (EPLB: SGLang --enable-eplb, vLLM --enable-eplb)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "moe_dp"):
@@ -72,6 +74,12 @@ class ParallelSpec:
             "enable_dp_attention",
             self.dp_attention,
             "needs dp_size > 1 (attention data-parallel groups)",
+        )
+        require(
+            isinstance(self.redundant_experts, int) and self.redundant_experts >= 0,
+            "ep_num_redundant_experts",
+            self.redundant_experts,
+            "must be an integer >= 0",
         )
         require(
             not self.dp_attention or self.moe_dp < self.dp,

@@ -82,3 +82,18 @@ def _dev():
     from simcast.inputs.loaders import load_device
 
     return load_device("h200_sxm")
+
+
+def test_service_yaml_wide_ep(tmp_path):
+    """serve-config reads the wide-EP keys into the layout (EP48 over 48 attention-DP ranks, 32 redundant)."""
+    from simcast.serving.service_yaml import build_serving_config, read_service_yaml
+
+    y = tmp_path / "s.yaml"
+    y.write_text(
+        "model: deepseek-ai/DeepSeek-V3\ndevice: h200_sxm\nruntime: sglang\n"
+        "workload: {input_length: 1024, output_length: 64, batch_size: 8}\n"
+        "parallel_config: {tp_size: 1, dp_size: 48, ep_size: 48, enable_dp_attention: true, "
+        "ep_num_redundant_experts: 32, enable_eplb: true}\n"
+    )
+    par = build_serving_config(read_service_yaml(str(y)), {})[0].parallel
+    assert (par.ep, par.redundant_experts, par.eplb, par.dp_attention) == (48, 32, True, True)

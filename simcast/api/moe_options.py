@@ -25,7 +25,34 @@ from simcast.core.specs import ParallelSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class MoELayoutOptions:
+class WideEPOptions:
+    """Redundant experts and EPLB (``simcast.core.moe_placement``): on simulate, bench-serve and optimize."""
+
+    ep_num_redundant_experts: int = opt(
+        0,
+        "MoE: redundant expert replicas over the EP group (slots per rank = ceil((E + R) / ep))",
+        flag=Flag(
+            names=("--ep-num-redundant-experts",),
+            help="MoE: redundant expert replicas spread over the EP ranks, ceil((experts + R) / ep) slots each, so "
+            "ep need not divide the experts (SGLang --ep-num-redundant-experts; vLLM --eplb-config "
+            "num_redundant_experts) [default 0]",
+            value_type="experts",
+        ),
+    )
+    enable_eplb: bool = opt(
+        False,
+        "MoE: experts replicated and placed by load (EPLB)",
+        flag=Flag(
+            names=("--enable-eplb",),
+            help="MoE: experts replicated and placed by load, as deepseek-ai/EPLB does (SGLang/vLLM --enable-eplb): "
+            "the busiest EP rank's load follows that placement (simcast.core.moe_placement)",
+            action="store_true",
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoELayoutOptions(WideEPOptions):
     """Expert parallelism and attention data parallelism (module docstring: the engines' spellings)."""
 
     ep: int = opt(
@@ -56,27 +83,6 @@ class MoELayoutOptions:
             names=("--enable-expert-parallel",),
             help="MoE: vLLM's expert parallelism: the MoE layers of all tp x dp ranks form one EP group "
             "(ep = tp*dp; with dp > 1 the dp ranks are attention-DP, as vLLM runs DP on an MoE model)",
-            action="store_true",
-        ),
-    )
-    ep_num_redundant_experts: int = opt(
-        0,
-        "MoE: redundant expert replicas over the EP group (slots per rank = ceil((E + R) / ep))",
-        flag=Flag(
-            names=("--ep-num-redundant-experts",),
-            help="MoE: redundant expert replicas spread over the EP ranks, ceil((experts + R) / ep) slots each, so "
-            "ep need not divide the experts (SGLang --ep-num-redundant-experts; vLLM --eplb-config "
-            "num_redundant_experts) [default 0]",
-            value_type="experts",
-        ),
-    )
-    enable_eplb: bool = opt(
-        False,
-        "MoE: experts replicated and placed by load (EPLB)",
-        flag=Flag(
-            names=("--enable-eplb",),
-            help="MoE: experts replicated and placed by load, as deepseek-ai/EPLB does (SGLang/vLLM --enable-eplb): "
-            "the busiest EP rank's load follows that placement (simcast.core.moe_placement)",
             action="store_true",
         ),
     )

@@ -9,7 +9,6 @@ from simcast.cli.args import float_in
 from simcast.cli.exits import EXIT_NO_LAYOUT
 from simcast.cli.outputs import emit, emit_json
 from simcast.core.errors import require
-from simcast.core.moe_layout import spans_replicas
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
 
@@ -114,9 +113,11 @@ def _fewest_devices(
     lines.append(f"{head}: fewest devices sustaining {rate:g} requests/s under the limits")
     if fa is not None and fa.sustained and fa.best is not None:
         c, n = fa.best.candidate, fa.devices
+        par = c.result.config.parallel
+        unit = "attention-DP engines" if fa.best.group_devices > par.tp * par.pp else "replicas"
         lines.append(
             f"  agg:    {n} devices, {fa.best.group_devices}-device "
-            f"{'attention-DP engines' if spans_replicas(c.result.config.parallel) else 'replicas'} "
+            f"{unit} "
             f"of {result_row(c.result)['parallel']} (per replica as ranked at {c.result.config.parallel.world_size} "
             f"devices: ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms)"
         )

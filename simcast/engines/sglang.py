@@ -287,6 +287,10 @@ class Sglang(Engine):
             cmd += ["--ep-size", par.ep]
         if moe and par.moe_dp > 1:
             cmd += ["--moe-dp-size", par.moe_dp]
+        if moe and par.redundant_experts:
+            cmd += ["--ep-num-redundant-experts", par.redundant_experts]
+        if moe and par.eplb:
+            cmd.append("--enable-eplb")
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

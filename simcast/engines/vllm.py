@@ -222,6 +222,11 @@ class Vllm(Engine):
                     f"vLLM's expert parallelism spans TP x DP = {par.tp * par.dp} ranks; "
                     f"simcast's layout has EP={par.ep}, MoE-TP={par.moe_tp}, MoE-DP={par.moe_dp}"
                 )
+        if cfg.model.moe is not None and par.eplb:  # vLLM --enable-eplb, redundant experts in --eplb-config
+            conf = json.dumps({"num_redundant_experts": par.redundant_experts}, separators=(",", ":"))
+            base += ["--enable-eplb", "--eplb-config", conf]
+        elif cfg.model.moe is not None and par.redundant_experts:
+            notes.append(f"vLLM places {par.redundant_experts} redundant experts only with --enable-eplb")
         if cfg.model.moe is not None and replicas_share_nothing(par):
             notes.append(
                 f"independent replicas: on an MoE model vLLM's --data-parallel-size joins the DP ranks' experts into "

@@ -30,6 +30,7 @@ class Topic(enum.Enum):
     ENGINE_KERNELS = "engine kernels"
     CUDA_GRAPHS = "cuda graphs"
     MOE = "moe"
+    MOE_LAYOUT = "moe layout"
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
     WEIGHT_FORMAT = "weight format"
@@ -182,6 +183,20 @@ class MoeRouting:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MoeLayout:
+    """How the layout's MoE layers meet its replicas and place its experts (only stated when it matters)."""
+
+    replicas_share_nothing: bool  # moe_dp == dp: each replica its own experts, no cross-replica traffic
+    active_dp_ranks: int  # attention-DP: DP ranks carrying tokens this step (0: all)
+    dp: int
+    ep: int
+    expert_slots: int  # per rank, ceil((E + R) / ep)
+    redundant_experts: int
+    eplb: bool
+    rank_imbalance: float  # the busiest EP rank's load over the uniform expectation used
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mla:
     cache_width_elements: int  # latent cache per token per layer
 
@@ -303,6 +318,7 @@ FACTS: dict[Topic, type] = {
     Topic.ENGINE_KERNELS: KernelsUsed,
     Topic.CUDA_GRAPHS: CudaGraphs,
     Topic.MOE: MoeRouting,
+    Topic.MOE_LAYOUT: MoeLayout,
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
     Topic.WEIGHT_FORMAT: WeightFormat,

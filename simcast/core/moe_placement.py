@@ -26,6 +26,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simcast.core.specs import SimSpec
 
 
 def expert_slots(num_experts: int, redundant: int, ep: int) -> int:
@@ -63,3 +67,12 @@ def placement_imbalance(num_experts: int, redundant: int, ep: int, imbalance: fl
     if not eplb or ep <= 1:
         return imbalance
     return max(1.0, eplb_imbalance(num_experts, redundant, ep, imbalance))
+
+
+def rank_imbalance(spec: SimSpec) -> float:
+    """The busiest expert rank's load over the uniform expectation with the layout's expert placement
+    (:func:`simcast.core.moe_placement.placement_imbalance`: ``spec.expert_imbalance`` without EPLB)."""
+    m, par = spec.model.moe, spec.parallel
+    if m is None or not par.eplb:
+        return spec.expert_imbalance
+    return placement_imbalance(m.num_experts, par.redundant_experts, par.ep, spec.expert_imbalance, True)

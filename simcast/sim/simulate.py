@@ -11,7 +11,7 @@ from simcast.core.layout import Path, stage_tp_path
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_layout import moe_comm_mode, replica_view, stage_moe_path
 from simcast.core.moe_memory import moe_shard
-from simcast.core.moe_placement import placement_imbalance
+from simcast.core.moe_placement import rank_imbalance
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
@@ -230,15 +230,6 @@ def stage_setups(spec: SimSpec, *, use_disk_cache: bool = True) -> tuple[Pipelin
             )
         )
     return plan, out, compiled
-
-
-def rank_imbalance(spec: SimSpec) -> float:
-    """The busiest expert rank's load over the uniform expectation with the layout's expert placement
-    (:func:`simcast.core.moe_placement.placement_imbalance`: ``spec.expert_imbalance`` without EPLB)."""
-    m, par = spec.model.moe, spec.parallel
-    if m is None or not par.eplb:
-        return spec.expert_imbalance
-    return placement_imbalance(m.num_experts, par.redundant_experts, par.ep, spec.expert_imbalance, True)
 
 
 def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:

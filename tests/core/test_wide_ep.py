@@ -4,12 +4,11 @@ memory the replicas take; with no redundant experts and EPLB off, exactly today'
 import pytest
 
 from simcast.core.moe_memory import moe_shard
-from simcast.core.moe_placement import eplb_imbalance, expert_slots, load_profile, placement_imbalance
+from simcast.core.moe_placement import eplb_imbalance, expert_slots, load_profile, placement_imbalance, rank_imbalance
 from simcast.core.shards import sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
 from simcast.core.weights import layer_weight_bytes_at
 from simcast.inputs.loaders import load_model
-from simcast.sim.simulate import rank_imbalance
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from simcast.api.common import (
     resolve_model,
 )
 from simcast.api.moe_comm_options import MoECommOptions
+from simcast.api.moe_options import MoELayoutOptions, moe_parallel
 from simcast.api.options import Flag, one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -107,7 +108,9 @@ class BenchResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchOptions(MoECommOptions, RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
+class BenchOptions(
+    MoECommOptions, MoELayoutOptions, RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions
+):
     """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
     router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
 
@@ -121,7 +124,16 @@ class BenchOptions(MoECommOptions, RequestOptions, SpeculativeOptions, ServingEn
         "pipeline-parallel size of each replica",
         flag=Flag(names=("--pp",), help="pipeline-parallel size", value_type="devices"),
     )
-    dp: int = opt(1, "replicas", flag=Flag(names=("--dp",), help="replicas behind the router", value_type="devices"))
+    dp: int = opt(
+        1,
+        "replicas (with --enable-dp-attention: attention-DP ranks of one engine)",
+        flag=Flag(
+            names=("--dp",),
+            help="replicas behind the router; with --enable-dp-attention / --enable-expert-parallel the attention "
+            "data-parallel ranks of one engine, requests dealt to them as the engine's DP controller does",
+            value_type="devices",
+        ),
+    )
     router: RouterName = opt(
         "round_robin",
         "how requests go to the dp replicas (random draws from --seed)",
@@ -188,7 +200,6 @@ def _check_options(o: BenchOptions) -> None:
 def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: dict[str, Any]) -> ServingConfig:
     """The serving configuration of the run: its memory estimate's request is the random lengths, or the mean
     lengths of the run's requests (tokens)."""
-    from simcast.core.specs import ParallelSpec
     from simcast.deploy.deployment import Deployment
     from simcast.serving.steady.model import ServingConfig, Workload
 
@@ -203,7 +214,7 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
     deployment = Deployment.build(
         model=m,
         device=dev,
-        parallel=ParallelSpec(tp=o.tp, pp=o.pp, dp=o.dp),
+        parallel=moe_parallel(o, m, tp=o.tp, pp=o.pp, dp=o.dp),
         partition=o.partition,
         engine=o.engine,
         kv_cache_dtype=o.kv_cache_dtype,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from simcast.api.common import EXPERT_IMBALANCE_FLAG, ServingEngineOptions, TargetOptions, check_int, check_options
 from simcast.api.moe_comm_options import MoECommOptions
+from simcast.api.moe_options import WideEPOptions
 from simcast.api.options import Flag, opt, required
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.errors import require
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SearchOptions(MoECommOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
+class SearchOptions(MoECommOptions, WideEPOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
     """The keywords of :func:`simcast.api.optimize.optimize` (``simcast optimize``'s flags of the
     aggregated search): the devices, the layouts and concurrencies searched, the limits, the requests."""
 
@@ -241,6 +242,8 @@ def search_space(o: SearchOptions) -> SearchSpace:
         ttft_limit_s=ttft_limit_ms / 1e3 if ttft_limit_ms else float("inf"),
         tpot_limit_s=tpot_limit_ms / 1e3 if tpot_limit_ms else float("inf"),
         chunk_sizes=(chunks or AUTO_CHUNK_SIZES) if o.chunked_prefill_sizes is not None else (),
+        redundant_experts=o.ep_num_redundant_experts,
+        eplb=o.enable_eplb,
     )
     check_space(space)
     return space

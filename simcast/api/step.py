@@ -128,8 +128,21 @@ def step_spec(o: StepOptions) -> SimSpec:
         f"{ep}/{moe_dp}",
         f"{m.name} has no experts: both must be 1",
     )
+    dp_n = world // (tp * pp)
+    if o.enable_expert_parallel:  # vLLM: the MoE layers of all tp x dp ranks form one EP group
+        require(ep in (1, tp * dp_n), "--ep", ep, f"--enable-expert-parallel sets ep = tp*dp = {tp * dp_n}")
+        ep = tp * dp_n
+    attn_dp = o.dp_attention or (o.enable_expert_parallel and dp_n > 1)
     par = ParallelSpec(
-        tp=tp, pp=pp, dp=world // (tp * pp), world_size=world, ep=ep, moe_dp=moe_dp, dp_attention=o.dp_attention
+        tp=tp,
+        pp=pp,
+        dp=dp_n,
+        world_size=world,
+        ep=ep,
+        moe_dp=moe_dp,
+        dp_attention=attn_dp,
+        redundant_experts=o.ep_num_redundant_experts,
+        eplb=o.enable_eplb,
     )
     deployment = Deployment.build(
         model=m,

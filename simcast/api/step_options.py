@@ -8,6 +8,7 @@ from typing import Literal
 
 from simcast.api.common import EXPERT_IMBALANCE_FLAG, TargetOptions, normalise_engine
 from simcast.api.moe_comm_options import MoECommOptions
+from simcast.api.moe_options import MoELayoutOptions
 from simcast.api.options import Flag, opt
 from simcast.api.speculative import SpeculativeOptions
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -16,7 +17,7 @@ from simcast.engines import ENGINE_CHOICES
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepOptions(MoECommOptions, SpeculativeOptions, TargetOptions):
+class StepOptions(MoECommOptions, MoELayoutOptions, SpeculativeOptions, TargetOptions):
     """The keywords of :func:`simulate_step` (``simcast simulate``'s flags): the layout, the batch, the
     step's phase and how its prompt is split."""
 
@@ -38,15 +39,6 @@ class StepOptions(MoECommOptions, SpeculativeOptions, TargetOptions):
             value_type="devices",
         ),
     )
-    ep: int = opt(
-        1,
-        "MoE: expert-parallel size",
-        flag=Flag(
-            names=("--ep",),
-            help="MoE: expert-parallel size (the experts of a stage split over ep ranks) [default 1]",
-            value_type="devices",
-        ),
-    )
     moe_dp: int = opt(
         1,
         "MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp)",
@@ -54,15 +46,6 @@ class StepOptions(MoECommOptions, SpeculativeOptions, TargetOptions):
             names=("--moe-dp",),
             help="MoE: expert data-parallel size; moe_tp = num_devices / (pp*ep*moe_dp) [default 1]",
             value_type="devices",
-        ),
-    )
-    dp_attention: bool = opt(
-        False,
-        "MoE: the dp replicas are attention-DP groups feeding one MoE layer",
-        flag=Flag(
-            names=("--dp-attention",),
-            help="MoE: the dp replicas are attention-DP groups feeding one MoE layer (needs dp > 1)",
-            action="store_true",
         ),
     )
     expert_imbalance: float = opt(

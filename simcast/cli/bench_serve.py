@@ -68,6 +68,11 @@ _REQUESTS = (
     "tp",
     "pp",
     "dp",
+    "ep",
+    "dp_attention",
+    "enable_expert_parallel",
+    "ep_num_redundant_experts",
+    "enable_eplb",
     "router",
     "request_rate",
     "burstiness",
@@ -183,10 +188,12 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         )
     )
     d, res, cfg, source = out.to_dict(), out.run, out.config, out.source
-    model, dev = cfg.model, cfg.device
+    model, dev, par = cfg.model, cfg.device, cfg.parallel
+    layout = f"TP={a.tp} | PP={a.pp} | DP={a.dp}" + (f" | EP={par.ep}" if par.ep > 1 else "")
+    layout += " | attention-DP" if par.dp_attention else ""
     header = (
         f"simcast bench-serve: {model.name} on {cfg.parallel.world_size} x {dev.name} "
-        f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), engine {cfg.runtime}, {res.steps} steps, "
+        f"({layout}), engine {cfg.runtime}, {res.steps} steps, "
         f"{res.distinct_batches} distinct step shapes simulated"
     )
     emit(format_bench(out.summary, header))
@@ -196,7 +203,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             res,
             a.plot,
             f"{model.name} on {cfg.parallel.world_size} x {dev.name} "
-            f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {d['num_prompts']} prompts, "
+            f"({layout}), {cfg.runtime}, {d['num_prompts']} prompts, "
             f"rate {rate} req/s" + ("" if source == "random" else f", {source}"),
         )
     if save_to:

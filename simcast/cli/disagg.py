@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from simcast.api.options import Flag, opt
+from simcast.cli.exits import EXIT_NO_LAYOUT
 from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, emit_json
 from simcast.core.errors import require
@@ -93,46 +94,64 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
         f"simcast optimize --serving-mode {a.serving_mode}: {base.model.name} on up to {space.num_devices} x "
         f"{base.device.name}, ISL {w.input_length} / OSL {w.output_length}"
     )
+    found = True
     if a.request_rate is not None:
-        _fewest_devices(a, space, agg_rows, pools, head, lines, out)
+        found = _fewest_devices(a, space, (base, agg_rows, agg_rej), pools, head, lines, out)
     else:
         _ranked(a, space, agg_rows, agg_rej, dis_rows, dis_rej, pools, head, lines, out)
     if a.json:
         emit_json(out, null_reason=NULL_DISAGG)
     else:
         emit("\n".join(lines))
-    return 0
+    return 0 if found else EXIT_NO_LAYOUT
 
 
 def _fewest_devices(
     a: argparse.Namespace,
     space: SearchSpace,
-    agg_rows: list,
+    agg: tuple[ServingConfig, list, list],
     pools: list,
     head: str,
     lines: list[str],
     out: dict,
-) -> None:
-    """``--request-rate``: the fewest devices each mode needs to sustain it (``lines`` and ``out`` filled)."""
+) -> bool:
+    """``--request-rate``: the fewest devices each mode needs to sustain it (``lines`` and ``out`` filled);
+    False when no mode sustains it within ``--num-devices`` (the best rate reached and why are printed)."""
     from simcast.render.assumption_text import assumption_lines
     from simcast.render.disagg_tables import disagg_row
     from simcast.render.search_tables import result_row
-    from simcast.serving.disagg.search import fewest_agg, fewest_disagg
+    from simcast.serving.disagg.search import fewest_disagg
 
     rate = a.request_rate
-    fa = fewest_agg(agg_rows, rate, space.num_devices) if agg_rows else None
+    fa = _fewest_agg(a, space, agg, rate) if a.serving_mode != "disagg" else None
     fd = fewest_disagg(pools, space, rate, a.kv_transfer) if pools else None
     lines.append(f"{head}: fewest devices sustaining {rate:g} requests/s under the limits")
-    if fa:
-        c, n = fa
+    if fa is not None and fa.sustained and fa.best is not None:
+        c, n = fa.best.candidate, fa.devices
+        par = c.result.config.parallel
+        unit = "attention-DP engines" if fa.best.group_devices > par.tp * par.pp else "replicas"
         lines.append(
-            f"  agg:    {n} devices, {c.result.config.parallel.tp * c.result.config.parallel.pp}-device replicas "
-            f"of {result_row(c.result)['parallel']} (per replica as ranked at {space.num_devices} "
+            f"  agg:    {n} devices, {fa.best.group_devices}-device "
+            f"{unit} "
+            f"of {result_row(c.result)['parallel']} (per replica as ranked at {c.result.config.parallel.world_size} "
             f"devices: ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms)"
         )
         out["agg"] = {"devices": n, **result_row(c.result)}
-    elif a.serving_mode != "disagg":
+    elif fa is not None:
+        from simcast.serving.search.fewest import why_not
+
         lines.append(f"  agg:    no layout sustains it within {space.num_devices} devices")
+        lines.append(f"          why: {why_not(fa)}")
+        out["agg"] = {"devices": None, "best_rate_per_s": fa.reached_per_s, "why": why_not(fa)}
+        if fa.best is not None:
+            c = fa.best.candidate
+            lines.append(
+                f"          best rate reached: {fa.reached_per_s:.3g} requests/s by {result_row(c.result)['parallel']} "
+                f"(ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms); "
+                f"{rate:g} requests/s needs {fa.devices} devices"
+            )
+            out["agg"].update(devices_needed=fa.devices, **result_row(c.result))
+    fa_n = fa.devices if fa is not None and fa.sustained else None
     if fd:
         c2 = fd.config
         lines.append(
@@ -143,7 +162,7 @@ def _fewest_devices(
         out["disagg"] = disagg_row(fd)
     elif a.serving_mode != "agg":
         lines.append(f"  disagg: no deployment sustains it within {space.num_devices} devices")
-    counts = ([(fa[1], "agg")] if fa else []) + ([(fd.num_devices, "disagg")] if fd else [])
+    counts = ([(fa_n, "agg")] if fa_n else []) + ([(fd.num_devices, "disagg")] if fd else [])
     if counts:
         n, mode = min(counts)
         if len(counts) == 2 and counts[0][0] == counts[1][0]:
@@ -152,6 +171,21 @@ def _fewest_devices(
         out["fewest"] = {"devices": n, "serving_mode": mode}
     if fd:
         lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in assumption_lines(fd.assumptions)]
+    return bool(counts)
+
+
+def _fewest_agg(a: argparse.Namespace, space: SearchSpace, agg: tuple[ServingConfig, list, list], rate: float):
+    """The aggregated answer (:func:`simcast.serving.search.fewest.fewest_devices`), attention-DP engines
+    searched at each device count."""
+    from simcast.serving.search.fewest import fewest_devices
+    from simcast.serving.search.layouts import search
+
+    base, rows, rejected = agg
+
+    def at(sub: SearchSpace) -> list:
+        return search(base, sub, use_disk_cache=not a.no_cache, workers=a.workers, ray_address=a.ray)[0]
+
+    return fewest_devices(rows, rejected, space, rate, at, moe=base.model.moe is not None)
 
 
 def _ranked(

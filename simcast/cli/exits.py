@@ -14,7 +14,11 @@ EXIT_CODES = (
         "bad input (a flag, YAML key, model config or device profile: one line names it), or an output that "
         "cannot be written",
     ),
-    (EXIT_NO_LAYOUT, "optimize found no layout meeting the limits (its table or JSON says why)"),
+    (
+        EXIT_NO_LAYOUT,
+        "optimize found no layout meeting the limits, or with --request-rate none sustaining the rate within "
+        "--num-devices (its table or JSON says why and the best rate reached)",
+    ),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
 )
 

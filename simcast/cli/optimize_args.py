@@ -27,7 +27,16 @@ from simcast.inputs.limits import (
 from simcast.serving.request_level.routers import ROUTERS
 
 _WORKLOAD = ("num_devices", "input_length", "output_length", "dataset_name", "prefix_hit_rate")
-_SPACE = ("usage", "tp_sizes", "pp_sizes", "ep_sizes", "moe_dp_sizes", "expert_imbalance")
+_SPACE = (
+    "usage",
+    "tp_sizes",
+    "pp_sizes",
+    "ep_sizes",
+    "moe_dp_sizes",
+    "ep_num_redundant_experts",
+    "enable_eplb",
+    "expert_imbalance",
+)
 _LIMITS = ("batch_sizes", "ttft_limit_ms", "tpot_limit_ms", "chunked_prefill_sizes", "devices_per_node")
 SEARCH_FLAGS = _WORKLOAD + _SPACE + _LIMITS + MOE_COMM_FIELDS
 """The :class:`SearchOptions` fields ``simcast optimize`` reads from its own flags (declared on the fields)."""

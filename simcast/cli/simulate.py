@@ -24,6 +24,9 @@ from simcast.core.specs import SimSpec
 _LAYOUT = ("tp", "pp", "num_devices", "ep", "moe_dp", "expert_imbalance")
 _STEP = (
     "dp_attention",
+    "enable_expert_parallel",
+    "ep_num_redundant_experts",
+    "enable_eplb",
     "batch_size",
     "input_length",
     "phase",

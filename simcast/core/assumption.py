@@ -31,6 +31,7 @@ class Topic(enum.Enum):
     CUDA_GRAPHS = "cuda graphs"
     MOE = "moe"
     MOE_COMM = "moe comm"
+    MOE_LAYOUT = "moe layout"
     MLA = "mla"
     SLIDING_WINDOW = "sliding window"
     CHUNKED_ATTENTION = "chunked attention"
@@ -210,6 +211,20 @@ class MoeComm:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MoeLayout:
+    """How the layout's MoE layers meet its replicas and place its experts (only stated when it matters)."""
+
+    replicas_share_nothing: bool  # moe_dp == dp: each replica its own experts, no cross-replica traffic
+    active_dp_ranks: int  # attention-DP: DP ranks carrying tokens this step (0: all)
+    dp: int
+    ep: int
+    expert_slots: int  # per rank, ceil((E + R) / ep)
+    redundant_experts: int
+    eplb: bool
+    rank_imbalance: float  # the busiest EP rank's load over the uniform expectation used
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mla:
     cache_width_elements: int  # latent cache per token per layer
 
@@ -351,6 +366,7 @@ FACTS: dict[Topic, type] = {
     Topic.CUDA_GRAPHS: CudaGraphs,
     Topic.MOE: MoeRouting,
     Topic.MOE_COMM: MoeComm,
+    Topic.MOE_LAYOUT: MoeLayout,
     Topic.MLA: Mla,
     Topic.SLIDING_WINDOW: SlidingWindow,
     Topic.CHUNKED_ATTENTION: ChunkedAttention,

@@ -244,4 +244,6 @@ def parallel_label(par: ParallelSpec, moe: bool) -> str:
     if not moe:
         return s
     s += f" | EP={par.ep} | MoE-TP={par.moe_tp} | MoE-DP={par.moe_dp}"
+    s += f" | redundant experts={par.redundant_experts}" if par.redundant_experts else ""
+    s += " | EPLB" if par.eplb else ""
     return s + " (replicas)" if par.dp > 1 and par.moe_dp == par.dp else s

@@ -16,7 +16,7 @@ contiguous (NVLink-near, like TP), EP groups stride by ``moe_tp``, MoE-DP groups
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcast.core.device import LinkTable
 from simcast.core.layout import ParallelGroup, Path, group_path, rank_coords, rank_of
@@ -93,9 +93,32 @@ def moe_replica_sizes(devices: int, tp: int, pp: int, ep: int) -> tuple[int, int
     return devices // (tp * pp), tp // ep
 
 
+def replicas_share_nothing(par: ParallelSpec) -> bool:
+    """Each of the ``dp`` replicas holds its own experts (``moe_dp == dp``: one MoE-DP group per replica,
+    ``ep x moe_tp == tp`` inside it): the replicas exchange nothing, so a replica's step is a ``dp = 1``
+    engine's (what ``--dp D`` with separate servers behind a router is)."""
+    return par.dp > 1 and par.moe_dp == par.dp
+
+
+def replica_view(par: ParallelSpec) -> ParallelSpec:
+    """The layout one replica's MoE layers see: ``par`` itself, or for replicas that share nothing
+    (:func:`replicas_share_nothing`) the same layout at ``dp = 1`` (so a replica's step, trace and
+    numbers are exactly a one-replica engine's)."""
+    if not replicas_share_nothing(par):
+        return par
+    return replace(par, dp=1, world_size=par.tp * par.pp, moe_dp=1)
+
+
+def spans_replicas(par: ParallelSpec) -> bool:
+    """The MoE group takes tokens from several attention replicas (attention-DP: ``moe_dp < dp``, SGLang
+    ``--enable-dp-attention``, vLLM ``--data-parallel-size`` on an MoE model)."""
+    return par.dp > 1 and not replicas_share_nothing(par)
+
+
 def moe_comm_mode(par: ParallelSpec) -> str:
     """How a rank's MoE output reaches its tokens: inside the TP group an all-reduce (vLLM's EP / MoE-TP
-    without DP); across dp replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
-    if par.dp > 1:
+    without DP; also each replica of a layout whose replicas share nothing); when the MoE group spans
+    attention-DP replicas an all-to-all (EP, DeepEP) or all-gather/reduce-scatter (no EP)."""
+    if spans_replicas(par):
         return "all_to_all" if par.ep > 1 else "all_gather"
     return "all_reduce" if par.tp > 1 else ""

@@ -1,6 +1,7 @@
 """Per-rank shards of routed experts (weights per layer: :mod:`simcast.core.weights`).
 
-Experts: ``E / ep`` experts per rank, each expert's FFN width split ``/ moe_tp``; shared experts
+Experts: ``ceil((E + R) / ep)`` expert slots per rank (``R`` redundant replicas,
+:mod:`simcast.core.moe_placement`; ``E / ep`` without them), each expert's FFN width split ``/ moe_tp``; shared experts
 TP-sharded ``/ tp`` (vLLM). A split that does not divide the model is a one-line input error.
 """
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
+from simcast.core.moe_placement import expert_slots
 from simcast.core.specs import ParallelSpec
 
 
@@ -27,7 +29,20 @@ def moe_shard(model: ModelSpec, par: ParallelSpec) -> MoEShard:
     m = model.moe
     require(m is not None, "ep_size", par.ep, f"{model.name} has no experts")
     assert m is not None
-    require(m.num_experts % par.ep == 0, "ep_size", par.ep, f"must divide the {m.num_experts} experts of {model.name}")
+    slots = m.num_experts + par.redundant_experts
+    require(
+        par.ep <= slots,
+        "ep_size",
+        par.ep,
+        f"must be <= the {m.num_experts} experts of {model.name} plus --ep-num-redundant-experts "
+        f"{par.redundant_experts}",
+    )
+    require(
+        par.redundant_experts == 0 or par.ep > 1,
+        "ep_num_redundant_experts",
+        par.redundant_experts,
+        "needs expert parallelism (--ep > 1)",
+    )
     require(
         m.expert_intermediate % par.moe_tp == 0,
         "moe_tp_size",
@@ -37,7 +52,7 @@ def moe_shard(model: ModelSpec, par: ParallelSpec) -> MoEShard:
     shared = m.num_shared_experts * m.shared_intermediate
     require(shared % par.tp == 0, "tp_size", par.tp, f"must divide the shared experts' width {shared}")
     return MoEShard(
-        experts_local=m.num_experts // par.ep,
+        experts_local=expert_slots(m.num_experts, par.redundant_experts, par.ep),
         expert_intermediate=m.expert_intermediate // par.moe_tp,
         shared_intermediate=shared // par.tp,
     )

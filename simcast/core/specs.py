@@ -41,6 +41,8 @@ class ParallelSpec:
     moe_dp: int = 1
     moe_tp: int = 0
     dp_attention: bool = False
+    redundant_experts: int = 0  # redundant expert replicas over the EP group (SGLang --ep-num-redundant-experts)
+    eplb: bool = False  # experts placed by load (EPLB: SGLang --enable-eplb, vLLM --enable-eplb)
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "moe_dp"):
@@ -74,6 +76,19 @@ class ParallelSpec:
             "enable_dp_attention",
             self.dp_attention,
             "needs dp_size > 1 (attention data-parallel groups)",
+        )
+        require(
+            isinstance(self.redundant_experts, int) and self.redundant_experts >= 0,
+            "ep_num_redundant_experts",
+            self.redundant_experts,
+            "must be an integer >= 0",
+        )
+        require(
+            not self.dp_attention or self.moe_dp < self.dp,
+            "enable_dp_attention",
+            self.dp_attention,
+            f"needs moe_dp_size < dp_size = {self.dp} (the MoE layer spans the attention-DP groups; "
+            "moe_dp = dp is independent replicas)",
         )
 
 
@@ -177,6 +192,8 @@ class SimSpec:
     # resolves what it runs: simcast.engines.<engine>.moe_comm_plan)
     engine_settings: tuple[tuple[str, Any], ...] = ()  # the engine's own settings given (keyword, value), e.g.
     # SGLang's cuda_graph_max_bs (simcast.engines.flags; the engine's defaults for the others)
+    active_dp_ranks: int = 0  # attention-DP: how many of the dp ranks carry ``batch`` this step (0: all of them);
+    # one prompt on an idle attention-DP layout is prefilled by one DP rank (the others run idle MoE steps)
     decode_query_len: int = 1  # query tokens per request still run as a decode row: 1, or k + 1 in a
     # speculative verify step (vLLM's MLA reorder_batch_threshold = 1 + k; SGLang's TARGET_VERIFY graphs)
 
@@ -208,6 +225,12 @@ class SimSpec:
             "allowed: auto, bf16, fp8",
         )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
+        require(
+            0 <= self.active_dp_ranks <= self.parallel.dp,
+            "active_dp_ranks",
+            self.active_dp_ranks,
+            f"must be in 0..dp={self.parallel.dp} (0: every DP rank)",
+        )
         require(self.decode_query_len >= 1, "decode_query_len", self.decode_query_len, "must be >= 1")
         require(
             self.collective_algorithm in ("auto", "ring", "tree"),

@@ -32,6 +32,7 @@ from typing import Any
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
+from simcast.core.moe_layout import spans_replicas
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
 from simcast.engines.launch_rules import Rule, flag_int
@@ -297,7 +298,7 @@ class Sglang(Engine):
     def server_lines(self, cfg: LaunchTarget, pol: PolicyLike, batch: int, notes: list[str]) -> list[tuple[str, str]]:
         par, model = cfg.parallel, cfg.model.name
         moe = cfg.model.moe is not None
-        dp_attention = moe and par.dp > 1  # simcast's MoE layers span a stage's tp x dp ranks: SGLang's DP attention
+        dp_attention = moe and spans_replicas(par)  # the MoE layers span the replicas' ranks: SGLang's DP attention
         tp = par.tp * par.dp if dp_attention else par.tp
         chunk = pol.max_num_batched_tokens * (par.dp if dp_attention else 1)
         running = batch * par.dp if dp_attention else batch
@@ -329,6 +330,10 @@ class Sglang(Engine):
             cmd += ["--moe-dp-size", par.moe_dp]
         if moe and not cfg.moe_comm.is_default:
             cmd += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
+        if moe and par.redundant_experts:
+            cmd += ["--ep-num-redundant-experts", par.redundant_experts]
+        if moe and par.eplb:
+            cmd.append("--enable-eplb")
         cmd += precision_flags(cfg, self.fp8_kv_cache_flag)
         settings = dict(getattr(getattr(cfg, "deployment", None), "engine_settings", ()))
         for f in OWN_FLAGS:  # the settings given, under SGLang's own flag names

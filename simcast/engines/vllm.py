@@ -33,6 +33,7 @@ from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
+from simcast.core.moe_layout import replicas_share_nothing
 from simcast.core.specs import GIB
 from simcast.engines.base import Batch, Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
@@ -273,6 +274,17 @@ class Vllm(Engine):
                 )
         if cfg.model.moe is not None and not cfg.moe_comm.is_default:
             base += self.moe_comm_flags(self.moe_comm_plan(cfg.moe_comm))
+        if cfg.model.moe is not None and par.eplb:  # vLLM --enable-eplb, redundant experts in --eplb-config
+            conf = json.dumps({"num_redundant_experts": par.redundant_experts}, separators=(",", ":"))
+            base += ["--enable-eplb", "--eplb-config", conf]
+        elif cfg.model.moe is not None and par.redundant_experts:
+            notes.append(f"vLLM places {par.redundant_experts} redundant experts only with --enable-eplb")
+        if cfg.model.moe is not None and replicas_share_nothing(par):
+            notes.append(
+                f"independent replicas: on an MoE model vLLM's --data-parallel-size joins the DP ranks' experts into "
+                f"one group; to run {par.dp} replicas that share nothing, launch each with --data-parallel-size 1 "
+                "behind a router"
+            )
         base += precision_flags(cfg, self.fp8_kv_cache_flag)
         draft = speculative_draft(cfg, notes)
         if draft is not None:

@@ -76,6 +76,7 @@ BOUNDS: dict[str, Bound] = {
     "seed": _count(0, 2**32 - 1),
     "spec_tokens": _count(1, limits.MAX_SPEC_TOKENS, "speculative tokens per step"),
     "draft_tokens": _count(2, limits.MAX_SPEC_TOKENS + 1, "tokens verified per step"),
+    "experts": _count(0, 65536, "redundant expert replicas"),
     "gemm_dim": _count(1, limits.MAX_GEMM_DIM, "cuBLAS takes 32-bit dimensions"),
     "heads": _count(1, limits.MAX_HEADS),
     "head_dim": _count(1, limits.MAX_HEAD_DIM),

@@ -169,6 +169,28 @@ def _moe(f: A.MoeRouting) -> str:
     )
 
 
+def _moe_layout(f: A.MoeLayout) -> str:
+    parts = []
+    if f.replicas_share_nothing:
+        parts.append(f"the {f.dp} replicas hold their own experts: no cross-replica MoE traffic, a replica's step")
+    if f.active_dp_ranks:
+        parts.append(
+            f"{f.active_dp_ranks} of {f.dp} attention-DP ranks carry tokens (one prompt on an idle engine: one rank "
+            "prefills it; the MoE layer sees its tokens only)"
+        )
+    if f.redundant_experts or f.eplb:
+        parts.append(
+            f"EP={f.ep}: {f.expert_slots} expert slots per rank ({f.redundant_experts} redundant)"
+            + (
+                f"; EPLB placement (deepseek-ai/EPLB replicate + balanced packing on the default load profile): "
+                f"busiest rank {f.rank_imbalance:.3f} x the mean"
+                if f.eplb
+                else "; static placement: the expert imbalance as without redundancy"
+            )
+        )
+    return "MoE layout: " + "; ".join(parts)
+
+
 def _mla(f: A.Mla) -> str:
     return (
         f"MLA: latent cache {f.cache_width_elements} elements/token/layer on every TP rank; prefill "
@@ -367,6 +389,7 @@ FORMATTERS: dict[Topic, Callable[[Any], str]] = {
     Topic.CUDA_GRAPHS: _cuda_graphs,
     Topic.MOE: _moe,
     Topic.MOE_COMM: _moe_comm,
+    Topic.MOE_LAYOUT: _moe_layout,
     Topic.MLA: _mla,
     Topic.SLIDING_WINDOW: _sliding_window,
     Topic.CHUNKED_ATTENTION: _chunked_attention,

@@ -27,6 +27,8 @@ parallel_config:
   moe_dp_size: 1                    # MoE (optional): expert data-parallel size; moe_tp = world/(pp*ep*moe_dp)
   enable_dp_attention: false        # MoE (optional): dp replicas are attention-DP groups (needs dp_size > 1)
   router: cache_aware               # optional: router across the dp replicas (simcast.serving.request_level.routers)
+  ep_num_redundant_experts: 0       # MoE (optional): redundant expert replicas, ceil((E+R)/ep) slots per rank
+  enable_eplb: false                # MoE (optional): busiest EP rank's load from EPLB's placement
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
@@ -127,6 +129,8 @@ SCHEMA: dict[str, Any] = {
         "moe_dp_size?": _DEVICES,
         "enable_dp_attention?": bool,
         "router?": Str(32),
+        "ep_num_redundant_experts?": Int(0, 65536),
+        "enable_eplb?": bool,
     },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
     "engine_profile?": Str(),
@@ -174,6 +178,8 @@ DEFAULTS: dict[str, Any] = {
     "moe_dp_size": 1,
     "enable_dp_attention": False,
     "router": None,
+    "ep_num_redundant_experts": 0,
+    "enable_eplb": False,
     "ttft_ms": None,
     "tpot_ms": None,
     "engine_profile": None,
@@ -314,7 +320,15 @@ def build_serving_config(
     require(len(mem) <= 1, name(mem[-1]) if mem else "", ", ".join(mem), "give one memory fraction, the engine's own")
     mem_kw: dict[str, Any] = {"mem_fraction": v[mem[0]], "mem_flag": name(mem[0])} if mem else {}
     parallel = ParallelSpec(
-        tp=tp, pp=pp, dp=dp, world_size=world, ep=ep, moe_dp=mdp, dp_attention=v["enable_dp_attention"]
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        world_size=world,
+        ep=ep,
+        moe_dp=mdp,
+        dp_attention=v["enable_dp_attention"],
+        redundant_experts=v["ep_num_redundant_experts"],
+        eplb=v["enable_eplb"],
     )
     settings = {**yaml_values.get("engine_args", {}), **(overrides.get("engine_settings") or {})}
     deployment = Deployment(

@@ -97,6 +97,9 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
         out.append(_rec(Topic.MOE, routing))
         if not spec.moe_comm.is_default:
             out.append(_rec(Topic.MOE_COMM, moe_comm_facts(spec), approximation=True))
+        layout = _moe_layout(spec)
+        if layout is not None:
+            out.append(_rec(Topic.MOE_LAYOUT, layout, approximation=layout.eplb or layout.active_dp_ranks > 0))
     if m.mla is not None:
         out.append(_rec(Topic.MLA, A.Mla(cache_width_elements=m.mla.cache_width)))
     if m.layer_types and m.sliding_window:
@@ -129,6 +132,28 @@ def _model(spec: SimSpec, micro: Sequence[Batch]) -> list[Assumption]:
     if spec.chunked_prefill is None and len(micro) < spec.num_microbatches:
         out.append(_rec(Topic.MICROBATCH_LIMIT, A.MicrobatchLimit(count=len(micro)), approximation=True))
     return out
+
+
+def _moe_layout(spec: SimSpec) -> A.MoeLayout | None:
+    """The MoE layout record when one of its rules acts (replicas, one busy DP rank, redundant experts, EPLB)."""
+    from simcast.core.moe_layout import replicas_share_nothing
+    from simcast.core.moe_placement import expert_slots, rank_imbalance
+
+    par, m = spec.parallel, spec.model.moe
+    assert m is not None
+    share = replicas_share_nothing(par)
+    if not (share or spec.active_dp_ranks or par.redundant_experts or par.eplb):
+        return None
+    return A.MoeLayout(
+        replicas_share_nothing=share,
+        active_dp_ranks=spec.active_dp_ranks,
+        dp=par.dp,
+        ep=par.ep,
+        expert_slots=expert_slots(m.num_experts, par.redundant_experts, par.ep),
+        redundant_experts=par.redundant_experts,
+        eplb=par.eplb,
+        rank_imbalance=rank_imbalance(spec),
+    )
 
 
 def _pipeline(

@@ -9,8 +9,9 @@ from simcast.core.errors import require
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.model_spec import ModelSpec
-from simcast.core.moe_layout import moe_comm_mode, stage_moe_path
+from simcast.core.moe_layout import moe_comm_mode, replica_view, stage_moe_path
 from simcast.core.moe_memory import moe_shard
+from simcast.core.moe_placement import rank_imbalance
 from simcast.core.plan import PipelineStagePlan
 from simcast.core.shards import ShardedDims, sharded_dims
 from simcast.core.specs import Batch, ParallelSpec, SimSpec
@@ -115,7 +116,7 @@ def stage_key(
     kinds, _ = stage_layers(model, start_layer, num_layers, first)
     extra: dict = {}
     if any(k.startswith("moe") for k in kinds):
-        p = par or ParallelSpec(tp=sd.tp)
+        p = replica_view(par or ParallelSpec(tp=sd.tp))
         ms, m = moe_shard(model, p), model.moe
         assert m is not None
         extra.update(
@@ -270,11 +271,12 @@ def cost_context(spec: SimSpec, setup: StageSetup, mb: Batch) -> CostContext:
         collective_algorithm=spec.collective_algorithm,
         engine=spec.engine,
         moe_path=setup.moe_path,
-        expert_imbalance=spec.expert_imbalance,
+        expert_imbalance=rank_imbalance(spec),
         kv_bytes=kv_bytes,
         captured=step_captured(spec, mb),
         decode_query_len=spec.decode_query_len,
         **moe_comm_fields(spec, setup.key.expert_format),
+        active_dp_ranks=spec.active_dp_ranks,
     )
 
 

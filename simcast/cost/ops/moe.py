@@ -53,6 +53,15 @@ def active_experts(tokens: float, top_k: int, num_experts: int, ep: int) -> floa
     return (num_experts / ep) * (1 - (1 - top_k / num_experts) ** tokens)
 
 
+def moe_group_tokens(tokens_per_rank: float, dp: int, moe_dp: int, active_dp_ranks: int = 0) -> float:
+    """Tokens entering the busiest MoE-DP group: ``dp / moe_dp`` attention replicas feed each group, each
+    with ``tokens_per_rank``; with only ``active_dp_ranks`` of them carrying tokens (one prompt on an idle
+    attention-DP layout: 1), the busiest group holds ``min(active, dp / moe_dp)`` replicas' tokens."""
+    if not active_dp_ranks or active_dp_ranks >= dp:
+        return dp * tokens_per_rank / moe_dp
+    return tokens_per_rank * min(active_dp_ranks, dp / moe_dp)
+
+
 def moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
     x, w13 = rec.args[0], rec.args[3]
     fmt, top_k, num_e, ep, moe_dp, dp = rec.args[5:11]
@@ -61,7 +70,7 @@ def moe_experts(rec: OpRecord, ctx: CostContext) -> OpWork:
     h = shape_fn(x.shape[1])(*dims)
     e_local, two_i = (shape_fn(e)(*dims) for e in w13.shape[:2])
     i_r = two_i // 2
-    tokens = dp * t / moe_dp
+    tokens = moe_group_tokens(t, dp, moe_dp, ctx.active_dp_ranks)
     pairs = busiest_rank_pairs(tokens, top_k, num_e, ep, ctx.expert_imbalance)
     act = max(1.0, min(e_local, active_experts(tokens, top_k, num_e, ep)))
     flops = 2.0 * pairs * h * 3 * i_r
@@ -90,7 +99,11 @@ def dispatch_combine(rec: OpRecord, ctx: CostContext) -> OpWork:
     path = ctx.moe_path or ctx.tp_path
     top_k = shape_fn(rec.args[1].shape[1])(*dims)
     if mode == "all_gather":  # every rank gathers all dp replicas' tokens; combine is the reduce-scatter
-        size = dp * t * h * b
+        # a step with idle DP ranks gathers only the busy ranks' tokens: SGLang pads an extend batch's gather
+        # to the sum of the ranks' tokens (DpPaddingMode.get_dp_padding_mode: SUM_LEN when is_extend_in_batch;
+        # sgl-project/sglang python/sglang/srt/layers/dp_attention.py)
+        busy = ctx.active_dp_ranks if 0 < ctx.active_dp_ranks < dp else dp
+        size = busy * t * h * b
         return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, dp, path))
     sent = (t / tp) * ranks_per_token(top_k, num_e, ep) * (ep - 1) / ep * h * b
     plan = ctx.moe_comm

@@ -28,6 +28,7 @@ class CostContext:
     expert_imbalance: float = 1.0  # busiest expert rank's load / the uniform-routing expectation
     kv_bytes: float = 0.0  # bytes per KV-cache element (--kv-cache-dtype); 0: the traced cache tensor's dtype
     captured: bool = True  # the step replays a captured CUDA graph (engines.cuda_graphs); False: host floors apply
+    active_dp_ranks: int = 0  # attention-DP: DP ranks carrying ``batch`` (0: all); the rest send no tokens
     decode_query_len: int = 1  # rows of up to this many query tokens run as decode rows (speculative verify: k + 1)
     moe_comm: MoECommPlan | None = None  # what the engine runs for the MoE all-to-all (None: its default path)
     routing_groups: tuple[int, int] = (1, 1)  # node-limited routing (n_group, topk_group); (1, 1): none

@@ -72,6 +72,8 @@ class SearchSpace:
     moe_dp_sizes: tuple[int, ...] = (1,)
     moe_replicas: bool = False  # MoE: moe_dp = dp (each replica its own experts) instead of moe_dp_sizes
     chunk_sizes: tuple[int, ...] = ()  # prompt chunk sizes to search per layout (empty: the engine's own only)
+    redundant_experts: int = 0  # MoE: redundant expert replicas on every layout with ep > 1
+    eplb: bool = False  # MoE: experts placed by load (simcast.core.moe_placement)
 
     def candidates(self) -> list[tuple[int, int, int, int, int, str]]:
         """Every (tp, pp, ep, moe_dp) with its moe_tp, or 0 and the RFC rule that removes it."""
@@ -114,6 +116,8 @@ class SearchSpace:
                 ep=ep,
                 moe_dp=mdp,
                 moe_tp=mtp,
+                redundant_experts=self.redundant_experts if ep > 1 else 0,
+                eplb=self.eplb and ep > 1,
             )
             for tp, pp, ep, mdp, mtp, _ in self.candidates()
             if mtp

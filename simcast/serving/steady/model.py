@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 
 from simcast.core.assumption import LAYOUT_TOPICS, Assumption, KernelsUsed, KvCacheDtype, Topic, note, of_topic
 from simcast.core.chunking import chunk_plan, chunk_runs
+from simcast.core.moe_layout import spans_replicas
 from simcast.core.specs import Batch, SimSpec
 from simcast.core.weights import weight_format
 from simcast.engines.partition import Partition
@@ -111,8 +112,12 @@ def prefill_spec(cfg: ServingConfig, *, use_disk_cache: bool = True) -> SimSpec:
     (:func:`simcast.core.chunking.chunk_plan`, stage 0's prefill time as the profiled step)."""
     w, pol = cfg.workload, cfg.policy
     hit = cfg.cached_tokens(w.input_length)  # a prefix-cache hit: only the rest is computed, attending to it
+    one_rank = {"active_dp_ranks": 1} if spans_replicas(cfg.parallel) else {}  # attention-DP: one rank prefills it
     base = cfg.deployment.sim_spec(
-        Batch.prefill(1, w.input_length - hit, hit), num_microbatches=1, tp_sharded_send=pol.tp_sharded_send
+        Batch.prefill(1, w.input_length - hit, hit),
+        num_microbatches=1,
+        tp_sharded_send=pol.tp_sharded_send,
+        **one_rank,
     )
     if not pol.chunked_prefill or w.input_length - hit <= pol.max_num_batched_tokens:
         return base

@@ -1,0 +1,57 @@
+"""``optimize --request-rate R`` (issue 26, item 7): the fewest devices that sustain R, attention-DP engines
+searched at every device count, and when none does within --num-devices, the best rate reached, by which
+layout and why, with exit 3."""
+
+import json
+import math
+
+import pytest
+
+from simcast.cli.exits import EXIT_NO_LAYOUT
+from simcast.cli.main import main
+from simcast.serving.search.fewest import device_counts
+
+OPT = ["optimize", "Qwen/Qwen3-8B", "--device", "h100_sxm", "--num-devices", "4", "--tp-sizes", "1"]
+OPT += ["--input-length", "128", "--output-length", "8", "--json"]
+
+
+def run(args, capsys):
+    rc = main(args)
+    out = capsys.readouterr()
+    return rc, out.out
+
+
+def test_device_counts():
+    assert device_counts(8) == [1, 2, 4, 8]
+    assert device_counts(12) == [1, 2, 4, 8, 12]
+
+
+@pytest.mark.slow
+def test_fewest_then_unreachable(capsys):
+    """The same 1-device replica: a rate its replica carries 2.5x over needs ceil(2.5) = 3 devices; 1000x what
+    4 devices reach needs 4000x the replica's rate -> exit 3 with the best rate (4 replicas) and the need."""
+    rc, out = run([*OPT, "--request-rate", "1e-6"], capsys)
+    assert rc == 0
+    one = json.loads(out)["agg"]
+    per_replica = one["tokens_per_s_per_device"] / 8  # requests/s of one 1-device replica (8 output tokens each)
+    rc, out = run([*OPT, "--request-rate", str(2.5 * per_replica)], capsys)
+    assert rc == 0 and json.loads(out)["agg"]["devices"] == 3
+    rate = 1000 * 4 * per_replica
+    rc, out = run([*OPT, "--request-rate", str(rate)], capsys)
+    assert rc == EXIT_NO_LAYOUT
+    got = json.loads(out)["agg"]
+    assert got["devices"] is None
+    assert got["best_rate_per_s"] == pytest.approx(4 * per_replica, rel=1e-6)
+    assert got["devices_needed"] == math.ceil(rate / per_replica - 1e-9)
+    assert "groups" in got["why"]
+
+
+@pytest.mark.slow
+def test_attention_dp_engines_searched_below_num_devices(capsys):
+    """Qwen3-30B-A3B with EP 4 only, TP 1 on up to 8 GPUs: the attention-DP4/EP4 engine exists at 4 devices
+    (not only as the DP8 engine at 8), so a rate one 4-GPU engine carries needs 4 devices."""
+    args = ["optimize", "Qwen/Qwen3-30B-A3B", "--device", "h100_sxm", "--num-devices", "8", "--tp-sizes", "1"]
+    args += ["--ep-sizes", "4", "--input-length", "128", "--output-length", "8", "--request-rate", "1e-6"]
+    rc, out = run(args, capsys)
+    assert rc == 0
+    assert "agg:    4 devices, 4-device attention-DP engines of TP=1 | PP=1 | DP=4 | EP=4" in out

@@ -20,6 +20,7 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
+from simcast.api.disagg_options import DisaggOptions
 from simcast.api.options import Flag, one_call, opt
 from simcast.api.speculative import SpeculativeOptions, speculative_spec
 from simcast.core.chunking import SGLANG_SMOOTH_FACTOR
@@ -105,9 +106,10 @@ class BenchResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchOptions(RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
+class BenchOptions(DisaggOptions, RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions):
     """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
-    router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
+    router, the client's limits, the requests (:class:`RequestOptions`), the engine; ``serving_mode="disagg"``:
+    prefill and decode workers (:class:`~simcast.api.disagg_options.DisaggOptions`)."""
 
     tp: int = opt(
         1,
@@ -299,7 +301,13 @@ def run_bench(o: BenchOptions) -> BenchResult:
     from simcast.serving.search.chunk_search import next_chunk_fn
     from simcast.serving.steady.model import coster_for
 
+    require(o.serving_mode in ("agg", "disagg"), "--serving-mode", o.serving_mode, "allowed: agg, disagg")
     _check_options(o)
+    if o.serving_mode == "disagg":
+        from simcast.api.bench_disagg import run_disagg_bench
+
+        summary, run, dc, source, lines = run_disagg_bench(o, config=_bench_config, notes_of=_bench_notes)
+        return BenchResult(summary=summary, run=run, config=dc, source=source, assumptions=lines)
     mem = engine_limits(o)
     reqs, source, lengths_note = build_requests(o)
     cfg, kv_tokens = _bounded(o, _bench_config(o, reqs, source, mem), reqs)

@@ -222,7 +222,7 @@ def decode_capacity(cfg: ServingConfig) -> int:
 
 
 def decode_pool(cfg: ServingConfig, concurrency: int, coster: StepCoster | None = None) -> DecodePool:
-    """One DP rank of ``cfg`` at ``concurrency`` decoding requests (module docstring; speculative: TPOT = cycle / (1 + E))."""
+    """One DP rank of ``cfg`` at ``concurrency`` decoding requests (module docstring; TPOT = cycle / (1 + E))."""
     coster = coster or coster_for(cfg)
     w, m = cfg.workload, cfg.microbatches
     cap = decode_capacity(cfg)

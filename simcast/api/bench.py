@@ -225,9 +225,15 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         engine_profile=profile,
         dynamic_chunking=o.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,
-        speculative=speculative_spec(m, o),
+        speculative=speculative_spec(m, o, dataset=dataset_kind(o, source)),
         **mem,
     )
+
+
+def dataset_kind(o: BenchOptions, source: str) -> str:
+    """The prompts' kind for speculative acceptance: random token ids (``--dataset-name random``, no trace) or
+    chat (a shipped dataset's or a trace's text)."""
+    return "random" if source == "random" and o.dataset_name == "random" else "chat"
 
 
 def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tuple[ServingConfig, int]:

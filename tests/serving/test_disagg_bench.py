@@ -136,7 +136,8 @@ def test_cli_exit_2_and_serve_config_fits_false(tmp_path):
     y = tmp_path / "svc.yaml"
     y.write_text(
         "model: meta-llama/Llama-3.1-70B\ndevice: h100_sxm\nworkload: {input_length: 1024, output_length: 64}\n"
-        "parallel_config: {tp_size: 4}\nserving_mode: disagg\nprefill: {tp_size: 4}\ndecode: {tp_size: 1, kv_cache_dtype: fp8}\n"
+        "parallel_config: {tp_size: 4}\nserving_mode: disagg\nprefill: {tp_size: 4}\n"
+        "decode: {tp_size: 1, kv_cache_dtype: fp8}\n"
     )
     p = subprocess.run(
         [sys.executable, "-m", "simcast", "serve-config", str(y), "--json"], capture_output=True, text=True

@@ -20,6 +20,7 @@ from simcast.api.common import (
     resolve_device,
     resolve_model,
 )
+from simcast.api.disagg_options import DisaggOptions
 from simcast.api.moe_comm_options import MoECommOptions
 from simcast.api.moe_options import MoELayoutOptions, moe_parallel
 from simcast.api.options import Flag, one_call, opt
@@ -109,10 +110,17 @@ class BenchResult:
 
 @dataclass(frozen=True, kw_only=True)
 class BenchOptions(
-    MoECommOptions, MoELayoutOptions, RequestOptions, SpeculativeOptions, ServingEngineOptions, TargetOptions
+    DisaggOptions,
+    MoECommOptions,
+    MoELayoutOptions,
+    RequestOptions,
+    SpeculativeOptions,
+    ServingEngineOptions,
+    TargetOptions,
 ):
     """The keywords of :func:`bench_serve` (``simcast bench-serve``'s flags): the replicas and their
-    router, the client's limits, the requests (:class:`RequestOptions`), the engine."""
+    router, the client's limits, the requests (:class:`RequestOptions`), the engine; ``serving_mode="disagg"``:
+    prefill and decode workers (:class:`~simcast.api.disagg_options.DisaggOptions`)."""
 
     tp: int = opt(
         1,
@@ -229,9 +237,15 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         engine_profile=profile,
         dynamic_chunking=o.enable_dynamic_chunking,
         dynamic_chunking_smooth_factor=o.dynamic_chunking_smooth_factor,
-        speculative=speculative_spec(m, o),
+        speculative=speculative_spec(m, o, dataset=dataset_kind(o, source)),
         **mem,
     )
+
+
+def dataset_kind(o: BenchOptions, source: str) -> str:
+    """The prompts' kind for speculative acceptance: random token ids (``--dataset-name random``, no trace) or
+    chat (a shipped dataset's or a trace's text)."""
+    return "random" if source == "random" and o.dataset_name == "random" else "chat"
 
 
 def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tuple[ServingConfig, int]:
@@ -307,7 +321,13 @@ def run_bench(o: BenchOptions) -> BenchResult:
     from simcast.serving.search.chunk_search import next_chunk_fn
     from simcast.serving.steady.model import coster_for
 
+    require(o.serving_mode in ("agg", "disagg"), "--serving-mode", o.serving_mode, "allowed: agg, disagg")
     _check_options(o)
+    if o.serving_mode == "disagg":
+        from simcast.api.bench_disagg import run_disagg_bench
+
+        summary, run, dc, source, lines = run_disagg_bench(o, config=_bench_config, notes_of=_bench_notes)
+        return BenchResult(summary=summary, run=run, config=dc, source=source, assumptions=lines)
     mem = engine_limits(o)
     reqs, source, lengths_note = build_requests(o)
     cfg, kv_tokens = _bounded(o, _bench_config(o, reqs, source, mem), reqs)

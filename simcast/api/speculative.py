@@ -67,7 +67,8 @@ class SpeculativeOptions:
         "SGLang's --speculative-eagle-topk (draft branches per step)",
         flag=Flag(
             names=("--speculative-eagle-topk",),
-            help="SGLang's: drafts branched per pass; only 1 (a chain) is modelled [1]",
+            help="SGLang's: drafts branched per pass (1: a chain; > 1: a draft tree of "
+            "--speculative-num-draft-tokens tokens) [1]",
             value_type="spec_tokens",
         ),
     )
@@ -76,7 +77,7 @@ class SpeculativeOptions:
         "SGLang's --speculative-num-draft-tokens (tokens verified)",
         flag=Flag(
             names=("--speculative-num-draft-tokens",),
-            help="SGLang's: tokens verified per step (top-k 1: num_steps + 1; NGRAM: required) [<= 65]",
+            help="SGLang's: tokens verified per step (top-k 1: num_steps + 1; top-k > 1 and NGRAM: required) [<= 65]",
             value_type="draft_tokens",
         ),
     )
@@ -96,9 +97,10 @@ class SpeculativeOptions:
     )
 
 
-def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | None:
+def speculative_spec(model: Any, o: SpeculativeOptions, *, dataset: str = "chat") -> SpeculativeSpec | None:
     """The :class:`SpeculativeSpec` the options give (None: speculative decoding off); ``model``: the
-    target (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP)."""
+    target (its MTP layers are vLLM's default ``num_speculative_tokens`` for MTP); ``dataset``: the prompts'
+    kind, chat or random, whose default acceptance applies (:mod:`simcast.serving.speculative.acceptance`)."""
     from simcast.serving.speculative.spec import (
         from_sglang_flags,
         from_vllm_dict,
@@ -124,10 +126,10 @@ def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | Non
         require(not rates, "--spec-acceptance", spec_acceptance, "a SpeculativeSpec carries its own acceptance")
         spec = vllm
     elif isinstance(vllm, str):
-        spec = from_vllm_json(vllm, rates, mtp_layers=mtp)
+        spec = from_vllm_json(vllm, rates, mtp_layers=mtp, dataset=dataset)
     elif vllm is not None:
         require(isinstance(vllm, Mapping), "--speculative-config", type(vllm).__name__, "a JSON string or a mapping")
-        spec = from_vllm_dict(dict(vllm), rates, mtp_layers=mtp)
+        spec = from_vllm_dict(dict(vllm), rates, mtp_layers=mtp, dataset=dataset)
     elif given:
         require(
             isinstance(speculative_algorithm, str),
@@ -142,6 +144,7 @@ def speculative_spec(model: Any, o: SpeculativeOptions) -> SpeculativeSpec | Non
             num_draft_tokens=o.speculative_num_draft_tokens,
             rates=rates,
             draft_model=o.speculative_draft_model_path or "",
+            dataset=dataset,
         )
     else:
         require(not rates, "--spec-acceptance", spec_acceptance, "needs a speculative method flag")

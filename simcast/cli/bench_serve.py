@@ -89,7 +89,8 @@ _REQUESTS = (
     "num_warmups",
 )
 _CHUNKING = ("enable_dynamic_chunking", "dynamic_chunking_smooth_factor")
-BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING + MOE_COMM_FIELDS
+_DISAGG = ("serving_mode", "prefill_workers", "decode_workers", "prefill_layout", "decode_layout", "kv_transfer")
+BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING + MOE_COMM_FIELDS + _DISAGG
 """The :class:`BenchOptions` fields ``simcast bench-serve`` reads from its own flags (declared on the fields)."""
 
 
@@ -135,6 +136,7 @@ def add_bench_serve_args(p: argparse.ArgumentParser) -> None:
     add_engine_args(p, default="vllm")
     add_option_flags(p, BenchOptions, _CHUNKING)
     add_option_flags(p, BenchOptions, MOE_COMM_FIELDS)
+    add_option_flags(p, BenchOptions, _DISAGG)
     add_speculative_args(p)
     add_fabric_args(p)
     add_precision_args(p)
@@ -196,6 +198,13 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
         f"({layout}), engine {cfg.runtime}, {res.steps} steps, "
         f"{res.distinct_batches} distinct step shapes simulated"
     )
+    if a.serving_mode == "disagg":
+        header = (
+            f"simcast bench-serve --serving-mode disagg: {model.name}, {a.prefill_workers} prefill worker(s) "
+            f"[{a.prefill_layout or 'the run layout'}] + {a.decode_workers} decode worker(s) "
+            f"[{a.decode_layout or 'the run layout'}] (decode: {cfg.parallel.world_size} x {dev.name}), engine "
+            f"{cfg.runtime}, {res.steps} steps, {res.distinct_batches} distinct step shapes simulated"
+        )
     emit(format_bench(out.summary, header))
     if a.plot:
         rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"

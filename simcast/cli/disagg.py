@@ -15,6 +15,7 @@ from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
 
 if TYPE_CHECKING:
+    from simcast.serving.disagg.pool_memory import PoolFit
     from simcast.serving.disagg.requests import DisaggBench
     from simcast.serving.disagg.steady import DisaggConfig, DisaggResult
     from simcast.serving.search.layouts import SearchSpace
@@ -183,7 +184,7 @@ def _fewest_agg(a: argparse.Namespace, space: SearchSpace, agg: tuple[ServingCon
     base, rows, rejected = agg
 
     def at(sub: SearchSpace) -> list:
-        return search(base, sub, use_disk_cache=not a.no_cache, workers=a.workers, ray_address=a.ray)[0]
+        return search(base, sub, use_disk_cache=a.use_cache, workers=a.workers, ray_address=a.ray)[0]
 
     return fewest_devices(rows, rejected, space, rate, at, moe=base.model.moe is not None)
 
@@ -259,16 +260,19 @@ def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: d
         verdicts.append(
             f"TPOT limit {values['tpot_ms']:g} ms: {'met' if r.tpot_s * 1e3 <= values['tpot_ms'] else 'VIOLATED'}"
         )
-    bench = replay_disagg(a, dis, r) if a.num_prompts else None
+    fits = _pool_fits(r)
+    bench = replay_disagg(a, dis, r, values.get("max_concurrency") or 0) if a.num_prompts else None
     if a.json:
         row = {**disagg_row(r), "limits": verdicts}
+        row["fits"] = all(f.fits for f in fits)
+        row["memory"] = {f.role: {"fits": f.fits, "allows": f.allows, "line": f.line} for f in fits}
         if bench is not None:
             from simcast.render.disagg_tables import disagg_bench_row
 
             row["request_level"] = disagg_bench_row(bench)
         emit_json(row, null_reason=NULL_DISAGG)
     else:
-        text = format_disagg(r) + ("\n" + "\n".join(verdicts) if verdicts else "")
+        text = format_disagg(r) + "\n" + "\n".join([f.line for f in fits] + verdicts)
         if bench is not None:
             from simcast.render.disagg_tables import format_disagg_bench
 
@@ -277,9 +281,21 @@ def serve_disagg(a: argparse.Namespace, doc: dict, cfg: ServingConfig, values: d
     return 0
 
 
-def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult) -> DisaggBench:
+def _pool_fits(r: DisaggResult) -> tuple[PoolFit, PoolFit]:
+    """Each pool's memory check at its operating point: the prefill pool at the prompts its full steps hold,
+    the decode pool at its running requests per DP rank (``fits: false`` as the aggregated output says it)."""
+    from simcast.serving.disagg.pool_memory import pool_fit
+
+    pc, dc = r.config.prefill, r.config.decode
+    return (
+        pool_fit(pc, "prefill", r.prefill.prompts_per_step * pc.microbatches),
+        pool_fit(dc, "decode", r.decode.concurrency),
+    )
+
+
+def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult, max_concurrency: int = 0) -> DisaggBench:
     """``serve-config --num-prompts``: the service's requests through both pools, request by request (work
-    bounded first, as bench-serve bounds it)."""
+    bounded first, as bench-serve bounds it); ``max_concurrency`` (0: none): the service YAML's client cap."""
     from simcast.serving.disagg.requests import simulate_disagg_requests
     from simcast.serving.request_level.simulate import make_requests
     from simcast.serving.request_level.work import require_bench_work, token_steps
@@ -291,4 +307,4 @@ def replay_disagg(a: argparse.Namespace, dis: DisaggConfig, r: DisaggResult) -> 
         budget = pool.policy.max_num_batched_tokens
         require_bench_work("--num-prompts", n, token_steps([lengths] * n, budget), 1.0, budget)
     reqs = make_requests(num_prompts=n, rate=rate, input_len=w.input_length, output_len=w.output_length, seed=a.seed)
-    return simulate_disagg_requests(reqs, dis, use_disk_cache=a.use_cache)
+    return simulate_disagg_requests(reqs, dis, use_disk_cache=a.use_cache, max_concurrency=max_concurrency)

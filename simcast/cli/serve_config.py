@@ -160,13 +160,6 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     spec = speculative_from_args(a, cfg.model)  # the flags override the YAML's speculative block
     if spec is not None:
         cfg = replace(cfg, speculative=spec)
-    if cfg.speculative is not None:
-        require(
-            values["serving_mode"] == "agg" and "prefill" not in doc and "decode" not in doc,
-            "speculative",
-            cfg.speculative.method,
-            "speculative decoding is modelled for aggregated serving only (serving_mode agg)",
-        )
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 

@@ -43,8 +43,11 @@ speculative:                        # optional (agg): vLLM's --speculative-confi
   num_speculative_tokens: 3         #   draft tokens per step (MTP: default the model's MTP layers)
   acceptance: [0.8, 0.6, 0.4]       #   optional: one rate or one per token (default: the method's, cited)
 request_rate: 20                    # disagg, optional: requests/s (default: the decode pool's at its batch)
+max_concurrency: 64                 # disagg, optional: the --num-prompts replay's client cap on requests in flight
 prefill: {replicas: 2, tp_size: 1}  # disagg: the prefill pool (tp/pp/dp/ep_size, enable_dp_attention, device,
-decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, replicas; decode also batch_size)
+decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, kv_cache_dtype: auto|bf16|fp8,
+                                    #   quantization: none|fp8, replicas; decode also batch_size; a
+                                    #   speculative block (or flags) runs in the decode pool only
 ```
 """
 
@@ -100,6 +103,8 @@ POOL_SCHEMA: dict[str, Any] = {
     "device?": Str(),
     "batch_size?": Int(1, MAX_REQUESTS),
     "max_batched_tokens?": Int(0, MAX_BATCHED_TOKENS),
+    "kv_cache_dtype?": Str(8),
+    "quantization?": Str(8),
 }
 """One pool of a disaggregated service (``prefill:`` / ``decode:``); absent keys: 1, the top-level device,
 the workload's batch size and token budget."""
@@ -149,6 +154,7 @@ SCHEMA: dict[str, Any] = {
     "serving_mode?": Str(16),
     "kv_transfer?": Str(16),
     "request_rate?": Num(0.0, MAX_RATE, lo_open=True),
+    "max_concurrency?": Int(1, MAX_REQUESTS),
     "prefill?": POOL_SCHEMA,
     "decode?": POOL_SCHEMA,
     "speculative?": {
@@ -190,6 +196,7 @@ DEFAULTS: dict[str, Any] = {
     "serving_mode": "agg",
     "kv_transfer": "whole",
     "request_rate": None,
+    "max_concurrency": None,
 }
 MEMORY_KEYS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_free_gpu_memory_fraction")
 """The engines' memory flags as YAML keys (vLLM, SGLang, TensorRT-LLM)."""

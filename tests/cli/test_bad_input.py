@@ -1095,7 +1095,10 @@ EAGLE3 = ["--speculative-config", '{"method": "eagle3", "num_speculative_tokens"
         (["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'], "no MTP layers"),
         (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'], "no published default"),
         (EAGLE3 + ["--speculative-algorithm", "EAGLE3"], "not both"),
-        (["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"], "tree"),
+        (
+            ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "4"],
+            "speculative-eagle-topk > 1",
+        ),
         (["--speculative-algorithm", "STANDALONE", "--speculative-num-steps", "3"], "--speculative-algorithm"),
         (["--speculative-algorithm", "EAGLE"], "--speculative-num-steps"),
         (["--speculative-num-steps", "3"], "--speculative-algorithm"),

@@ -129,8 +129,13 @@ def test_flags_round_trip_vllm_json_and_sglang_to_one_spec():
 
 
 def test_sglang_tree_and_mismatches():
-    with pytest.raises(SimcastInputError, match="tree"):
-        from_sglang_flags("EAGLE", num_steps=3, topk=4, num_draft_tokens=8)
+    # a tree (top-k > 1) needs the tokens it verifies, at most num_steps x topk + 1
+    with pytest.raises(SimcastInputError, match="speculative-eagle-topk > 1"):
+        from_sglang_flags("EAGLE", num_steps=3, topk=4, num_draft_tokens=None)
+    with pytest.raises(SimcastInputError, match="num_steps x topk"):
+        from_sglang_flags("EAGLE", num_steps=3, topk=2, num_draft_tokens=8)
+    t = from_sglang_flags("EAGLE", num_steps=3, topk=4, num_draft_tokens=8, rates=(0.7,))
+    assert t.is_tree and t.verify_tokens == 8 and t.widths == (1, 4, 4)
     s = from_sglang_flags("EAGLE", num_steps=3, topk=1, num_draft_tokens=8, rates=(0.7,))
     assert s.k == 3 and "set to num_steps + 1 = 4" in s.note  # as SGLang resets it with top-k 1
     with pytest.raises(SimcastInputError, match="MTP layers"):

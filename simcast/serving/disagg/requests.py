@@ -26,9 +26,10 @@ pool → its first token there (the wait for the step in flight plus that step).
 (the front end of :meth:`EnginePolicy.front_end_time_s`) is counted once, the prefill engine's.
 
 Not modelled (stated in the output): the prefill pool holds a finished request's blocks until the
-decode pool has read them (freed at once here); the client's ``--max-concurrency`` (the run is open
-loop: rate or burst); transfers of different requests sharing a link (each request sees the whole
-link); the proxy's own latency.
+decode pool has read them (freed at once here); transfers of different requests sharing a link (each
+request sees the whole link); the proxy's own latency. Under a client's ``--max-concurrency`` the two pools
+run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent when one in flight has left
+the decode pool.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import numpy as np
 
 from simcast.core.assumption import Assumption, Topic, note
 from simcast.serving.config import ServingConfig
+from simcast.serving.disagg.closed_loop import simulate_coupled
 from simcast.serving.disagg.kv_transfer import kv_transfer
 from simcast.serving.disagg.steady import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
@@ -47,7 +49,7 @@ from simcast.serving.request_level.scheduler import RequestSpec
 from simcast.serving.request_level.simulate import simulate_requests
 from simcast.serving.steady.model import coster_for, resolve_partition
 
-__all__ = ["DisaggBench", "DisaggRequest", "simulate_disagg_requests"]
+__all__ = ["DisaggBench", "DisaggRequest", "client_run", "simulate_disagg_requests"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +111,34 @@ class DisaggBench:
         return float(np.percentile(vals, q) * 1e3) if len(vals) else 0.0
 
 
+def client_run(b: DisaggBench) -> BenchResult:
+    """The run as ``vllm bench serve`` sees it through the proxy: each request's send time, TTFT and end-to-end
+    time through both pools; the step gaps (ITL), samples and step outputs of the decode pool, where every token
+    after the first is made; steps of both pools."""
+    dec, pre = b.decode_run, b.prefill_run
+    reqs = tuple(
+        RequestResult(
+            arrival_s=r.arrival_s,
+            input_len=r.input_len,
+            output_len=r.output_len,
+            ttft_s=r.ttft_s,
+            e2e_s=r.e2e_s,
+            front_end_s=r.front_end_s,
+            admitted_s=r.arrival_s + r.prefill_queue_s,
+            preemptions=r.preemptions,
+            replica=d.replica,
+        )
+        for r, d in zip(b.requests, dec.requests)
+    )
+    return replace(
+        dec,
+        requests=reqs,
+        duration_s=max((r.arrival_s + r.e2e_s for r in reqs), default=0.0),
+        steps=pre.steps + dec.steps,
+        distinct_batches=pre.distinct_batches + dec.distinct_batches,
+    )
+
+
 def _engine_first_token_s(r: RequestResult) -> float:
     """When the request's first token left the engine (its clock): TTFT without the serving path."""
     return r.arrival_s + r.ttft_s - r.front_end_s
@@ -118,50 +148,45 @@ Stamps = tuple[float, float, float, float]
 """One request's (front end, prefill queue, prefill, exposed transfer) times, s."""
 
 
-def _handoff(
-    reqs: list[RequestSpec], pre_res: tuple[RequestResult, ...], cfg: DisaggConfig, pc: ServingConfig, dc: ServingConfig
-) -> tuple[list[Stamps], list[RequestSpec]]:
-    """Each request's prefill-pool times and transfer (at its own prompt length, memoised per length and
-    prefill time bucket), and its decode-pool request: sent when its KV has arrived."""
-    memo: dict[tuple[int, float], float] = {}
+class _Handoff:
+    """Each request's prefill-pool times and exposed transfer (at its own prompt length, memoised per length
+    and prefill time bucket), and its decode-pool request: sent when its KV has arrived."""
 
-    def exposed(isl: int, prefill_s: float) -> float:
+    def __init__(self, reqs: list[RequestSpec], cfg: DisaggConfig, pc: ServingConfig, dc: ServingConfig) -> None:
+        self.reqs, self.cfg, self.pc, self.dc = reqs, cfg, pc, dc
+        self.memo: dict[tuple[int, float], float] = {}
+        self.stamps: dict[int, Stamps] = {}
+
+    def exposed(self, isl: int, prefill_s: float) -> float:
+        cfg, pc, dc = self.cfg, self.pc, self.dc
         key = (isl, round(prefill_s, 6) if cfg.kv_transfer == "per-layer" else 0.0)
-        if key not in memo:
-            w = replace(dc.workload, input_length=isl)
-            memo[key] = kv_transfer(
+        if key not in self.memo:
+            self.memo[key] = kv_transfer(
                 replace(pc, workload=replace(pc.workload, input_length=isl)),
-                replace(dc, workload=w),
+                replace(dc, workload=replace(dc.workload, input_length=isl)),
                 cfg.kv_transfer,
                 prefill_s,
                 together=cfg.num_devices,
             ).exposed_s
-        return memo[key]
+        return self.memo[key]
 
-    stamps: list[Stamps] = []
-    dec_reqs: list[RequestSpec] = []
-    for src, r in zip(reqs, pre_res):
+    def __call__(self, i: int, r: RequestResult) -> RequestSpec:
+        src = self.reqs[i]
         done = _engine_first_token_s(r)
         queue = max(0.0, r.admitted_s - r.arrival_s)
         prefill = done - r.arrival_s - queue
-        t = exposed(r.input_len, prefill)
-        stamps.append((r.front_end_s, queue, prefill, t))
-        dec_reqs.append(
-            RequestSpec(
-                arrival_s=done + t,
-                input_len=src.input_len,
-                output_len=src.output_len,
-                kv_ready_tokens=src.input_len - 1,
-            )
+        t = self.exposed(r.input_len, prefill)
+        self.stamps[i] = (r.front_end_s, queue, prefill, t)
+        return RequestSpec(
+            arrival_s=done + t, input_len=src.input_len, output_len=src.output_len, kv_ready_tokens=src.input_len - 1
         )
-    return stamps, dec_reqs
 
 
 def _joined(
     reqs: list[RequestSpec],
     pre_res: tuple[RequestResult, ...],
     dec_res: tuple[RequestResult, ...],
-    stamps: list[Stamps],
+    stamps: dict[int, Stamps],
 ) -> list[DisaggRequest]:
     """Each request's whole path: its prefill-pool stamps joined to its decode-pool result."""
     out: list[DisaggRequest] = []
@@ -170,7 +195,7 @@ def _joined(
         first = _engine_first_token_s(d)
         out.append(
             DisaggRequest(
-                arrival_s=reqs[i].arrival_s,
+                arrival_s=pre_res[i].arrival_s,  # when the client sent it (its arrival, or a freed slot)
                 input_len=reqs[i].input_len,
                 output_len=d.output_len,
                 front_end_s=fe,
@@ -185,8 +210,11 @@ def _joined(
     return out
 
 
-def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True) -> DisaggBench:
-    """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring)."""
+def simulate_disagg_requests(
+    reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True, max_concurrency: int = 0
+) -> DisaggBench:
+    """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring);
+    ``max_concurrency`` (0: none): the client's cap on requests in flight, send to last token."""
     pc = resolve_partition(cfg.prefill, use_disk_cache=use_disk_cache)
     dc = resolve_partition(cfg.decode, use_disk_cache=use_disk_cache)
     kv_p, kv_d = kv_capacity_tokens(pc), kv_capacity_tokens(dc)
@@ -194,15 +222,20 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
     d_ranks = cfg.decode_replicas * dc.parallel.dp
     # 1. the prefill pool: one output token per request
     pre_reqs = [RequestSpec(arrival_s=r.arrival_s, input_len=r.input_len, output_len=1) for r in reqs]
-    pre = simulate_requests(pre_reqs, coster_for(pc, use_disk_cache), kv_tokens_per_replica=kv_p, dp=p_ranks)
-    # every request completes, and results come in the order of the requests given (the scheduler's index)
-    pre_res = pre.requests
-    # 2. the KV transfer at each request's own prompt length
-    stamps, dec_reqs = _handoff(reqs, pre_res, cfg, pc, dc)
-    # 3. the decode pool
-    dec = simulate_requests(dec_reqs, coster_for(dc, use_disk_cache), kv_tokens_per_replica=kv_d, dp=d_ranks)
+    hand = _Handoff(reqs, cfg, pc, dc)
+    cp, cd = coster_for(pc, use_disk_cache), coster_for(dc, use_disk_cache)
+    if max_concurrency:  # the client's cap couples the pools: one clock (closed_loop)
+        pre, dec = simulate_coupled(pre_reqs, (cp, cd), (kv_p, kv_d), (p_ranks, d_ranks), max_concurrency, hand)
+    else:
+        pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks)
+        # every request completes, and results come in the order of the requests given (the scheduler's index)
+        # 2. the KV transfer at each request's own prompt length
+        dec_reqs = [hand(i, r) for i, r in enumerate(pre.requests)]
+        # 3. the decode pool
+        dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks)
+    pre_res, stamps = pre.requests, hand.stamps
     out = _joined(reqs, pre_res, dec.requests, stamps)
-    assumptions = (
+    assumptions: tuple[Assumption, ...] = (
         note(
             Topic.DISAGG_REQUESTS,
             f"disaggregated {cfg.label}, request level: prefill pool {p_ranks} DP rank(s) ({pc.runtime}, one output "
@@ -213,10 +246,16 @@ def simulate_disagg_requests(reqs: list[RequestSpec], cfg: DisaggConfig, *, use_
         note(
             Topic.DISAGG_NOT_MODELLED,
             "not modelled: prefill blocks held until the decode pool reads them, transfers sharing a link, the "
-            "proxy's own latency, client --max-concurrency",
+            "proxy's own latency" + (", client --max-concurrency" if not max_concurrency else ""),
             approximation=True,
         ),
     )
+    if max_concurrency:
+        text = (
+            f"client --max-concurrency {max_concurrency}: both pools on one clock; a request is sent when one in "
+            "flight has left the decode pool (vllm bench serve's semaphore)"
+        )
+        assumptions += (note(Topic.DISAGG_REQUESTS, text),)
     return DisaggBench(
         config=replace(cfg, prefill=pc, decode=dc),
         requests=tuple(out),

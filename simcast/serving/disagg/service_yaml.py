@@ -3,8 +3,11 @@
 The top-level keys configure what both pools share (model, engine, workload, fabric, memory flags,
 ``parallel_config``'s partition and node size); each pool block sets its own layout (``tp_size``,
 ``pp_size``, ``dp_size``, ``ep_size``, ``moe_dp_size``, ``enable_dp_attention``), ``replicas``,
-optionally its own ``device`` profile and ``max_batched_tokens``; the decode block its ``batch_size``
-(running requests per DP rank; default ``workload.batch_size``). See :mod:`simcast.serving.service_yaml`.
+optionally its own ``device`` profile, ``max_batched_tokens``, ``kv_cache_dtype`` (auto | bf16 | fp8) and
+``quantization`` (none | fp8: the weights' format, as ``--quantization``); the decode block its ``batch_size``
+(running requests per DP rank; default ``workload.batch_size``). A ``speculative`` block (or the flags)
+runs in the decode pool only: the prefill pool makes one token per request and never drafts.
+See :mod:`simcast.serving.service_yaml`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.limits import check_fabric_choice
-from simcast.inputs.loaders import load_device
+from simcast.inputs.loaders import load_device, with_quantization
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
 from simcast.serving.disagg.steady import DisaggConfig
+
+KV_CACHE_DTYPES = ("auto", "bf16", "fp8")
+"""A pool's ``kv_cache_dtype`` (as ``--kv-cache-dtype``)."""
 
 
 def _pool(base: ServingConfig, block: dict[str, Any], role: str, v: dict[str, Any]) -> ServingConfig:
@@ -41,11 +47,14 @@ def _pool(base: ServingConfig, block: dict[str, Any], role: str, v: dict[str, An
             fabric=v["fabric"], bandwidth_gbps=v["inter_node_bandwidth_gbps"], latency_us=v["inter_node_latency_us"]
         )
         device = with_fabric(load_device(block["device"], v["devices_per_node"]), check_fabric_choice(fabric))
+    kv = block.get("kv_cache_dtype", base.kv_cache_dtype)
+    require(kv in KV_CACHE_DTYPES, f"{role}.kv_cache_dtype", kv, f"allowed: {', '.join(KV_CACHE_DTYPES)}")
+    model = with_quantization(base.model, block["quantization"]) if "quantization" in block else base.model
     w = base.workload
     if "max_batched_tokens" in block:
         w = replace(w, max_batched_tokens=block["max_batched_tokens"])
     return replace(
-        base.redeployed(parallel=par, device=device),
+        base.redeployed(parallel=par, device=device, model=model, kv_cache_dtype=kv),
         workload=w,
         batch_size=block.get("batch_size", base.batch_size),
         decode_microbatches=0,
@@ -65,7 +74,7 @@ def build_disagg_config(yaml_values: dict[str, Any], base: ServingConfig, v: dic
         f"allowed: {', '.join(KV_TRANSFER_MODES)}",
     )
     if mode == "agg":
-        for k in ("prefill", "decode", "request_rate"):
+        for k in ("prefill", "decode", "request_rate", "max_concurrency"):
             require(k not in yaml_values, k, "given", "only with serving_mode: disagg")
         return None
     for k in ("prefill", "decode"):
@@ -73,7 +82,7 @@ def build_disagg_config(yaml_values: dict[str, Any], base: ServingConfig, v: dic
     pre, dec = yaml_values["prefill"], yaml_values["decode"]
     require("batch_size" not in pre, "prefill.batch_size", pre.get("batch_size"), "only the decode pool has one")
     return DisaggConfig(
-        prefill=_pool(base, pre, "prefill", v),
+        prefill=replace(_pool(base, pre, "prefill", v), speculative=None),
         decode=_pool(base, dec, "decode", v),
         prefill_replicas=pre.get("replicas", 1),
         decode_replicas=dec.get("replicas", 1),

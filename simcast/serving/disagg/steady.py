@@ -81,7 +81,8 @@ class DisaggConfig:
         )
         require(self.request_rate_per_s >= 0, "--request-rate", self.request_rate_per_s, "must be >= 0")
         p, d = self.prefill, self.decode
-        require(p.model == d.model, "decode.model", d.model.name, f"must be the prefill pool's model {p.model.name}")
+        why = f"must be the prefill pool's model {p.model.name} (its quantization may differ)"
+        require(p.model.name == d.model.name, "decode.model", d.model.name, why)
         require(
             (p.workload.input_length, p.workload.output_length) == (d.workload.input_length, d.workload.output_length),
             "decode workload",
@@ -221,13 +222,14 @@ def decode_capacity(cfg: ServingConfig) -> int:
 
 
 def decode_pool(cfg: ServingConfig, concurrency: int, coster: StepCoster | None = None) -> DecodePool:
-    """One DP rank of ``cfg`` running decode-only steps at ``concurrency`` requests (module docstring)."""
+    """One DP rank of ``cfg`` at ``concurrency`` decoding requests (module docstring; TPOT = cycle / (1 + E))."""
     coster = coster or coster_for(cfg)
     w, m = cfg.workload, cfg.microbatches
     cap = decode_capacity(cfg)
     b = max(1, min(concurrency, cap)) if cap else max(1, concurrency)
     per_mb = max(1, round(b / min(m, b)))
     tpot = coster.cycle_s(mixed_batch(per_mb, w.input_length + w.output_length // 2, 0, 0, 0), min(m, b))
+    tpot /= coster.tokens_per_step
     return DecodePool(
         concurrency=b,
         max_concurrency=cap,
@@ -270,11 +272,10 @@ def estimate_disagg(
     d_ranks = cfg.decode_replicas * dc.parallel.dp
     rate = cfg.request_rate_per_s
     dec = decode_at_rate(dc, rate / d_ranks, cd, dc.batch_size) if rate > 0 else full
-    lam = rate or d_ranks * dec.requests_per_s  # as assemble() takes it
-    own = pre.at_rate(lam / (cfg.prefill_replicas * pre.ranks))[1]
+    own = pre.at_rate((rate or d_ranks * dec.requests_per_s) / (cfg.prefill_replicas * pre.ranks))[1]
     tr = kv_transfer(pc, dc, cfg.kv_transfer, own, together=cfg.num_devices)
     kernels = kernels_note(pc, cp.report(mixed_batch(0, 0, 1, pre.chunk_tokens, 0)))  # type: ignore[arg-type]
-    return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (kernels,))
+    return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (kernels, *dc.scheme.serving_notes()))
 
 
 def _disagg_notes(
@@ -363,7 +364,7 @@ def assemble(
     if lam >= p_ranks * pre.prompts_per_s and not saturated:
         saturated = "prefill"
     front = pc.policy.front_end_time_s(pc.workload.input_length)
-    admit = (step_wait_cycles(dc.policy) + 1) * dec.tpot_s
+    admit = (step_wait_cycles(dc.policy) + 1) * dec.tpot_s * dc.scheme.tokens_per_step  # decode steps
     ttft = front + queue + own + tr.exposed_s + admit
     osl = dc.workload.output_length
     served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)

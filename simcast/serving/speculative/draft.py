@@ -152,9 +152,24 @@ class DraftCoster:
         if not new:
             return
         per_pass, once = fc_shapes(self.model, self.spec, self.coster.parallel.tp)
+        if self.spec.widths and max(self.spec.widths) > 1:  # a tree: pass i drafts widths[i] tokens per request
+            self._prefetch_tree(new, per_pass, once)
+            return
         times = self.coster.stage_times_many([Batch.decode(n, c) for n, c in new])
         for (n, c), t in zip(new, times):
             s = self.spec.k * (t[0] + sum(self._gemm_s(n, nn, k) for nn, k in per_pass))
+            self._memo[(n, c)] = s + sum(self._gemm_s(n, nn, k) for nn, k in once)
+
+    def _prefetch_tree(self, new: list[tuple[int, int]], per_pass: list, once: list) -> None:
+        """A draft tree's passes: pass ``i`` runs ``widths[i]`` tokens per request, each branch costed as a
+        request of its own at the context (its KV read again per branch: an upper bound, the branches share
+        the prefix)."""
+        assert self.coster is not None
+        widths = self.spec.widths
+        keys = sorted({(n * w, c) for n, c in new for w in widths})
+        times = dict(zip(keys, self.coster.stage_times_many([Batch.decode(m, c) for m, c in keys])))
+        for n, c in new:
+            s = sum(times[(n * w, c)][0] + sum(self._gemm_s(n * w, nn, k) for nn, k in per_pass) for w in widths)
             self._memo[(n, c)] = s + sum(self._gemm_s(n, nn, k) for nn, k in once)
 
     def _gemm_s(self, m: int, n: int, k: int) -> float:

@@ -145,9 +145,8 @@ class DraftSpeculation:
         spec = self.spec
         tpot_note = (
             f"speculative: TPOT = step cycle / {spec.tokens_per_step:.3f} tokens per step (the expected value, "
-            "deterministic); the draft runs after the verify step on the last stage; not modelled: tree drafts "
-            "(top-k > 1), dynamic k, draft/target overlap, the draft's own CPU launch time"
-            + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
+            "deterministic); the draft runs after the verify step on the last stage; not modelled: dynamic k, "
+            "draft/target overlap, the draft's own CPU launch time" + ("" if spec.method == "ngram" else f"; {FC_NOTE}")
         )
         return (note(Topic.SPECULATIVE, spec.describe()), note(Topic.SPECULATIVE_TPOT, tpot_note))
 

@@ -15,9 +15,10 @@ Flags (both map onto one :class:`SpeculativeSpec`):
   ``qwen3_next_mtp``; ``num_speculative_tokens`` defaults to the draft config's ``n_predict``, which for
   MTP is the target's ``num_nextn_predict_layers``).
 * SGLang ``--speculative-algorithm EAGLE|EAGLE3|NEXTN|NGRAM``, ``--speculative-num-steps`` (draft
-  passes), ``--speculative-eagle-topk`` (branching per pass: 1 is a chain; a tree, > 1, is not
-  modelled and refused), ``--speculative-num-draft-tokens`` (tokens verified; with top-k 1 SGLang sets it
-  to ``num_steps + 1``: ``python/sglang/srt/server_args.py`` @469c63e5).
+  passes), ``--speculative-eagle-topk`` (branching per pass: 1 is a chain; > 1 a draft tree,
+  :mod:`simcast.serving.speculative.tree`), ``--speculative-num-draft-tokens`` (tokens verified; with top-k 1
+  SGLang sets it to ``num_steps + 1``: ``python/sglang/srt/server_args.py`` @469c63e5). vLLM's
+  ``speculative_token_tree`` key: a draft tree given as its paths.
 
 Default acceptance per method, from published non-reserved figures (labelled as a default wherever
 it is used; ``--spec-acceptance`` replaces it): :data:`DEFAULT_ACCEPTANCE`.
@@ -32,6 +33,10 @@ from typing import Any
 from simcast.core.errors import SimcastInputError, require
 from simcast.inputs.files import unique_pairs
 from simcast.inputs.limits import MAX_SPEC_TOKENS
+from simcast.serving.speculative.acceptance import DEFAULT_ACCEPTANCE as DEFAULT_ACCEPTANCE  # re-exported
+from simcast.serving.speculative.acceptance import TREE_NOTE, default_acceptance
+from simcast.serving.speculative.tree import best_first_tree, chain, parse_vllm_tree, pass_widths
+from simcast.serving.speculative.tree import expected_accepted as tree_expected
 
 METHODS = ("mtp", "eagle", "eagle3", "ngram")
 """Speculative methods simcast models (a draft-model method, Medusa, suffix decoding: not modelled)."""
@@ -61,29 +66,9 @@ VLLM_KEYS = (
     "prompt_lookup_max",
     "prompt_lookup_min",
     "draft_tensor_parallel_size",
+    "speculative_token_tree",
 )
 """``--speculative-config`` keys simcast reads; any other key changes what runs and is refused."""
-
-DEFAULT_ACCEPTANCE: dict[str, tuple[float, str]] = {
-    "mtp": (
-        0.85,
-        "DeepSeek-V3 Technical Report (arXiv 2412.19437, sec. 5.4.3): the second token predicted by MTP is "
-        "accepted 85-90% of the time across generation topics; the lower end, for every position",
-    ),
-    "eagle": (
-        0.80,
-        "EAGLE paper (Li et al., ICML 2024, arXiv 2401.15077): feature-level drafting reaches a draft "
-        "accuracy of about 0.8 on MT-bench; for every position",
-    ),
-    "eagle3": (
-        0.75,
-        "EAGLE-3 paper (Li et al., arXiv 2503.01840): its acceptance rate on MT-bench (LLaMA-Instruct 3.1 8B) "
-        "stays roughly flat at about 0.75-0.8 as the draft goes deeper; the lower end, for every position "
-        "(read approximately from the paper's figure)",
-    ),
-}
-"""Per-method default acceptance ``a_i`` (same at every position) and its source. n-gram has none: its
-acceptance is the prompt/output overlap of the user's data, so ``--spec-acceptance`` is required."""
 
 NGRAM_CPU_S_PER_REQUEST = 5e-6
 """CPU time (s) of the n-gram (prompt-lookup) proposer per decoding request per step: an initial
@@ -104,6 +89,8 @@ class SpeculativeSpec:
     draft_model: str = ""
     flags: str = ""  # the flags that gave it (vLLM --speculative-config or SGLang --speculative-*)
     note: str = ""  # an engine adjustment made while reading the flags
+    tree: tuple[tuple[int, ...], ...] = ()  # draft tree paths (simcast.serving.speculative.tree); (): a chain of k
+    widths: tuple[int, ...] = ()  # draft tokens per request in each of the k passes; (): 1 each (a chain)
 
     def __post_init__(self) -> None:
         require(self.method in METHODS, "speculative method", self.method, f"allowed: {', '.join(METHODS)}")
@@ -120,6 +107,15 @@ class SpeculativeSpec:
         require(len(a) == k, "--spec-acceptance", self.acceptance, f"needs 1 value or one per speculative token ({k})")
         require(all(0.0 <= x <= 1.0 for x in a), "--spec-acceptance", self.acceptance, "each rate must be in [0, 1]")
         object.__setattr__(self, "acceptance", a)
+        if self.tree:
+            depth = max(len(p) for p in self.tree)
+            require(depth <= k, "speculative tree", depth, f"its depth must be <= the draft passes ({k})")
+            require(len(self.widths) in (0, k), "speculative tree", self.widths, f"one width per pass ({k})")
+
+    @property
+    def is_tree(self) -> bool:
+        """Drafts other than the chain of k top candidates (SGLang top-k > 1, a vLLM token tree)."""
+        return bool(self.tree) and self.tree != chain(self.k)
 
     @property
     def acceptance_given(self) -> bool:
@@ -132,7 +128,10 @@ class SpeculativeSpec:
 
     @property
     def expected_accepted(self) -> float:
-        """``E = Σ_i Π_{j≤i} a_j``: draft tokens accepted per step on average."""
+        """``E = Σ_i Π_{j≤i} a_j``: draft tokens accepted per step on average (a tree: its nodes' path
+        probabilities summed, :func:`simcast.serving.speculative.tree.expected_accepted`)."""
+        if self.is_tree:
+            return tree_expected(self.tree, self.acceptance)
         e, p = 0.0, 1.0
         for a in self.acceptance:
             p *= a
@@ -146,8 +145,8 @@ class SpeculativeSpec:
 
     @property
     def verify_tokens(self) -> int:
-        """Query tokens per decoding request in the target's verify step: ``k + 1``."""
-        return self.num_speculative_tokens + 1
+        """Query tokens per decoding request in the target's verify step: ``k + 1`` (a tree: its nodes + 1)."""
+        return len(self.tree) + 1 if self.is_tree else self.num_speculative_tokens + 1
 
     def describe(self) -> str:
         rates = ",".join(f"{a:g}" for a in self.acceptance)
@@ -164,6 +163,11 @@ class SpeculativeSpec:
             f"[{src}]; E = {self.expected_accepted:.3f} accepted, {self.tokens_per_step:.3f} tokens per request per "
             f"step; each step = {self.k} draft pass(es) + a verify step of {self.verify_tokens} tokens per request"
             + (f"; {self.note}" if self.note else "")
+            + (
+                f"; {TREE_NOTE}: {len(self.tree)} draft nodes, draft tokens per pass {self.widths}"
+                if self.is_tree
+                else ""
+            )
         )
 
 
@@ -195,23 +199,52 @@ def parse_acceptance(text: str | None) -> tuple[float, ...]:
 
 
 def _with_acceptance(
-    method: str, k: int, rates: tuple[float, ...], given_by: str = "--spec-acceptance", **kw: Any
+    method: str,
+    k: int,
+    rates: tuple[float, ...],
+    given_by: str = "--spec-acceptance",
+    *,
+    dataset: str = "chat",
+    topk: int = 1,
+    draft_tokens: int = 0,
+    paths: tuple[tuple[int, ...], ...] = (),
+    **kw: Any,
 ) -> SpeculativeSpec:
+    """The spec with the given ``rates`` or the method's default on ``dataset`` prompts, and its draft tree:
+    vLLM's ``paths``, or SGLang's best-first tree of ``draft_tokens - 1`` nodes when ``topk > 1``."""
     if rates:
-        return SpeculativeSpec(
-            method=method, num_speculative_tokens=k, acceptance=rates, acceptance_source=given_by, **kw
+        a, src = rates, given_by
+    else:
+        d = default_acceptance(method, dataset)
+        require(
+            d is not None,
+            "--spec-acceptance",
+            None,
+            f"{method} has no published default (its acceptance is your data's prompt/output overlap): give one",
         )
-    require(
-        method in DEFAULT_ACCEPTANCE,
-        "--spec-acceptance",
-        None,
-        f"{method} has no published default (its acceptance is your data's prompt/output overlap): give one",
+        assert d is not None  # checked above
+        a, src = (d[0],), d[1]
+    full = a * k if len(a) == 1 else a
+    tree: tuple[tuple[int, ...], ...] = ()
+    widths: tuple[int, ...] = ()
+    if paths:
+        tree, widths = paths, pass_widths(paths)
+    elif topk > 1 and len(full) == k:
+        tree, widths = best_first_tree(full, topk, k, draft_tokens - 1), (1,) + (topk,) * (k - 1)
+    return SpeculativeSpec(
+        method=method,
+        num_speculative_tokens=k,
+        acceptance=a,
+        acceptance_source=src,
+        tree=tree,
+        widths=widths,
+        **kw,
     )
-    a, src = DEFAULT_ACCEPTANCE[method]
-    return SpeculativeSpec(method=method, num_speculative_tokens=k, acceptance=(a,), acceptance_source=src, **kw)
 
 
-def from_vllm_json(text: str, rates: tuple[float, ...] = (), *, mtp_layers: int = 0) -> SpeculativeSpec:
+def from_vllm_json(
+    text: str, rates: tuple[float, ...] = (), *, mtp_layers: int = 0, dataset: str = "chat"
+) -> SpeculativeSpec:
     """vLLM's ``--speculative-config`` JSON -> the spec. ``mtp_layers``: the target's
     ``num_nextn_predict_layers`` (vLLM's default ``num_speculative_tokens`` for MTP)."""
     flag = "--speculative-config"
@@ -228,11 +261,16 @@ def from_vllm_json(text: str, rates: tuple[float, ...] = (), *, mtp_layers: int 
             flag, text, 'a JSON object, e.g. \'{"method": "eagle3", "num_speculative_tokens": 3}\''
         ) from None
     require(isinstance(cfg, dict), flag, text, "a JSON object")
-    return from_vllm_dict(cfg, rates, mtp_layers=mtp_layers, flag=flag)
+    return from_vllm_dict(cfg, rates, mtp_layers=mtp_layers, flag=flag, dataset=dataset)
 
 
 def from_vllm_dict(
-    cfg: dict[str, Any], rates: tuple[float, ...] = (), *, mtp_layers: int = 0, flag: str = "--speculative-config"
+    cfg: dict[str, Any],
+    rates: tuple[float, ...] = (),
+    *,
+    mtp_layers: int = 0,
+    flag: str = "--speculative-config",
+    dataset: str = "chat",
 ) -> SpeculativeSpec:
     """:func:`from_vllm_json` on a parsed mapping; errors name ``flag`` (a flag or a YAML key)."""
     sep = " " if flag.startswith("--") else "."
@@ -254,6 +292,10 @@ def from_vllm_dict(
     k = cfg.get("num_speculative_tokens")
     if k is None and m == "mtp" and mtp_layers:
         k = mtp_layers
+    tree_text = cfg.get("speculative_token_tree")
+    paths = parse_vllm_tree(str(tree_text), f"{flag}{sep}speculative_token_tree") if tree_text else ()
+    if paths:  # the tree's depth is the draft's passes (vLLM drafts one tree level per pass)
+        k = max(len(p) for p in paths)
     require(
         isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_SPEC_TOKENS,
         f"{flag}{sep}num_speculative_tokens",
@@ -268,7 +310,7 @@ def from_vllm_dict(
     src = f"vLLM --speculative-config method={method}" if flag.startswith("--") else f"service YAML {flag}"
     assert isinstance(k, int)  # checked above
     given_by = "--spec-acceptance" if flag.startswith("--") else f"{flag}.acceptance"
-    return _with_acceptance(m, k, rates, given_by, draft_model=model, flags=src)
+    return _with_acceptance(m, k, rates, given_by, dataset=dataset, paths=paths, draft_model=model, flags=src)
 
 
 def from_sglang_flags(
@@ -279,8 +321,10 @@ def from_sglang_flags(
     num_draft_tokens: int | None,
     rates: tuple[float, ...] = (),
     draft_model: str = "",
+    dataset: str = "chat",
 ) -> SpeculativeSpec:
-    """SGLang's ``--speculative-*`` flags -> the spec (module docstring for their meaning)."""
+    """SGLang's ``--speculative-*`` flags -> the spec (module docstring for their meaning; top-k > 1: a
+    draft tree, :mod:`simcast.serving.speculative.tree`)."""
     alg = str(algorithm).upper()
     require(
         alg in SGLANG_ALGORITHMS,
@@ -289,12 +333,8 @@ def from_sglang_flags(
         f"allowed: {', '.join(SGLANG_ALGORITHMS)} (STANDALONE is not modelled)",
     )
     m = SGLANG_ALGORITHMS[alg]
-    require(
-        topk is None or topk == 1,
-        "--speculative-eagle-topk",
-        topk,
-        "only 1 (a chain of drafts) is modelled; tree drafts (top-k > 1) are not",
-    )
+    tree = topk is not None and topk > 1
+    require(not tree or m != "ngram", "--speculative-eagle-topk", topk, "applies to EAGLE, EAGLE3 and NEXTN")
     note = ""
     if m == "ngram":
         require(
@@ -315,14 +355,30 @@ def from_sglang_flags(
             "give the draft passes per step (>= 1); SGLang's automatic choice uses tree drafts, not modelled",
         )
         k = int(num_steps or 1)
-        if num_draft_tokens is not None and num_draft_tokens != k + 1:
+        if tree:
+            require(
+                num_draft_tokens is not None and 2 <= num_draft_tokens <= k * int(topk or 1) + 1,
+                "--speculative-num-draft-tokens",
+                num_draft_tokens,
+                f"required with --speculative-eagle-topk > 1: tokens verified per step, in [2, "
+                f"num_steps x topk + 1 = {k * int(topk or 1) + 1}]",
+            )
+        elif num_draft_tokens is not None and num_draft_tokens != k + 1:
             note = (
                 f"--speculative-num-draft-tokens {num_draft_tokens} set to num_steps + 1 = {k + 1}, as SGLang does "
                 "with top-k 1"
             )
     require(1 <= k <= MAX_SPEC_TOKENS, "--speculative-num-steps", k, f"must be in [1, {MAX_SPEC_TOKENS}]")
     return _with_acceptance(
-        m, k, rates, draft_model=draft_model, flags=f"SGLang --speculative-algorithm {alg}", note=note
+        m,
+        k,
+        rates,
+        dataset=dataset,
+        topk=int(topk or 1) if tree else 1,
+        draft_tokens=int(num_draft_tokens or 0),
+        draft_model=draft_model,
+        flags=f"SGLang --speculative-algorithm {alg}" + (f" --speculative-eagle-topk {topk}" if tree else ""),
+        note=note,
     )
 
 

@@ -33,6 +33,7 @@ from simcast.serving.request_level.routers import ROUTERS, RouterName, check_rou
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.calib.uncertainty.figures import FigureInterval
     from simcast.serving.request_level.bench_metrics import BenchMetrics
     from simcast.serving.request_level.bench_result import BenchResult as RequestRun
     from simcast.serving.request_level.simulate import RequestSpec
@@ -84,10 +85,11 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--save-result`` JSON (less its ``run`` metadata block)."""
+        from simcast.api.uncertainty import as_dict
         from simcast.render.bench_tables import bench_json
 
         cfg, par = self.config, self.config.parallel
-        return bench_json(
+        d = bench_json(
             self.summary,
             model_id=cfg.model.name,
             engine=cfg.runtime,
@@ -96,6 +98,28 @@ class BenchResult:
             pp=par.pp,
             dp=par.dp,
             assumptions=list(self.assumptions),
+        )
+        return {**d, "intervals_80": as_dict(self.intervals)}
+
+    @property
+    def intervals(self) -> dict[str, FigureInterval]:
+        """80 % prediction intervals of the median TTFT / TPOT / ITL (ms) and the output token/s
+        (:mod:`simcast.api.uncertainty`)."""
+        from simcast.api.uncertainty import bench_intervals
+
+        m = self.summary
+        figures = {
+            "median_ttft_ms": m.ttft.median_ms,
+            "median_tpot_ms": m.tpot.median_ms,
+            "median_itl_ms": m.itl.median_ms,
+            "output_throughput": m.output_throughput_tok_s,
+        }
+        return bench_intervals(
+            figures,
+            engine=self.config.runtime,
+            device=self.config.device,
+            max_concurrency=m.max_concurrency or 0,
+            request_rate=m.request_rate_per_s,
         )
 
     def to_dataframe(self) -> pd.DataFrame:

@@ -28,6 +28,8 @@ from simcast.sim.report import Report
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.calib.uncertainty.figures import FigureInterval
+
 
 @dataclass(frozen=True, kw_only=True)
 class StepReport(Report):
@@ -39,9 +41,24 @@ class StepReport(Report):
 
     def to_dict(self) -> dict[str, Any]:
         """What ``simcast simulate --json`` prints, less its ``run`` block (seconds and bytes)."""
+        from simcast.api.uncertainty import as_dict
         from simcast.render.tables import report_to_dict
 
-        return {**report_to_dict(self), **({"speculative": dict(self.speculative)} if self.speculative else {})}
+        return {
+            **report_to_dict(self),
+            **({"speculative": dict(self.speculative)} if self.speculative else {}),
+            "intervals_80": as_dict(self.intervals),
+        }
+
+    @property
+    def intervals(self) -> dict[str, FigureInterval]:
+        """80 % prediction interval of the step latency (ms) (:mod:`simcast.api.uncertainty`)."""
+        from simcast.api.uncertainty import step_intervals
+
+        sp = self.spec
+        return step_intervals(
+            latency_s=self.runtime.latency_s, phase=sp.batch.phase, engine=sp.engine, device=sp.device
+        )
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per pipeline stage: layers, times per microbatch (ms), memory per device (GiB)."""

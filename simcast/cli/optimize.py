@@ -81,8 +81,11 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
     _write_files(a, pts, meta, f"{model.name}, {a.num_devices} x {device.name}, {workload_label(workload)}")
     launch = _launch(a, rows)
+    from simcast.cli.optimize_uncertainty import search_uncertainty
+
+    unc, unc_lines = search_uncertainty(rows, a.runtime, a.top)
     if a.json:
-        _emit_json(a, pts, meta, rejected, refined, finite, launch)
+        _emit_json(a, pts, meta, rejected, refined, finite, launch, unc)
         return EXIT_OK if rows else EXIT_NO_LAYOUT
     lim = []
     if a.ttft_limit:
@@ -92,6 +95,8 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     assumptions = rows[0].result.assumptions if rows else ()
     header = _header(a, base, space, workload, lim)
     emit(format_search(rows, rejected, header, a.top, a.show_rejected, assumptions, has_limits=bool(lim)))
+    if unc_lines:
+        emit("\n" + "\n".join(unc_lines))
     if refined:
         from simcast.render.refine_tables import format_refined
 
@@ -157,9 +162,10 @@ def _emit_json(
     refined: list[Any],
     finite: list[Any],
     launch: list[Any],
+    uncertainty: dict[str, Any],
 ) -> None:
-    """``--json``: the points, the rejected layouts, and what ``--refine-top``/``--num-prompts``/``--emit``
-    added."""
+    """``--json``: the points, the rejected layouts, what ``--refine-top``/``--num-prompts``/``--emit``
+    added, and the prediction intervals (``uncertainty``)."""
     out: dict[str, Any] = {
         "run": meta,
         "rows": pts.to_dict(orient="records"),
@@ -173,6 +179,8 @@ def _emit_json(
         from simcast.render.launch import launch_dict
 
         out["launch"] = [{"parallel": lab, **launch_dict(ll)} for lab, ll in launch]
+    if uncertainty:
+        out["uncertainty"] = uncertainty
     emit_json(out, null_reason=NULL_ROWS)
 
 

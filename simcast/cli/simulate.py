@@ -85,6 +85,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.json:
         emit_json({**report.to_dict(), "run": run_metadata(device=a.device, engine=a.engine)})
     else:
-        emit(format_report(report))
+        from simcast.render.interval_text import interval_lines
+
+        ms = ("step latency", "ms", 3)
+        emit("\n".join([format_report(report), *interval_lines(report.intervals, {"latency_ms": ms})]))
     write_outputs(a, report)
     return 0

@@ -22,6 +22,7 @@ from simcast.cli.outputs import (
     write_atomic,
     write_bench_plot,
     write_json,
+    write_report,
 )
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.errors import SimcastInputError, require
@@ -172,6 +173,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             f"(TP={a.tp} | PP={a.pp} | DP={a.dp}), {cfg.runtime}, {d['num_prompts']} prompts, "
             f"rate {rate} req/s" + ("" if source == "random" else f", {source}"),
         )
+    write_report(a, out)
     if save_to:
         meta = run_metadata(device=a.device, engine=cfg.runtime)
         d["run"] = meta

@@ -14,7 +14,15 @@ from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
 from simcast.cli.optimize_args import SEARCH_FLAGS, normalize_trailing_model
 from simcast.cli.option_flags import option_values
-from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
+from simcast.cli.outputs import (
+    emit,
+    emit_json,
+    note_model_alias,
+    run_metadata,
+    write_atomic,
+    write_pareto_plot,
+    write_report,
+)
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
 from simcast.core.errors import require
@@ -81,6 +89,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
     _write_files(a, pts, meta, f"{model.name}, {a.num_devices} x {device.name}, {workload_label(workload)}")
     launch = _launch(a, rows)
+    write_report(a, found)
     if a.json:
         _emit_json(a, pts, meta, rejected, refined, finite, launch)
         return EXIT_OK if rows else EXIT_NO_LAYOUT

@@ -7,7 +7,7 @@ import argparse
 from simcast.api.step import StepOptions, run_step, step_spec
 from simcast.cli.args import add_fabric_args, add_partition_arg, add_precision_args, target_kwargs
 from simcast.cli.option_flags import add_option_flags, option_values
-from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs
+from simcast.cli.outputs import add_output_args, emit, emit_json, run_metadata, write_outputs, write_report
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.specs import SimSpec
 
@@ -65,4 +65,5 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     else:
         emit(format_report(report))
     write_outputs(a, report)
+    write_report(a, report)
     return 0

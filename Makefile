@@ -11,11 +11,19 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the CPU wheel that lies on this machine's disk (a looser spec pulls a CUDA build)
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
+	# headless Chromium for the report's browser tests (Debian's package; needs root and apt; skipped otherwise:
+	# those tests then skip with the reason)
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		  { apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
+		    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; }; \
+		  } || echo "simcast: chromium not installed; the report's browser tests will skip"; }
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/simcast optimize --input-length 2048 --output-length 512 --num-devices 8 \
-		--tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm meta-llama/Llama-3.1-70B
+		--tp-sizes 1 2 4 8 --pp-sizes 1 2 4 8 --device h100_sxm meta-llama/Llama-3.1-70B --report demo-report.html
+	@echo "open demo-report.html in a browser: the same search as one self-contained page"
 
 # Lint, formatting and types first (seconds; mypy's cache then serves the suite's own mypy test), then the
 # suite (config in pyproject.toml); the target fails on any of them.

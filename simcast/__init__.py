@@ -41,7 +41,8 @@ configuration), ``max_batch_for_memory``, ``kv_capacity_tokens``; ``search``, ``
 **Rendering**: ``format_report`` (the text report), ``breakdown_line`` (the RFC's ``Mem | Comm | Cube |
 Vec | PP Compute | PP Comm | PP Bubble`` line of a step), ``to_dataframe`` (ranked search rows),
 ``plot_stage_breakdown``, ``plot_gantt``, ``plot_stage_memory``, ``plot_report``, ``new_figure``,
-``plot_pareto``, ``plot_bench``, ``chrome_trace`` (a Perfetto/chrome://tracing JSON of a step).
+``plot_pareto``, ``plot_bench``, ``chrome_trace`` (a Perfetto/chrome://tracing JSON of a step),
+``report_html`` / ``render_html`` (any of the calls' results as one self-contained HTML page).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
     from simcast.api.optimize import SearchResult as SearchResult
     from simcast.api.optimize import SearchRow as SearchRow
     from simcast.api.optimize import optimize as optimize
+    from simcast.api.report import render_html as render_html
+    from simcast.api.report import report_html as report_html
     from simcast.api.search_inputs import SearchOptions as SearchOptions
     from simcast.api.step import StepOptions as StepOptions
     from simcast.api.step import StepReport as StepReport
@@ -160,6 +163,8 @@ _API: dict[str, str] = {
     "plot_pareto": "simcast.render.pareto_plot",
     "plot_bench": "simcast.render.bench_plots",
     "chrome_trace": "simcast.render.chrome_trace",
+    "report_html": "simcast.api.report",
+    "render_html": "simcast.api.report",
     # disaggregated prefill/decode (docs/serving_modes.md)
     "evaluate_pools": "simcast.serving.disagg.search",
     "search_disagg": "simcast.serving.disagg.search",

@@ -181,6 +181,8 @@ class SearchOptions(MoECommOptions, WideEPOptions, SpeculativeOptions, ServingEn
 
 DEMO_MODEL = "meta-llama/Llama-3.1-70B"
 """The model of the demo search (``make demo``)."""
+DEMO_REPORT = "demo-report.html"
+"""The HTML report ``make demo`` writes beside its table (``--report``)."""
 DEMO_SEARCH: dict[str, Any] = {
     "input_length": 2048,
     "output_length": 512,

@@ -23,6 +23,7 @@ from simcast.cli.outputs import (
     write_atomic,
     write_bench_plot,
     write_json,
+    write_report,
 )
 from simcast.cli.shared_flags import (
     add_fabric_args,
@@ -223,6 +224,7 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             f"({layout}), {cfg.runtime}, {d['num_prompts']} prompts, "
             f"rate {rate} req/s" + ("" if source == "random" else f", {source}"),
         )
+    write_report(a, out)
     if save_to:
         meta = run_metadata(device=a.device, engine=cfg.runtime)
         d["run"] = meta

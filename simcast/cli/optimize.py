@@ -13,7 +13,15 @@ from simcast.cli.engine_args import serving_engine_args
 from simcast.cli.exits import EXIT_NO_LAYOUT, EXIT_OK
 from simcast.cli.optimize_args import SEARCH_FLAGS, normalize_trailing_model
 from simcast.cli.option_flags import option_values
-from simcast.cli.outputs import emit, emit_json, note_model_alias, run_metadata, write_atomic, write_pareto_plot
+from simcast.cli.outputs import (
+    emit,
+    emit_json,
+    note_model_alias,
+    run_metadata,
+    write_atomic,
+    write_pareto_plot,
+    write_report,
+)
 from simcast.cli.shared_flags import target_kwargs
 from simcast.cli.speculative import speculative_kwargs
 from simcast.cli.sweep import check_sweep_args, run_refine
@@ -84,6 +92,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     from simcast.cli.optimize_uncertainty import search_uncertainty
 
     unc, unc_lines = search_uncertainty(rows, a.runtime, a.top)
+    write_report(a, found)
     if a.json:
         _emit_json(a, pts, meta, rejected, refined, finite, launch, unc)
         return EXIT_OK if rows else EXIT_NO_LAYOUT

@@ -10,11 +10,12 @@ from typing import Any
 
 from simcast.api.options import CLI, Flag
 from simcast.cli.args import VALUE_TYPES
-from simcast.cli.outputs import PLOT_SUFFIXES, output_path
+from simcast.cli.outputs import PLOT_SUFFIXES, REPORT_SUFFIXES, output_path
 
 PATH_TYPES = {
     "output_path": (),
     "plot_path": PLOT_SUFFIXES,
+    "report_path": REPORT_SUFFIXES,
     "csv_path": (".csv",),
     "profile_path": (".yaml", ".yml"),
 }

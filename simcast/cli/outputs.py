@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from simcast.sim.simulate import Report
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+REPORT_SUFFIXES = (".html", ".htm")
 
 
 def simcast_version() -> str:
@@ -262,6 +263,21 @@ def write_outputs(args: argparse.Namespace, report: Report) -> None:
         other_mode = "receiver" if mode == "overlap" else "overlap"
         other = report_timeline(report, send_recv=other_mode).makespan_s
         emit(f"simcast: the timeline with {SEND_RECV_LABELS[other_mode]} would take {other * 1e3:.3f} ms", err=True)
+
+
+def write_report(a: argparse.Namespace, result: object) -> None:
+    """``--report PATH``: ``result``'s page (:func:`simcast.api.report.render_html`), the command line on it."""
+    path = getattr(a, "report", None)
+    if not path:
+        return
+    import shlex
+    import sys
+
+    from simcast.api.report import render_html
+
+    command = "simcast " + shlex.join(sys.argv[1:]) if len(sys.argv) > 1 else ""
+    out = write_text(path, "--report", render_html(result, command=command))
+    emit(f"simcast: wrote {out}", err=True)
 
 
 def write_pareto_plot(

@@ -79,6 +79,16 @@ class OutputFlags:
             names=("--plot",), help="write a figure (.png, .svg or .pdf)", value_type="plot_path", metavar="PATH"
         ),
     )
+    report: str | None = opt(
+        None,
+        "self-contained HTML page of the run (.html)",
+        flag=Flag(
+            names=("--report",),
+            help="write the run as one self-contained HTML page (.html: tables, charts, assumptions; works offline)",
+            value_type="report_path",
+            metavar="PATH",
+        ),
+    )
     overlap: bool = opt(
         False,
         "trace/Gantt with each hidden-state transfer overlapped with the receiver's earlier work",
@@ -111,8 +121,8 @@ def add_partition_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_output_args(p: argparse.ArgumentParser, *, trace: bool = True) -> None:
-    """``--trace``, ``--plot`` and ``--overlap`` (``trace=False``: ``--plot`` only)."""
-    add_option_flags(p, OutputFlags, ("trace", "plot", "overlap") if trace else ("plot",))
+    """``--trace``, ``--plot``, ``--report`` and ``--overlap`` (``trace=False``: ``--plot`` and ``--report``)."""
+    add_option_flags(p, OutputFlags, ("trace", "plot", "report", "overlap") if trace else ("plot", "report"))
 
 
 def fabric_choice(a: argparse.Namespace) -> FabricChoice:

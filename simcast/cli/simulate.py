@@ -10,7 +10,7 @@ from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.api.step import StepOptions, run_step, step_spec
 from simcast.cli.option_flags import add_option_flags, option_values
-from simcast.cli.outputs import emit, emit_json, run_metadata, write_outputs
+from simcast.cli.outputs import emit, emit_json, run_metadata, write_outputs, write_report
 from simcast.cli.shared_flags import (
     add_fabric_args,
     add_output_args,
@@ -90,4 +90,5 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         ms = ("step latency", "ms", 3)
         emit("\n".join([format_report(report), *interval_lines(report.intervals, {"latency_ms": ms})]))
     write_outputs(a, report)
+    write_report(a, report)
     return 0

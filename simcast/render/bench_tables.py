@@ -83,9 +83,9 @@ def bench_json(
     return d
 
 
-def format_bench(m: BenchMetrics, header: str) -> str:
-    """The block ``vllm bench serve`` prints, same labels."""
-    rows = [
+def bench_rows(m: BenchMetrics) -> list[tuple[str, object]]:
+    """The (label, value) lines ``vllm bench serve`` prints above its latency blocks, formatted as printed."""
+    rows: list[tuple[str, object]] = [
         ("Successful requests:", m.completed),
         ("Failed requests:", m.failed),
         ("Maximum request concurrency:", m.max_concurrency),
@@ -103,6 +103,21 @@ def format_bench(m: BenchMetrics, header: str) -> str:
             ("Prefix cache hit rate (%):", f"{100 * m.prefix_cache_hit_rate:.2f}"),
             ("Prefill tokens skipped (cache hits):", m.prefix_cache_hit_tokens),
         ]
+    return rows
+
+
+def latency_rows(m: BenchMetrics) -> list[list[str]]:
+    """Per latency (TTFT, TPOT, ITL): [name, mean, median, P90, P99] in ms as printed."""
+    out = []
+    for name, _ in LATENCIES:
+        s: LatencyStats = getattr(m, name)
+        out.append([name.upper(), *(f"{v:.2f}" for v in (s.mean_ms, s.median_ms, s.p90_ms, s.p99_ms))])
+    return out
+
+
+def format_bench(m: BenchMetrics, header: str) -> str:
+    """The block ``vllm bench serve`` prints, same labels."""
+    rows = bench_rows(m)
     out = [header, "{s:{c}^50}".format(s=" Serving Benchmark Result (simulated) ", c="=")]
     out += [f"{k:<40}{v!s:<10}" for k, v in rows]
     for name, title in LATENCIES:

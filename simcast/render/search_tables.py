@@ -175,11 +175,13 @@ def format_search(
     return "\n".join(out)
 
 
-_RANKED_HEADERS = ("#", "parallel", "batch_size", "concurrency", "ttft ms", "1-prompt ttft ms")
+_RANKED_HEAD = ("#", "parallel", "batch_size", "concurrency", "ttft ms", "1-prompt ttft ms")
 _RANKED_TAIL = ("tpot ms", "token/s", "token/s/device", "token/s/user", "weights GiB", "KV GiB", "links")
+RANKED_HEADERS = (*_RANKED_HEAD, *_RANKED_TAIL)
+"""The ranked table's headers without the chunk column (the HTML report's table uses the same)."""
 
 
-def _ranked_cells(i: int, r: dict, chunks: bool) -> list[str]:
+def ranked_cells(i: int, r: dict, chunks: bool) -> list[str]:
     """One ranked layout's cells (ms, token/s, GiB as the headers say)."""
     return [
         str(i + 1),
@@ -201,8 +203,8 @@ def _ranked_cells(i: int, r: dict, chunks: bool) -> list[str]:
 
 def _ranked_lines(ranked: list[Candidate], best: list[dict], chunks: bool) -> list[str]:
     """The ranked layouts' table, each one's breakdowns and (when searched) the chunk settings tried."""
-    headers = [*_RANKED_HEADERS, *(["chunk"] if chunks else []), *_RANKED_TAIL]
-    out = [table(headers, [_ranked_cells(i, r, chunks) for i, r in enumerate(best)])]
+    headers = [*_RANKED_HEAD, *(["chunk"] if chunks else []), *_RANKED_TAIL]
+    out = [table(headers, [ranked_cells(i, r, chunks) for i, r in enumerate(best)])]
     out += ["", "breakdowns (% of op time | PP shares of step latency):"]
     w = max(22, *(len(r["parallel"]) for r in best))  # MoE labels (| EP | MoE-TP | MoE-DP) run to ~50 chars
     for i, r in enumerate(best):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import simcast
-from simcast.api.search_inputs import DEMO_MODEL, DEMO_SEARCH, SearchOptions, demo_flags
+from simcast.api.search_inputs import DEMO_MODEL, DEMO_REPORT, DEMO_SEARCH, SearchOptions, demo_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLS = [
@@ -102,7 +102,7 @@ def test_the_demo_search_is_one_constant() -> None:
     make = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     recipe = re.search(r"^demo:.*\n\t(.*)$", make, re.M)
     assert recipe is not None
-    assert recipe.group(1).split() == ["$(BIN)/simcast", "optimize", *demo_flags(), DEMO_MODEL]
+    assert recipe.group(1).split() == ["$(BIN)/simcast", "optimize", *demo_flags(), DEMO_MODEL, "--report", DEMO_REPORT]
     o = SearchOptions(model=DEMO_MODEL, **DEMO_SEARCH)
     assert (o.num_devices, o.tp_sizes, o.pp_sizes) == (8, (1, 2, 4, 8), (1, 2, 4, 8))
 

@@ -1,0 +1,1 @@
+"""Self-contained HTML reports of simcast runs (``--report PATH.html``, ``simcast.api.report_html``)."""

@@ -22,17 +22,25 @@ def render_html(result: Any, *, command: str = "") -> str:
     """The page's text for ``result`` (``command``: the command line shown on the page, optional)."""
     from simcast.api.bench import BenchResult
     from simcast.api.optimize import SearchResult
+    from simcast.api.search_uncertainty import BENCH_LABELS, search_uncertainty
+    from simcast.render.interval_text import interval_lines
     from simcast.render.report.optimize_page import optimize_page
     from simcast.render.report.run_pages import bench_page, serving_page, simulate_page
     from simcast.serving.steady.model import ServingResult
     from simcast.sim.report import Report
 
     if isinstance(result, SearchResult):
-        return optimize_page(result, _launch(result), result.config.runtime)
+        _, lines = search_uncertainty(list(result.candidates), result.config.runtime, len(result.candidates))
+        return optimize_page(result, _launch(result), result.config.runtime, lines)
     if isinstance(result, BenchResult):
-        return bench_page(result, command)
+        return bench_page(result, command, interval_lines(result.intervals, BENCH_LABELS))
     if isinstance(result, Report):
-        return simulate_page(result, command)
+        lines = (
+            interval_lines(result.intervals, {"latency_ms": ("step latency", "ms", 3)})
+            if hasattr(result, "intervals")
+            else []
+        )
+        return simulate_page(result, command, lines)
     if isinstance(result, ServingResult):
         from simcast.serving.search.layouts import layout_links
 

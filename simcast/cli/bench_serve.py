@@ -206,15 +206,10 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
             f"[{a.decode_layout or 'the run layout'}] (decode: {cfg.parallel.world_size} x {dev.name}), engine "
             f"{cfg.runtime}, {res.steps} steps, {res.distinct_batches} distinct step shapes simulated"
         )
+    from simcast.api.search_uncertainty import BENCH_LABELS
     from simcast.render.interval_text import interval_lines
 
-    labels = {
-        "median_ttft_ms": ("median TTFT", "ms", 2),
-        "median_tpot_ms": ("median TPOT", "ms", 2),
-        "median_itl_ms": ("median ITL", "ms", 2),
-        "output_throughput": ("output token/s", "tok/s", 1),
-    }
-    emit("\n".join([format_bench(out.summary, header), *interval_lines(out.intervals, labels)]))
+    emit("\n".join([format_bench(out.summary, header), *interval_lines(out.intervals, BENCH_LABELS)]))
     if a.plot:
         rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"
         write_bench_plot(

@@ -89,7 +89,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     meta = run_metadata(device=a.device, engine=a.runtime) if a.csv or a.json else {}  # the text table has none
     _write_files(a, pts, meta, f"{model.name}, {a.num_devices} x {device.name}, {workload_label(workload)}")
     launch = _launch(a, rows)
-    from simcast.cli.optimize_uncertainty import search_uncertainty
+    from simcast.api.search_uncertainty import search_uncertainty
 
     unc, unc_lines = search_uncertainty(rows, a.runtime, a.top)
     write_report(a, found)

@@ -115,8 +115,11 @@ def _details(result: SearchLike, best: list[dict]) -> str:
     return "\n".join(out)
 
 
-def optimize_page(result: SearchLike, launch: list[tuple[str, LaunchLines]], engine: str) -> str:
-    """The whole page of a search (``launch``: each ranked layout's lines for ``engine``)."""
+def optimize_page(
+    result: SearchLike, launch: list[tuple[str, LaunchLines]], engine: str, uncertainty: list[str] | None = None
+) -> str:
+    """The whole page of a search (``launch``: each ranked layout's lines for ``engine``; ``uncertainty``: the
+    prediction intervals' lines, as the terminal prints them)."""
     title, question = question_text(result)
     best = best_rows(list(result.candidates))
     parts = [f"<h1>{page.esc(title)}</h1>", f'<p class="question">{page.esc(question)}</p>']
@@ -141,6 +144,7 @@ def optimize_page(result: SearchLike, launch: list[tuple[str, LaunchLines]], eng
         for i, r in enumerate(best)
     }
     parts += [
+        page.uncertainty_section(uncertainty or []),
         "<h2>Throughput against interactivity</h2>",
         page.figure(
             page.svg(fig, "pareto", tips),

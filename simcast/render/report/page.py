@@ -178,3 +178,12 @@ def svg(fig: Figure, prefix: str, tips: dict[str, str] | None = None) -> str:
 
 def figure(svg_text: str, caption: str) -> str:
     return f"<figure>\n{svg_text}\n<figcaption>{esc(caption)}</figcaption>\n</figure>"
+
+
+def uncertainty_section(lines: list[str]) -> str:
+    """The prediction intervals' lines (:mod:`simcast.render.interval_text`) as a section; empty without them."""
+    if not lines:
+        return ""
+    head, rest = lines[0], lines[1:]
+    items = "".join(f"<li>{esc(x.strip())}</li>" for x in rest)
+    return f'<h2>How sure simcast is</h2>\n<p class="muted">{esc(head)}</p>\n<ul class="assumptions">{items}</ul>'

@@ -51,7 +51,7 @@ def _throughput_series(result: BenchLike) -> tuple[np.ndarray, np.ndarray]:
     return edges[:-1] + width / 2, counts / width
 
 
-def bench_page(result: BenchLike, command: str = "") -> str:
+def bench_page(result: BenchLike, command: str = "", uncertainty: list[str] | None = None) -> str:
     """The page of one ``bench-serve`` run (``command``: the command line that made it, shown verbatim)."""
     m, cfg = result.summary, result.config
     par = cfg.parallel
@@ -87,6 +87,7 @@ def bench_page(result: BenchLike, command: str = "") -> str:
         f'<p class="question">{page.esc(question)}</p>',
         answer,
         *([f"<pre>{page.esc(command)}</pre>"] if command else []),
+        page.uncertainty_section(uncertainty or []),
         "<h2>Serving benchmark result (simulated)</h2>",
         '<div class="charts">' + summary + lat + "</div>",
         "<h2>Latency distributions</h2>",
@@ -105,7 +106,7 @@ def bench_page(result: BenchLike, command: str = "") -> str:
     return page.document(title, "\n".join(parts))
 
 
-def simulate_page(report: Report, command: str = "") -> str:
+def simulate_page(report: Report, command: str = "", uncertainty: list[str] | None = None) -> str:
     """The page of one ``simulate`` step."""
     sp = report.spec
     par, b = sp.parallel, sp.batch
@@ -124,6 +125,7 @@ def simulate_page(report: Report, command: str = "") -> str:
         f'<p class="question">{page.esc(question)}</p>',
         answer,
         *([f"<pre>{page.esc(command)}</pre>"] if command else []),
+        page.uncertainty_section(uncertainty or []),
         "<h2>Where the time and the memory go</h2>",
         '<div class="charts">' + stage_time_svg(report) + stage_memory_svg(report) + "</div>",
         page.figure(timeline_svg(report), "The step's pipeline timeline (hover a bar for its times)."),

@@ -1,5 +1,6 @@
-"""What ``simcast optimize`` says about its own error: the best layout's 80 % intervals, the layouts simcast
-cannot tell from the best one, and the bench command of each worth running (docs/uncertainty.md)."""
+"""What ``simcast optimize`` (and its HTML report) says about its own error: the best layout's 80 %
+intervals, the layouts simcast cannot tell from the best one, and the bench command of each worth running
+(docs/uncertainty.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from simcast.engines import EMIT_ENGINES
 from simcast.render.interval_text import interval_lines
 from simcast.serving.search.layouts import model_label
 
+BENCH_LABELS = {
+    "median_ttft_ms": ("median TTFT", "ms", 2),
+    "median_tpot_ms": ("median TPOT", "ms", 2),
+    "median_itl_ms": ("median ITL", "ms", 2),
+    "output_throughput": ("output token/s", "tok/s", 1),
+}
+"""bench-serve's figures with intervals, as its text and its report name them."""
 LABELS = {
     "tokens_per_s_per_device": ("token/s/device", "tok/s", 1),
     "ttft_ms": ("TTFT", "ms", 1),

@@ -10,8 +10,8 @@ from typing import Any
 from simcast.api.options import CLI, Flag, opt
 from simcast.cli.engine_args import add_engine_args, engine_settings
 from simcast.cli.option_flags import add_option_flags, option_field, option_values
-from simcast.cli.outputs import emit, emit_json, run_metadata
-from simcast.cli.shared_flags import FABRIC_FLAGS, FabricFlags, add_fabric_args
+from simcast.cli.outputs import emit, emit_json, run_metadata, write_report
+from simcast.cli.shared_flags import FABRIC_FLAGS, FabricFlags, OutputFlags, add_fabric_args
 from simcast.cli.speculative import add_speculative_args, speculative_from_args
 from simcast.core.errors import require
 from simcast.inputs.limits import MAX_BENCH_PROMPTS
@@ -107,6 +107,7 @@ def add_serve_config_args(p: argparse.ArgumentParser) -> None:
     add_option_flags(p, ServeConfigFlags, ("num_prompts", "request_rate", "seed"))
     add_speculative_args(p)
     add_option_flags(p, ServeConfigFlags, ("json",))
+    add_option_flags(p, OutputFlags, ("report",))
     add_option_flags(p, TargetOptions, ("use_cache",))
 
 
@@ -189,14 +190,28 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
     if values["router"] is not None:
         verdicts.append(_router_line(values["router"], cfg.parallel.dp))
+    from simcast.api.search_uncertainty import LABELS
+    from simcast.api.uncertainty import as_dict, serving_intervals
+    from simcast.render.interval_text import interval_lines
+
+    figs = serving_intervals(
+        ttft_ms=r.ttft_s * 1e3,
+        tpot_ms=r.tpot_s * 1e3,
+        tokens_per_s_per_device=r.tokens_per_s_per_device,
+        engine=cfg.runtime,
+        device=cfg.device,
+        saturated=False,
+    )
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits
         row["limits"] = verdicts
+        row["intervals_80"] = as_dict(figs)
         row["run"] = run_metadata(device=str(values["device"]), engine=cfg.runtime)
         emit_json(row)
     else:
-        emit(format_serving(r, links) + ("\n" + "\n".join(verdicts) if verdicts else ""))
+        emit("\n".join([format_serving(r, links), *verdicts, *interval_lines(figs, LABELS)]))
+    write_report(a, r)
     return 0
 
 

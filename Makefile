@@ -26,17 +26,18 @@ demo: $(STAMP)
 	@echo "open demo-report.html in a browser: the same search as one self-contained page"
 
 # Lint, formatting and types first (seconds; mypy's cache then serves the suite's own mypy test), then the
-# suite (config in pyproject.toml); the target fails on any of them.
+# suite (config in pyproject.toml) on every core (pytest-xdist; one worker per test file, so a module's
+# fixtures are built once); the target fails on any of them.
 LINTED := simcast tests benchmarks scripts
 test: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy simcast
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The quick tier while iterating: no test marked slow or notebook (markers in pyproject.toml); about a minute on 2 cores
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not notebook"
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not notebook"
 
 # Lint and types only (fast): what make test runs before the suite
 lint: $(STAMP)

@@ -184,7 +184,7 @@ def _fewest_agg(a: argparse.Namespace, space: SearchSpace, agg: tuple[ServingCon
     base, rows, rejected = agg
 
     def at(sub: SearchSpace) -> list:
-        return search(base, sub, use_disk_cache=a.use_cache, workers=a.workers, ray_address=a.ray)[0]
+        return search(base, sub, use_disk_cache=a.use_cache, workers=a.workers, ray_address=a.ray_address)[0]
 
     return fewest_devices(rows, rejected, space, rate, at, moe=base.model.moe is not None)
 

@@ -34,17 +34,12 @@ HAND_DECLARED = {
     ("cli/kernel.py", "measured"): "calibrate's and validate's positional (twice: a list and one file)",
     ("cli/bench_serve.py", "--save-result"): 'nargs="?" with a const (alone: the file named as vLLM names it)',
     ("cli/main.py", "--version"): "a custom action that prints and exits",
-    ("cli/engine_args.py", "--engine"): "engine flags: being moved into simcast/engines/ by another change",
-    ("cli/engine_args.py", "--max-num-batched-tokens"): "engine flags (as above)",
-    ("cli/engine_args.py", "--max-num-seqs"): "engine flags (as above)",
-    ("cli/engine_args.py", "--engine-profile"): "engine flags (as above)",
-    ("cli/engine_args.py", "--max-model-len"): "engine flags (as above)",
-    ("cli/engine_args.py", "--enable-prefix-caching"): "engine flags (as above)",
-    ("cli/engine_args.py", "--disable-radix-cache"): "engine flags (as above)",
-    ("cli/engine_args.py", "memory flag"): "engine flags (as above): one per engine, named by the registry",
+    ("cli/engine_args.py", "--engine"): "the engine choice itself (its choices: the engine registry)",
+    ("cli/engine_args.py", "memory flag"): "the second generator: every engine's own flags, declared in its module "
+    "(simcast/engines/flags.py EngineFlag), added in one loop",
 }
 """Each ``add_argument`` call outside the generator, by module and first name, with its reason."""
-HAND_DECLARED_CALLS = 15
+HAND_DECLARED_CALLS = 9
 """How many there are (kernel.py's positional is two calls, engine_args.py's memory flag one per loop)."""
 
 

@@ -171,7 +171,13 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
             "the disaggregated replay sends requests to the pools' workers in turn (round_robin); "
             "the other routers are simulated across aggregated replicas (bench-serve --router)",
         )
-
+        require(
+            not a.report,
+            "--report",
+            a.report,
+            "a disaggregated service has no report page yet: drop --report (an aggregated service's steady state "
+            "and bench-serve --serving-mode disagg write one)",
+        )
         return serve_disagg(a, doc, cfg, values)
     require(
         a.num_prompts is None,

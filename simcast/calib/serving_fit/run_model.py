@@ -69,8 +69,8 @@ class RunModel:
         self._prefill: dict[int, Report] = {}
         self._requests: dict[MeasuredRun, list[RequestSpec]] = {}
         self._kv: dict[int, int] = {}
-        self._recorded: dict[MeasuredRun, Recording] = {}
-        self._kinds = KindMemo()  # step time per kernel kind per batch (independent of the factors)  # time-invariant replays, re-timed per (a, b)
+        self._recorded: dict[MeasuredRun, Recording] = {}  # time-invariant replays, re-timed per (a, b)
+        self._kinds = KindMemo()  # step time per kernel kind per batch (independent of the factors)
 
     def method(self, run: MeasuredRun) -> str:
         """``replay`` or ``steady`` for ``run`` (see the module docstring); bad combinations raise."""

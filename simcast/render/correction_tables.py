@@ -16,9 +16,9 @@ def format_factors(fit: CorrectionFit) -> str:
     """The kernel-kind factors fitted (with the CPU terms refitted jointly) and the kinds not fitted."""
     lines = ["kernel efficiency factors (time of each kind x factor; 1: simcast's kernels as they are):"]
     for kind, f in fit.factors.items():
-        lines.append(f"  fitted: {kind} x {f:.4g} ± {fit.factor_se[kind]:.2g}")
+        lines.append(f"  {kind}: x {f:.4g} ± {fit.factor_se[kind]:.2g} (fitted, one standard error)")
     for kind, why in fit.not_fitted:
-        lines.append(f"  not fitted: {kind} (kept at 1): {why}")
+        lines.append(f"  {kind}: kept at 1, not identified: {why}")
     if fit.factors:
         lines.append(
             f"  with them: step_overhead_s = {fit.step_overhead_s * 1e3:.4g} ms, per_request_overhead_s = "

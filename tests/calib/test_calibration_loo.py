@@ -26,8 +26,8 @@ from simcast.core.specs import Batch, ParallelSpec
 from simcast.deploy.deployment import Deployment
 from simcast.inputs.bench_results import MeasuredRun, read_run_file
 from simcast.inputs.loaders import load_device, load_model
-from simcast.serving.step import StepCoster
 from simcast.serving.steady.model import ServingConfig, Workload
+from simcast.serving.step import StepCoster
 
 HERE = Path(__file__).parents[1]
 DEV = str(HERE / "data" / "golden_device.yaml")

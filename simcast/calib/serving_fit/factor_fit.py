@@ -116,6 +116,11 @@ def _screen(J: np.ndarray, cpu_free: np.ndarray, n_res: int) -> tuple[list[int],
     return accepted, why
 
 
+def _key(x: np.ndarray, front: float | None) -> tuple[float, ...]:
+    """The memo key of trial ``x`` with serving path ``front`` (None: the start's)."""
+    return tuple(float(v) for v in x) + (front if front is not None else -1.0,)
+
+
 def _gauss_newton(
     f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, free: np.ndarray
 ) -> np.ndarray:
@@ -146,6 +151,21 @@ def _gauss_newton(
     return x
 
 
+def _cpu_only(ov: OverheadFit, not_fitted: list[tuple[str, str]]) -> CorrectionFit:
+    """The CPU fit alone, every kind reported as not fitted."""
+    return CorrectionFit(
+        overheads=ov,
+        step_overhead_s=ov.step_overhead_s,
+        per_request_overhead_s=ov.per_request_overhead_s,
+        front_end_s=ov.front_end_s,
+        factors={},
+        factor_se={},
+        not_fitted=tuple(sorted(not_fitted, key=lambda w: KINDS.index(w[0]))),
+        runs=ov.runs,
+        rms_error_pct=ov.rms_error_pct,
+    )
+
+
 def fit_corrections(model: RunModel, runs: Sequence[MeasuredRun], *, start: EnginePolicy) -> CorrectionFit:
     """The CPU overheads, then the kernel-kind factors the runs identify (module docstring)."""
     ov = fit_overheads(model, runs, start=start)
@@ -157,7 +177,7 @@ def fit_corrections(model: RunModel, runs: Sequence[MeasuredRun], *, start: Engi
     cache: dict[tuple[float, ...], tuple[np.ndarray, list[RunPrediction]]] = {}
 
     def f(x: np.ndarray) -> np.ndarray:
-        key = (*(float(v) for v in x), state["front"] or 0.0)
+        key = _key(x, state["front"])
         if key not in cache:
             a, b = (np.asarray(key[:2]) * SCALE).tolist()
             fac = {kd: v for kd, v in zip(KINDS, key[2:-1]) if v != 1.0}
@@ -183,10 +203,11 @@ def fit_corrections(model: RunModel, runs: Sequence[MeasuredRun], *, start: Engi
             if front is None:
                 break
             f(x)
-            preds = cache[(*(float(v) for v in x), front)][1]
+            preds = cache[_key(x, front)][1]
             res = [run.ttft_s - p.ttft_s for run, p in zip(runs, preds) if run.ttft_s is not None]
-            state["front"] = max(0.0, front + float(np.median(res)))
-            if abs(state["front"] - front) <= 1e-3 * max(front, 1e-6):
+            new = max(0.0, front + float(np.median(res)))
+            state["front"] = new
+            if abs(new - front) <= 1e-3 * max(front, 1e-6):
                 break
         r = f(x)
         Jf = _jacobian(f, x, r, hi, free)[:, free]
@@ -203,19 +224,9 @@ def fit_corrections(model: RunModel, runs: Sequence[MeasuredRun], *, start: Engi
         accepted = [k for k in accepted if k != worst]
         x = x0
     if not accepted:
-        return CorrectionFit(
-            overheads=ov,
-            step_overhead_s=ov.step_overhead_s,
-            per_request_overhead_s=ov.per_request_overhead_s,
-            front_end_s=ov.front_end_s,
-            factors={},
-            factor_se={},
-            not_fitted=tuple(sorted(not_fitted, key=lambda w: KINDS.index(w[0]))),
-            runs=ov.runs,
-            rms_error_pct=ov.rms_error_pct,
-        )
+        return _cpu_only(ov, not_fitted)
     r = f(x)
-    preds = cache[(*(float(v) for v in x), state["front"] or 0.0)][1]
+    preds = cache[_key(x, state["front"])][1]
     new_front = ov.front_end_s if state["front"] is None else state["front"]
     return CorrectionFit(
         overheads=ov,

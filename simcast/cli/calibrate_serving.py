@@ -80,8 +80,9 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
         "results",
         nargs="+",
         metavar="RESULT",
-        help="vllm bench serve --save-result JSON files, or CSVs with concurrency,input_len,output_len and any "
-        "of ttft_ms,tpot_ms,output_throughput",
+        help="vllm bench serve --save-result JSON files (per-request arrays of --save-detailed used), "
+        "sglang.bench_serving --output-file JSON lines (.jsonl), or CSVs with concurrency,input_len,output_len "
+        "and any of ttft_ms,tpot_ms,output_throughput",
     )
     add_option_flags(p, CalibrateServingFlags, ("model", "device", "tp", "pp", "dp"))
     add_engine_args(p, default="vllm")

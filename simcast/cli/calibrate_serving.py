@@ -80,8 +80,9 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
         "results",
         nargs="+",
         metavar="RESULT",
-        help="vllm bench serve --save-result JSON files, or CSVs with concurrency,input_len,output_len and any "
-        "of ttft_ms,tpot_ms,output_throughput",
+        help="vllm bench serve --save-result JSON files (per-request arrays of --save-detailed used), "
+        "sglang.bench_serving --output-file JSON lines (.jsonl), or CSVs with concurrency,input_len,output_len "
+        "and any of ttft_ms,tpot_ms,output_throughput",
     )
     add_option_flags(p, CalibrateServingFlags, ("model", "device", "tp", "pp", "dp"))
     add_engine_args(p, default="vllm", settings=False)
@@ -92,15 +93,18 @@ def add_calibrate_serving_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_calibrate_serving(a: argparse.Namespace) -> int:
-    from simcast.calib.serving_fit.overhead_fit import fit_overheads
-    from simcast.calib.serving_fit.profile_out import calibrated_policy
+    from simcast.calib.serving_fit.factor_fit import fit_corrections
+    from simcast.calib.serving_fit.loo import leave_one_out
+    from simcast.calib.serving_fit.profile_out import calibrated_policy, correction_provenance
     from simcast.calib.serving_fit.run_model import RunModel
+    from simcast.calib.uncertainty.user_residuals import residuals_from_provenance
     from simcast.core.errors import require
     from simcast.core.fabrics import with_fabric
     from simcast.core.specs import ParallelSpec
     from simcast.deploy.deployment import Deployment
     from simcast.inputs.bench_results import read_run_file
     from simcast.inputs.loaders import load_device, load_model
+    from simcast.render.correction_tables import format_factors, format_loo, format_user_intervals
     from simcast.render.overhead_tables import format_overhead_fit
     from simcast.serving.engine_profile import profile_for, profile_text
     from simcast.serving.steady.model import ServingConfig, Workload
@@ -130,11 +134,9 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
         **engine_kwargs(a),
     )
     runs = [r for f in files for r in f.runs]
-    fit = fit_overheads(
-        RunModel(base, replay=not a.steady_state, range_ratio=a.random_range_ratio, use_disk_cache=a.use_cache),
-        runs,
-        start=base.policy,
-    )
+    run_model = RunModel(base, replay=not a.steady_state, range_ratio=a.random_range_ratio, use_disk_cache=a.use_cache)
+    corr = fit_corrections(run_model, runs, start=base.policy)
+    fit = corr.overheads
     setup = f"{model.name}, TP={a.tp} PP={a.pp} DP={a.dp}, {device.name}"
     header = (
         f"simcast calibrate-serving: {model.name} on {base.parallel.world_size} x {device.name} "
@@ -142,6 +144,9 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
         f"step CPU = step_overhead_s + per_request_overhead_s x requests in the step"
     )
     emit(format_overhead_fit(fit, header))
+    emit("\n" + format_factors(corr))
+    loo = leave_one_out(run_model, runs, start=base.policy)
+    emit("\n" + format_loo(loo))
     require(
         bool(fit.fitted),
         "RESULT",
@@ -150,8 +155,10 @@ def cmd_calibrate_serving(a: argparse.Namespace) -> int:
     )
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     policy, prov = calibrated_policy(base.policy, fit, [(f.name, f.sha256) for f in files], setup, date)
+    prov.update(correction_provenance(corr, loo))
     text = profile_text(policy, prov)
     out = write_text(a.out, "--out", text)
     emit(f"\nwrote {out}: use it with --engine-profile {out} (optimize, serve-config, bench-serve)")
     emit(f"  - {policy.describe()}")
+    emit(format_user_intervals(residuals_from_provenance(prov, out.name), a.runtime, device.name))
     return 0

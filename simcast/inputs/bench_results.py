@@ -13,6 +13,10 @@ A CSV holds one run per row: columns ``concurrency,input_len,output_len`` and an
 ``tpot_ms``, ``output_throughput`` (tokens/s, all replicas); every row needs ``tpot_ms`` or
 ``output_throughput``. Its runs are closed loops at that concurrency (no request count, no rate).
 
+``sglang.bench_serving --output-file`` JSON lines (``.jsonl``, or a ``.json`` holding several lines) are
+one run per line, same keys (:mod:`simcast.inputs.bench_details`); per-request arrays (``--save-detailed``,
+``--output-details``) give each request's lengths, replayed as measured.
+
 Which model, device and layout a run was measured on comes only from the command's flags.
 """
 
@@ -25,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from simcast.core.errors import SimcastInputError, require
-from simcast.inputs.files import MAX_CSV_BYTES, decode_utf8, loads_csv, loads_json, numeric_column, read_bytes
+from simcast.inputs.bench_details import json_documents, request_details
+from simcast.inputs.files import MAX_CSV_BYTES, decode_utf8, loads_csv, numeric_column, read_bytes
 from simcast.inputs.limits import MAX_LIMIT_MS, MAX_REQUESTS, MAX_TOKENS
 from simcast.inputs.schema import Int, Num, Str
 
@@ -57,6 +62,10 @@ class MeasuredRun:
     tpot_s: float | None  # None also when outputs have a single token (TPOT undefined)
     output_tokens_per_s: float | None  # all replicas
     model_id: str = ""
+    # (input, output) tokens of each completed request when the file has per-request arrays (replayed at
+    # these lengths instead of the means); (): not given
+    request_lens: tuple[tuple[int, int], ...] = ()
+    range_ratio: float | None = None  # the run's --random-range-ratio when the file saves it (SGLang); None: not
 
     def __post_init__(self) -> None:
         require(
@@ -80,7 +89,12 @@ def read_run_file(path: str) -> RunFile:
     data = read_bytes(path, field, MAX_CSV_BYTES)  # --save-detailed files carry per-request arrays
     name = Path(path).name
     text = decode_utf8(data, field, str(path))
-    runs = _json_runs(text, name) if Path(path).suffix.lower() == ".json" else _csv_runs(text, name, path)
+    suffix = Path(path).suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        docs = json_documents(text, f"RESULT {name}", lines=suffix == ".jsonl")
+        runs = tuple(_json_run(doc, name if len(docs) == 1 else f"{name} line {k + 1}") for k, doc in enumerate(docs))
+    else:
+        runs = _csv_runs(text, name, path)
     return RunFile(name=name, sha256=hashlib.sha256(data).hexdigest(), runs=runs)
 
 
@@ -91,9 +105,8 @@ def _get(doc: dict[str, Any], key: str, schema: Any, where: str, required: bool 
     return schema.check(doc[key], f"{where}: {key}")
 
 
-def _json_runs(text: str, name: str) -> tuple[MeasuredRun, ...]:
+def _json_run(doc: Any, name: str) -> MeasuredRun:
     where = f"RESULT {name}"
-    doc = loads_json(text, where)
     require(isinstance(doc, dict), where, doc, "must be a JSON object (vllm bench serve --save-result)")
     completed = _get(doc, "completed", Int(1, MAX_COMPLETED), where)
     tin = _get(doc, "total_input_tokens", Int(1, MAX_TOTAL_TOKENS), where)
@@ -107,6 +120,11 @@ def _json_runs(text: str, name: str) -> tuple[MeasuredRun, ...]:
     tpot = _get(doc, "mean_tpot_ms", Num(0.0, MAX_LIMIT_MS), where, required=False)
     tps = _get(doc, "output_throughput", Num(MIN_THROUGHPUT, MAX_THROUGHPUT), where, required=False)
     model_id = doc.get("model_id")
+    ratio = _get(doc, "random_range_ratio", Num(0.0, 1.0), where, required=False)
+    details = request_details(doc, where)
+    if details is not None:
+        ttft = ttft if ttft is not None else _ms(details.mean_ttft_s)
+        tpot = tpot if tpot is not None else _ms(details.mean_tpot_s)
     isl, osl = round(tin / completed), round(tout / completed)
     for key, n in (("total_input_tokens", isl), ("total_output_tokens", osl)):
         require(
@@ -124,21 +142,32 @@ def _json_runs(text: str, name: str) -> tuple[MeasuredRun, ...]:
             tpot,
             f"must be >= {MIN_MEASURED_MS:g} ms (1 us) when outputs have 2 or more tokens",
         )
-    return (
-        MeasuredRun(
-            source=name,
-            concurrency=conc,
-            request_rate_per_s=rate,
-            burstiness=burst,
-            num_requests=completed,
-            input_len=isl,
-            output_len=osl,
-            ttft_s=ttft / 1e3 if ttft is not None else None,
-            tpot_s=tpot / 1e3 if tpot is not None else None,
-            output_tokens_per_s=tps,
-            model_id=Str().check(model_id, f"{where}: model_id") if model_id is not None else "",
-        ),
+    if details is not None:
+        require(
+            len(details.lens) == completed,
+            f"{where}: output_lens",
+            len(details.lens),
+            f"completed requests in the per-request arrays; completed is {completed}",
+        )
+    return MeasuredRun(
+        source=name,
+        concurrency=conc,
+        request_rate_per_s=rate,
+        burstiness=burst,
+        num_requests=completed,
+        input_len=isl,
+        output_len=osl,
+        ttft_s=ttft / 1e3 if ttft is not None else None,
+        tpot_s=tpot / 1e3 if tpot is not None else None,
+        output_tokens_per_s=tps,
+        model_id=Str().check(model_id, f"{where}: model_id") if model_id is not None else "",
+        request_lens=details.lens if details is not None else (),
+        range_ratio=ratio if ratio is not None and ratio < 1.0 else None,
     )
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else max(x * 1e3, MIN_MEASURED_MS)
 
 
 def _csv_runs(text: str, name: str, path: str) -> tuple[MeasuredRun, ...]:

@@ -202,6 +202,8 @@ OTHER_PROGRAMS = {  # flags of the engines, tools and scripts the pages quote, n
     **dict.fromkeys(["--tp-size", "--pp-size", "--enable-dp-attention", "--dist-init-addr", "--nnodes"], "SGLang"),
     **dict.fromkeys(["--node-rank", "--disaggregation-mode", "--disaggregation-transfer-backend"], "SGLang"),
     **dict.fromkeys(["--max-running-requests"], "SGLang"),
+    **dict.fromkeys(["--output-file", "--output-details"], "python -m sglang.bench_serving"),
+    **dict.fromkeys(["--save-detailed"], "vllm bench serve"),
     **dict.fromkeys(["--mem-fraction"], "MyEngine, the skeleton engine of docs/development.md"),
     **dict.fromkeys(["--pd-disaggregation", "--prefill", "--decode"], "sglang_router"),
     **dict.fromkeys(["--data-parallel-address", "--data-parallel-size-local", "--headless"], "vLLM"),

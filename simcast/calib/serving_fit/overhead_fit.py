@@ -99,9 +99,11 @@ class _Objective:
         return self.cache[key][0]
 
 
-def _jacobian(f: _Objective, x: np.ndarray, r: np.ndarray, hi: np.ndarray, free: np.ndarray) -> np.ndarray:
+def _jacobian(
+    f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, r: np.ndarray, hi: np.ndarray, free: np.ndarray
+) -> np.ndarray:
     """Finite differences (step 5% of the value, at least 0.1% of the range; backwards at the upper bound)."""
-    J = np.zeros((r.size, 2))
+    J = np.zeros((r.size, x.size))
     for i in np.flatnonzero(free):
         h = max(0.05 * x[i], 1e-3 * hi[i])
         if x[i] + h > hi[i]:
@@ -113,10 +115,15 @@ def _jacobian(f: _Objective, x: np.ndarray, r: np.ndarray, hi: np.ndarray, free:
 
 
 def _levenberg_marquardt(
-    f: _Objective, x0: np.ndarray, hi: np.ndarray, free: np.ndarray, max_iter: int = 25
+    f: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    hi: np.ndarray,
+    free: np.ndarray,
+    max_iter: int = 25,
+    lo: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounded (projected onto [0, hi]) Levenberg-Marquardt on the free coordinates; returns (x, J at x)."""
-    x = np.clip(x0, 0.0, hi)
+    """Bounded (projected onto [lo, hi]) Levenberg-Marquardt on the free coordinates; returns (x, J at x)."""
+    x = np.clip(x0, lo, hi)
     r = f(x)
     cost = float(r @ r)
     lam = 1e-2
@@ -130,9 +137,9 @@ def _levenberg_marquardt(
         for _ in range(10):
             A = H[np.ix_(act, act)]
             A = A + lam * np.diag(np.diag(A))
-            step = np.zeros(2)
+            step = np.zeros(x.size)
             step[act] = -np.linalg.solve(A, g[act])
-            xn = np.clip(x + step, 0.0, hi)
+            xn = np.clip(x + step, lo, hi)
             rn = f(xn)
             cn = float(rn @ rn)
             if cn < cost:

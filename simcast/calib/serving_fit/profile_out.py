@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from simcast.calib.serving_fit.factor_fit import CorrectionFit
+from simcast.calib.serving_fit.loo import LooReport, loo_residuals
 from simcast.calib.serving_fit.overhead_fit import OverheadFit, RunFit
 from simcast.engines.policy import EnginePolicy
 
@@ -89,3 +91,34 @@ def _run_row(r: RunFit) -> dict[str, Any]:
         if meas is not None:
             row[metric] = {"measured": round(meas * unit, 6), "predicted": round(pred * unit, 6)}
     return row
+
+
+def correction_provenance(corr: CorrectionFit, loo: LooReport) -> dict[str, Any]:
+    """The profile's ``kernel_factors`` block (every fitted factor, its error and the runs it came from; the
+    kinds not fitted and why) and ``loo`` block (the leave-one-out summary and residuals per metric)."""
+    runs = list(corr.sources)
+    factors: dict[str, Any] = {
+        "model": "stage time + sum over kinds of (factor - 1) x that kind's time (calib.serving_fit.kernel_kinds)",
+        "applied_by": "calibrate-serving's own report; the policy fields above are the CPU-only fit",
+        "fitted": {
+            k: {"factor": _sig4(f), "standard_error": float(f"{corr.factor_se[k]:.3g}"), "runs": runs}
+            for k, f in corr.factors.items()
+        },
+        "not_fitted": {k: why for k, why in corr.not_fitted},
+    }
+    if corr.factors:
+        factors["joint_step_overhead_s"] = _sig4(corr.step_overhead_s)
+        factors["joint_per_request_overhead_s"] = _sig4(corr.per_request_overhead_s)
+        factors["rms_error_pct"] = round(corr.rms_error_pct, 4)
+    block: dict[str, Any] = {"kernel_factors": factors}
+    if loo.rows:
+        block["loo"] = {
+            "method": "each run predicted by a fit on the others; residual = ln(predicted / measured) of the "
+            "CPU-only correction the policy fields apply",
+            "rows": len(loo.rows),
+            "rows_closer": loo.rows_closer,
+            "runs": loo.runs,
+            "runs_closer": loo.runs_closer(),
+            "residuals": loo_residuals(loo),
+        }
+    return block

@@ -20,10 +20,12 @@ their times (rate inf, one replica) runs once and is re-timed for each evaluatio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from simcast.calib.serving_fit.kernel_kinds import KindMemo, KindScaledCoster
 from simcast.calib.serving_fit.recorded import Recorder, Recording, time_invariant
 from simcast.core.errors import require
 from simcast.engines.policy import EnginePolicy
@@ -68,6 +70,7 @@ class RunModel:
         self._requests: dict[MeasuredRun, list[RequestSpec]] = {}
         self._kv: dict[int, int] = {}
         self._recorded: dict[MeasuredRun, Recording] = {}  # time-invariant replays, re-timed per (a, b)
+        self._kinds = KindMemo()  # step time per kernel kind per batch (independent of the factors)
 
     def method(self, run: MeasuredRun) -> str:
         """``replay`` or ``steady`` for ``run`` (see the module docstring); bad combinations raise."""
@@ -116,12 +119,20 @@ class RunModel:
             engine_profile=policy,
         )
 
-    def _coster(self, cfg: ServingConfig):
+    def _coster(self, cfg: ServingConfig, factors: Mapping[str, float] | None = None) -> StepCoster:
         c = coster_for(cfg, self.use_disk_cache)
         c._memo = self._memo
-        return c
+        if not factors:
+            return c
+        return KindScaledCoster(
+            **{f.name: getattr(c, f.name) for f in fields(StepCoster)}, factors=dict(factors), kinds=self._kinds
+        )
 
-    def predict(self, run: MeasuredRun, a_s: float, b_s: float) -> RunPrediction:
+    def predict(
+        self, run: MeasuredRun, a_s: float, b_s: float, factors: Mapping[str, float] | None = None
+    ) -> RunPrediction:
+        """``run``'s metrics with CPU ``a_s`` per step + ``b_s`` per request in the step and the kernel
+        kinds' time scaled by ``factors`` (:mod:`simcast.calib.serving_fit.kernel_kinds`; None: unscaled)."""
         policy = replace(self.base.policy, step_overhead_s=a_s, per_request_overhead_s=b_s)
         if self.front_end_s is not None:  # the serving path being fitted (fit_overheads' outer loop)
             policy = replace(policy, front_end_s=self.front_end_s)
@@ -131,7 +142,10 @@ class RunModel:
             if run.input_len not in self._prefill:
                 self._prefill[run.input_len] = simulate(prefill_spec(cfg), use_disk_cache=self.use_disk_cache)
             r = estimate_serving(
-                cfg, use_disk_cache=self.use_disk_cache, prefill=self._prefill[run.input_len], coster=self._coster(cfg)
+                cfg,
+                use_disk_cache=self.use_disk_cache,
+                prefill=self._prefill[run.input_len],
+                coster=self._coster(cfg, factors),
             )
             return RunPrediction(
                 method=f"steady state, {r.config.batch_size}/replica",
@@ -141,16 +155,9 @@ class RunModel:
             )
         cfg = self._config(run, policy, 1)
         if run in self._recorded:
-            return self._from_recording(run, self._recorded[run], self._coster(cfg))
+            return self._from_recording(run, self._recorded[run], self._coster(cfg, factors))
         if run not in self._requests:
-            self._requests[run] = make_requests(
-                num_prompts=run.num_requests,
-                rate=run.request_rate_per_s,
-                input_len=run.input_len,
-                output_len=run.output_len,
-                burstiness=run.burstiness,
-                range_ratio=self.range_ratio,
-            )
+            self._requests[run] = self._make_requests(run)
         if run.input_len + run.output_len not in self._kv:
             kv = kv_capacity_tokens(cfg)
             require(
@@ -166,10 +173,10 @@ class RunModel:
             rec = Recorder.like(self._coster(cfg))
             res = simulate_requests(self._requests[run], rec, kv_tokens_per_replica=kv, max_concurrency=run.concurrency)
             self._recorded[run] = Recording.of(rec, res)
-            return self._from_recording(run, self._recorded[run], self._coster(cfg))
+            return self._from_recording(run, self._recorded[run], self._coster(cfg, factors))
         res = simulate_requests(
             self._requests[run],
-            self._coster(cfg),
+            self._coster(cfg, factors),
             kv_tokens_per_replica=kv,
             dp=cfg.parallel.dp,
             max_concurrency=run.concurrency,
@@ -182,6 +189,21 @@ class RunModel:
             tpot_s=float(np.mean(tpots)) if tpots else 0.0,
             output_tokens_per_s=sum(x.output_len for x in reqs) / (res.duration_s or 1.0),
         )
+
+    def _make_requests(self, run: MeasuredRun) -> list[RequestSpec]:
+        """The run's requests: ``vllm bench serve``'s arrivals (seed 0) at the run's range ratio (its own when
+        the file saves one, else the command's); each request's measured lengths when the file lists them."""
+        reqs = make_requests(
+            num_prompts=run.num_requests,
+            rate=run.request_rate_per_s,
+            input_len=run.input_len,
+            output_len=run.output_len,
+            burstiness=run.burstiness,
+            range_ratio=self.range_ratio if run.range_ratio is None else run.range_ratio,
+        )
+        if len(run.request_lens) != len(reqs):
+            return reqs
+        return [replace(r, input_len=i, output_len=o) for r, (i, o) in zip(reqs, run.request_lens)]
 
     def _from_recording(self, run: MeasuredRun, rec: Recording, coster: StepCoster) -> RunPrediction:
         """The replay's metrics at ``coster``'s CPU overheads from its recorded steps."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from simcast.calib.uncertainty.intervals import LEVEL, Interval, device_class, interval_for, paired_spread
 from simcast.calib.uncertainty.residuals import shipped_residuals
+from simcast.calib.uncertainty.user_residuals import UserResiduals, user_interval
 
 SOURCE = "docs/uncertainty.md: split-conformal quantiles of simcast's held-out residuals"
 LIGHT_CONCURRENCY = 8  # at or below: light load (the residual table's regimes, scripts/intervals.py)
@@ -75,17 +76,24 @@ class FigureInterval:
 
 
 def figure_intervals(
-    figures: Mapping[str, float], *, engine: str, device: str, regime: str, unfitted_device: bool = False
+    figures: Mapping[str, float],
+    *,
+    engine: str,
+    device: str,
+    regime: str,
+    unfitted_device: bool = False,
+    user: UserResiduals | None = None,
 ) -> dict[str, FigureInterval]:
     """An interval per figure whose key :data:`FIGURE_METRICS` knows (others are left out); ``engine``
-    ``"none"`` takes the engine-free residual groups."""
+    ``"none"`` takes the engine-free residual groups. ``user``: the leave-one-out residuals of a calibrated
+    engine profile; a metric with enough of them takes its interval from them (their group says so)."""
     rows = shipped_residuals()
     out: dict[str, FigureInterval] = {}
     for key, value in figures.items():
         metric = FIGURE_METRICS.get(key)
         if metric is None or not math.isfinite(value) or value <= 0:
             continue
-        iv = interval_for(
+        iv = user_interval(user, metric) or interval_for(
             rows,
             engine=engine,
             device_class=device_class(device),

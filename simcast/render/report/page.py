@@ -26,8 +26,8 @@ h1 { font-size: 1.5rem; margin: 0 0 4px; } h2 { font-size: 1.2rem; margin: 28px 
 .answer { font-size: 1.1rem; background: var(--best); border: 1px solid #e6d38a; border-radius: 6px;
   padding: 12px 16px; margin: 8px 0 16px; }
 .answer b { font-size: 1.2rem; }
-table { border-collapse: collapse; font-size: 0.85rem; font-variant-numeric: tabular-nums; margin: 8px 0; }
-th, td { border-bottom: 1px solid var(--line); padding: 4px 7px; text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 0.8rem; font-variant-numeric: tabular-nums; margin: 8px 0; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 5px; text-align: right; white-space: nowrap; }
 th { background: #f6f8fa; white-space: normal; vertical-align: bottom; }
 .scroll { overflow-x: auto; }
 th.sortable { cursor: pointer; } th.sortable::after { content: " \\2195"; color: #8c959f; font-size: 0.75em; }

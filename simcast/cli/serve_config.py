@@ -52,10 +52,13 @@ class ServeConfigFlags:
     )
     request_rate: float | None = opt(
         None,
-        "the replay's Poisson arrival rate, requests/s (None: the steady state's)",
+        "Poisson arrival rate, requests/s: aggregated services add the open-loop estimate at this rate "
+        "(utilisation, mean and p99 TTFT); disaggregated ones replay --num-prompts at it (None: the YAML's)",
         flag=Flag(
             names=("--request-rate",),
-            help="with --num-prompts: Poisson arrivals at this rate [the steady state's rate]",
+            help="Poisson arrivals at this rate: aggregated services print utilisation, mean and p99 TTFT at it "
+            "(and the rate at which p99 TTFT reaches the YAML's ttft_ms limit); disaggregated ones with "
+            "--num-prompts replay at it [the service YAML's request_rate]",
             value_type="finite_rate",
         ),
     )
@@ -124,13 +127,6 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     from simcast.serving.steady.model import estimate_serving
 
     overrides = _overrides(a)
-    require(
-        a.request_rate is None or a.num_prompts is not None,
-        "--request-rate",
-        a.request_rate,
-        "is the arrival rate of a --num-prompts replay: give --num-prompts too (the steady state runs at the "
-        "service YAML's request_rate)",
-    )
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
     if a.prefix_caching is not None:  # --enable-prefix-caching / --no-... / --disable-radix-cache
@@ -148,6 +144,14 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values["serving_mode"] != "agg" or "prefill" in doc or "decode" in doc:
         from simcast.cli.disagg import serve_disagg
 
+        require(
+            a.request_rate is None or a.num_prompts is not None,
+            "--request-rate",
+            a.request_rate,
+            "is the arrival rate of a --num-prompts replay: give --num-prompts too (the steady state runs at the "
+            "service YAML's request_rate)",
+        )
+
         return serve_disagg(a, doc, cfg, values)
     require(
         a.num_prompts is None,
@@ -164,12 +168,29 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     if values.get("tpot_ms"):
         met = r.tpot_s * 1e3 <= values["tpot_ms"]
         verdicts.append(f"TPOT limit {values['tpot_ms']:g} ms: {'met' if met else 'VIOLATED'}")
+    rate = a.request_rate if a.request_rate is not None else values.get("request_rate")
+    at_rate = _at_rate(cfg, float(rate), values.get("ttft_ms"), a.use_cache) if rate else None
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits
         row["limits"] = verdicts
+        if at_rate is not None:
+            row["at_request_rate"] = at_rate[0]
         row["run"] = run_metadata(device=str(values["device"]), engine=cfg.runtime)
         emit_json(row)
     else:
-        emit(format_serving(r, links) + ("\n" + "\n".join(verdicts) if verdicts else ""))
+        text = format_serving(r, links) + ("\n" + "\n".join(verdicts) if verdicts else "")
+        emit(text + ("\n" + at_rate[1] if at_rate is not None else ""))
     return 0
+
+
+def _at_rate(cfg: Any, rate: float, ttft_ms: float | None, use_cache: bool) -> tuple[dict[str, object], str]:
+    """The open-loop estimate at ``rate`` requests/s (JSON fields, text), with the rate at which TTFT p99
+    reaches ``ttft_ms`` when a limit is given."""
+    from simcast.render.rate_tables import format_at_rate, rate_row
+    from simcast.serving.steady.rate import capacity_per_s, estimate_at_rate, rate_at_p99_limit
+
+    known = capacity_per_s(cfg, use_disk_cache=use_cache)
+    est = estimate_at_rate(cfg, rate, use_disk_cache=use_cache, capacity=known)
+    limit_rate = rate_at_p99_limit(cfg, ttft_ms / 1e3, use_disk_cache=use_cache) if ttft_ms else None
+    return rate_row(est, limit_rate), format_at_rate(est, limit_rate, ttft_ms)

@@ -36,7 +36,8 @@ speculative:                        # optional (agg): vLLM's --speculative-confi
   method: eagle3                    #   mtp (deepseek_mtp, ...) | eagle | eagle3 | ngram
   num_speculative_tokens: 3         #   draft tokens per step (MTP: default the model's MTP layers)
   acceptance: [0.8, 0.6, 0.4]       #   optional: one rate or one per token (default: the method's, cited)
-request_rate: 20                    # optional, requests/s: disagg: the pools run at it (default: the decode pool's at its batch); agg: also the open-loop estimate at it (utilisation, TTFT mean/p99)
+request_rate: 20                    # optional, requests/s: disagg: the pools run at it (default: the decode
+                                    # pool's at its batch); agg: the open-loop estimate at it (utilisation, TTFT)
 prefill: {replicas: 2, tp_size: 1}  # disagg: the prefill pool (tp/pp/dp/ep_size, enable_dp_attention, device,
 decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, replicas; decode also batch_size)
 ```

@@ -243,6 +243,18 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
     return cfg, kv_tokens
 
 
+def _front_end_notes(cfg: ServingConfig, dp: int) -> list[str]:
+    """The line saying the serving path is a serial resource (none when the engine's record does not say so)."""
+    n = cfg.policy.front_end_count(dp)
+    if not n:
+        return []
+    return [
+        f"serving path run by {n} front-end process{'es' if n > 1 else ''}, one request at a time (FIFO): a burst "
+        f"queues there before the engine sees it; caps the request rate at {n} / serving path — "
+        + cfg.policy.record.front_end_processes_source
+    ]
+
+
 def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix: bool, lengths: str) -> list[str]:
     """The run's assumption lines: the engine, the step cost, KV capacity and admission, the serving path,
     chunking, the prefix cache, speculative decoding, the request lengths, the warm-ups."""
@@ -255,6 +267,7 @@ def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + _front_end_notes(cfg, o.dp)
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
         + cfg.scheme.bench_notes()
@@ -296,6 +309,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         router=o.router,
         max_concurrency=o.max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=o.use_cache),
+        front_end_processes=cfg.policy.front_end_count(o.dp),
     )
     has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     summary = bench_metrics(

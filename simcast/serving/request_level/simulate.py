@@ -74,6 +74,7 @@ class _Loop:
     in_flight: int = 0
     rr: int = 0
     steps: int = 0
+    front_free: list[float] = field(default_factory=list)  # when each serial front-end process is free (s)
 
     @property
     def m(self) -> int:
@@ -171,6 +172,10 @@ def _route(st: _Loop, now: float) -> None:
         # freed by --max-concurrency: sent when this replica's clock reached it
         q.sent_s = max(now, t) if st.max_concurrency else t
         q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
+        if st.front_free:  # serial front end: the request waits for a free process (FIFO by send time)
+            i = min(range(len(st.front_free)), key=st.front_free.__getitem__)
+            q.ready_s = max(q.sent_s, st.front_free[i])
+            st.front_free[i] = q.ready_s + st.coster.policy.front_end_time_s(q.spec.input_len)
         if q.parent_req is not None:
             rep = st.sticky[q.parent_req.idx]
         elif st.router == "round_robin":
@@ -328,11 +333,15 @@ def simulate_requests(
     max_concurrency: int = 0,
     sample_every: int = 1,
     next_chunk: Callable[[int], int] | None = None,
+    front_end_processes: int = 0,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
     ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
     ``--max-concurrency``: a request is sent when it has arrived and a slot is free.
+    ``front_end_processes`` (0: none, the serving path a latency only): processes that each run one
+    request's serving path (:meth:`EnginePolicy.front_end_time_s`) at a time; a request reaches the
+    engine when the first one free has handled it (FIFO), so a burst waits in the front end's queue.
     """
     require(router in ("round_robin", "least_loaded"), "--router", router, "allowed: round_robin, least_loaded")
     _check_requests(reqs, coster, kv_tokens_per_replica)
@@ -354,6 +363,7 @@ def simulate_requests(
         piece=piece,
         cap=cap,
         out=[None] * len(reqs),
+        front_free=[-math.inf] * front_end_processes,
     )
     while True:
         live = [r for r in reps if r.running or r.waiting]

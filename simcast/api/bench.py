@@ -243,9 +243,17 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
     return cfg, kv_tokens
 
 
-def _front_end_notes(cfg: ServingConfig, dp: int) -> list[str]:
+def _front_end_processes(o: BenchOptions, cfg: ServingConfig) -> int:
+    """Serial front-end processes for an open-loop run (a rate or a burst). Not with ``--max-concurrency``: a
+    client that keeps C requests in flight loads the front end with C / E2E requests/s, far below its rate
+    at the concurrencies benchmarks use, while simcast's identical lengths would finish C requests in one
+    step and resend them together, a queue real runs (spread lengths) do not build."""
+    return 0 if o.max_concurrency else cfg.policy.front_end_count(o.dp)
+
+
+def _front_end_notes(o: BenchOptions, cfg: ServingConfig) -> list[str]:
     """The line saying the serving path is a serial resource (none when the engine's record does not say so)."""
-    n = cfg.policy.front_end_count(dp)
+    n = _front_end_processes(o, cfg)
     if not n:
         return []
     return [
@@ -267,7 +275,7 @@ def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
-        + _front_end_notes(cfg, o.dp)
+        + _front_end_notes(o, cfg)
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
         + cfg.scheme.bench_notes()
@@ -309,7 +317,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         router=o.router,
         max_concurrency=o.max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=o.use_cache),
-        front_end_processes=cfg.policy.front_end_count(o.dp),
+        front_end_processes=_front_end_processes(o, cfg),
     )
     has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     summary = bench_metrics(

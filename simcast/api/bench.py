@@ -302,6 +302,26 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
     return cfg, kv_tokens
 
 
+def _front_end_processes(o: BenchOptions, cfg: ServingConfig) -> int:
+    """Serial front-end processes for an open-loop run (a rate or a burst). Not with ``--max-concurrency``: a
+    client that keeps C requests in flight loads the front end with C / E2E requests/s, far below its rate
+    at the concurrencies benchmarks use, while simcast's identical lengths would finish C requests in one
+    step and resend them together, a queue real runs (spread lengths) do not build."""
+    return 0 if o.max_concurrency else cfg.policy.front_end_count(o.dp)
+
+
+def _front_end_notes(o: BenchOptions, cfg: ServingConfig) -> list[str]:
+    """The line saying the serving path is a serial resource (none when the engine's record does not say so)."""
+    n = _front_end_processes(o, cfg)
+    if not n:
+        return []
+    return [
+        f"serving path run by {n} front-end process{'es' if n > 1 else ''}, one request at a time (FIFO): a burst "
+        f"queues there before the engine sees it; caps the request rate at {n} / serving path — "
+        + cfg.policy.record.front_end_processes_source
+    ]
+
+
 def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix: bool, lengths: str) -> list[str]:
     """The run's assumption lines: the engine, the step cost, KV capacity and admission, the serving path,
     chunking, the prefix cache, speculative decoding, the request lengths, the warm-ups."""
@@ -314,6 +334,7 @@ def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix
             + cfg.policy.admission_note(),
             cfg.policy.serving_path_note(),
         ]
+        + _front_end_notes(o, cfg)
         + _chunking_notes(cfg)
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
         + ([router_note(o.router)] if o.dp > 1 else [])
@@ -363,6 +384,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         router=default_settings(o.router, seed=o.seed),
         max_concurrency=o.max_concurrency or 0,
         next_chunk=next_chunk_fn(cfg, use_disk_cache=o.use_cache),
+        front_end_processes=_front_end_processes(o, cfg),
     )
     has_prefix = any(r.prefix_id >= 0 or r.parent >= 0 for r in reqs)
     summary = bench_metrics(

@@ -63,10 +63,13 @@ class ServeConfigFlags:
     )
     request_rate: float | None = opt(
         None,
-        "the replay's Poisson arrival rate, requests/s (None: the steady state's)",
+        "Poisson arrival rate, requests/s: aggregated services add the open-loop estimate at this rate "
+        "(utilisation, mean and p99 TTFT); disaggregated ones replay --num-prompts at it (None: the YAML's)",
         flag=Flag(
             names=("--request-rate",),
-            help="with --num-prompts: Poisson arrivals at this rate [the steady state's rate]",
+            help="Poisson arrivals at this rate: aggregated services print utilisation, mean and p99 TTFT at it "
+            "(and the rate at which p99 TTFT reaches the YAML's ttft_ms limit); disaggregated ones with "
+            "--num-prompts replay at it [the service YAML's request_rate]",
             value_type="finite_rate",
         ),
     )
@@ -147,13 +150,6 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     from simcast.serving.steady.model import estimate_serving
 
     overrides = _overrides(a)
-    require(
-        a.request_rate is None or a.num_prompts is not None,
-        "--request-rate",
-        a.request_rate,
-        "is the arrival rate of a --num-prompts replay: give --num-prompts too (the steady state runs at the "
-        "service YAML's request_rate)",
-    )
     doc = read_service_yaml(a.service_yaml)
     cfg, values = build_serving_config(doc, overrides, SERVE_CONFIG_FLAGS)
     if a.prefix_caching is not None:  # --enable-prefix-caching / --no-... / --disable-radix-cache
@@ -177,6 +173,13 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
             a.report,
             "a disaggregated service has no report page yet: drop --report (an aggregated service's steady state "
             "and bench-serve --serving-mode disagg write one)",
+        )
+        require(
+            a.request_rate is None or a.num_prompts is not None,
+            "--request-rate",
+            a.request_rate,
+            "is the arrival rate of a --num-prompts replay: give --num-prompts too (the steady state runs at the "
+            "service YAML's request_rate)",
         )
         return serve_disagg(a, doc, cfg, values)
     require(
@@ -208,15 +211,20 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         device=cfg.device,
         saturated=False,
     )
+    rate = a.request_rate if a.request_rate is not None else values.get("request_rate")
+    at_rate = _at_rate(cfg, float(rate), values.get("ttft_ms"), a.use_cache) if rate else None
     if a.json:
         row = result_row(r, links)
         row["fits"] = r.memory.fits
         row["limits"] = verdicts
         row["intervals_80"] = as_dict(figs)
+        if at_rate is not None:
+            row["at_request_rate"] = at_rate[0]
         row["run"] = run_metadata(device=str(values["device"]), engine=cfg.runtime)
         emit_json(row)
     else:
-        emit("\n".join([format_serving(r, links), *verdicts, *interval_lines(figs, LABELS)]))
+        rate_text = [at_rate[1]] if at_rate is not None else []
+        emit("\n".join([format_serving(r, links), *verdicts, *rate_text, *interval_lines(figs, LABELS)]))
     write_report(a, r)
     return 0
 
@@ -229,3 +237,15 @@ def _router_line(router: str, dp: int) -> str:
         f"router {router} across {dp} replicas: the steady state splits requests evenly; "
         f"bench-serve --dp {dp} --router {router} simulates it request by request"
     )
+
+
+def _at_rate(cfg: Any, rate: float, ttft_ms: float | None, use_cache: bool) -> tuple[dict[str, object], str]:
+    """The open-loop estimate at ``rate`` requests/s (JSON fields, text), with the rate at which TTFT p99
+    reaches ``ttft_ms`` when a limit is given."""
+    from simcast.render.rate_tables import format_at_rate, rate_row
+    from simcast.serving.steady.rate import capacity_per_s, estimate_at_rate, rate_at_p99_limit
+
+    known = capacity_per_s(cfg, use_disk_cache=use_cache)
+    est = estimate_at_rate(cfg, rate, use_disk_cache=use_cache, capacity=known)
+    limit_rate = rate_at_p99_limit(cfg, ttft_ms / 1e3, use_disk_cache=use_cache) if ttft_ms else None
+    return rate_row(est, limit_rate), format_at_rate(est, limit_rate, ttft_ms)

@@ -17,7 +17,7 @@ from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.engines import REGISTRY, get_engine
 from simcast.engines.base import Engine
-from simcast.engines.records import KV_ADMISSION, MEMORY_OF, USAGE, EngineRecord
+from simcast.engines.records import FRONT_END_PROCESSES, KV_ADMISSION, MEMORY_OF, USAGE, EngineRecord
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +59,7 @@ class EnginePolicy:
     front_end_per_token_s: float = 0.0
     front_end_source: str = "no serving path"
     usage: str = "server"
+    front_end_processes: str = "none"  # FRONT_END_PROCESSES: the serving path as a serial resource
     tp_sharded_send: bool = False  # PP hand-off: 1/tp of the hidden states per TP rank, all-gathered on receipt
     pp_output_return: bool = False  # PP: a return hop (last stage -> stage 0) on every microbatch's round trip
     settings: tuple[tuple[str, Any], ...] = ()  # the engine's own settings given (keyword, value): streaming,
@@ -99,6 +100,12 @@ class EnginePolicy:
         require(0 <= self.new_token_ratio <= 1, "engine.new_token_ratio", self.new_token_ratio, "must be in [0, 1]")
         require(self.max_model_len >= 0, "--max-model-len", self.max_model_len, "must be >= 0")
         require(self.usage in USAGE, "engine.usage", self.usage, f"allowed: {', '.join(USAGE)}")
+        require(
+            self.front_end_processes in FRONT_END_PROCESSES,
+            "engine.front_end_processes",
+            self.front_end_processes,
+            f"allowed: {', '.join(FRONT_END_PROCESSES)}",
+        )
         for f in ("step_overhead_s", "per_request_overhead_s", "front_end_s", "front_end_per_token_s"):
             require(getattr(self, f) >= 0, f"engine.{f}", getattr(self, f), "must be >= 0")
 
@@ -114,6 +121,10 @@ class EnginePolicy:
     def step_cpu_s(self, num_requests: float) -> float:
         """CPU time of one step scheduling ``num_requests`` requests."""
         return self.step_overhead_s + self.per_request_overhead_s * num_requests
+
+    def front_end_count(self, dp: int) -> int:
+        """Processes that run the serving path one request at a time (0: a latency only, no queue)."""
+        return {"one": 1, "per_dp": dp}.get(self.front_end_processes, 0) if self.front_end_s > 0 else 0
 
     def front_end_time_s(self, prompt_tokens: float) -> float:
         """Serving-path time a request's TTFT includes besides the engine's steps (s)."""
@@ -205,6 +216,7 @@ def engine_policy(
         front_end_s=rec.front_end_s,
         front_end_per_token_s=rec.front_end_per_token_s,
         front_end_source=rec.front_end_source,
+        front_end_processes=rec.front_end_processes,
         usage=usage,
         tp_sharded_send=pp > 1 and rec.pp_tp_sharded_send,
         pp_output_return=pp > 1 and rec.pp_output_return,

@@ -69,6 +69,15 @@ class EngineRecord:
     pp_output_return: bool = False  # the last stage sends each microbatch's sampled tokens to stage 0 before
     # stage 0 can schedule that microbatch's next step: one more hop on every microbatch's round trip
     pp_sources: tuple[str, ...] = ()
+    # the serving path as a serial resource: "none" (a latency only), "one" process for the deployment, or
+    # "per_dp" (one per DP rank); each runs one request's serving path at a time (FRONT_END_PROCESSES)
+    front_end_processes: str = "none"
+    front_end_processes_source: str = ""
+
+
+FRONT_END_PROCESSES = ("none", "one", "per_dp")
+"""How many processes run the serving path (HTTP, templating, tokenisation, IPC), each one request at a time:
+``none`` — not modelled as a resource (a latency in every TTFT only); ``one`` per deployment; ``per_dp``."""
 
 
 # The serving path: vllm PR 54628 (vllm bench serve against vllm:time_to_first_token_seconds, the server's

@@ -57,6 +57,10 @@ RECORD = EngineRecord(
     "overlap scheduler; calibrate with simcast calibrate-serving",
     front_end_s=5e-3,
     front_end_per_token_s=2e-6,
+    front_end_processes="one",
+    front_end_processes_source="python/sglang/srt/entrypoints/http_server.py launch_server docstring: the HTTP "
+    "server and the TokenizerManager (tokenises the requests and sends them to the scheduler) run in the main "
+    "process, one for all DP ranks; the Scheduler(s) and the DetokenizerManager are subprocesses",
     front_end_source=FRONT_END.format(fe=5.0, tok=2.0).replace(
         "IPC to the engine core", "tokenizer-manager and detokenizer processes"
     ),

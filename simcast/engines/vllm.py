@@ -59,6 +59,11 @@ RECORD = EngineRecord(
     front_end_s=6e-3,
     front_end_per_token_s=2e-6,
     front_end_source=FRONT_END.format(fe=6.0, tok=2.0),
+    front_end_processes="per_dp",
+    front_end_processes_source="vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (v0.10+): api_server_count "
+    "defaults to data_parallel_size (internal load balancing); with one, the API server runs in this process "
+    "(uvloop.run(run_server(args))): one asyncio loop does HTTP, templating, tokenisation (AsyncLLM's input "
+    "processor) and the IPC to the engine core",
     flags={
         "tp": "--tensor-parallel-size",
         "pp": "--pipeline-parallel-size",

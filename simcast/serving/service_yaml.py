@@ -42,7 +42,8 @@ speculative:                        # optional (agg): vLLM's --speculative-confi
   method: eagle3                    #   mtp (deepseek_mtp, ...) | eagle | eagle3 | ngram
   num_speculative_tokens: 3         #   draft tokens per step (MTP: default the model's MTP layers)
   acceptance: [0.8, 0.6, 0.4]       #   optional: one rate or one per token (default: the method's, cited)
-request_rate: 20                    # disagg, optional: requests/s (default: the decode pool's at its batch)
+request_rate: 20                    # optional, requests/s: disagg: the pools run at it (default: the decode
+                                    # pool's at its batch); agg: the open-loop estimate at it (utilisation, TTFT)
 max_concurrency: 64                 # disagg, optional: the --num-prompts replay's client cap on requests in flight
 prefill: {replicas: 2, tp_size: 1}  # disagg: the prefill pool (tp/pp/dp/ep_size, enable_dp_attention, device,
 decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, kv_cache_dtype: auto|bf16|fp8,

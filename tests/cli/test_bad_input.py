@@ -1177,7 +1177,10 @@ def test_a_profile_is_named_after_its_file(tmp_path, capsys):
 
 
 def test_serve_config_request_rate_needs_num_prompts(capsys, tmp_path):
-    bad(["serve-config", service(tmp_path), "--request-rate", "5000"], capsys, "--request-rate", "--num-prompts")
+    """A disaggregated service replays at --request-rate only with --num-prompts (an aggregated one takes the
+    rate alone: the open-loop estimate, tests/serving/test_rate.py)."""
+    svc = write(tmp_path, "svc.yaml", SERVICE.format(dev=DEV) + "serving_mode: disagg\nprefill: {}\ndecode: {}\n")
+    bad(["serve-config", svc, "--request-rate", "5000"], capsys, "--request-rate", "--num-prompts")
 
 
 def test_prefix_hit_rate_with_prefix_caching_off_conflicts(capsys):

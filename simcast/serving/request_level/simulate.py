@@ -75,6 +75,7 @@ class _Loop:
     step_tok: list[int] = field(default_factory=list)
     in_flight: int = 0
     steps: int = 0
+    front_free: list[float] = field(default_factory=list)  # when each serial front-end process is free (s)
 
     @property
     def m(self) -> int:
@@ -172,6 +173,10 @@ def _route(st: _Loop, now: float) -> None:
         # freed by --max-concurrency: sent when this replica's clock reached it
         q.sent_s = max(now, t) if st.max_concurrency else t
         q.ready_s = q.sent_s  # the serving path is added to TTFT and E2E (see RequestResult)
+        if st.front_free:  # serial front end: the request waits for a free process (FIFO by send time)
+            i = min(range(len(st.front_free)), key=st.front_free.__getitem__)
+            q.ready_s = max(q.sent_s, st.front_free[i])
+            st.front_free[i] = q.ready_s + st.coster.policy.front_end_time_s(q.spec.input_len)
         rep = st.router.choose(q, reps, st.blk)
         q.rid = rep.rid
         if not rep.running and not rep.waiting:
@@ -332,12 +337,16 @@ def simulate_requests(
     max_concurrency: int = 0,
     sample_every: int = 1,
     next_chunk: Callable[[int], int] | None = None,
+    front_end_processes: int = 0,
 ) -> BenchResult:
     """Run ``reqs`` through ``dp`` replicas of the layout ``coster`` costs (see module docstring).
 
     ``router``: a policy name at its defaults or its settings (:mod:`simcast.serving.request_level.routers`).
     ``max_concurrency`` (0: none) limits requests in flight across replicas, like the client's
     ``--max-concurrency``: a request is sent when it has arrived and a slot is free.
+    ``front_end_processes`` (0: none, the serving path a latency only): processes that each run one
+    request's serving path (:meth:`EnginePolicy.front_end_time_s`) at a time; a request reaches the
+    engine when the first one free has handled it (FIFO), so a burst waits in the front end's queue.
     """
     settings = default_settings(router) if isinstance(router, str) else router
     _check_requests(reqs, coster, kv_tokens_per_replica)
@@ -359,6 +368,7 @@ def simulate_requests(
         piece=piece,
         cap=cap,
         out=[None] * len(reqs),
+        front_free=[-math.inf] * front_end_processes,
     )
     while True:
         live = [r for r in reps if r.running or r.waiting]

@@ -26,6 +26,7 @@ MINE = [
     "04_serving.ipynb",
     "05_moe.ipynb",
     "06_serving_modes.ipynb",
+    "07_deepseek_r1_at_scale.ipynb",
 ]
 KERNEL = "python3"  # the venv's ipykernel (.venv/share/jupyter/kernels/python3); it inherits SIMCAST_CACHE_DIR
 

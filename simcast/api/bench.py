@@ -9,6 +9,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from simcast.api.bench_front_end import _front_end_notes as _front_end_notes
+from simcast.api.bench_front_end import _front_end_processes as _front_end_processes
+from simcast.api.bench_notes import _chunking_notes as _chunking_notes
 from simcast.api.bench_requests import RequestOptions, build_requests
 from simcast.api.common import (
     ServingEngineOptions,
@@ -302,26 +305,6 @@ def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tu
     return cfg, kv_tokens
 
 
-def _front_end_processes(o: BenchOptions, cfg: ServingConfig) -> int:
-    """Serial front-end processes for an open-loop run (a rate or a burst). Not with ``--max-concurrency``: a
-    client that keeps C requests in flight loads the front end with C / E2E requests/s, far below its rate
-    at the concurrencies benchmarks use, while simcast's identical lengths would finish C requests in one
-    step and resend them together, a queue real runs (spread lengths) do not build."""
-    return 0 if o.max_concurrency else cfg.policy.front_end_count(o.dp)
-
-
-def _front_end_notes(o: BenchOptions, cfg: ServingConfig) -> list[str]:
-    """The line saying the serving path is a serial resource (none when the engine's record does not say so)."""
-    n = _front_end_processes(o, cfg)
-    if not n:
-        return []
-    return [
-        f"serving path run by {n} front-end process{'es' if n > 1 else ''}, one request at a time (FIFO): a burst "
-        f"queues there before the engine sees it; caps the request rate at {n} / serving path — "
-        + cfg.policy.record.front_end_processes_source
-    ]
-
-
 def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix: bool, lengths: str) -> list[str]:
     """The run's assumption lines: the engine, the step cost, KV capacity and admission, the serving path,
     chunking, the prefix cache, speculative decoding, the request lengths, the warm-ups."""
@@ -400,16 +383,3 @@ def run_bench(o: BenchOptions) -> BenchResult:
 
 bench_serve = one_call("bench_serve", BenchOptions, run_bench)
 """``simcast bench-serve`` as one call: :func:`run_bench` on ``BenchOptions(**keywords)``."""
-
-
-def _chunking_notes(cfg: ServingConfig) -> list[str]:
-    """The assumption line SGLang's dynamic chunking adds (none when it is off)."""
-    if cfg.dynamic_chunks:
-        return [
-            f"SGLang dynamic chunking from {cfg.policy.max_num_batched_tokens} (smooth factor "
-            f"{cfg.dynamic_chunking_smooth_factor:g}): a prompt's chunks after the first from the quadratic fit "
-            "of stage 0's prefill time, one chunk per microbatch"
-        ]
-    if cfg.dynamic_chunking:
-        return ["--enable-dynamic-chunking has no effect at --pp 1 (SGLang sizes chunks dynamically only with PP)"]
-    return []

@@ -21,7 +21,8 @@ from simcast.api.options import one_call
 from simcast.api.speculative import speculative_spec, speculative_step
 from simcast.api.step_options import StepOptions as StepOptions
 from simcast.core.errors import require
-from simcast.core.specs import GIB, SimSpec
+from simcast.core.model_spec import ModelSpec
+from simcast.core.specs import GIB, Batch, ParallelSpec, SimSpec
 from simcast.inputs import limits
 from simcast.sim.report import Report
 
@@ -91,13 +92,10 @@ class StepReport(Report):
 
 def step_spec(o: StepOptions) -> SimSpec:
     """The :class:`SimSpec` of one step, checked."""
-    from simcast.core.specs import Batch, ParallelSpec
     from simcast.deploy.deployment import Deployment
     from simcast.serving.speculative.scheme import scheme_of
 
-    tp, pp, dp, num_devices, ep, moe_dp = o.tp, o.pp, o.dp, o.num_devices, o.ep, o.moe_dp
-    phase, batch_size, input_length, context_length = o.phase, o.batch_size, o.input_length, o.context_length
-    microbatches = o.microbatches
+    tp, pp, dp, num_devices, phase, microbatches = o.tp, o.pp, o.dp, o.num_devices, o.phase, o.microbatches
     _check_sizes(o)
     require(
         dp is None or num_devices is None or num_devices == tp * pp * dp,
@@ -131,36 +129,8 @@ def step_spec(o: StepOptions) -> SimSpec:
         phase,
         "speculative decoding changes the decode step: use --phase decode (the verify step)",
     )
-    if phase == "prefill":
-        batch = Batch.prefill(batch_size, input_length)
-    elif spec_dec is not None:  # the verify step: k + 1 query tokens per request against its context
-        batch = Batch(
-            query_lens=(spec_dec.verify_tokens,), context_lens=(context_length or input_length,), counts=(batch_size,)
-        )
-    else:
-        batch = Batch.decode(batch_size, context_length or input_length)
-    require(
-        m.moe is not None or (ep == 1 and moe_dp == 1),
-        "--ep/--moe-dp",
-        f"{ep}/{moe_dp}",
-        f"{m.name} has no experts: both must be 1",
-    )
-    dp_n = world // (tp * pp)
-    if o.enable_expert_parallel:  # vLLM: the MoE layers of all tp x dp ranks form one EP group
-        require(ep in (1, tp * dp_n), "--ep", ep, f"--enable-expert-parallel sets ep = tp*dp = {tp * dp_n}")
-        ep = tp * dp_n
-    attn_dp = o.dp_attention or (o.enable_expert_parallel and dp_n > 1)
-    par = ParallelSpec(
-        tp=tp,
-        pp=pp,
-        dp=dp_n,
-        world_size=world,
-        ep=ep,
-        moe_dp=moe_dp,
-        dp_attention=attn_dp,
-        redundant_experts=o.ep_num_redundant_experts,
-        eplb=o.enable_eplb,
-    )
+    batch = _step_batch(o, spec_dec)
+    par = _step_parallel(o, m, world)
     deployment = Deployment.build(
         model=m,
         device=dev,
@@ -179,6 +149,46 @@ def step_spec(o: StepOptions) -> SimSpec:
         decode_query_len=scheme_of(spec_dec).verify_tokens,
     )
     return _chunked(spec, o)
+
+
+def _step_batch(o: StepOptions, spec_dec: Any) -> Batch:
+    """The step's requests: a prefill, a decode, or (speculative decoding) the verify step's k + 1 query
+    tokens per request against its context."""
+
+    context = o.context_length or o.input_length
+    if o.phase == "prefill":
+        return Batch.prefill(o.batch_size, o.input_length)
+    if spec_dec is not None:
+        return Batch(query_lens=(spec_dec.verify_tokens,), context_lens=(context,), counts=(o.batch_size,))
+    return Batch.decode(o.batch_size, context)
+
+
+def _step_parallel(o: StepOptions, m: ModelSpec, world: int) -> ParallelSpec:
+    """The layout: TP x PP x DP over ``world`` devices, the MoE split (vLLM's ``--enable-expert-parallel``:
+    one EP group over all tp x dp ranks, attention-DP when dp > 1), redundant experts and EPLB."""
+
+    tp, pp, ep, moe_dp = o.tp, o.pp, o.ep, o.moe_dp
+    require(
+        m.moe is not None or (ep == 1 and moe_dp == 1),
+        "--ep/--moe-dp",
+        f"{ep}/{moe_dp}",
+        f"{m.name} has no experts: both must be 1",
+    )
+    dp_n = world // (tp * pp)
+    if o.enable_expert_parallel:
+        require(ep in (1, tp * dp_n), "--ep", ep, f"--enable-expert-parallel sets ep = tp*dp = {tp * dp_n}")
+        ep = tp * dp_n
+    return ParallelSpec(
+        tp=tp,
+        pp=pp,
+        dp=dp_n,
+        world_size=world,
+        ep=ep,
+        moe_dp=moe_dp,
+        dp_attention=o.dp_attention or (o.enable_expert_parallel and dp_n > 1),
+        redundant_experts=o.ep_num_redundant_experts,
+        eplb=o.enable_eplb,
+    )
 
 
 def _check_sizes(o: StepOptions) -> None:

@@ -144,8 +144,6 @@ def _overrides(a: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_serve_config(a: argparse.Namespace) -> int:
-    from simcast.render.search_tables import format_serving, result_row
-    from simcast.serving.search.layouts import layout_links
     from simcast.serving.service_yaml import build_serving_config, read_service_yaml
     from simcast.serving.steady.model import estimate_serving
 
@@ -189,6 +187,16 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
         "replays disaggregated services only; for an aggregated one run bench-serve with the same layout",
     )
     r = estimate_serving(cfg, use_disk_cache=a.use_cache)
+    _print_steady(a, cfg, values, r)
+    write_report(a, r)
+    return 0
+
+
+def _print_steady(a: argparse.Namespace, cfg: Any, values: dict[str, Any], r: Any) -> None:
+    """The steady state's table, limits, rate estimate and intervals (``--json``: one row)."""
+    from simcast.render.search_tables import format_serving, result_row
+    from simcast.serving.search.layouts import layout_links
+
     links = layout_links(cfg)
     verdicts = []
     if values.get("ttft_ms"):
@@ -225,8 +233,6 @@ def cmd_serve_config(a: argparse.Namespace) -> int:
     else:
         rate_text = [at_rate[1]] if at_rate is not None else []
         emit("\n".join([format_serving(r, links), *verdicts, *rate_text, *interval_lines(figs, LABELS)]))
-    write_report(a, r)
-    return 0
 
 
 def _router_line(router: str, dp: int) -> str:

@@ -35,9 +35,10 @@ from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.core.moe_layout import spans_replicas
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import HEAD, command_line, external_router, nodes, precision_flags, speculative_draft
-from simcast.engines.launch_rules import Rule, flag_int
 from simcast.engines.records import FRONT_END, EngineRecord
 from simcast.engines.sglang_flags import OWN_FLAGS, ROCM_KERNELS
+from simcast.engines.sglang_launch_rules import _SG_ARGS
+from simcast.engines.sglang_launch_rules import LAUNCH_RULES as LAUNCH_RULES
 
 RECORD = EngineRecord(
     name="sglang",
@@ -134,51 +135,8 @@ PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("
 DEEPEP_TABLES = (("wideep_deepep_ll_perf", "low_latency"), ("wideep_deepep_normal_perf", "normal"))
 """SGLang's DeepEP dispatch/combine tables (times in ``*_us`` columns; 8 ranks per node), read both."""
 
-_SG_ARGS = "sgl-project/sglang python/sglang/srt/server_args.py@001067f"
 TBO_SOURCE = "sgl-project/sglang python/sglang/srt/operations_strategy.py@1e90555b (DeepSeek/Qwen3 TBO operations)"
 SBO_SOURCE = "sgl-project/sglang python/sglang/srt/single_batch_overlap.py@04d8ec18 (execute_sbo)"
-_SG_PS = "sgl-project/sglang python/sglang/srt/distributed/parallel_state.py (initialize_model_parallel)"
-LAUNCH_RULES: tuple[Rule, ...] = (
-    Rule(
-        name="dp_attention_needs_dp",
-        says="--enable-dp-attention needs --dp-size > 1 (SGLang switches it off at dp_size 1)",
-        source=f"{_SG_ARGS} ServerArgs._handle_data_parallelism",
-        ok=lambda f: "--enable-dp-attention" not in f or flag_int(f, "--dp-size") > 1,
-    ),
-    Rule(
-        name="dp_attention_divides_tp",
-        says="with --enable-dp-attention, --dp-size must divide --tp-size (tp counts every GPU of a stage)",
-        source=f"{_SG_ARGS} ServerArgs._handle_data_parallelism (assert tp_size % dp_size == 0)",
-        ok=lambda f: (
-            "--enable-dp-attention" not in f or flag_int(f, "--tp-size") % max(1, flag_int(f, "--dp-size")) == 0
-        ),
-    ),
-    Rule(
-        name="moe_groups_divide_tp",
-        says="--ep-size x --moe-dp-size must divide --tp-size (moe_tp_size = tp_size // ep_size // moe_dp_size)",
-        source=_SG_PS,
-        ok=lambda f: (
-            flag_int(f, "--ep-size") * flag_int(f, "--moe-dp-size") > 0
-            and flag_int(f, "--tp-size") % (flag_int(f, "--ep-size") * flag_int(f, "--moe-dp-size")) == 0
-        ),
-    ),
-    Rule(
-        name="multi_node_needs_rank_and_address",
-        says="--nnodes > 1 needs --node-rank in [0, nnodes) and --dist-init-addr HOST:PORT",
-        source=f"{_SG_ARGS} (nnodes, node_rank, dist_init_addr)",
-        ok=lambda f: (
-            flag_int(f, "--nnodes") <= 1
-            or (0 <= flag_int(f, "--node-rank", -1) < flag_int(f, "--nnodes") and bool(f.get("--dist-init-addr")))
-        ),
-    ),
-    Rule(
-        name="nodes_divide_ranks",
-        says="--nnodes must divide the server's GPUs (--tp-size x --pp-size): each node runs an equal share",
-        source=f"{_SG_ARGS} (tp ranks per node = tp_size * pp_size // nnodes)",
-        ok=lambda f: (flag_int(f, "--tp-size") * flag_int(f, "--pp-size")) % max(1, flag_int(f, "--nnodes")) == 0,
-    ),
-)
-"""The argument rules ``--emit sglang`` checks on each server line."""
 
 
 def sglang_max_bs(hbm_gib: float, tp: int) -> int:

@@ -13,26 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from simcast.core.device import CollectiveFit, DeviceSpec, Efficiency, LinkSpec, LinkTable
+from simcast.core.device import DeviceSpec, Efficiency, LinkSpec, LinkTable
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
-from simcast.core.kernel_fits import (
-    A2A_MODES,
-    A2A_PHASES,
-    ATTENTION_DTYPES,
-    GEMM_DTYPES,
-    MOE_DTYPES,
-    AllToAllFit,
-    DecodeAttentionFit,
-    EngineKernels,
-    GemmFit,
-    MoeFit,
-    PrefillAttentionFit,
-)
 from simcast.core.model_spec import ModelSpec
 from simcast.core.quant import QuantSpec
-from simcast.engines import ENGINES
 from simcast.inputs.aliases import model_alias, models_dir
+from simcast.inputs.engine_kernels_yaml import engine_kernels as engine_kernels
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml, package_data_dir
 from simcast.inputs.limits import (
     MAX_HEADS,
@@ -383,38 +370,4 @@ def device_from_dict(d: dict, devices_per_node: int | None = None) -> DeviceSpec
         links=links,
         engines={e: engine_kernels(e, sec) for e, sec in d.get("engines", {}).items()},
         reported_name=d.get("reported_name", ""),
-    )
-
-
-def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
-    require(value in allowed, where, value, f"allowed: {', '.join(allowed)}")
-    return value
-
-
-def engine_kernels(engine: str, sec: dict) -> EngineKernels:
-    """An ``engines.<engine>`` section (already schema-checked) as :class:`EngineKernels`."""
-    require(engine in ENGINES, "engines", engine, f"allowed: {', '.join(ENGINES)}")
-    w = f"engines.{engine}"
-    for kind, allowed in (
-        ("gemm", GEMM_DTYPES),
-        ("prefill", ATTENTION_DTYPES),
-        ("decode", ATTENTION_DTYPES),
-        ("moe", MOE_DTYPES),
-    ):
-        for i, f in enumerate(sec.get(kind, ())):
-            _one_of(f["dtype"], allowed, f"{w}.{kind}[{i}].dtype")
-    for i, a in enumerate(sec.get("all_to_all", ())):
-        _one_of(a["mode"], A2A_MODES, f"{w}.all_to_all[{i}].mode")
-        _one_of(a["phase"], A2A_PHASES, f"{w}.all_to_all[{i}].phase")
-    for i, c in enumerate(sec.get("all_reduce", ())):
-        _one_of(c["kind"], ("all_reduce",), f"{w}.all_reduce[{i}].kind")
-    return EngineKernels(
-        engine=engine,
-        source=sec["source"],
-        gemm=tuple(GemmFit(**g) for g in sec.get("gemm", ())),
-        prefill=tuple(PrefillAttentionFit(**a) for a in sec.get("prefill", ())),
-        decode=tuple(DecodeAttentionFit(**a) for a in sec.get("decode", ())),
-        all_reduce=tuple(CollectiveFit(**c) for c in sec.get("all_reduce", ())),
-        moe=tuple(MoeFit(**m) for m in sec.get("moe", ())),
-        all_to_all=tuple(AllToAllFit(**a) for a in sec.get("all_to_all", ())),
     )

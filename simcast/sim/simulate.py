@@ -104,6 +104,26 @@ def stage_layers(model: ModelSpec, start: int, num_layers: int, first: bool) -> 
     return tuple(head + uniq), tuple([1] * len(head) + [rest.count(k) for k in uniq])
 
 
+def _linear_fields(model: ModelSpec, sd: ShardedDims) -> dict:
+    """A stage key's linear-attention fields (Gated DeltaNet heads per TP rank); none without such layers."""
+    la = model.linear
+    if la is None:
+        return {}
+    require(
+        la.num_k_heads % sd.tp == 0,
+        "tp_size",
+        sd.tp,
+        f"must divide the linear-attention key heads ({la.num_k_heads}) of {model.name}",
+    )
+    return dict(
+        linear_k_heads=la.num_k_heads // sd.tp,
+        linear_v_heads=la.num_v_heads // sd.tp,
+        linear_k_dim=la.k_head_dim,
+        linear_v_dim=la.v_head_dim,
+        linear_conv_kernel=la.conv_kernel,
+    )
+
+
 def stage_key(
     model: ModelSpec,
     sd: ShardedDims,
@@ -131,21 +151,7 @@ def stage_key(
             moe_comm=moe_comm_mode(p),
             router_bias=m.router_bias,
         )
-    if model.linear is not None:
-        la = model.linear
-        require(
-            la.num_k_heads % sd.tp == 0,
-            "tp_size",
-            sd.tp,
-            f"must divide the linear-attention key heads ({la.num_k_heads}) of {model.name}",
-        )
-        extra.update(
-            linear_k_heads=la.num_k_heads // sd.tp,
-            linear_v_heads=la.num_v_heads // sd.tp,
-            linear_k_dim=la.k_head_dim,
-            linear_v_dim=la.v_head_dim,
-            linear_conv_kernel=la.conv_kernel,
-        )
+    extra.update(_linear_fields(model, sd))
     if model.attn_output_gate:
         extra.update(attn_output_gate=True)
     if model.quant is not None:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simcast.api.bench import BenchOptions
     from simcast.serving.config import ServingConfig
 
-from typing import TYPE_CHECKING
 
-from simcast.api.bench_notes import _chunking_notes as _chunking_notes
+class _Client(Protocol):
+    """What these rules read of the run's options (:class:`simcast.api.bench.BenchOptions`)."""
+
+    @property
+    def max_concurrency(self) -> int | None: ...
+    @property
+    def dp(self) -> int: ...
 
 
-def _front_end_processes(o: BenchOptions, cfg: ServingConfig) -> int:
+def _front_end_processes(o: _Client, cfg: ServingConfig) -> int:
     """Serial front-end processes for an open-loop run (a rate or a burst). Not with ``--max-concurrency``: a
     client that keeps C requests in flight loads the front end with C / E2E requests/s, far below its rate
     at the concurrencies benchmarks use, while simcast's identical lengths would finish C requests in one
@@ -21,7 +25,7 @@ def _front_end_processes(o: BenchOptions, cfg: ServingConfig) -> int:
     return 0 if o.max_concurrency else cfg.policy.front_end_count(o.dp)
 
 
-def _front_end_notes(o: BenchOptions, cfg: ServingConfig) -> list[str]:
+def _front_end_notes(o: _Client, cfg: ServingConfig) -> list[str]:
     """The line saying the serving path is a serial resource (none when the engine's record does not say so)."""
     n = _front_end_processes(o, cfg)
     if not n:

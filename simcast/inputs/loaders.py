@@ -101,12 +101,16 @@ def _flag_spec(model: ModelSpec, quantization: str) -> QuantSpec:
 def with_quantization(model: ModelSpec, quantization: str | None) -> ModelSpec:
     """``model`` with ``--quantization`` applied (``None``/``none``: unchanged).
 
-    A checkpoint that is already quantised by its ``quantization_config`` keeps its own formats;
-    asking for another is an error rather than a silent override.
+    A checkpoint that is already quantised by its ``quantization_config`` keeps its own formats: naming its own
+    method again is accepted unchanged (as vLLM's ``ModelConfig._verify_quantization`` accepts a ``--quantization``
+    equal to the checkpoint's ``quant_method``, and launch scripts pass ``--quantization fp8`` /
+    ``modelopt_fp4`` with FP8 / NVFP4 checkpoints); asking for another is an error rather than a silent override.
     """
     if quantization in (None, "none"):
         return model
     require(quantization in QUANTIZATIONS, "--quantization", quantization, f"allowed: {', '.join(QUANTIZATIONS)}")
+    if model.quant is not None and model.quant.method == _ENGINE_ALIASES.get(quantization, quantization):
+        return model
     require(
         model.quant is None,
         "--quantization",

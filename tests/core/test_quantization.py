@@ -57,13 +57,17 @@ def test_quantizing_an_already_quantized_checkpoint_is_refused():
     from simcast.core.errors import SimcastInputError
 
     with pytest.raises(SimcastInputError, match="already quantized"):
-        with_quantization(ds, "fp8")
+        with_quantization(ds, "nvfp4")
     assert with_quantization(ds, "none") is ds
+    # naming the checkpoint's own method (fp8 on an FP8 checkpoint, modelopt_fp4 on an NVFP4 one) changes nothing
+    assert with_quantization(ds, "fp8") is ds
+    fp4 = load_model("nvidia/DeepSeek-R1-0528-FP4")
+    assert with_quantization(fp4, "modelopt_fp4") is fp4 and with_quantization(fp4, "nvfp4") is fp4
 
 
 def test_cli_quantization_flag_one_line_errors(capsys):
     rc = main(
-        ["simulate", "--model", "deepseek-ai/DeepSeek-V3", "--device", "h200_sxm", "--quantization", "fp8", "--tp", "8"]
+        ["simulate", "--model", "deepseek-ai/DeepSeek-V3", "--device", "h200_sxm", "--quantization", "mxfp4", "--tp", "8"]
     )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--quantization" in err and "already quantized" in err

@@ -57,10 +57,13 @@ def test_more_nodes_accept_more():
 
 def test_random_prompts_accept_fewer_drafts_than_chat():
     for method in DEFAULT_ACCEPTANCE:
-        chat, rnd = default_acceptance(method, "chat"), default_acceptance(method, "random")
+        chat, rnd = default_acceptance(method, "chat", 3), default_acceptance(method, "random", 3)
         assert chat is not None and rnd is not None
-        assert rnd[0] == pytest.approx(chat[0] * RANDOM_FACTOR) and rnd[0] < chat[0]
-        assert "ASSUMPTION" in rnd[1] and chat[1] == DEFAULT_ACCEPTANCE[method][1]
+        assert chat == ((DEFAULT_ACCEPTANCE[method][0],), DEFAULT_ACCEPTANCE[method][1])
+        assert max(rnd[0]) < chat[0][0]
+        if method != "mtp":  # no usable random-prompt measurement: the labelled fallback
+            assert rnd[0] == (pytest.approx(chat[0][0] * RANDOM_FACTOR),)
+            assert "FALLBACK ASSUMPTION" in rnd[1]
     s_chat = from_sglang_flags("NEXTN", num_steps=3, topk=1, num_draft_tokens=4)
     s_rand = from_sglang_flags("NEXTN", num_steps=3, topk=1, num_draft_tokens=4, dataset="random")
     assert s_rand.tokens_per_step < s_chat.tokens_per_step

@@ -215,7 +215,7 @@ def _with_acceptance(
     if rates:
         a, src = rates, given_by
     else:
-        d = default_acceptance(method, dataset)
+        d = default_acceptance(method, dataset, k)
         require(
             d is not None,
             "--spec-acceptance",
@@ -223,7 +223,7 @@ def _with_acceptance(
             f"{method} has no published default (its acceptance is your data's prompt/output overlap): give one",
         )
         assert d is not None  # checked above
-        a, src = (d[0],), d[1]
+        a, src = d
     full = a * k if len(a) == 1 else a
     tree: tuple[tuple[int, ...], ...] = ()
     widths: tuple[int, ...] = ()

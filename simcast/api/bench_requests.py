@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from simcast.api.options import Flag, opt
 from simcast.core.errors import require
+from simcast.core.lengths import RANGE_MEANINGS
 from simcast.inputs.limits import MAX_BENCH_PROMPTS, MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -155,6 +156,18 @@ class RequestOptions:
             names=("--random-range-ratio",),
             help="lengths uniform in L*(1-r)..L*(1+r), 0 <= r < 1 [0]",
             value_type="range_ratio",
+        ),
+    )
+    range_ratio_meaning: str = opt(
+        "symmetric",
+        "what --random-range-ratio means: symmetric (L(1 +- r), vllm bench serve) or lower-bound (rL..L, SGLang "
+        "bench_serving and older vLLM benchmark_serving.py)",
+        flag=Flag(
+            names=("--random-range-ratio-meaning",),
+            help="symmetric: lengths uniform in L*(1-r)..L*(1+r), as vllm bench serve draws them; lower-bound: "
+            "uniform in r*L..L, as SGLang's bench_serving and vLLM's older benchmark_serving.py drew them "
+            "[symmetric]",
+            choices=RANGE_MEANINGS,
         ),
     )
     prefix_length: int = opt(
@@ -304,6 +317,7 @@ def _random_requests(o: RequestOptions) -> Built:
         burstiness=o.burstiness,
         seed=o.seed,
         prefix_len=o.prefix_length,
+        range_meaning=o.range_ratio_meaning,
     )
     if o.prefix_length:
         return (
@@ -314,6 +328,9 @@ def _random_requests(o: RequestOptions) -> Built:
                 f"{o.input_length} own tokens (vllm bench serve --random-prefix-len)"
             ),
         )
+    if o.range_ratio_meaning == "lower-bound":
+        r = o.range_ratio
+        return reqs, "random", f"random lengths uniform in {r:g}L..L (--random-range-ratio-meaning lower-bound)"
     return reqs, "random", ""
 
 

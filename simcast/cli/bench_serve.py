@@ -81,6 +81,7 @@ _REQUESTS = (
     "input_length",
     "output_length",
     "range_ratio",
+    "range_ratio_meaning",
     "prefix_length",
     "dataset_name",
     "multiturn_turns",

@@ -9,6 +9,7 @@ from typing import Any
 from simcast.api.common import MEM_FLAGS, EngineLimitOptions, engine_limits
 from simcast.cli.args import VALUE_TYPES, float_in, int_in
 from simcast.engines import ENGINE_CHOICES, ENGINE_FLAGS
+from simcast.engines.dynamo import backend_engine
 from simcast.engines.flags import EngineFlag
 
 
@@ -24,7 +25,9 @@ def add_engine_args(
         dest="runtime",
         default=default,
         choices=ENGINE_CHOICES,
-        help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only)"
+        type=_engine_name,
+        help="serving engine whose scheduler defaults and CPU overheads apply (none: kernels only; "
+        "dynamo-sglang, dynamo-trtllm, dynamo-vllm: NVIDIA Dynamo's workers run that engine)"
         + (f" [default {help_default or default}]" if help_default or default else ""),
     )
     groups: dict[str, Any] = {}
@@ -34,6 +37,14 @@ def add_engine_args(
         if f.group and f.group not in groups:
             groups[f.group] = p.add_mutually_exclusive_group()
         (groups[f.group] if f.group else p).add_argument(*f.names, **_flag_kwargs(f))
+
+
+def _engine_name(v: str) -> str:
+    """``--engine``'s value: a Dynamo spelling as the engine its workers run (:mod:`simcast.engines.dynamo`)."""
+    try:
+        return backend_engine(v)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"got {v!r}; {e}") from None
 
 
 def _flag_kwargs(f: EngineFlag) -> dict[str, Any]:

@@ -9,12 +9,24 @@ cells' mean lengths, so the expectations below are the source's own means.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from simcast.core.errors import require
+
+RANGE_MEANINGS = ("symmetric", "lower-bound")
+"""``--random-range-ratio`` meanings: ``symmetric`` (``vllm bench serve``: L(1-r)..L(1+r)) and ``lower-bound``
+(SGLang ``bench_serving`` and older vLLM ``benchmark_serving.py``: rL..L)."""
+
+
+def length_range(length: int, r: float, meaning: str) -> tuple[int, int]:
+    """The half-open integer range ``[lo, hi)`` one random length is drawn from (``r``: the range ratio)."""
+    if meaning == "lower-bound":
+        return max(1, int(length * r)), length + 1
+    return max(1, math.floor(length * (1 - r))), math.ceil(length * (1 + r)) + 1
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -82,3 +82,33 @@ def alias_note(name: str) -> str | None:
         f"simcast: note: {name} uses the shipped {base} config (same architecture and shapes; "
         "only token ids differ); reported under the name you gave"
     )
+
+
+DEVICE_ALIASES: dict[str, str] = {
+    # how benchmarks and launch scripts name the parts (already lower-cased, '-' and ' ' as '_') -> profile.
+    # "H100"/"H200" in serving benchmarks are the SXM (HGX) boards (the PCIe/NVL cards have other profiles or
+    # none); the NVL72 racks' GPUs are the gb200/gb300 profiles (devices_per_node: the NVLink domain).
+    "h100": "h100_sxm",
+    "h100_sxm5": "h100_sxm",
+    "h100_hgx": "h100_sxm",
+    "h200": "h200_sxm",
+    "h200_hgx": "h200_sxm",
+    "b200_hgx": "b200",
+    "b300_hgx": "b300",
+    "gb200_nvl72": "gb200",
+    "gb300_nvl72": "gb300",
+    "a100": "a100_sxm_80gb",
+    "a100_80gb": "a100_sxm_80gb",
+    "instinct_mi300x": "mi300x",
+    "instinct_mi325x": "mi325x",
+    "instinct_mi355x": "mi355x",
+}
+"""Other spellings of shipped device profiles: :func:`device_profile_name` resolves them (case and ``-``/``_``
+are ignored too: ``--device H200``, ``GB300``, ``MI355X``, ``gb200-nvl72`` all work)."""
+
+
+def device_profile_name(name: str) -> str:
+    """The shipped profile a ``--device`` spelling names: lower-cased, ``-`` and spaces as ``_``, then
+    :data:`DEVICE_ALIASES` (a name that is no alias comes back normalised, and may still not exist)."""
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    return DEVICE_ALIASES.get(key, key)

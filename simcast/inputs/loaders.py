@@ -18,7 +18,7 @@ from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.errors import SimcastInputError, require
 from simcast.core.model_spec import ModelSpec
 from simcast.core.quant import QuantSpec
-from simcast.inputs.aliases import model_alias, models_dir
+from simcast.inputs.aliases import device_profile_name, model_alias, models_dir
 from simcast.inputs.engine_kernels_yaml import engine_kernels as engine_kernels
 from simcast.inputs.files import is_dir, is_file, load_json, load_yaml, loads_yaml, package_data_dir
 from simcast.inputs.limits import (
@@ -331,7 +331,10 @@ def profile_path(name_or_path: str) -> Path:
     profile of that name (which may not exist: :func:`load_device` says so)."""
     if is_file(name_or_path, "--device"):
         return Path(name_or_path)
-    return profiles_dir() / f"{name_or_path}.yaml"
+    exact = profiles_dir() / f"{name_or_path}.yaml"
+    if is_file(exact, "--device") or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return exact
+    return profiles_dir() / f"{device_profile_name(name_or_path)}.yaml"  # H200, GB300, gb200-nvl72, ...
 
 
 def shipped_profile_path(name: str, field: str) -> Path:

@@ -67,7 +67,17 @@ def test_quantizing_an_already_quantized_checkpoint_is_refused():
 
 def test_cli_quantization_flag_one_line_errors(capsys):
     rc = main(
-        ["simulate", "--model", "deepseek-ai/DeepSeek-V3", "--device", "h200_sxm", "--quantization", "mxfp4", "--tp", "8"]
+        [
+            "simulate",
+            "--model",
+            "deepseek-ai/DeepSeek-V3",
+            "--device",
+            "h200_sxm",
+            "--quantization",
+            "mxfp4",
+            "--tp",
+            "8",
+        ]
     )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--quantization" in err and "already quantized" in err

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simcast.core.errors import require
-from simcast.core.lengths import LengthDistribution
+from simcast.core.lengths import LengthDistribution, length_range
 from simcast.serving.request_level.scheduler import RequestSpec
 
 
@@ -26,9 +26,13 @@ def make_requests(
     seed: int = 0,
     lengths: LengthDistribution | None = None,
     prefix_len: int = 0,
+    range_meaning: str = "symmetric",
 ) -> list[RequestSpec]:
     """vLLM's random dataset and arrival process: lengths uniform on
-    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
+    ``[floor(L(1-r)), ceil(L(1+r))]`` (output at least 1); with ``range_meaning`` ``"lower-bound"`` the older
+    meaning, uniform on ``[max(1, int(L r)), L]`` (SGLang ``bench_serving.py`` ``sample_random_requests``:
+    ``np.random.randint(max(int(input_len * range_ratio), 1), input_len + 1)``, and vLLM's
+    ``benchmark_serving.py`` before the symmetric range); gaps ~ Gamma(burstiness, 1/(rate·burstiness)),
     rescaled so the last arrival is at ``N/rate`` (``vllm/benchmarks/serve.py``); rate inf: all at 0.
     ``prefix_len`` (``--random-prefix-len``): every prompt starts with the same ``prefix_len`` tokens, then
     its own random input length, so a prompt has ``prefix_len + input`` tokens (the range ratio applies to
@@ -44,16 +48,8 @@ def make_requests(
     if lengths is not None:
         ins, outs = lengths.sample(num_prompts, rng)
     else:
-        ins = rng.integers(
-            max(1, math.floor(input_len * (1 - range_ratio))),
-            math.ceil(input_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
-        outs = rng.integers(
-            max(1, math.floor(output_len * (1 - range_ratio))),
-            math.ceil(output_len * (1 + range_ratio)) + 1,
-            size=num_prompts,
-        )
+        ins = rng.integers(*length_range(input_len, range_ratio, range_meaning), size=num_prompts)
+        outs = rng.integers(*length_range(output_len, range_ratio, range_meaning), size=num_prompts)
     arr = _arrivals(rng, num_prompts, rate, burstiness)
     pid = 0 if prefix_len else -1
     return [

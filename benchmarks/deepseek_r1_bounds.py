@@ -10,10 +10,10 @@ Three bounds, each a strict limit under stated assumptions (a prediction past on
   step yields at most k + 1 tokens per request with k MTP drafts:
   ``floor = bytes_per_gpu / HBM_bw / (k + 1)``.
 * **HBM bound** (output token/s per GPU): each decode step reads the KV cache of every running request's
-  context; with MLA the latent cache (kv_lora_rank + rope dim per token and layer, at the KV dtype) is whole on
-  every attention-TP rank. Per GPU: ``HBM_bw x (k + 1) / (kv_bytes_per_token x mean_context x tp_attn)`` with
-  mean context = mean input + mean output / 2, the KV at fp8 whatever the run's (the weights' reads, which only lower it, left out). Over all
-  GPUs of a disaggregated deployment the bound is scaled by the decode share of the GPUs.
+  context; with MLA the latent cache (kv_lora_rank + rope dim per token and layer) is whole on every
+  attention-TP rank. Per GPU: ``HBM_bw x (k + 1) / (kv_bytes_per_token x mean_context x tp_attn)`` with mean
+  context = mean input + mean output / 2 and the KV at fp8 whatever the run's (the weights' reads, which only
+  lower it, left out). Over all GPUs of a disaggregated deployment the bound is scaled by the decode share.
 * **Compute bound** (output token/s per GPU): every prompt and output token costs at least 2 x the active
   parameters in FLOPs (attention's score FLOPs, drafts and everything else left out) at the device's highest
   dense matmul peak over its formats: ``peak x GPUs / (2 N_active (in + out tokens) / out tokens)``.

@@ -52,11 +52,14 @@ FP8 = "deepseek-ai/DeepSeek-R1-0528"
 NVFP4 = "nvidia/DeepSeek-R1-0528-FP4"
 MXFP4 = "amd/DeepSeek-R1-0528-MXFP4"
 
-SGLANG_MTP = "--speculative-algorithm NEXTN --speculative-num-steps {k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {k1}"
+SGLANG_MTP = (
+    "--speculative-algorithm NEXTN --speculative-num-steps {k} --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens {k1}"
+)
 """SGLang's MTP flags for a chain of k drafts (k + 1 tokens verified)."""
 VLLM_MTP = '{{"method":"mtp","num_speculative_tokens":{k}}}'
-"""vLLM's --speculative-config JSON; TensorRT-LLM's ``decoding_type: MTP, num_nextn_predict_layers: 3`` and ATOM's ``--method mtp
---num-speculative-tokens 3`` mean the same and are written with it."""
+"""vLLM's --speculative-config JSON; TensorRT-LLM's ``decoding_type: MTP, num_nextn_predict_layers: 3`` and
+ATOM's ``--method mtp --num-speculative-tokens 3`` mean the same and are written with it."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,6 +25,7 @@ POOL_KEYS = (
     "pp",
     "dp",
     "ep",
+    "enable_expert_parallel",
     "moe_dp",
     "enable_dp_attention",
     "dp_attention",

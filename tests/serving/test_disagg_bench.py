@@ -145,3 +145,18 @@ def test_cli_exit_2_and_serve_config_fits_false(tmp_path):
     assert p.returncode == 0, p.stderr
     row = json.loads(p.stdout)
     assert row["fits"] is False and row["memory"]["prefill"]["fits"] and not row["memory"]["decode"]["fits"]
+
+
+def test_pool_layout_takes_vllms_expert_parallel_switch():
+    # Dynamo's vLLM recipes run each pool as --data-parallel-size N --enable-expert-parallel
+    from simcast.api.bench import BenchOptions
+    from simcast.api.bench_disagg import pool_options
+
+    o = BenchOptions(
+        model="deepseek-ai/DeepSeek-V3",
+        device="h100_sxm",
+        serving_mode="disagg",
+        decode_layout="tp=1,dp=16,enable_expert_parallel=true",
+    )
+    po = pool_options(o, "decode")
+    assert (po.tp, po.dp, po.enable_expert_parallel) == (1, 16, True)

@@ -146,8 +146,9 @@ class TargetOptions:
         "KV cache element type: auto (the model's dtype), bf16 or fp8",
         flag=Flag(
             names=("--kv-cache-dtype",),
-            help="KV cache element type [default auto: the model dtype]",
+            help="KV cache element type (the engines' fp8_e4m3 / fp8_e5m2 are fp8) [default auto: the model dtype]",
             choices=("auto", "bf16", "fp8"),
+            value_type="kv_cache_dtype",
         ),
     )
     fabric: FabricChoice | None = opt(None, "the inter-node fabric (None: the device profile's inter-node link)")

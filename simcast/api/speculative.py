@@ -137,8 +137,14 @@ def speculative_spec(model: Any, o: SpeculativeOptions, *, dataset: str = "chat"
             speculative_algorithm,
             f"required with --{given[0].replace('_', '-')}",
         )
+        alg = str(speculative_algorithm)
+        if alg.upper() == "EAGLE" and mtp and not o.speculative_draft_model_path:
+            # SGLang python/sglang/srt/server_args.py (_handle_speculative_decoding): a DeepseekV3ForCausalLM
+            # target with EAGLE and no --speculative-draft-model-path drafts with the model itself, i.e. its own
+            # MTP (NextN) layer, as NEXTN does; the DeepSeek launch docs write EAGLE
+            alg = "NEXTN"
         spec = from_sglang_flags(
-            str(speculative_algorithm),
+            alg,
             num_steps=o.speculative_num_steps,
             topk=o.speculative_eagle_topk,
             num_draft_tokens=o.speculative_num_draft_tokens,

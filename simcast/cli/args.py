@@ -116,10 +116,21 @@ def a_number(v: str) -> float:
         raise argparse.ArgumentTypeError(f"got {bounded_repr(v)}; must be a number") from None
 
 
+KV_DTYPE_SPELLINGS = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bfloat16": "bf16"}
+"""The engines' other spellings of a KV cache dtype (vLLM and SGLang ``fp8_e4m3`` / ``fp8_e5m2``: one byte per
+element, as simcast's ``fp8``; ``bfloat16``)."""
+
+
+def kv_cache_dtype(v: str) -> str:
+    """``--kv-cache-dtype`` as simcast names it (the choices check follows)."""
+    return KV_DTYPE_SPELLINGS.get(v.strip().lower(), v)
+
+
 VALUE_TYPES: dict[str, Callable[[str], Any]] = {
     **{name: bounded(b) for name, b in BOUNDS.items()},
     "request_rate": request_rate,
     "range_ratio": range_ratio,
+    "kv_cache_dtype": kv_cache_dtype,
     "hit_rate": hit_rate,
     "link_gbps": a_number,
     "latency_us": a_number,

@@ -68,3 +68,21 @@ def test_fallback_is_labelled_in_the_output():
     # chat keeps its published default, unlabelled as a fallback
     c = from_vllm_json('{"method": "eagle3", "num_speculative_tokens": 3}')
     assert "FALLBACK" not in c.describe()
+
+
+def test_sglang_eagle_on_a_model_with_mtp_layers_is_its_mtp():
+    # SGLang's server_args sets the draft of a DeepseekV3ForCausalLM target run with EAGLE (no draft path) to the
+    # model itself: its NextN layer, so EAGLE and NEXTN are one deployment; with a draft path it stays EAGLE
+    from simcast.api.speculative import SpeculativeOptions, speculative_spec
+    from simcast.inputs.loaders import load_model
+
+    ds = load_model("deepseek-ai/DeepSeek-V3")
+    kw = dict(speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+    eagle = speculative_spec(ds, SpeculativeOptions(speculative_algorithm="EAGLE", **kw))
+    nextn = speculative_spec(ds, SpeculativeOptions(speculative_algorithm="NEXTN", **kw))
+    assert eagle is not None and nextn is not None
+    assert (eagle.method, eagle.acceptance) == (nextn.method, nextn.acceptance) == ("mtp", (0.85,) * 3)
+    head = speculative_spec(
+        ds, SpeculativeOptions(speculative_algorithm="EAGLE", speculative_draft_model_path="some/eagle-head", **kw)
+    )
+    assert head is not None and head.method == "eagle"

@@ -27,7 +27,7 @@ Spelling: attention DP is written as simcast spells it today, attention TP per D
 spelling, with SGLang's meaning, is another helper's work; where it lands, the ``NATIVE`` note of a row says
 what it would be). Dynamo rows run ``--engine dynamo-<backend>`` (its workers run that engine).
 
-Run: ``python benchmarks/deepseek_r1_matrix.py`` (about 25 rows, < ~10 min), ``--quick`` (a few rows, ~2 min),
+Run: ``python benchmarks/deepseek_r1_matrix.py`` (25 rows, < ~10 min), ``--quick`` (a few rows, ~2 min),
 ``--full`` (every row), ``--filter TEXT`` (rows whose id contains TEXT).
 """
 
@@ -310,7 +310,7 @@ def _with_client(rows: list[Row], settings: list[tuple[int, int, int, str]]) -> 
 
 
 def matrix(kind: str) -> list[Row]:
-    """``quick``: one row per engine family; ``default``: every layout at 1k/1k; ``full``: the cross product
+    """``quick``: one row per engine family; ``default``: :data:`DEFAULT_ROWS` at 1k/1k; ``full``: the cross product
     with 1k/1k, 1k/8k, 8k/1k at several concurrencies and the lower-bound range meaning."""
     base = _agg_rows() + _disagg_rows()
     if kind == "full":
@@ -327,8 +327,38 @@ def matrix(kind: str) -> list[Row]:
             "b300-sglang-fp4-tp8",
         )
         return _with_client([r for r in base if r.id in keep], [(1024, 1024, 32, "lower-bound")])
-    picked = base[::3] + [r for r in _disagg_rows() if r not in base[::3]][::2]
-    return _with_client(picked, [(1024, 1024, 32, "")])
+    return _with_client([r for r in base if r.id in DEFAULT_ROWS], [(1024, 1024, 32, "")])
+
+
+DEFAULT_ROWS = (
+    "h200-sglang-fp8-tp8",
+    "b200-sglang-fp8-tp8-mtp",
+    "mi300x-sglang-fp8-tp8",
+    "mi325x-sglang-fp8-tp8-mtp",
+    "h100-sglang-fp8-tp16",
+    "h200-trtllm-fp8-dep8-mtp",
+    "b200-sglang-fp8-dep8",
+    "b200-vllm-fp8-tp8",
+    "b300-trtllm-fp8-tp8-ep8",
+    "b200-trtllm-fp4-tp8",
+    "b300-sglang-fp4-tp8",
+    "b300-trtllm-fp4-tp8-mtp",
+    "gb300-trtllm-fp4-tp4",
+    "mi325x-atom-fp8-tp8",
+    "mi355x-vllm-fp8-tp8",
+    "mi355x-sglang-fp4-tp8",
+    "mi355x-atom-fp4-tp8-mtp",
+    "gb200-dynamo-trtllm-fp4-1p-dep4-1d-dep32-mtp",
+    "gb200-dynamo-trtllm-fp4-4p-dep4-1d-dep8-mtp",
+    "gb300-dynamo-trtllm-fp4-4p-dep4-1d-dep8",
+    "b200-sglang-fp8-1p-tp8-1d-dep8",
+    "b300-sglang-fp8-1p-tp8-1d-dep8-mtp",
+    "gb200-dynamo-vllm-fp4-2p-dep4-1d-dep8",
+    "h100-dynamo-vllm-fp8-1p-dep16-1d-dep16",
+    "mi355x-sglang-fp8-1p-tp8-1d-tp8",
+)
+"""The default run: every device, engine and serving mode at least once, the slowest-to-simulate layouts (the
+DEP32/DEP48 decode pools without MTP, TEP16 prefill) left to ``--full`` (and ``--quick`` keeps one TEP16 row)."""
 
 
 @dataclass(frozen=True, kw_only=True)

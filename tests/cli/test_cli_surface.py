@@ -272,6 +272,7 @@ SURFACE = {
             "--random-output-len",
             "--random-prefix-len",
             "--random-range-ratio",
+            "--random-range-ratio-meaning",
             "--report",
             "--request-rate",
             "--result-dir",

@@ -201,7 +201,9 @@ FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9_-]*[a-z0-9*])")
 OTHER_PROGRAMS = {  # flags of the engines, tools and scripts the pages quote, not simcast's
     **dict.fromkeys(["--tp-size", "--pp-size", "--enable-dp-attention", "--dist-init-addr", "--nnodes"], "SGLang"),
     **dict.fromkeys(["--node-rank", "--disaggregation-mode", "--disaggregation-transfer-backend"], "SGLang"),
-    **dict.fromkeys(["--max-running-requests"], "SGLang"),
+    **dict.fromkeys(["--max-running-requests", "--attention-backend"], "SGLang"),
+    **dict.fromkeys(["--data-parallel-size"], "vLLM"),
+    **dict.fromkeys(["--method", "--num-speculative-tokens"], "ATOM"),
     **dict.fromkeys(["--output-file", "--output-details"], "python -m sglang.bench_serving"),
     **dict.fromkeys(["--save-detailed"], "vllm bench serve"),
     **dict.fromkeys(["--mem-fraction"], "MyEngine, the skeleton engine of docs/development.md"),

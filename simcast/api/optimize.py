@@ -18,6 +18,7 @@ from simcast.inputs import limits
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.calib.uncertainty.user_residuals import UserResiduals
     from simcast.inputs.workloads import LengthDistribution
     from simcast.serving.search.layouts import Candidate, Rejection, SearchSpace
     from simcast.serving.steady.model import ServingConfig, Workload
@@ -70,6 +71,7 @@ class SearchResult:
     candidates: tuple[Candidate, ...]  # the serving results behind the rows (ServingResult per point)
     space: SearchSpace
     config: ServingConfig  # the base configuration (its parallel layout and batch size are searched)
+    user_residuals: UserResiduals | None = None  # the --engine-profile's leave-one-out residuals (intervals)
 
     def best(self) -> tuple[SearchRow, ...]:
         """Each layout's best point, ranked (the rows of the CLI's table)."""
@@ -166,8 +168,15 @@ def run_search(setup: OptimizeSetup, o: SearchOptions) -> SearchResult:
     )
     keep = [f.name for f in fields(SearchRow)]  # the CSV's columns (speculative runs add two more to the table's)
     rows = tuple(SearchRow(**{k: r[k] for k in keep}) for r in point_rows(cands, lambda r: meets(r, setup.space)))
+    from simcast.api.uncertainty import user_residuals
+
     return SearchResult(
-        rows=rows, rejected=tuple(rejected), candidates=tuple(cands), space=setup.space, config=setup.config
+        rows=rows,
+        rejected=tuple(rejected),
+        candidates=tuple(cands),
+        space=setup.space,
+        config=setup.config,
+        user_residuals=user_residuals(o.engine_profile),
     )
 
 

@@ -84,6 +84,14 @@ class SearchResult:
             "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in self.rejected],
         }
 
+    def uncertainty(self, top: int = 5) -> dict[str, Any]:
+        """The best layout's 80 % intervals (from ``user_residuals`` where they hold enough), the layouts among
+        the ``top`` ranked within simcast's error of it and the bench command of each worth running: the
+        ``uncertainty`` block of ``simcast optimize --json`` (``--top`` there)."""
+        from simcast.api.search_uncertainty import search_uncertainty
+
+        return search_uncertainty(list(self.candidates), self.config.runtime, top, self.user_residuals)[0]
+
     def to_dataframe(self) -> pd.DataFrame:
         """Every point, one row each (the CLI's ``--csv`` columns, less run metadata)."""
         import pandas as pd

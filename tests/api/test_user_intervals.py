@@ -137,3 +137,12 @@ def test_optimize_and_its_api_take_the_profiles_residuals(tmp_path, capsys):
     _check(doc["uncertainty"]["best_intervals_80"], ["ttft_ms", "tpot_ms", "tokens_per_s_per_device"])
     r = optimize(model=MODEL, device="h100_sxm", num_devices=1, input_length=512, output_length=64, engine_profile=prof)
     assert r.user_residuals is not None and len(r.user_residuals.residuals["ttft"]) == len(RES)
+    _check(r.uncertainty()["best_intervals_80"], ["ttft_ms", "tpot_ms", "tokens_per_s_per_device"])
+    assert r.uncertainty(top=doc_top(doc)) == doc["uncertainty"]  # the API's block is the CLI's
+
+
+def doc_top(doc):
+    """The CLI's default --top (the JSON's rows hold every point; its uncertainty block ranks the top)."""
+    from simcast.cli.main import make_parser
+
+    return make_parser("optimize").parse_args(["optimize", MODEL, "--device", "h100_sxm", "--num-devices", "1"]).top

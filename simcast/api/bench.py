@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from simcast.calib.uncertainty.figures import FigureInterval
+    from simcast.calib.uncertainty.user_residuals import UserResiduals
     from simcast.serving.request_level.bench_metrics import BenchMetrics
     from simcast.serving.request_level.bench_result import BenchResult as RequestRun
     from simcast.serving.request_level.simulate import RequestSpec
@@ -49,13 +50,15 @@ class BenchResult:
     s, the steady-state window); ``metrics`` / :meth:`to_dict` the keys ``vllm bench serve --save-result``
     writes plus simcast's steady-state window, deployment and ``assumptions``; ``run`` the request-level
     result (per-request times, step samples: ``simcast.plot_bench`` draws it); ``config`` the serving
-    configuration simulated."""
+    configuration simulated; ``user_residuals`` the ``--engine-profile``'s leave-one-out residuals (None:
+    none), which its intervals take where they hold enough."""
 
     summary: BenchMetrics
     run: RequestRun
     config: ServingConfig
     source: str  # where the request lengths came from: random, dataset <name>, trace <file>
     assumptions: tuple[str, ...] = ()
+    user_residuals: UserResiduals | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -123,6 +126,7 @@ class BenchResult:
             device=self.config.device,
             max_concurrency=m.max_concurrency or 0,
             request_rate=m.request_rate_per_s,
+            user=self.user_residuals,
         )
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -355,7 +359,9 @@ def run_bench(o: BenchOptions) -> BenchResult:
         from simcast.api.bench_disagg import run_disagg_bench
 
         summary, run, dc, source, lines = run_disagg_bench(o, config=_bench_config, notes_of=_bench_notes)
-        return BenchResult(summary=summary, run=run, config=dc, source=source, assumptions=lines)
+        return BenchResult(
+            summary=summary, run=run, config=dc, source=source, assumptions=lines, user_residuals=_user(o)
+        )
     mem = engine_limits(o)
     reqs, source, lengths_note = build_requests(o)
     cfg, kv_tokens = _bounded(o, _bench_config(o, reqs, source, mem), reqs)
@@ -378,7 +384,14 @@ def run_bench(o: BenchOptions) -> BenchResult:
         num_prompts=len(reqs),
     )
     notes = tuple(_bench_notes(o, cfg, kv_tokens, has_prefix, lengths_note))
-    return BenchResult(summary=summary, run=res, config=cfg, source=source, assumptions=notes)
+    return BenchResult(summary=summary, run=res, config=cfg, source=source, assumptions=notes, user_residuals=_user(o))
+
+
+def _user(o: BenchOptions) -> UserResiduals | None:
+    """The ``--engine-profile``'s leave-one-out residuals (None: no profile or none in it)."""
+    from simcast.api.uncertainty import user_residuals
+
+    return user_residuals(o.engine_profile)
 
 
 bench_serve = one_call("bench_serve", BenchOptions, run_bench)

@@ -18,6 +18,7 @@ from simcast.inputs import limits
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simcast.calib.uncertainty.user_residuals import UserResiduals
     from simcast.inputs.workloads import LengthDistribution
     from simcast.serving.search.layouts import Candidate, Rejection, SearchSpace
     from simcast.serving.steady.model import ServingConfig, Workload
@@ -70,6 +71,7 @@ class SearchResult:
     candidates: tuple[Candidate, ...]  # the serving results behind the rows (ServingResult per point)
     space: SearchSpace
     config: ServingConfig  # the base configuration (its parallel layout and batch size are searched)
+    user_residuals: UserResiduals | None = None  # the --engine-profile's leave-one-out residuals (intervals)
 
     def best(self) -> tuple[SearchRow, ...]:
         """Each layout's best point, ranked (the rows of the CLI's table)."""
@@ -81,6 +83,14 @@ class SearchResult:
             "rows": [asdict(r) for r in self.rows],
             "rejected": [{"parallel": r.parallel, "reason": r.reason} for r in self.rejected],
         }
+
+    def uncertainty(self, top: int = 5) -> dict[str, Any]:
+        """The best layout's 80 % intervals (from ``user_residuals`` where they hold enough), the layouts among
+        the ``top`` ranked within simcast's error of it and the bench command of each worth running: the
+        ``uncertainty`` block of ``simcast optimize --json`` (``--top`` there)."""
+        from simcast.api.search_uncertainty import search_uncertainty
+
+        return search_uncertainty(list(self.candidates), self.config.runtime, top, self.user_residuals)[0]
 
     def to_dataframe(self) -> pd.DataFrame:
         """Every point, one row each (the CLI's ``--csv`` columns, less run metadata)."""
@@ -166,8 +176,15 @@ def run_search(setup: OptimizeSetup, o: SearchOptions) -> SearchResult:
     )
     keep = [f.name for f in fields(SearchRow)]  # the CSV's columns (speculative runs add two more to the table's)
     rows = tuple(SearchRow(**{k: r[k] for k in keep}) for r in point_rows(cands, lambda r: meets(r, setup.space)))
+    from simcast.api.uncertainty import user_residuals
+
     return SearchResult(
-        rows=rows, rejected=tuple(rejected), candidates=tuple(cands), space=setup.space, config=setup.config
+        rows=rows,
+        rejected=tuple(rejected),
+        candidates=tuple(cands),
+        space=setup.space,
+        config=setup.config,
+        user_residuals=user_residuals(o.engine_profile),
     )
 
 

@@ -30,7 +30,9 @@ def render_html(result: Any, *, command: str = "") -> str:
     from simcast.sim.report import Report
 
     if isinstance(result, SearchResult):
-        _, lines = search_uncertainty(list(result.candidates), result.config.runtime, len(result.candidates))
+        _, lines = search_uncertainty(
+            list(result.candidates), result.config.runtime, len(result.candidates), result.user_residuals
+        )
         return optimize_page(result, _launch(result), result.config.runtime, lines)
     if isinstance(result, BenchResult):
         return bench_page(result, command, interval_lines(result.intervals, BENCH_LABELS))

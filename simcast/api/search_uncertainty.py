@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from simcast.api.uncertainty import as_dict, layout_choice, serving_intervals
+from simcast.calib.uncertainty.user_residuals import UserResiduals
 from simcast.engines import EMIT_ENGINES
 from simcast.render.interval_text import interval_lines
 from simcast.serving.search.layouts import model_label
@@ -25,8 +26,11 @@ LABELS = {
 }
 
 
-def search_uncertainty(rows: list[Any], engine: str, top: int) -> tuple[dict[str, Any], list[str]]:
-    """(the ``--json`` block, the text lines) for the ranked candidates ``rows`` (best first)."""
+def search_uncertainty(
+    rows: list[Any], engine: str, top: int, user: UserResiduals | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """(the ``--json`` block, the text lines) for the ranked candidates ``rows`` (best first); ``user``: the
+    engine profile's leave-one-out residuals (the best layout's intervals take them where they hold enough)."""
     if not rows:
         return {}, []
     from simcast.render.launch import launch_lines
@@ -39,6 +43,7 @@ def search_uncertainty(rows: list[Any], engine: str, top: int) -> tuple[dict[str
         engine=engine,
         device=best.config.device,
         saturated=True,
+        user=user,
     )
     choice = layout_choice([c.result.tokens_per_s_per_device for c in rows[:top]], engine=engine)
     bench_engine = engine if engine in EMIT_ENGINES else "vllm"

@@ -5,6 +5,8 @@ TTFT / TPOT / ITL and throughput (``bench-serve``), a deployment's steady state 
 optimizer's layouts). The intervals come from simcast's own held-out residuals
 (:mod:`simcast.calib.uncertainty`), grouped by engine, device class, metric and load regime; a device profile
 without fitted kernels widens them. The optimizer also says which layouts are within error of the best one.
+An ``--engine-profile`` holding ``calibrate-serving``'s leave-one-out residuals (at least 9 for a metric) gives
+that metric's interval from them instead (:mod:`simcast.calib.uncertainty.user_residuals`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from simcast.calib.uncertainty.figures import FigureInterval, figure_intervals, load_regime, within_error
+from simcast.calib.uncertainty.user_residuals import UserResiduals
 from simcast.core.device import DeviceSpec
 
 BENCH_FIGURES = ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+
+
+def user_residuals(engine_profile: str | None) -> UserResiduals | None:
+    """The leave-one-out residuals in the engine profile at ``engine_profile`` (None: no profile, or a
+    profile without them)."""
+    if not engine_profile:
+        return None
+    from simcast.calib.uncertainty.user_residuals import profile_residuals
+
+    return profile_residuals(engine_profile)
 
 
 def unfitted(device: DeviceSpec) -> bool:
@@ -44,9 +57,16 @@ def step_intervals(*, latency_s: float, phase: str, engine: str | None, device: 
 
 
 def bench_intervals(
-    metrics: Mapping[str, float], *, engine: str, device: DeviceSpec, max_concurrency: int, request_rate: float
+    metrics: Mapping[str, float],
+    *,
+    engine: str,
+    device: DeviceSpec,
+    max_concurrency: int,
+    request_rate: float,
+    user: UserResiduals | None = None,
 ) -> dict[str, FigureInterval]:
-    """A ``bench-serve`` run: median TTFT / TPOT / ITL (ms) and output token/s."""
+    """A ``bench-serve`` run: median TTFT / TPOT / ITL (ms) and output token/s (``user``: the engine
+    profile's leave-one-out residuals, used for each metric with enough of them)."""
     keys = {"median_ttft_ms": "median_ttft", "median_tpot_ms": "median_tpot", "median_itl_ms": "median_itl"}
     keys["output_throughput"] = "output_throughput"
     figs = figure_intervals(
@@ -55,6 +75,7 @@ def bench_intervals(
         device=device.name,
         regime=load_regime(max_concurrency=max_concurrency, request_rate=request_rate),
         unfitted_device=unfitted(device),
+        user=user,
     )
     back = {v: k for k, v in keys.items()}
     return {back[k]: v for k, v in figs.items()}
@@ -68,15 +89,18 @@ def serving_intervals(
     engine: str,
     device: DeviceSpec,
     saturated: bool,
+    user: UserResiduals | None = None,
 ) -> dict[str, FigureInterval]:
     """A steady state: TTFT, TPOT (ms) and output token/s per device (the optimizer's points are saturated
-    ones; a throughput's relative error does not depend on what it is divided by)."""
+    ones; a throughput's relative error does not depend on what it is divided by; ``user`` as
+    :func:`bench_intervals`)."""
     figs = figure_intervals(
         {"ttft": ttft_ms, "tpot": tpot_ms, "throughput": tokens_per_s_per_device},
         engine=engine,
         device=device.name,
         regime="saturated" if saturated else "loaded",
         unfitted_device=unfitted(device),
+        user=user,
     )
     names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "throughput": "tokens_per_s_per_device"}
     return {names[k]: v for k, v in figs.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from simcast.api.options import Flag, opt
 from simcast.cli.exits import EXIT_NO_LAYOUT
@@ -138,6 +138,7 @@ def _fewest_devices(
             f"devices: ttft {c.result.ttft_s * 1e3:.1f} ms, tpot {c.result.tpot_s * 1e3:.2f} ms)"
         )
         out["agg"] = {"devices": n, **result_row(c.result)}
+        _agg_at_rate(a, fa, lines, out["agg"])
     elif fa is not None:
         from simcast.serving.search.fewest import why_not
 
@@ -152,6 +153,7 @@ def _fewest_devices(
                 f"{rate:g} requests/s needs {fa.devices} devices"
             )
             out["agg"].update(devices_needed=fa.devices, **result_row(c.result))
+            _agg_at_rate(a, fa, lines, out["agg"])
     fa_n = fa.devices if fa is not None and fa.sustained else None
     if fd:
         c2 = fd.config
@@ -173,6 +175,22 @@ def _fewest_devices(
     if fd:
         lines += ["", "assumptions (disagg):"] + [f"  - {x}" for x in assumption_lines(fd.assumptions)]
     return bool(counts)
+
+
+def _agg_at_rate(a: argparse.Namespace, fa: Any, lines: list[str], out: dict) -> None:
+    """The aggregated answer's deployment at the rate, open loop (as serve-config --request-rate prints it):
+    utilisation, the operating point and the rate at which TTFT p99 reaches ``--ttft-limit``."""
+    from simcast.render.rate_tables import format_at_rate, rate_row
+    from simcast.serving.search.fewest import at_rate
+
+    got = at_rate(fa, a.ttft_limit / 1e3 if a.ttft_limit else None, use_disk_cache=a.use_cache)
+    if got is None:
+        return
+    est, limit = got.estimate, got.rate_at_p99_limit_per_s
+    lines.append(
+        f"          on {got.devices} devices, " + format_at_rate(est, limit, a.ttft_limit).replace("\n", "\n        ")
+    )
+    out["at_request_rate"] = {"devices": got.devices, **rate_row(est, limit)}
 
 
 def _fewest_agg(a: argparse.Namespace, space: SearchSpace, agg: tuple[ServingConfig, list, list], rate: float):

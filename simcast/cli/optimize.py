@@ -91,7 +91,7 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     launch = _launch(a, rows)
     from simcast.api.search_uncertainty import search_uncertainty
 
-    unc, unc_lines = search_uncertainty(rows, a.runtime, a.top)
+    unc, unc_lines = search_uncertainty(rows, a.runtime, a.top, found.user_residuals)
     write_report(a, found)
     if a.json:
         _emit_json(a, pts, meta, rejected, refined, finite, launch, unc)

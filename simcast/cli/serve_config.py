@@ -208,7 +208,7 @@ def _print_steady(a: argparse.Namespace, cfg: Any, values: dict[str, Any], r: An
     if values["router"] is not None:
         verdicts.append(_router_line(values["router"], cfg.parallel.dp))
     from simcast.api.search_uncertainty import LABELS
-    from simcast.api.uncertainty import as_dict, serving_intervals
+    from simcast.api.uncertainty import as_dict, serving_intervals, user_residuals
     from simcast.render.interval_text import interval_lines
 
     figs = serving_intervals(
@@ -218,6 +218,7 @@ def _print_steady(a: argparse.Namespace, cfg: Any, values: dict[str, Any], r: An
         engine=cfg.runtime,
         device=cfg.device,
         saturated=False,
+        user=user_residuals(values.get("engine_profile")),
     )
     rate = a.request_rate if a.request_rate is not None else values.get("request_rate")
     at_rate = _at_rate(cfg, float(rate), values.get("ttft_ms"), a.use_cache) if rate else None

@@ -55,3 +55,37 @@ def test_attention_dp_engines_searched_below_num_devices(capsys):
     rc, out = run(args, capsys)
     assert rc == 0
     assert "agg:    4 devices, 4-device attention-DP engines of TP=1 | PP=1 | DP=4 | EP=4" in out
+
+
+@pytest.mark.slow
+def test_the_answer_at_the_rate_is_serve_configs_open_loop_estimate(capsys):
+    """optimize --request-rate's deployment at the rate (1-device replicas, 3 of them) is the open-loop estimate
+    of one replica at a third of the rate, rates scaled by 3: utilisation, operating point, TTFT, TPOT."""
+    from simcast.core.specs import ParallelSpec
+    from simcast.deploy.deployment import Deployment
+    from simcast.inputs.loaders import load_device, load_model
+    from simcast.serving.steady.model import ServingConfig, Workload
+    from simcast.serving.steady.rate import estimate_at_rate, rate_at_p99_limit
+
+    rc, out = run([*OPT, "--request-rate", "1e-6"], capsys)
+    per_replica = json.loads(out)["agg"]["tokens_per_s_per_device"] / 8
+    rate = 2.5 * per_replica
+    rc, out = run([*OPT, "--request-rate", str(rate), "--ttft-limit", "500"], capsys)
+    got = json.loads(out)["agg"]
+    assert rc == 0 and got["devices"] == 3
+    at = got["at_request_rate"]
+    one = ServingConfig(
+        deployment=Deployment(
+            model=load_model("Qwen/Qwen3-8B"), device=load_device("h100_sxm"), parallel=ParallelSpec(), engine="vllm"
+        ),
+        workload=Workload(input_length=128, output_length=8),
+        batch_size=1,
+    )
+    est = estimate_at_rate(one, rate / 3)
+    assert at["devices"] == 3 and at["request_rate"] == pytest.approx(rate)
+    assert at["utilisation"] == pytest.approx(est.utilisation, rel=1e-6)
+    assert at["capacity_request_rate"] == pytest.approx(3 * est.capacity_per_s, rel=1e-6)
+    assert at["concurrency_per_replica"] == est.concurrency
+    assert at["mean_ttft_ms"] == pytest.approx(est.ttft_s * 1e3, rel=1e-6)
+    assert at["mean_tpot_ms"] == pytest.approx(est.tpot_s * 1e3, rel=1e-6)
+    assert at["rate_at_p99_ttft_limit"] == pytest.approx(3 * rate_at_p99_limit(one, 0.5), rel=1e-6)

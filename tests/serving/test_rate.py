@@ -69,3 +69,15 @@ def test_mean_ttft_agrees_with_bench_serve_at_the_same_rate(cfg, frac):
     steady = [x for x in r.requests if x.arrival_s > 5.0]  # past the ramp-up from an idle engine
     ttft = float(np.mean([x.ttft_s for x in steady]))
     assert est.ttft_s == pytest.approx(ttft, rel=TOLERANCE)
+
+
+@pytest.mark.slow
+def test_replicas_split_the_rate_evenly(cfg):
+    """dp = 4 replicas at 4λ are four replicas at λ each (``batch_size`` is the concurrency per replica): the
+    same operating point, TTFT and TPOT, four times the capacity."""
+    one = estimate_at_rate(cfg, 10.0)
+    four = estimate_at_rate(cfg.redeployed(parallel=ParallelSpec(dp=4)), 40.0)
+    assert four.concurrency == one.concurrency
+    assert four.utilisation == pytest.approx(one.utilisation, rel=1e-9)
+    assert (four.ttft_s, four.tpot_s) == (pytest.approx(one.ttft_s, rel=1e-9), pytest.approx(one.tpot_s, rel=1e-9))
+    assert four.capacity_per_s == pytest.approx(4 * one.capacity_per_s, rel=1e-9)

@@ -21,6 +21,8 @@ from simcast.core.errors import require
 from simcast.inputs.files import load_yaml
 
 METRICS = ("ttft", "tpot", "throughput")
+GROUP_PREFIX = "your leave-one-out residuals"
+"""How an interval from the user's residuals names its group (the renderers' source line looks for it)."""
 MAX_ABS_LOG = 5.0
 """Largest |ln(predicted / measured)| read (a factor of ~150 either way)."""
 
@@ -69,6 +71,6 @@ def user_interval(user: UserResiduals | None, metric: str, level: float = LEVEL)
         level=level,
         low_factor=math.exp(-q_hi),
         high_factor=math.exp(-q_lo),
-        group=f"your leave-one-out residuals (calibrate-serving, {user.source})",
+        group=f"{GROUP_PREFIX} (calibrate-serving, {user.source})",
         rows=len(vals),
     )

@@ -21,6 +21,7 @@ from simcast.core.moe_layout import spans_replicas
 from simcast.serving.disagg.search import replicas_for
 from simcast.serving.search.layouts import Candidate, Rejection, SearchSpace, powers_of_two
 from simcast.serving.steady.model import ServingConfig
+from simcast.serving.steady.rate import RateEstimate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,3 +164,37 @@ def why_not(ans: FewestAnswer) -> str:
         f"the limits; {groups} group(s) fit in {ans.max_devices} devices; {ans.rate_per_s:g} requests/s needs "
         f"{math.ceil(ans.rate_per_s / b.group_rate_per_s - 1e-9)} groups = {ans.devices} devices"
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AtRate:
+    """:func:`at_rate`'s answer: the deployment's size (devices) and its estimate at the rate (rates in
+    requests/s over the whole deployment; None: no TTFT limit given)."""
+
+    devices: int
+    estimate: RateEstimate
+    rate_at_p99_limit_per_s: float | None
+
+
+def at_rate(ans: FewestAnswer, ttft_limit_s: float | None, *, use_disk_cache: bool = True) -> AtRate | None:
+    """The open-loop estimate (:mod:`simcast.serving.steady.rate`) of the answer's deployment at the rate:
+    ``ans.devices`` devices when sustained, else the whole groups ``--num-devices`` holds (None: no layout).
+
+    The layout was ranked at ``world`` devices; each group of the deployment carries the same share of the
+    rate as each group of the ranked configuration at ``rate · world / devices``, so that configuration is
+    estimated at that rate (utilisation, per-replica concurrency, TTFT and TPOT are per group) and the rates
+    (capacity, the rate at which TTFT p99 reaches ``ttft_limit_s``) scaled back by ``devices / world``.
+    Assumption: requests split evenly over the groups (the steady state's router)."""
+    from simcast.serving.steady.rate import capacity_per_s, estimate_at_rate, rate_at_p99_limit
+
+    if ans.best is None:
+        return None
+    cfg = ans.best.candidate.result.config
+    world = cfg.parallel.world_size
+    devices = ans.devices if ans.sustained else (ans.max_devices // ans.best.group_devices) * ans.best.group_devices
+    scale = devices / world
+    known = capacity_per_s(cfg, use_disk_cache=use_disk_cache)
+    est = estimate_at_rate(cfg, ans.rate_per_s / scale, use_disk_cache=use_disk_cache, capacity=known)
+    limit = rate_at_p99_limit(cfg, ttft_limit_s, use_disk_cache=use_disk_cache) * scale if ttft_limit_s else None
+    deployed = replace(est, rate_per_s=ans.rate_per_s, capacity_per_s=est.capacity_per_s * scale)
+    return AtRate(devices=devices, estimate=deployed, rate_at_p99_limit_per_s=limit)

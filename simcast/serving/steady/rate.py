@@ -89,8 +89,8 @@ def _carrying(cfg: ServingConfig, rate_replica: float, top: int, use_disk_cache:
     """The steady state at the smallest concurrency in [1, top] whose requests/s per replica reach ``rate_replica``."""
     osl, dp = cfg.workload.output_length, cfg.parallel.dp
 
-    def at(b: int) -> ServingResult:
-        return estimate_serving(replace(cfg, batch_size=b * dp), use_disk_cache=use_disk_cache)
+    def at(b: int) -> ServingResult:  # ``batch_size`` is the concurrency per replica
+        return estimate_serving(replace(cfg, batch_size=b), use_disk_cache=use_disk_cache)
 
     lo, hi = 1, max(1, top)
     while lo < hi:

@@ -22,8 +22,8 @@ from simcast.calib.fitting.from_db_moe import fit_moe, moe_engine_data, predict_
 from simcast.calib.profiles.profile_doc import num
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.dtypes import PEAK_DTYPE
-from simcast.cost.kernels.gemm import gemm_time_s
 from simcast.core.errors import SimcastInputError
+from simcast.cost.kernels.gemm import gemm_time_s
 from simcast.engines import ENGINES, get_engine
 from simcast.inputs.loaders import load_device, profiles_dir
 

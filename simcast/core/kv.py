@@ -44,7 +44,6 @@ from simcast.core.dtypes import FP4_KV_CACHE_DTYPES, KV_CACHE_BYTES
 from simcast.core.model_spec import ModelSpec
 from simcast.core.shards import ShardedDims
 
-
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp8", *FP4_KV_CACHE_DTYPES)
 """The ``--kv-cache-dtype`` values simcast models (the engines' spellings: SGLang ``fp8_e4m3`` / ``nvfp4``,
 vLLM ``fp8`` / ``nvfp4``, TensorRT-LLM ``kv_cache_config.dtype``)."""

@@ -96,7 +96,9 @@ def _fp4_gemms_only(section: Any) -> bool:
         return False
     kinds = {k for k, v in section.items() if isinstance(v, list) and v}
     fits = [f for k in kinds for f in section[k]]
-    return kinds <= {"gemm", "moe"} and all(isinstance(f, dict) and f.get("dtype") in FP4_ACTIVATION_FORMATS for f in fits)
+    return kinds <= {"gemm", "moe"} and all(
+        isinstance(f, dict) and f.get("dtype") in FP4_ACTIVATION_FORMATS for f in fits
+    )
 
 
 def list_devices() -> list[DeviceEntry]:

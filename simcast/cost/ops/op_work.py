@@ -13,7 +13,6 @@ from simcast.core.moe_comm import MoECommPlan
 from simcast.core.specs import Batch
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
-
 FP4_KV_BYTES = frozenset(KV_CACHE_BYTES[k] for k in FP4_KV_CACHE_DTYPES)
 """Bytes per element of the FP4 KV caches (0.5625)."""
 

@@ -32,7 +32,9 @@ token are fractional multiples of its elements (MLA's 576-wide latent: 288 + 36 
   ``(tokens, 576 // 16)`` scales. NVFP4 runs on SM100/SM120 only ("Supported on SM100 and SM120").
 - vLLM (``vllm/config/cache.py``@002f10e0 ``CacheDType``: ``nvfp4``, ``nvfp4_4over6`` "uses the NVFP4 layout",
   and ``nvfp4_ds_mla`` for DeepSeek's MLA).
-- TensorRT-LLM: ``kv_cache_config.dtype: nvfp4`` (FP4 values, FP8 scales per 16, as its NVFP4 weights).
+- TensorRT-LLM: ``QuantConfig.kv_cache_quant_algo = QuantAlgo.NVFP4`` (from a checkpoint's ``hf_quant_config.json``
+  ``kv_cache_quant_algo`` or ``kv_cache_config.dtype: nvfp4``; FP4 values and FP8 scales per 16, as its NVFP4
+  weights; seen in its LLM-API tests through the code index, its file@commit not re-read here).
 
 The per-layer fp32 global scales (8 bytes a layer) and the pool-wide scratch some paths add (SGLang's NVFP4
 prefill dequantises into one shared FP8 workspace) are not per-token-per-layer bytes and are left out.

@@ -97,3 +97,23 @@ def test_fp4_kv_is_refused_off_nvidia_blackwell_and_on_atom():
 def test_unfitted_fp4_gemms_are_labelled_transferred():
     assert "transferred/unfitted" in source_label("vllm", "gemm", "nvfp4", "", "mi355x")
     assert "transferred/unfitted" not in source_label("vllm", "gemm", "bf16", "", "mi355x")
+
+
+def _attention(kv: str):
+    from simcast.sim.simulate import simulate
+
+    spec = Deployment(model=LLAMA8B, device=B200, engine="vllm", kv_cache_dtype=kv).sim_spec(
+        Batch(query_lens=(1,) * 8, context_lens=(1024,) * 8)
+    )
+    rep = simulate(spec)
+    op = next(o for o in rep.stages[0].ops if o.op == "simcast::attention")  # every layer's is the same
+    return op, rep
+
+
+def test_decode_attention_reads_the_fp4_bytes():
+    fp8, r8 = _attention("fp8")
+    fp4, r4 = _attention("nvfp4")
+    io = 2 * 8 * 32 * 128 * 2  # q read and o written in bf16: 8 tokens x 32 heads x 128
+    assert fp8.bytes - io == 8 * 1025 * 2 * 8 * 128  # K and V of 1025 tokens, 8 KV heads x 128, 1 byte
+    assert fp4.bytes - io == 8 * 1025 * 2 * 8 * (64 + 8)  # 64 value bytes + 8 scale bytes per head row
+    assert r4.max_stage_kv_cache_bytes == 8 * 1025 * 32 * 1152  # 8 requests x 1025 tokens x 32 layers x 1152 B

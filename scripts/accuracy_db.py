@@ -19,9 +19,13 @@ DEVICES = [
     ("b200_sxm", "b200"),
     ("b300_sxm", "b300"),
     ("gb200", "gb200"),
+    ("gb300", "gb300"),
     ("a100_sxm", "a100_sxm_80gb"),
     ("l40s", "l40s"),
 ]
+FP4_ONLY = {"gb300"}
+"""Profiles whose engine sections hold only the NVFP4 GEMM / MoE fits (scripts/fit_fp4_from_db.py): only their
+FP4 column is a held-out check; their other kinds run on priors and are not listed."""
 KINDS = [
     ("gemm", "bf16", "GEMM bf16"),
     ("gemm", "fp8", "GEMM fp8"),
@@ -81,9 +85,10 @@ def db_markdown() -> list[str]:
         for e in sorted(t["engine"].unique()):
             row = {"device": prof, "engine": e}
             for kind, dt, label in KINDS:
-                row[label] = _cell(t[(t.engine == e) & (t.kind == kind) & (t.dtype == dt)])
+                fp4_only = prof in FP4_ONLY and dt != "nvfp4"
+                row[label] = "–" if fp4_only else _cell(t[(t.engine == e) & (t.kind == kind) & (t.dtype == dt)])
             grid.append(row)
-        if len(n):
+        if len(n) and prof not in FP4_ONLY:
             md_n = n.assign(device=prof)
             db_fit = any(f.algorithm.startswith("nccl") for f in dev.links.intra_node.collectives)
             grid.append(
@@ -101,6 +106,9 @@ def db_markdown() -> list[str]:
         "### Held-out error per device, engine and kernel kind",
         "",
         markdown_table(g),
+        "",
+        "gb300's engine sections hold only NVFP4 GEMM and MoE fits (`scripts/fit_fp4_from_db.py gb300`, the same "
+        "even-half split): its FP4 GEMM cells are held-out checks, its other kernels run on priors (not listed).",
         "",
         "vLLM's fp8-block GEMM cells are its graph-captured DeepGEMM proxy rows (SGLang's table; TensorRT-LLM's "
         "on L40S): vLLM's own fp8-block rows are timed without CUDA graphs (host-bound, ~0.2-0.4 ms at small "

@@ -22,8 +22,9 @@ from simcast.calib.fitting.from_db_moe import fit_moe, moe_engine_data, predict_
 from simcast.calib.profiles.profile_doc import num
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.dtypes import PEAK_DTYPE
+from simcast.core.errors import SimcastInputError
 from simcast.cost.kernels.gemm import gemm_time_s
-from simcast.engines import ENGINES
+from simcast.engines import ENGINES, get_engine
 from simcast.inputs.loaders import load_device, profiles_dir
 
 FAMILY = "nvfp4"
@@ -63,6 +64,10 @@ def fit_system(system: str) -> dict[str, dict]:
     peak = dev.matmul_peak(PEAK_DTYPE[FAMILY])
     out: dict[str, dict] = {}
     for engine in ENGINES:
+        try:
+            get_engine(engine).check_device(dev)  # ATOM runs on AMD only: no fit of it on an NVIDIA system
+        except SimcastInputError:
+            continue
         got: dict = {"tables": []}
         data = engine_data(system, engine)
         rows = data.gemm[data.gemm["dtype"] == FAMILY] if len(data.gemm) else data.gemm
@@ -116,7 +121,8 @@ def write(system: str, fits: dict[str, dict]) -> None:
             end += 1
             err_i = next(i for i in range(start, end) if lines[i].startswith("    fit_abs_err_pct: {"))
             close = lines[err_i].index("}  #")
-            lines[err_i] = lines[err_i][:close] + f", {kind}.{FAMILY}: [{med:.1f}, {p90:.1f}]" + lines[err_i][close:]
+            sep = "" if lines[err_i][close - 1] == "{" else ", "  # a section with no fit yet (GB300)
+            lines[err_i] = lines[err_i][:close] + f"{sep}{kind}.{FAMILY}: [{med:.1f}, {p90:.1f}]" + lines[err_i][close:]
     p.write_text("\n".join(lines))
 
 

@@ -14,6 +14,7 @@ from simcast.api.options import Flag, opt, required
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
+from simcast.core.kv import KV_CACHE_DTYPES
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.engines import NO_ENGINE, REGISTRY
@@ -143,11 +144,14 @@ class TargetOptions:
     )
     kv_cache_dtype: str = opt(
         "auto",
-        "KV cache element type: auto (the model's dtype), bf16 or fp8",
+        "KV cache element type: auto (the model's dtype), bf16, fp8 or nvfp4 (FP4 values + an fp8 scale per 16: "
+        "0.5625 bytes per element; Blackwell only)",
         flag=Flag(
             names=("--kv-cache-dtype",),
-            help="KV cache element type (the engines' fp8_e4m3 / fp8_e5m2 are fp8) [default auto: the model dtype]",
-            choices=("auto", "bf16", "fp8"),
+            help="KV cache element type (the engines' fp8_e4m3 / fp8_e5m2 are fp8); nvfp4: 4-bit values + one 1-byte "
+            "scale per 16 (0.5625 bytes per element), SGLang/vLLM --kv-cache-dtype nvfp4, TensorRT-LLM "
+            "kv_cache_config.dtype nvfp4, Blackwell only [default auto: the model dtype]",
+            choices=KV_CACHE_DTYPES,
             value_type="kv_cache_dtype",
         ),
     )

@@ -19,6 +19,9 @@ from typing import Any
 from simcast.calib.uncertainty.figures import FigureInterval, figure_intervals, load_regime, within_error
 from simcast.calib.uncertainty.user_residuals import UserResiduals
 from simcast.core.device import DeviceSpec
+from simcast.core.dtypes import FP4_ACTIVATION_FORMATS
+
+FP4_FAMILIES = frozenset(FP4_ACTIVATION_FORMATS)
 
 BENCH_FIGURES = ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
 
@@ -34,8 +37,12 @@ def user_residuals(engine_profile: str | None) -> UserResiduals | None:
 
 
 def unfitted(device: DeviceSpec) -> bool:
-    """A profile with no engine's fitted kernels (its efficiencies are priors or carried over)."""
-    return not device.engines
+    """A profile with no engine's fitted kernels (its efficiencies are priors or carried over); fits of the
+    FP4 weight GEMMs / MoE experts alone (GB300's profile) leave every other kernel on priors: still unfitted."""
+    return not any(
+        ek.prefill or ek.decode or ek.all_reduce or ek.all_to_all or any(f.dtype not in FP4_FAMILIES for f in ek.gemm)
+        for ek in device.engines.values()
+    )
 
 
 def as_dict(figs: Mapping[str, FigureInterval]) -> dict[str, Any]:

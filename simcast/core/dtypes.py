@@ -33,6 +33,7 @@ class NumberFormat:
     is_float8: bool = False
     activation: bool = False  # a model / activation / KV-cache dtype (``torch_dtype``, ``--dtype``)
     weight: bool = False  # a weight format of ``quantization_config`` (``model.quantization.*``)
+    kv_cache: bool = False  # a block-scaled ``--kv-cache-dtype`` beyond the activation dtypes (nvfp4)
     aliases: tuple[str, ...] = ()
 
 
@@ -84,7 +85,9 @@ FORMATS: tuple[NumberFormat, ...] = (
     ),
     NumberFormat(name="mxfp4", element_bytes=0.5, bytes_per_element=4.25 / 8, peak_dtype="bf16", weight=True),
     NumberFormat(name="mxfp4_w4a4", element_bytes=0.5, bytes_per_element=4.25 / 8, peak_dtype="fp4", weight=True),
-    NumberFormat(name="nvfp4", element_bytes=0.5, bytes_per_element=0.5 + 1.0 / 16, peak_dtype="fp4", weight=True),
+    NumberFormat(
+        name="nvfp4", element_bytes=0.5, bytes_per_element=0.5 + 1.0 / 16, peak_dtype="fp4", weight=True, kv_cache=True
+    ),
     NumberFormat(name="fp4", element_bytes=0.5, bytes_per_element=0.5, peak_dtype="fp4", aliases=("float4_e2m1",)),
     NumberFormat(name="int8", element_bytes=1, bytes_per_element=1.0, peak_dtype="int8"),
 )
@@ -95,6 +98,14 @@ _BY_ALIAS = {a: f for f in FORMATS for a in (f.name, *f.aliases)}
 
 DTYPE_BYTES: dict[str, int] = {f.name: int(f.element_bytes) for f in FORMATS if f.activation}
 """Bytes per element of the model / activation / KV-cache dtypes (``fp32``, ``bf16``, ``fp16``, ``fp8``)."""
+
+KV_CACHE_BYTES: dict[str, float] = {f.name: f.bytes_per_element for f in FORMATS if f.activation or f.kv_cache}
+"""Bytes per KV-cache element, block scales included, of every ``--kv-cache-dtype``: the activation dtypes
+(a per-tensor scale, nothing per element) and nvfp4 (4-bit e2m1 values + one 1-byte scale per 16 values =
+0.5625 bytes; :mod:`simcast.core.kv` cites the engines' cache layouts)."""
+
+FP4_KV_CACHE_DTYPES: tuple[str, ...] = tuple(f.name for f in FORMATS if f.kv_cache)
+"""``--kv-cache-dtype`` values that store 4-bit values (the engines' FP4 KV caches)."""
 
 WEIGHT_FORMAT_BYTES: dict[str, float] = {f.name: f.bytes_per_element for f in FORMATS if f.weight}
 """Bytes per weight element, scales included, of every weight format a checkpoint may declare."""

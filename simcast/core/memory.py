@@ -38,18 +38,19 @@ def stage_weight_bytes(
     return w
 
 
-def kv_bytes_per_token(model: ModelSpec, sd: ShardedDims, num_layers: int, kv_bytes: int = 0) -> int:
+def kv_bytes_per_token(model: ModelSpec, sd: ShardedDims, num_layers: int, kv_bytes: float = 0) -> float:
     """K and V (MLA: the compressed latent) of one token across ``num_layers`` layers on one rank.
-    ``kv_bytes`` per element (0: the model dtype)."""
+    ``kv_bytes`` per element, scales included (0: the model dtype; fractional for an FP4 cache: 0.5625).
+    An int for whole-byte dtypes."""
     return num_layers * kv_elements_per_token_layer(model, sd) * (kv_bytes or model.dtype_bytes)
 
 
 def stage_kv_cache_bytes(
-    model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, batch: Batch, kv_bytes: int = 0
+    model: ModelSpec, sd: ShardedDims, info: PipelineStageInfo, batch: Batch, kv_bytes: float = 0
 ) -> int:
     """KV cache the batch holds on this stage: active layers only (sliding layers: the window)."""
     if not model.layer_types:
-        return batch.kv_tokens * kv_bytes_per_token(model, sd, info.num_layers, kv_bytes)
+        return int(batch.kv_tokens * kv_bytes_per_token(model, sd, info.num_layers, kv_bytes))
     per = kv_bytes_per_token(model, sd, 1, kv_bytes)
     groups = [(q + c, n) for q, c, n in zip(batch.query_lens, batch.context_lens, batch.counts)]
     state = sum(linear_state_bytes(model, i, sd.tp) for i in info.active_layer_indices) * sum(batch.counts)
@@ -63,7 +64,7 @@ def stage_kv_bytes_for(
     info: PipelineStageInfo,
     requests: int,
     tokens_per_request: int,
-    kv_bytes: int = 0,
+    kv_bytes: float = 0,
 ) -> int:
     """KV of ``requests`` requests of ``tokens_per_request`` tokens each on this stage (serving memory); a
     linear-attention layer adds its constant state per request."""

@@ -13,6 +13,7 @@ from typing import Any
 from simcast.core.chunking import ChunkedPrefill
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
+from simcast.core.kv import KV_CACHE_DTYPES, is_fp4_kv
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe import DEFAULT_EXPERT_IMBALANCE
 from simcast.core.moe_comm import MoECommFlags
@@ -219,10 +220,16 @@ class SimSpec:
             "must be >= 1 (1 = uniform routing)",
         )
         require(
-            self.kv_cache_dtype in ("auto", "bf16", "fp8"),
+            self.kv_cache_dtype in KV_CACHE_DTYPES,
             "--kv-cache-dtype",
             self.kv_cache_dtype,
-            "allowed: auto, bf16, fp8",
+            f"allowed: {', '.join(KV_CACHE_DTYPES)}",
+        )
+        require(
+            not is_fp4_kv(self.kv_cache_dtype) or self.device.has_fp4,
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
+            f"an FP4 KV cache needs FP4 tensor cores (Blackwell); {self.device.name} has none: use fp8",
         )
         require(self.num_microbatches >= 1, "--microbatches", self.num_microbatches, "must be >= 1")
         require(

@@ -51,6 +51,7 @@ class Deployment:
         settings = dict(self.engine_settings)
         get_engine(self.engine).check_settings(settings)
         get_engine(self.engine).check_device(self.device)
+        get_engine(self.engine).check_kv_cache_dtype(self.kv_cache_dtype, self.device)
         object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod

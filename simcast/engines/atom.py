@@ -30,6 +30,7 @@ from typing import Any
 
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError
+from simcast.core.kv import is_fp4_kv
 from simcast.engines.base import Engine, EngineDefaults, LaunchTarget, PolicyLike
 from simcast.engines.launch import command_line
 from simcast.engines.records import FRONT_END, EngineRecord
@@ -113,6 +114,11 @@ class Atom(Engine):
             raise SimcastInputError(
                 "--engine", self.name, f"ATOM runs on AMD Instinct GPUs (ROCm) only, not {device.name}"
             )
+
+    def check_kv_cache_dtype(self, kv_cache_dtype: str, device: DeviceSpec) -> None:
+        """ATOM's KV cache is the model dtype or fp8 (``--kv_cache_dtype fp8``, ``arg_utils.py``): no FP4 cache."""
+        if is_fp4_kv(kv_cache_dtype):
+            raise SimcastInputError("--kv-cache-dtype", kv_cache_dtype, "ATOM's KV cache is auto or fp8 (no FP4 cache)")
 
     def defaults(self, device: DeviceSpec, tp: int, pp: int, usage: str) -> EngineDefaults:
         self.check_device(device)

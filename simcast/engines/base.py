@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
 from simcast.core.errors import SimcastInputError
+from simcast.core.kv import is_fp4_kv
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
 from simcast.core.specs import ParallelSpec
@@ -180,6 +181,19 @@ class Engine(ABC):
     def check_device(self, device: DeviceSpec) -> None:
         """Refuse (one input error) a device the engine does not run on; every device by default."""
         return None
+
+    def check_kv_cache_dtype(self, kv_cache_dtype: str, device: DeviceSpec) -> None:
+        """Refuse (one input error) a KV cache the engine cannot run on ``device``. By default an FP4 cache runs
+        on NVIDIA GPUs with FP4 tensor cores only: SGLang's NVFP4 KV method is "Supported on SM100 and SM120"
+        and quantises through FlashInfer's CUDA ``nvfp4_kv_quantize``
+        (``python/sglang/srt/layers/quantization/fp4_kv_cache_quant_method.py``@02719cd1), TensorRT-LLM's and
+        vLLM's NVFP4 caches are Blackwell formats; CDNA (ROCm) has no NVFP4 KV kernels in these engines."""
+        if is_fp4_kv(kv_cache_dtype) and (not device.has_fp4 or device.reported_name.startswith("AMD")):
+            raise SimcastInputError(
+                "--kv-cache-dtype",
+                kv_cache_dtype,
+                f"{self.name}'s FP4 KV cache runs on NVIDIA Blackwell only, not {device.name}: use fp8",
+            )
 
     def accepts_memory_flag(self, owner: str | None) -> bool:
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 
+from simcast.core.kv import is_fp4_kv
 from simcast.engines.base import LaunchTarget
 
 HEAD = "${HEAD_IP}"
@@ -36,7 +37,7 @@ def precision_flags(cfg: LaunchTarget, fp8_kv_cache: str) -> list[str]:
     config needs no flag), ``--quantization modelopt_fp4`` for NVFP4 weights (vLLM's and SGLang's name of
     ModelOpt's NVFP4 method: vllm/model_executor/layers/quantization/__init__.py, sglang
     python/sglang/srt/server_args.py ``QUANTIZATION_CHOICES``), ``--quantization mxfp4`` when simcast applied
-    MXFP4 experts, and ``--kv-cache-dtype`` with the engine's spelling of fp8 (``fp8_kv_cache``)."""
+    MXFP4 experts, and ``--kv-cache-dtype`` with the engine's spelling of fp8 (``fp8_kv_cache``) or ``nvfp4``."""
     q, out = cfg.model.quant, []
     if q is not None and q.method == "fp8" and q.dense_format == "fp8":
         out += ["--quantization", "fp8"]
@@ -46,6 +47,8 @@ def precision_flags(cfg: LaunchTarget, fp8_kv_cache: str) -> list[str]:
         out += ["--quantization", "mxfp4"]
     if cfg.kv_cache_dtype == "fp8":
         out += ["--kv-cache-dtype", fp8_kv_cache]
+    if is_fp4_kv(cfg.kv_cache_dtype):  # vLLM's and SGLang's name of the NVFP4 KV cache (simcast.core.kv)
+        out += ["--kv-cache-dtype", "nvfp4"]
     return out
 
 

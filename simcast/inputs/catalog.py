@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from simcast.core.dtypes import FP4_ACTIVATION_FORMATS
 from simcast.core.shards import param_count
 from simcast.inputs.aliases import MODEL_ALIASES
 from simcast.inputs.files import read_bytes
@@ -82,8 +83,22 @@ def device_status(doc: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
         eff = f"fitted ({n} parameters, {cal.get('date', 'undated')})"
     else:
         eff = "datasheet peaks + initial assumptions"
+    if engines and all(_fp4_gemms_only(v) for v in (doc.get("engines") or {}).values()):
+        # GB300: NVFP4 GEMM / MoE fits alone; attention, collectives and 16-bit/fp8 GEMMs stay on priors
+        return "unfitted", eff, (*engines[:-1], f"{engines[-1]} (nvfp4 GEMM/MoE only)")
     fitted = engines or (n > 0 and not method.startswith("transfer"))
     return ("fitted" if fitted else "unfitted"), eff, engines
+
+
+def _fp4_gemms_only(section: Any) -> bool:
+    """An ``engines.<engine>`` block that fits FP4-weight GEMMs / MoE experts and nothing else."""
+    if not isinstance(section, dict):
+        return False
+    kinds = {k for k, v in section.items() if isinstance(v, list) and v}
+    fits = [f for k in kinds for f in section[k]]
+    return kinds <= {"gemm", "moe"} and all(
+        isinstance(f, dict) and f.get("dtype") in FP4_ACTIVATION_FORMATS for f in fits
+    )
 
 
 def list_devices() -> list[DeviceEntry]:

@@ -10,6 +10,7 @@ from simcast.core import assumption as A
 from simcast.core.assumption import Assumption, Topic
 from simcast.core.chunking import chunk_runs
 from simcast.core.device import InterNodeOrigin
+from simcast.core.kv import is_fp4_kv
 from simcast.cost.kernels.engine_cost import source_label
 from simcast.engines import PP_PREFILL_RULES as RULES
 from simcast.engines.partition import PARTITION_RULES, canonical_partition
@@ -179,7 +180,13 @@ def _weight_format(f: A.WeightFormat) -> str:
 
 
 def _kv_dtype(f: A.KvCacheDtype) -> str:
-    return f"KV cache in {f.kv_cache_dtype} (--kv-cache-dtype)" if f.from_flag else f"KV cache dtype {f.kv_cache_dtype}"
+    head = f"KV cache in {f.kv_cache_dtype} (--kv-cache-dtype)" if f.from_flag else f"KV cache dtype {f.kv_cache_dtype}"
+    if not is_fp4_kv(f.kv_cache_dtype):
+        return head
+    return head + (
+        ": 0.5625 bytes per element (FP4 values + a 1-byte scale per 16) in memory, admission and KV transfer; "
+        "attention reads those bytes at the roofline (transferred/unfitted: no FP4-KV attention table is measured)"
+    )
 
 
 def _fp8(f: A.Fp8) -> str:

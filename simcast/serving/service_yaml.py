@@ -46,7 +46,7 @@ request_rate: 20                    # optional, requests/s: disagg: the pools ru
                                     # pool's at its batch); agg: the open-loop estimate at it (utilisation, TTFT)
 max_concurrency: 64                 # disagg, optional: the --num-prompts replay's client cap on requests in flight
 prefill: {replicas: 2, tp_size: 1}  # disagg: the prefill pool (tp/pp/dp/ep_size, enable_dp_attention, device,
-decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, kv_cache_dtype: auto|bf16|fp8,
+decode: {replicas: 1, tp_size: 2, batch_size: 128}  # max_batched_tokens, kv_cache_dtype: auto|bf16|fp8|nvfp4,
                                     #   quantization: none|fp8, replicas; decode also batch_size; a
                                     #   speculative block (or flags) runs in the decode pool only
 ```

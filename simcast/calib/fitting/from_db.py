@@ -85,6 +85,12 @@ SYSTEMS: dict[str, SystemInfo] = {
     "gb200": SystemInfo(
         profile="gb200", sm_count=148, sm_source="GB200's Blackwell GPU: 148 SMs, as B200 (CUDA device properties)"
     ),
+    "gb300": SystemInfo(
+        profile="gb300",
+        sm_count=160,
+        sm_source="GB300's Blackwell Ultra GPU: 160 SMs, as B300 (NVIDIA 'Inside Blackwell Ultra' developer blog, "
+        "Hot Chips 2025)",
+    ),
     "a100_sxm": SystemInfo(
         profile="a100_sxm_80gb", sm_count=108, sm_source="A100 SXM4: 108 SMs (NVIDIA A100 whitepaper, 2020)"
     ),

@@ -89,6 +89,8 @@ def source_label(engine: str | None, kind: str, dtype: str, fitted_by: str, devi
         return "NCCL's own collectives (link fits)"
     if not fitted_by:
         generic = "link formula" if kind in ("dispatch", "combine") else "generic roofline"
+        if kind in ("gemm", "moe") and PEAK_DTYPE.get(dtype) == "fp4":  # the fp4 peak (W4A4) or 16-bit (W4A16)
+            return f"{generic}, transferred/unfitted (no {dtype} table of {device_name})"
         return f"{generic} (no engine fit for {kind} {dtype} on {device_name})"
     return f"{fitted_by} fit" + ("" if fitted_by == engine else f" (fallback: no {engine} fit on {device_name})")
 

@@ -31,7 +31,7 @@ from simcast.cost.ops.attention_ops import FA_QUERY_TILE, head_dims
 from simcast.cost.ops.batches import Batches
 from simcast.cost.ops.compute import _ENGINE_BOUNDS, gemm_family, launch_s, op_cost, roofline_parts
 from simcast.cost.ops.formulas import OP_FORMULAS
-from simcast.cost.ops.op_work import CostContext, OpCost, OpWork, io_bytes, nbytes
+from simcast.cost.ops.op_work import CostContext, OpCost, OpWork, attention_fit_dtype, io_bytes, nbytes
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
 
@@ -224,7 +224,7 @@ def _engine_time(rec: OpRecord, work: OpWork, ctx: ArrayContext, dtype: str) -> 
         got2 = bk.attention_many(
             ctx.device,
             ctx.engine,
-            "fp8" if ctx.kv_bytes == 1 else dtype,
+            attention_fit_dtype(ctx.kv_bytes, dtype),
             b,
             *work.attn,
             phase=ctx.attention_phase,

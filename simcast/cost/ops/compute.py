@@ -22,7 +22,7 @@ from simcast.cost.kernels import engine_cost
 from simcast.cost.kernels.curves import saturation
 from simcast.cost.kernels.moe_kernels import moe_family
 from simcast.cost.ops.formulas import OP_FORMULAS
-from simcast.cost.ops.op_work import CostContext, OpCost, OpWork, io_bytes
+from simcast.cost.ops.op_work import CostContext, OpCost, OpWork, attention_fit_dtype, io_bytes
 from simcast.trace.ir import OpRecord
 
 __all__ = ["CostContext", "OpCost", "OpWork", "engine_roofline", "op_cost", "roofline", "roofline_parts"]
@@ -109,7 +109,7 @@ def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -
         got = engine_cost.attention_s(
             ctx.device,
             ctx.engine,
-            "fp8" if ctx.kv_bytes == 1 else dtype,  # the fit of the KV dtype the kernel reads
+            attention_fit_dtype(ctx.kv_bytes, dtype),  # the fit of the KV dtype the kernel reads
             b.query_lens,
             b.context_lens,
             *work.attn,

@@ -7,11 +7,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcast.core.device import DeviceSpec
-from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.dtypes import DTYPE_BYTES, FP4_KV_CACHE_DTYPES, KV_CACHE_BYTES
 from simcast.core.layout import Path
 from simcast.core.moe_comm import MoECommPlan
 from simcast.core.specs import Batch
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
+
+FP4_KV_BYTES = frozenset(KV_CACHE_BYTES[k] for k in FP4_KV_CACHE_DTYPES)
+"""Bytes per element of the FP4 KV caches (0.5625)."""
+
+
+def attention_fit_dtype(kv_bytes: float, dtype: str) -> str:
+    """The KV dtype whose fitted attention kernels cost a launch over a cache of ``kv_bytes`` per element: fp8
+    for an fp8 cache, ``nvfp4`` for an FP4 one (the measured-kernel database times no FP4-KV attention, so no
+    profile has such a fit: the launch falls to the roofline on the cache's 0.5625 bytes per element, labelled
+    by the KV-dtype assumption), else the model dtype."""
+    if kv_bytes == 1:
+        return "fp8"
+    return "nvfp4" if kv_bytes in FP4_KV_BYTES else dtype
 
 
 @dataclass(frozen=True, kw_only=True)

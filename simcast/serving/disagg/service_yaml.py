@@ -3,7 +3,7 @@
 The top-level keys configure what both pools share (model, engine, workload, fabric, memory flags,
 ``parallel_config``'s partition and node size); each pool block sets its own layout (``tp_size``,
 ``pp_size``, ``dp_size``, ``ep_size``, ``moe_dp_size``, ``enable_dp_attention``), ``replicas``,
-optionally its own ``device`` profile, ``max_batched_tokens``, ``kv_cache_dtype`` (auto | bf16 | fp8) and
+optionally its own ``device`` profile, ``max_batched_tokens``, ``kv_cache_dtype`` (auto | bf16 | fp8 | nvfp4) and
 ``quantization`` (none | fp8: the weights' format, as ``--quantization``); the decode block its ``batch_size``
 (running requests per DP rank; default ``workload.batch_size``). A ``speculative`` block (or the flags)
 runs in the decode pool only: the prefill pool makes one token per request and never drafts.
@@ -17,6 +17,7 @@ from typing import Any
 
 from simcast.core.errors import require
 from simcast.core.fabrics import FabricChoice, with_fabric
+from simcast.core.kv import KV_CACHE_DTYPES
 from simcast.core.specs import ParallelSpec
 from simcast.inputs.limits import check_fabric_choice
 from simcast.inputs.loaders import load_device, with_quantization
@@ -24,7 +25,6 @@ from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
 from simcast.serving.disagg.steady import DisaggConfig
 
-KV_CACHE_DTYPES = ("auto", "bf16", "fp8")
 """A pool's ``kv_cache_dtype`` (as ``--kv-cache-dtype``)."""
 
 

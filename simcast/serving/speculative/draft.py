@@ -115,11 +115,12 @@ def draft_weight_bytes(model: ModelSpec, spec: SpeculativeSpec, par: ParallelSpe
 
 
 def draft_kv_bytes_per_token(model: ModelSpec, spec: SpeculativeSpec, tp: int, kv_cache_dtype: str = "auto") -> int:
-    """KV bytes the draft adds per cached token on one rank of the last stage (one layer)."""
+    """KV bytes the draft adds per cached token on one rank of the last stage (one layer; an FP4 cache's
+    0.5625 bytes per element give whole bytes for every width that is a multiple of its 16-value scale block)."""
     d = draft_model(model, spec)
     if d is None:
         return 0
-    return kv_bytes_per_token(d, sharded_dims(d, tp), 1, kv_dtype_bytes(d, kv_cache_dtype))
+    return int(kv_bytes_per_token(d, sharded_dims(d, tp), 1, kv_dtype_bytes(d, kv_cache_dtype)))
 
 
 @dataclass(kw_only=True)

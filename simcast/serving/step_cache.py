@@ -2,12 +2,13 @@
 one process: a bench-serve run, the notebook's sweeps, the optimizer's finalists and the disaggregated replay's
 two pools cost many of the same steps again; each distinct step is costed once per process.
 
-Key: the full ``repr`` of the step's :class:`~simcast.core.specs.SimSpec` template (the deployment: model, device, layout,
-partition, engine and its settings, KV dtype, MoE flags; the engine policy's part of a step's cost,
-``tp_sharded_send``; the decode query length) with whether traces may come from disk, then the step shape
-(:class:`~simcast.core.specs.Batch`). Everything a :class:`~simcast.sim.batched.LayoutCoster` reads is in it, so
-a hit returns the tuple a recomputation gives (``tests/serving/test_step_cache.py``). The engine policy's CPU
-time, overlap and PP return hop are added per call (not cached: cheap, and they differ between engines).
+Key: the full ``repr`` of the step's :class:`~simcast.core.specs.SimSpec` template (the deployment: model,
+device, layout, partition, engine and its settings, KV dtype, MoE flags; the engine policy's part of a step's
+cost, ``tp_sharded_send``; the decode query length; the spec holds dicts, so the spec itself is unhashable) with
+whether traces may come from disk, then the step shape (:class:`~simcast.core.specs.Batch`). Everything a
+:class:`~simcast.sim.batched.LayoutCoster` reads is in it, so a hit returns the tuple a recomputation gives
+(``tests/serving/test_step_cache.py``). The engine policy's CPU time, overlap and PP return hop are added per
+call (not cached: cheap, and they differ between engines).
 
 Only stage times computed on the stage-times path are stored (a coster's own memo also takes stage times from
 the full reports it builds; those stay in that coster), so which coster asked first changes nothing.

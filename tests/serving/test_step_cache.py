@@ -23,9 +23,7 @@ BATCHES = [
 
 def _coster(cache: StepCostCache | None, *, engine: str = "vllm", tp: int = 1, **kw) -> StepCoster:
     dev = load_device("h100_sxm")
-    dep = Deployment(
-        model=load_model("Qwen/Qwen3-8B"), device=dev, parallel=ParallelSpec(tp=tp), engine=engine
-    )
+    dep = Deployment(model=load_model("Qwen/Qwen3-8B"), device=dev, parallel=ParallelSpec(tp=tp), engine=engine)
     return StepCoster(deployment=dep, policy=engine_policy(engine, dev, tp=tp), shared=cache, **kw)
 
 

@@ -23,6 +23,7 @@ from simcast.core.schedule import pipeline_times
 from simcast.core.specs import Batch, SimSpec
 from simcast.deploy.deployment import Deployment, OnDeployment
 from simcast.engines.policy import EnginePolicy
+from simcast.serving.step_cache import STEP_COST_CACHE, StepCostCache
 from simcast.sim.batched import LayoutCoster
 from simcast.sim.report import Report
 
@@ -118,6 +119,7 @@ class StepMemo:
         self.times: dict[Batch, tuple[float, ...]] = {}
         self.reports: dict[Batch, Report] = {}
         self.layout: LayoutCoster | None = None
+        self.layout_key: str | None = None  # the shared store's key of this layout
 
     def __len__(self) -> int:
         return len(self.times)
@@ -131,7 +133,9 @@ class StepCoster(OnDeployment):
     :meth:`cycle_s` adds the engine's CPU and ``in_flight``. Batches are costed many at a time
     (:class:`simcast.sim.batched.LayoutCoster`: each op once over all of them): :meth:`stage_times_many`
     and :meth:`reports` take a list, and a caller that knows the batches it will ask for (the optimizer's
-    concurrency frontier) hands them over first; a batch asked for alone is costed alone.
+    concurrency frontier) hands them over first; a batch asked for alone is costed alone. Stage times are
+    also shared with every coster of the same layout in the process (``shared``:
+    :mod:`simcast.serving.step_cache`).
     """
 
     deployment: Deployment  # the model, devices, layout, partition, engine (its kernels cost the ops)
@@ -140,6 +144,7 @@ class StepCoster(OnDeployment):
     verify_tokens: int = 1  # query tokens per decoding request: 1, or k + 1 with speculative decoding
     tokens_per_step: float = 1.0  # tokens a decoding request emits per step: 1, or 1 + E with speculative decoding
     draft_s: DraftTime = NO_DRAFT  # speculative draft: (requests, context) -> s on the last stage
+    shared: StepCostCache | None = field(default=STEP_COST_CACHE, repr=False)  # None: this coster's memo only
     _memo: StepMemo = field(default_factory=StepMemo, repr=False)
 
     @property
@@ -185,13 +190,33 @@ class StepCoster(OnDeployment):
 
     def stage_times_many(self, batches: Sequence[Batch | None]) -> list[tuple[float, ...]]:
         """Stage times (s) of one step on each of ``batches`` (None: an empty step, zeros), the new ones
-        costed in one pass."""
+        costed in one pass (those the shared store has taken from it)."""
         memo = self._memo
         new = list(dict.fromkeys(b for b in batches if b is not None and b not in memo.times))
-        for b, t in zip(new, self._layout().stage_times_many(new)):
-            memo.times[b] = t
+        if new:
+            self._cost_times(new)
         zero = (0.0,) * self.parallel.pp
         return [zero if b is None else memo.times[b] for b in batches]
+
+    def _shared_key(self) -> str:
+        """The layout's key in the shared store: the step spec's full repr (every field of the frozen spec
+        tree, dicts included, which makes the spec itself unhashable) and whether traces come from disk."""
+        if self._memo.layout_key is None:
+            self._memo.layout_key = f"{self.spec(Batch.decode(1, 1))!r} disk={self.use_disk_cache}"
+        return self._memo.layout_key
+
+    def _cost_times(self, new: list[Batch], costed: Sequence[tuple[float, ...]] | None = None) -> None:
+        """Stage times of ``new`` (none of them in the memo) into the memo: from the shared store, else
+        ``costed`` (given: already costed on the stage-times path) or costed now, and stored there."""
+        memo, shared = self._memo, self.shared
+        if shared is not None and costed is None:
+            found = shared.get_many(self._shared_key(), new)
+            memo.times.update(found)
+            new = [b for b in new if b not in found]
+        times = list(costed) if costed is not None else self._layout().stage_times_many(new)
+        memo.times.update(zip(new, times))
+        if shared is not None and new:
+            shared.put_many(self._shared_key(), new, times)
 
     def prefetch(self, batches: Sequence[Batch], reports: Sequence[Batch] = ()) -> None:
         """Cost ``batches`` (stage times) and ``reports`` (full reports) now, each new one once, in one pass."""
@@ -201,11 +226,15 @@ class StepCoster(OnDeployment):
         if not want:
             self.stage_times_many(rest)
             return
+        if self.shared is not None and rest:
+            found = self.shared.get_many(self._shared_key(), rest)
+            memo.times.update(found)
+            rest = [b for b in rest if b not in found]
         reps, times = self._layout().costs(want, rest)
         for b, r in zip(want, reps):
             memo.reports[b] = r
             memo.times[b] = r.runtime.stage_times_s
-        memo.times.update(zip(rest, times))
+        self._cost_times(rest, times)
 
     def report(self, batch: Batch) -> Report:
         return self.reports([batch])[0]

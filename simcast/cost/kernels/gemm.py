@@ -29,6 +29,9 @@ Array-friendly: the fit evaluates it on numpy arrays of shapes.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 import numpy as np
 
 from simcast.core.dtypes import PEAK_DTYPE, element_bytes
@@ -60,8 +63,40 @@ DEEPGEMM_BLOCK_N = (*range(16, 129, 8), 144, 160)
 
 def deepgemm_blocks(m, n, sm_count: int) -> tuple[np.ndarray, np.ndarray]:
     """(block_m, block_n) DeepGEMM picks per shape (array-friendly): fewest waves over ``sm_count`` SMs, then
-    the fullest last wave, then on a tie the less wasteful block (deep_gemm/jit_kernels/gemm.py@c4a7116e)."""
+    the fullest last wave, then on a tie the less wasteful block (deep_gemm/jit_kernels/gemm.py@c4a7116e).
+    Each distinct finite (m, n) is picked once by :func:`deepgemm_block` (memoised); others by the array rule."""
     m, n = np.broadcast_arrays(np.asarray(m, dtype=float), np.asarray(n, dtype=float))
+    if not (np.isfinite(m).all() and np.isfinite(n).all()):
+        return _deepgemm_blocks_arrays(m, n, sm_count)
+    picks = [deepgemm_block(a, b, sm_count) for a, b in zip(m.ravel().tolist(), n.ravel().tolist())]
+    out = np.asarray(picks, dtype=float).reshape(*m.shape, 2)
+    return out[..., 0], out[..., 1]
+
+
+@lru_cache(maxsize=1 << 16)  # bounded module-level memo of a pure function: (m, n, SMs) -> (block_m, block_n)
+def deepgemm_block(m: float, n: float, sm_count: int) -> tuple[float, float]:
+    """:func:`deepgemm_blocks` for one finite shape, in scalar arithmetic (the same comparisons in the same
+    order; integer block counts, exact in floats)."""
+    best_m = best_n = 0.0
+    best_w, best_u = math.inf, 0.0
+    for bm in DEEPGEMM_BLOCK_M:
+        for bn in DEEPGEMM_BLOCK_N:
+            if bm > 128 and bn > 128:  # at least one side of a block stays <= 128
+                continue
+            blocks = float(math.ceil(m / bm) * math.ceil(n / bn))
+            w = float(math.ceil(blocks / sm_count))
+            u = float(sm_count) if blocks % sm_count == 0 else blocks % sm_count
+            tie = w == best_w and u == best_u
+            win = w < best_w or (w == best_w and u > best_u)
+            win = win or (tie and ((bm == best_m and bn < best_n) or (bn == best_n and bm < best_m)))
+            win = win or (tie and bm != best_m and bn > best_n)
+            if win:
+                best_m, best_n, best_w, best_u = float(bm), float(bn), w, u
+    return best_m, best_n
+
+
+def _deepgemm_blocks_arrays(m: np.ndarray, n: np.ndarray, sm_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`deepgemm_blocks` on whole arrays (any values, NaN included)."""
     best_m, best_n = np.zeros_like(m), np.zeros_like(m)
     best_w, best_u = np.full_like(m, np.inf), np.zeros_like(m)
     for bm in DEEPGEMM_BLOCK_M:

@@ -261,8 +261,8 @@ def _schedule_running(
         if not q.prefilling:
             if prefill_first:
                 continue
-            need = 0 if gne else max(0, blocks_for(q.computed + decode_tokens, blk) - q.blocks - q.base)
-            while need > rep.free_blocks and rep.running:
+            need = 0 if gne else max(0, -(-(q.computed + decode_tokens) // blk) - q.blocks - q.base)
+            while need > rep.kv_blocks - rep.used_blocks and rep.running:
                 victim = _preempt(rep, pol, blk)
                 gone.add(victim)
                 if victim in decodes:
@@ -273,7 +273,8 @@ def _schedule_running(
                     break
             if q in gone:
                 continue
-            rep.take(q, need, blk)
+            if need:  # take(q, 0) changes nothing
+                rep.take(q, need, blk)
             decodes.append(q)
             left -= decode_tokens
         elif left > 0:  # a partial prefill continues
@@ -329,8 +330,10 @@ def _admit_waiting(
     chunks: list[tuple[Req, int]] = []
     gne = pol.kv_admission == "guaranteed_no_evict"
     ratio_mode = pol.kv_admission == "reserve_ratio"
-    reserved = sum(_clip(x.remaining_output()) for x in rep.running) * rep.ratio if ratio_mode else 0.0
+    reserved = -1.0  # summed when first needed (a step with nobody to admit skips the sum over the running)
     while rep.waiting and left > 0 and len(rep.running) < max_seqs:
+        if reserved < 0:
+            reserved = sum(_clip(x.remaining_output()) for x in rep.running) * rep.ratio if ratio_mode else 0.0
         q = rep.waiting[0]
         if q.ready_s > cutoff_s:
             break

@@ -264,6 +264,8 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         kv_cache_dtype=o.kv_cache_dtype,
         moe_comm=o.moe_comm_flags(),
         engine_settings=tuple((o.engine_settings or {}).items()),
+        moe_dense_tp_size=o.moe_dense_tp_size,
+        enable_dp_lm_head=o.enable_dp_lm_head,
     )
     return ServingConfig(
         deployment=deployment,

@@ -115,6 +115,27 @@ class MoELayoutOptions(EngineSpellingOptions, WideEPOptions):
             action="store_true",
         ),
     )
+    moe_dense_tp_size: int | None = opt(
+        None,
+        "SGLang's --moe-dense-tp-size (1 only): the dense MLP layers unsharded per rank",
+        flag=Flag(
+            names=("--moe-dense-tp-size",),
+            help="SGLang's --moe-dense-tp-size (1, as SGLang supports): the dense MLP layers (DeepSeek's first "
+            "first_k_dense_replace layers; not the shared experts) run unsharded on each rank's own tokens instead "
+            "of sharded over every GPU of the stage on all DP ranks' gathered tokens (--engine sglang)",
+            value_type="devices",
+        ),
+    )
+    enable_dp_lm_head: bool = opt(
+        False,
+        "SGLang's --enable-dp-lm-head: the LM head in each DP rank's attention-TP group",
+        flag=Flag(
+            names=("--enable-dp-lm-head",),
+            help="SGLang's --enable-dp-lm-head: the LM head vocab-parallel over each DP rank's attention-TP group on "
+            "its own tokens, instead of over every GPU of the stage on all DP ranks' gathered tokens (--engine sglang)",
+            action="store_true",
+        ),
+    )
     enable_expert_parallel: bool = opt(
         False,
         "MoE: vLLM's --enable-expert-parallel: ep = tp·dp (with dp > 1: attention-DP)",

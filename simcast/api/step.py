@@ -140,6 +140,8 @@ def step_spec(o: StepOptions) -> SimSpec:
         kv_cache_dtype=o.kv_cache_dtype,
         expert_imbalance=o.expert_imbalance,
         moe_comm=o.moe_comm_flags(),
+        moe_dense_tp_size=o.moe_dense_tp_size,
+        enable_dp_lm_head=o.enable_dp_lm_head,
     )
     spec = deployment.sim_spec(
         batch,

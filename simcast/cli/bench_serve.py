@@ -75,6 +75,8 @@ _REQUESTS = (
     "ep",
     "dp_attention",
     "enable_attention_dp",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
     "enable_expert_parallel",
     "ep_num_redundant_experts",
     "enable_eplb",

@@ -26,6 +26,8 @@ _LAYOUT = ("tp", "pp", "num_devices", "tp_size", "dp_size", "ep", "moe_dp", "exp
 _STEP = (
     "dp_attention",
     "enable_attention_dp",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
     "enable_expert_parallel",
     "ep_num_redundant_experts",
     "enable_eplb",

@@ -32,6 +32,7 @@ parallel_config:
   # layout_spelling: engine         # optional: tp_size counts every GPU of a stage, dp_size/enable_dp_attention
   #                                 #   as SGLang's; TensorRT-LLM's tensor_parallel_size, pipeline_parallel_size,
   #                                 #   moe_expert_parallel_size, enable_attention_dp read as it reads them
+  # moe_dense_tp_size: 1            # SGLang (optional): dense MLP layers unsharded per rank; enable_dp_lm_head: true
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
@@ -144,6 +145,8 @@ SCHEMA: dict[str, Any] = {
         "layout_spelling?": Str(16),  # the engines' spelling (simcast.serving.yaml_layout)
         **{f"{k}?": _DEVICES for k in TRTLLM_KEYS},
         "enable_attention_dp?": bool,
+        "moe_dense_tp_size?": Int(1, 1),  # SGLang's (simcast.engines.sglang_layers)
+        "enable_dp_lm_head?": bool,
     },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
     "engine_profile?": Str(),
@@ -197,6 +200,8 @@ DEFAULTS: dict[str, Any] = {
     "layout_spelling": "simcast",
     **dict.fromkeys(TRTLLM_KEYS),
     "enable_attention_dp": False,
+    "moe_dense_tp_size": None,
+    "enable_dp_lm_head": False,
     "ttft_ms": None,
     "tpot_ms": None,
     "engine_profile": None,
@@ -357,6 +362,8 @@ def build_serving_config(
         partition=Partition.parse(v["partition"]),
         engine=v["runtime"],
         engine_settings=tuple(settings.items()),
+        moe_dense_tp_size=v["moe_dense_tp_size"],
+        enable_dp_lm_head=v["enable_dp_lm_head"],
     )
     cfg = ServingConfig(
         deployment=deployment,

@@ -61,8 +61,9 @@ class Deployment:
             self.moe_dense_tp_size if self.moe_dense_tp_size is not None else True,
             f"apply to MoE models with DP attention; {self.model.name} has no experts",
         )
-        par = get_engine(self.engine).layer_groups(self.parallel, self.moe_dense_tp_size, self.enable_dp_lm_head)
-        object.__setattr__(self, "parallel", par)  # where the dense MLP layers and the LM head run
+        if self.model.moe is not None:  # where an MoE model's dense MLP layers and LM head run (DP attention)
+            par = get_engine(self.engine).layer_groups(self.parallel, self.moe_dense_tp_size, self.enable_dp_lm_head)
+            object.__setattr__(self, "parallel", par)
         object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod

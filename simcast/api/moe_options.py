@@ -170,7 +170,14 @@ def moe_parallel(
         f"ep {ep}",
         f"{model.name} has no experts",
     )
-    require(not attn_dp or dp > 1, "--enable-dp-attention", dp, "needs --dp > 1 (attention data-parallel ranks)")
+    require(
+        not attn_dp or dp > 1,
+        "--enable-dp-attention",
+        dp,
+        f"needs --dp > 1 (attention data-parallel ranks; simcast's --tp {tp} is attention TP per rank): the engine's "
+        f"count of every GPU of a stage is --tp-size {tp} with --dp-size D (SGLang) or --enable-attention-dp "
+        "(TensorRT-LLM)",
+    )
     require(
         not (o.enable_expert_parallel and o.ep not in (1, ep)),
         "--ep",

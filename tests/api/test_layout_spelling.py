@@ -145,3 +145,11 @@ def test_service_yaml_engine_spelling():
     with pytest.raises(SimcastInputError) as e:
         build_serving_config(_yaml({"tensor_parallel_size": 8, "tp_size": 2, "enable_attention_dp": True}), {})
     assert e.value.field == "parallel_config.tensor_parallel_size"
+
+
+def test_trtllm_spelling_typed_as_simcast_points_at_tp_size():
+    """TensorRT-LLM's `tensor_parallel_size: 8, enable_attention_dp` typed as simcast's --tp 8 --dp-attention (one
+    attention-DP rank on 8 devices) is refused, the message giving the engine spelling (--tp-size 8)."""
+    with pytest.raises(SimcastInputError, match="--tp-size 8") as e:
+        step_spec(StepOptions(model=MOE, device=DEV, tp=8, ep=8, dp_attention=True))
+    assert e.value.field == "--dp-attention"

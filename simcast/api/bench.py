@@ -156,18 +156,27 @@ class BenchOptions(
     tp: int = opt(
         1,
         "tensor-parallel size of each replica",
-        flag=Flag(names=("--tp",), help="tensor-parallel size", value_type="devices"),
+        flag=Flag(
+            names=("--tp", "--tensor-parallel-size"),
+            help="tensor-parallel size of one replica or attention-DP rank, as vLLM's --tensor-parallel-size "
+            "(SGLang's/TensorRT-LLM's count: --tp-size)",
+            value_type="devices",
+        ),
     )
     pp: int = opt(
         1,
         "pipeline-parallel size of each replica",
-        flag=Flag(names=("--pp",), help="pipeline-parallel size", value_type="devices"),
+        flag=Flag(
+            names=("--pp", "--pp-size", "--pipeline-parallel-size", "--pp_size"),
+            help="pipeline-parallel size",
+            value_type="devices",
+        ),
     )
     dp: int = opt(
         1,
         "replicas (with --enable-dp-attention: attention-DP ranks of one engine)",
         flag=Flag(
-            names=("--dp",),
+            names=("--dp", "--data-parallel-size"),
             help="replicas behind the router; with --enable-dp-attention / --enable-expert-parallel the attention "
             "data-parallel ranks of one engine, requests dealt to them as the engine's DP controller does",
             value_type="devices",
@@ -259,6 +268,8 @@ def _bench_config(o: BenchOptions, reqs: list[RequestSpec], source: str, mem: di
         kv_cache_dtype=o.kv_cache_dtype,
         moe_comm=o.moe_comm_flags(),
         engine_settings=tuple((o.engine_settings or {}).items()),
+        moe_dense_tp_size=o.moe_dense_tp_size,
+        enable_dp_lm_head=o.enable_dp_lm_head,
     )
     return ServingConfig(
         deployment=deployment,

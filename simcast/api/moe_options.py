@@ -2,22 +2,24 @@
 attention data parallelism as the engines launch them, and the :class:`ParallelSpec` they make.
 
 simcast's ``--tp`` is the tensor-parallel size of *one attention group* and ``--dp`` the number of groups,
-so the world is ``tp · pp · dp``. The engines' spellings map onto them as follows:
+so the world is ``tp · pp · dp``. Each engine's own spelling is accepted as it is launched and read into
+simcast's by :mod:`simcast.api.layout_spelling` (sources there):
 
-- SGLang ``--tp-size T --dp-size D --enable-dp-attention [--ep-size E]``: ``--tp T/D --dp D
-  --enable-dp-attention [--ep E]`` (SGLang's ``--tp-size`` counts every GPU; attention TP is ``T/D``:
-  sgl-project/sglang python/sglang/srt/layers/dp_attention.py ``compute_dp_attention_world_info``).
-- vLLM ``--tensor-parallel-size T --data-parallel-size D --enable-expert-parallel``: ``--tp T --dp D
-  --enable-expert-parallel`` (the MoE layers of the ``T·D`` ranks form one EP group; vLLM docs,
-  "Data Parallel Deployment" / "Expert Parallel Deployment"); on an MoE model vLLM's DP is attention-DP.
-- TensorRT-LLM ``tp_size T, enable_attention_dp: true, moe_expert_parallel_size E``: ``--tp 1 --dp T
-  --enable-dp-attention --ep E`` (attention DP runs TP 1 per rank).
+- SGLang ``--tp-size T --dp-size D --enable-dp-attention [--ep-size E]`` (``--tp-size`` counts every GPU of
+  a stage; attention TP is ``T/D``): simcast ``--tp T/D --dp D --dp-attention [--ep E]``.
+- TensorRT-LLM ``--tp-size T --enable-attention-dp [--ep-size E]`` (``tensor_parallel_size``,
+  ``enable_attention_dp: true``, ``moe_expert_parallel_size``): simcast ``--tp 1 --dp T --dp-attention``.
+- vLLM ``--tensor-parallel-size T --data-parallel-size D --enable-expert-parallel``: simcast's meaning
+  already (``--tp T --dp D --enable-expert-parallel``: the MoE layers of the ``T·D`` ranks form one EP group;
+  vLLM docs, "Data Parallel Deployment" / "Expert Parallel Deployment"); on an MoE model vLLM's DP is
+  attention-DP.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcast.api.layout_spelling import apply_engine_spelling
 from simcast.api.options import Flag, opt
 from simcast.core.errors import require
 from simcast.core.model_spec import ModelSpec
@@ -52,7 +54,44 @@ class WideEPOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MoELayoutOptions(WideEPOptions):
+class EngineSpellingOptions:
+    """The layout in the engines' own spelling (:mod:`simcast.api.layout_spelling`: how each is read)."""
+
+    tp_size: int | None = opt(
+        None,
+        "the engine's TP size: every GPU of a stage (SGLang --tp-size, TensorRT-LLM tensor_parallel_size)",
+        flag=Flag(
+            names=("--tp-size", "--tp_size"),
+            help="the engine's TP size as SGLang (--tp-size) and TensorRT-LLM (tensor_parallel_size, trtllm-serve "
+            "--tp_size) count it: every GPU of one pipeline stage; with --enable-dp-attention --dp-size D attention "
+            "TP is tp-size/D (simcast's --tp), with --enable-attention-dp it is 1. Give it or simcast's --tp/--dp",
+            value_type="devices",
+        ),
+    )
+    dp_size: int | None = opt(
+        None,
+        "SGLang's --dp-size (with --tp-size): attention-DP ranks, or replicas without DP attention",
+        flag=Flag(
+            names=("--dp-size",),
+            help="SGLang's --dp-size, with --tp-size: with --enable-dp-attention the attention data-parallel ranks "
+            "among the --tp-size GPUs of a stage; without it, replicas of --tp-size GPUs each",
+            value_type="devices",
+        ),
+    )
+    enable_attention_dp: bool = opt(
+        False,
+        "TensorRT-LLM's enable_attention_dp: attention DP = tp_size, attention TP 1",
+        flag=Flag(
+            names=("--enable-attention-dp",),
+            help="TensorRT-LLM's enable_attention_dp (with --tp-size, its tensor_parallel_size): every GPU of a "
+            "stage runs attention alone, attention DP = --tp-size, attention TP 1",
+            action="store_true",
+        ),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoELayoutOptions(EngineSpellingOptions, WideEPOptions):
     """Expert parallelism and attention data parallelism (module docstring: the engines' spellings)."""
 
     ep: int = opt(
@@ -70,9 +109,30 @@ class MoELayoutOptions(WideEPOptions):
         "MoE: the dp replicas are attention-DP groups feeding one MoE layer",
         flag=Flag(
             names=("--dp-attention", "--enable-dp-attention"),
-            help="MoE: the dp groups are attention data-parallel ranks feeding one MoE layer (SGLang "
-            "--enable-dp-attention with --tp = its --tp-size / --dp-size; TensorRT-LLM enable_attention_dp); "
-            "needs dp > 1",
+            help="MoE: the dp groups are attention data-parallel ranks feeding one MoE layer; with simcast's --tp "
+            "(attention TP per rank) it needs --dp > 1; with SGLang's --tp-size/--dp-size it is SGLang's "
+            "--enable-dp-attention (attention TP = tp-size/dp-size)",
+            action="store_true",
+        ),
+    )
+    moe_dense_tp_size: int | None = opt(
+        None,
+        "SGLang's --moe-dense-tp-size (1 only): the dense MLP layers unsharded per rank",
+        flag=Flag(
+            names=("--moe-dense-tp-size",),
+            help="SGLang's --moe-dense-tp-size (1, as SGLang supports): the dense MLP layers (DeepSeek's first "
+            "first_k_dense_replace layers; not the shared experts) run unsharded on each rank's own tokens instead "
+            "of sharded over every GPU of the stage on all DP ranks' gathered tokens (--engine sglang)",
+            value_type="devices",
+        ),
+    )
+    enable_dp_lm_head: bool = opt(
+        False,
+        "SGLang's --enable-dp-lm-head: the LM head in each DP rank's attention-TP group",
+        flag=Flag(
+            names=("--enable-dp-lm-head",),
+            help="SGLang's --enable-dp-lm-head: the LM head vocab-parallel over each DP rank's attention-TP group on "
+            "its own tokens, instead of over every GPU of the stage on all DP ranks' gathered tokens (--engine sglang)",
             action="store_true",
         ),
     )
@@ -86,6 +146,14 @@ class MoELayoutOptions(WideEPOptions):
             action="store_true",
         ),
     )
+
+    def __post_init__(self) -> None:
+        """The engine-spelled layout read into simcast's fields (:func:`apply_engine_spelling`), then the
+        next options class's own checks."""
+        apply_engine_spelling(self)
+        nxt = getattr(super(), "__post_init__", None)
+        if nxt is not None:
+            nxt()
 
 
 def moe_parallel(
@@ -102,7 +170,14 @@ def moe_parallel(
         f"ep {ep}",
         f"{model.name} has no experts",
     )
-    require(not attn_dp or dp > 1, "--enable-dp-attention", dp, "needs --dp > 1 (attention data-parallel ranks)")
+    require(
+        not attn_dp or dp > 1,
+        "--enable-dp-attention",
+        dp,
+        f"needs --dp > 1 (attention data-parallel ranks; simcast's --tp {tp} is attention TP per rank): the engine's "
+        f"count of every GPU of a stage is --tp-size {tp} with --dp-size D (SGLang) or --enable-attention-dp "
+        "(TensorRT-LLM)",
+    )
     require(
         not (o.enable_expert_parallel and o.ep not in (1, ep)),
         "--ep",

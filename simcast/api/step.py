@@ -140,6 +140,8 @@ def step_spec(o: StepOptions) -> SimSpec:
         kv_cache_dtype=o.kv_cache_dtype,
         expert_imbalance=o.expert_imbalance,
         moe_comm=o.moe_comm_flags(),
+        moe_dense_tp_size=o.moe_dense_tp_size,
+        enable_dp_lm_head=o.enable_dp_lm_head,
     )
     spec = deployment.sim_spec(
         batch,
@@ -175,6 +177,14 @@ def _step_parallel(o: StepOptions, m: ModelSpec, world: int) -> ParallelSpec:
         f"{m.name} has no experts: both must be 1",
     )
     dp_n = world // (tp * pp)
+    require(
+        not (o.dp_attention and dp_n == 1),
+        "--dp-attention",
+        True,
+        f"needs more than one attention-DP rank (simcast's --tp {tp} is attention TP per rank, one rank on {world} "
+        f"devices): the engine's count of every GPU of a stage is --tp-size {tp} with --dp-size D "
+        "--enable-dp-attention (SGLang) or --enable-attention-dp (TensorRT-LLM)",
+    )
     if o.enable_expert_parallel:
         require(ep in (1, tp * dp_n), "--ep", ep, f"--enable-expert-parallel sets ep = tp*dp = {tp * dp_n}")
         ep = tp * dp_n

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from simcast.api.common import EXPERT_IMBALANCE_FLAG, TargetOptions, normalise_engine
+from simcast.api.layout_spelling import apply_engine_spelling
 from simcast.api.moe_comm_options import MoECommOptions
 from simcast.api.moe_options import MoELayoutOptions
 from simcast.api.options import Flag, opt
@@ -22,12 +23,23 @@ class StepOptions(MoECommOptions, MoELayoutOptions, SpeculativeOptions, TargetOp
     step's phase and how its prompt is split."""
 
     tp: int = opt(
-        1, "tensor-parallel size", flag=Flag(names=("--tp",), help="tensor-parallel size", value_type="devices")
+        1,
+        "tensor-parallel size of one attention group (DP rank)",
+        flag=Flag(
+            names=("--tp", "--tensor-parallel-size"),
+            help="tensor-parallel size of one attention group: per DP rank, as vLLM's --tensor-parallel-size "
+            "(SGLang's/TensorRT-LLM's count: --tp-size)",
+            value_type="devices",
+        ),
     )
     pp: int = opt(
         1,
         "pipeline-parallel size (stages)",
-        flag=Flag(names=("--pp",), help="pipeline-parallel size (stages)", value_type="devices"),
+        flag=Flag(
+            names=("--pp", "--pp-size", "--pipeline-parallel-size", "--pp_size"),
+            help="pipeline-parallel size (stages)",
+            value_type="devices",
+        ),
     )
     dp: int | None = opt(None, "data-parallel replicas (None: num_devices // (tp*pp))")
     num_devices: int | None = opt(
@@ -170,3 +182,4 @@ class StepOptions(MoECommOptions, MoELayoutOptions, SpeculativeOptions, TargetOp
 
     def __post_init__(self) -> None:
         normalise_engine(self)
+        apply_engine_spelling(self)  # --tp-size/--dp-size/--enable-attention-dp: simcast's fields

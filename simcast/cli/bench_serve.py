@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from simcast.api.bench import BenchOptions, run_bench
+from simcast.api.layout_spelling import layout_reading
 from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.cli.engine_args import add_engine_args, serving_engine_args
@@ -69,8 +70,13 @@ _REQUESTS = (
     "tp",
     "pp",
     "dp",
+    "tp_size",
+    "dp_size",
     "ep",
     "dp_attention",
+    "enable_attention_dp",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
     "enable_expert_parallel",
     "ep_num_redundant_experts",
     "enable_eplb",
@@ -183,17 +189,16 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.render.bench_tables import format_bench, request_rows
 
     save_to = _checked_result_path(a, datetime.now(timezone.utc))  # before any work
-    out = run_bench(
-        BenchOptions(
-            **option_values(a, BenchOptions, BENCH_FLAGS),
-            **target_kwargs(a),
-            **serving_engine_args(a),
-            **speculative_kwargs(a),
-        )
+    o = BenchOptions(
+        **option_values(a, BenchOptions, BENCH_FLAGS),
+        **target_kwargs(a),
+        **serving_engine_args(a),
+        **speculative_kwargs(a),
     )
+    out = run_bench(o)
     d, res, cfg, source = out.to_dict(), out.run, out.config, out.source
     model, dev, par = cfg.model, cfg.device, cfg.parallel
-    layout = f"TP={a.tp} | PP={a.pp} | DP={a.dp}" + (f" | EP={par.ep}" if par.ep > 1 else "")
+    layout = f"TP={o.tp} | PP={o.pp} | DP={o.dp}" + (f" | EP={par.ep}" if par.ep > 1 else "")
     layout += " | attention-DP" if par.dp_attention else ""
     header = (
         f"simcast bench-serve: {model.name} on {cfg.parallel.world_size} x {dev.name} "
@@ -210,6 +215,8 @@ def cmd_bench_serve(a: argparse.Namespace) -> int:
     from simcast.api.search_uncertainty import BENCH_LABELS
     from simcast.render.interval_text import interval_lines
 
+    reading = layout_reading(o)  # the engine-spelled layout flags, as read ("" for simcast's own)
+    header += f"\nlayout: {reading}" if reading else ""
     emit("\n".join([format_bench(out.summary, header), *interval_lines(out.intervals, BENCH_LABELS)]))
     if a.plot:
         rate = "inf" if math.isinf(a.request_rate) else f"{a.request_rate:g}"

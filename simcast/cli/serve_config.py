@@ -229,11 +229,17 @@ def _print_steady(a: argparse.Namespace, cfg: Any, values: dict[str, Any], r: An
         row["intervals_80"] = as_dict(figs)
         if at_rate is not None:
             row["at_request_rate"] = at_rate[0]
+        if values.get("layout_read"):
+            row["layout_read"] = values["layout_read"]
         row["run"] = run_metadata(device=str(values["device"]), engine=cfg.runtime)
         emit_json(row)
     else:
         rate_text = [at_rate[1]] if at_rate is not None else []
-        emit("\n".join([format_serving(r, links), *verdicts, *rate_text, *interval_lines(figs, LABELS)]))
+        text = format_serving(r, links)
+        if values.get("layout_read"):  # the engines' spelling of the layout, as read, under the header line
+            head, _, rest = text.partition("\n")
+            text = "\n".join([head, f"layout: {values['layout_read']}", rest])
+        emit("\n".join([text, *verdicts, *rate_text, *interval_lines(figs, LABELS)]))
 
 
 def _router_line(router: str, dp: int) -> str:

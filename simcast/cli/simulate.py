@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass
 
 from simcast.api.common import TargetOptions
+from simcast.api.layout_spelling import layout_reading
 from simcast.api.moe_comm_options import MOE_COMM_FIELDS
 from simcast.api.options import Flag, opt
 from simcast.api.step import StepOptions, run_step, step_spec
@@ -21,9 +22,12 @@ from simcast.cli.shared_flags import (
 from simcast.cli.speculative import add_speculative_args, speculative_kwargs
 from simcast.core.specs import SimSpec
 
-_LAYOUT = ("tp", "pp", "num_devices", "ep", "moe_dp", "expert_imbalance")
+_LAYOUT = ("tp", "pp", "num_devices", "tp_size", "dp_size", "ep", "moe_dp", "expert_imbalance")
 _STEP = (
     "dp_attention",
+    "enable_attention_dp",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
     "enable_expert_parallel",
     "ep_num_redundant_experts",
     "enable_eplb",
@@ -81,14 +85,23 @@ def build_spec(a: argparse.Namespace) -> SimSpec:
 def cmd_simulate(a: argparse.Namespace) -> int:
     from simcast.render.tables import format_report
 
-    report = run_step(step_options(a))
+    o = step_options(a)
+    report = run_step(o)
+    reading = layout_reading(o)  # the engine-spelled layout flags, as read ("" for simcast's own)
     if a.json:
-        emit_json({**report.to_dict(), "run": run_metadata(device=a.device, engine=a.engine)})
+        emit_json(
+            {**report.to_dict(), **({"layout_read": reading} if reading else {})}
+            | {"run": run_metadata(device=a.device, engine=a.engine)}
+        )
     else:
         from simcast.render.interval_text import interval_lines
 
+        text = format_report(report)
+        if reading:  # under the header line
+            head, _, rest = text.partition("\n")
+            text = "\n".join([head, f"layout: {reading}", rest])
         ms = ("step latency", "ms", 3)
-        emit("\n".join([format_report(report), *interval_lines(report.intervals, {"latency_ms": ms})]))
+        emit("\n".join([text, *interval_lines(report.intervals, {"latency_ms": ms})]))
     write_outputs(a, report)
     write_report(a, report)
     return 0

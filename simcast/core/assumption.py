@@ -49,6 +49,7 @@ class Topic(enum.Enum):
     PARTITION_RESOLVED = "partition resolved"
     TP_COLLECTIVES = "tp collectives"
     TP_ACROSS_NODES = "tp across nodes"
+    LAYER_GROUPS = "layer groups"
     SPECULATIVE_STEP = "speculative step"
     # serving-layer notes (facts: a Note whose text serving/ builds)
     SERVING_ENGINE = "serving engine"
@@ -324,8 +325,22 @@ class SpeculativeStep:
     feature_draft: bool  # a draft fed the target's features (not n-gram)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LayerGroups:
+    """Where the dense MLP layers and the LM head run when not in the attention-TP group (the engine's rule:
+    :mod:`simcast.engines.sglang_layers`): ``dense_ffn``/``lm_head`` as ``ParallelSpec`` names them, over
+    ``group_ranks`` ranks (the stage's), attention TP ``attention_tp``, ``dp_ranks`` DP ranks."""
+
+    dense_ffn: str
+    lm_head: str
+    group_ranks: int
+    attention_tp: int
+    dp_ranks: int
+
+
 FACTS: dict[Topic, type] = {
     Topic.ROOFLINE: Roofline,
+    Topic.LAYER_GROUPS: LayerGroups,
     Topic.DTYPE_PEAKS: DtypePeaks,
     Topic.TRACES: StageTraces,
     Topic.MICROBATCHES: Microbatches,

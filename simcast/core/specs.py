@@ -22,6 +22,10 @@ GIB = 2**30
 """Bytes in a GiB (the unit of every memory figure simcast prints)."""
 
 
+LAYER_GROUPS = ("", "attention", "gathered", "scattered")
+"""Where a dense MLP layer or the LM head runs (:attr:`ParallelSpec.dense_ffn`, :attr:`ParallelSpec.lm_head`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ParallelSpec:
     """TP x PP x DP layout; ``world_size == tp * pp * dp``; MoE layers as EP x MoE-TP x MoE-DP.
@@ -44,6 +48,11 @@ class ParallelSpec:
     dp_attention: bool = False
     redundant_experts: int = 0  # redundant expert replicas over the EP group (SGLang --ep-num-redundant-experts)
     eplb: bool = False  # experts placed by load (EPLB: SGLang --enable-eplb, vLLM --enable-eplb)
+    # where the dense MLP layers and the LM head run, as the engine resolves them (Engine.layer_groups):
+    # "" the attention-TP group on its own tokens; "gathered" every DP rank's tokens over the tp*dp ranks of a stage;
+    # "scattered" unsharded on 1/tp of the tokens (dense MLP only); "attention" the attention-TP group, as asked for
+    dense_ffn: str = ""
+    lm_head: str = ""
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "moe_dp"):
@@ -78,6 +87,8 @@ class ParallelSpec:
             self.dp_attention,
             "needs dp_size > 1 (attention data-parallel groups)",
         )
+        require(self.dense_ffn in LAYER_GROUPS, "dense_ffn", self.dense_ffn, f"allowed: {LAYER_GROUPS}")
+        require(self.lm_head in LAYER_GROUPS, "lm_head", self.lm_head, f"allowed: {LAYER_GROUPS}")
         require(
             isinstance(self.redundant_experts, int) and self.redundant_experts >= 0,
             "ep_num_redundant_experts",

@@ -44,6 +44,10 @@ class Deployment:
     engine_settings: tuple[tuple[str, Any], ...] = ()
     """The engine's own settings given (keyword, value), sorted: SGLang's ``stream_interval``, TensorRT-LLM's
     ``cuda_graph_max_batch_size``... (:mod:`simcast.engines.flags`); the others at the engine's defaults."""
+    moe_dense_tp_size: int | None = None
+    """SGLang's ``--moe-dense-tp-size`` (1 or None): the engine resolves it into ``parallel.dense_ffn``."""
+    enable_dp_lm_head: bool = False
+    """SGLang's ``--enable-dp-lm-head``: the engine resolves it into ``parallel.lm_head``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partition", Partition.of(self.partition))
@@ -52,6 +56,15 @@ class Deployment:
         get_engine(self.engine).check_settings(settings)
         get_engine(self.engine).check_device(self.device)
         get_engine(self.engine).check_kv_cache_dtype(self.kv_cache_dtype, self.device)
+        require(
+            self.model.moe is not None or (self.moe_dense_tp_size is None and not self.enable_dp_lm_head),
+            "--moe-dense-tp-size" if self.moe_dense_tp_size is not None else "--enable-dp-lm-head",
+            self.moe_dense_tp_size if self.moe_dense_tp_size is not None else True,
+            f"apply to MoE models with DP attention; {self.model.name} has no experts",
+        )
+        if self.model.moe is not None:  # where an MoE model's dense MLP layers and LM head run (DP attention)
+            par = get_engine(self.engine).layer_groups(self.parallel, self.moe_dense_tp_size, self.enable_dp_lm_head)
+            object.__setattr__(self, "parallel", par)
         object.__setattr__(self, "engine_settings", tuple(sorted(settings.items())))
 
     @classmethod

@@ -11,13 +11,13 @@ A default here is what an engine without that feature does; a module overrides w
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.device import DeviceSpec
-from simcast.core.errors import SimcastInputError
+from simcast.core.errors import SimcastInputError, require
 from simcast.core.kv import is_fp4_kv
 from simcast.core.model_spec import ModelSpec
 from simcast.core.moe_comm import MoECommFlags, MoECommPlan
@@ -194,6 +194,26 @@ class Engine(ABC):
                 kv_cache_dtype,
                 f"{self.name}'s FP4 KV cache runs on NVIDIA Blackwell only, not {device.name}: use fp8",
             )
+
+    layer_groups_rule: Callable[[ParallelSpec, int | None, bool], ParallelSpec] | None = None
+    """``(parallel, moe_dense_tp_size, dp_lm_head) -> parallel`` with the engine's dense-MLP and LM-head groups
+    (SGLang: :mod:`simcast.engines.sglang_layers`); None: both in the attention-TP group on its own tokens."""
+
+    def layer_groups(self, par: ParallelSpec, moe_dense_tp_size: int | None, dp_lm_head: bool) -> ParallelSpec:
+        """``par`` (a :class:`~simcast.core.specs.ParallelSpec`) with where its dense MLP layers and LM head run.
+        By default (no rule) each DP rank runs them in its own attention-TP group on its own tokens: vLLM's DP
+        ranks are engines of their own, and TensorRT-LLM's attention DP runs the dense MLP at TP 1 as the attention
+        (``_torch/models/modeling_deepseekv3.py`` ``_compute_mlp_tp_size``); SGLang's two flags are refused."""
+        if self.layer_groups_rule is not None:
+            return self.layer_groups_rule(par, moe_dense_tp_size, dp_lm_head)
+        require(
+            moe_dense_tp_size is None and not dp_lm_head,
+            "--moe-dense-tp-size" if moe_dense_tp_size is not None else "--enable-dp-lm-head",
+            moe_dense_tp_size if moe_dense_tp_size is not None else dp_lm_head,
+            f"is SGLang's (--engine sglang); engine {self.name} runs the dense layers and the LM head in each DP "
+            "rank's attention-TP group",
+        )
+        return par
 
     def accepts_memory_flag(self, owner: str | None) -> bool:
         """Whether the memory flag of engine ``owner`` sets this engine's memory fraction."""

@@ -39,6 +39,7 @@ from simcast.engines.records import FRONT_END, EngineRecord
 from simcast.engines.sglang_flags import OWN_FLAGS, ROCM_KERNELS
 from simcast.engines.sglang_launch_rules import _SG_ARGS
 from simcast.engines.sglang_launch_rules import LAUNCH_RULES as LAUNCH_RULES
+from simcast.engines.sglang_layers import sglang_layer_groups
 
 RECORD = EngineRecord(
     name="sglang",
@@ -193,6 +194,7 @@ class Sglang(Engine):
     pp_prefill_rule = PP_PREFILL_RULE
     kernel_fallback = ("vllm", "trtllm")
     emits = True
+    layer_groups_rule = staticmethod(sglang_layer_groups)  # --moe-dense-tp-size, --enable-dp-lm-head
     memory_flag = "--mem-fraction-static"
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"
     memory_keyword = "mem_fraction_static"

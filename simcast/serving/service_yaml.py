@@ -29,6 +29,10 @@ parallel_config:
   router: cache_aware               # optional: router across the dp replicas (simcast.serving.request_level.routers)
   ep_num_redundant_experts: 0       # MoE (optional): redundant expert replicas, ceil((E+R)/ep) slots per rank
   enable_eplb: false                # MoE (optional): busiest EP rank's load from EPLB's placement
+  # layout_spelling: engine         # optional: tp_size counts every GPU of a stage, dp_size/enable_dp_attention
+  #                                 #   as SGLang's; TensorRT-LLM's tensor_parallel_size, pipeline_parallel_size,
+  #                                 #   moe_expert_parallel_size, enable_attention_dp read as it reads them
+  # moe_dense_tp_size: 1            # SGLang (optional): dense MLP layers unsharded per rank; enable_dp_lm_head: true
 limits: {ttft_ms: 2000, tpot_ms: 50} # optional: reported as met / violated
 gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (one of the three, matching runtime):
 # mem_fraction_static: 0.85         #   SGLang; kv_cache_free_gpu_memory_fraction: 0.9 for TensorRT-LLM
@@ -89,6 +93,7 @@ from simcast.serving.engine_profile import profile_for
 from simcast.serving.request_level.routers import check_router
 from simcast.serving.speculative.spec import from_mapping
 from simcast.serving.steady.model import ServingConfig, Workload
+from simcast.serving.yaml_layout import TRTLLM_KEYS, read_engine_layout
 
 _DEVICES = Int(1, MAX_DEVICES)
 _MS = Num(0.0, MAX_LIMIT_MS, lo_open=True)
@@ -137,6 +142,11 @@ SCHEMA: dict[str, Any] = {
         "router?": Str(32),
         "ep_num_redundant_experts?": Int(0, 65536),
         "enable_eplb?": bool,
+        "layout_spelling?": Str(16),  # the engines' spelling (simcast.serving.yaml_layout)
+        **{f"{k}?": _DEVICES for k in TRTLLM_KEYS},
+        "enable_attention_dp?": bool,
+        "moe_dense_tp_size?": Int(1, 1),  # SGLang's (simcast.engines.sglang_layers)
+        "enable_dp_lm_head?": bool,
     },
     "limits?": {"ttft_ms?": _MS, "tpot_ms?": _MS},
     "engine_profile?": Str(),
@@ -187,6 +197,11 @@ DEFAULTS: dict[str, Any] = {
     "router": None,
     "ep_num_redundant_experts": 0,
     "enable_eplb": False,
+    "layout_spelling": "simcast",
+    **dict.fromkeys(TRTLLM_KEYS),
+    "enable_attention_dp": False,
+    "moe_dense_tp_size": None,
+    "enable_dp_lm_head": False,
     "ttft_ms": None,
     "tpot_ms": None,
     "engine_profile": None,
@@ -317,6 +332,7 @@ def build_serving_config(
             return (flags or {}).get(key, key)
         return f"{_SECTION[key]}.{key}" if key in _SECTION else key
 
+    v["layout_read"] = read_engine_layout(v, set(flatten(yaml_values)) | set(given), name)  # the engines' spelling
     tp, pp, dp = v["tp_size"], v["pp_size"], v["dp_size"]
     if v["router"] is not None:
         check_router(name("router"), v["router"])
@@ -346,6 +362,8 @@ def build_serving_config(
         partition=Partition.parse(v["partition"]),
         engine=v["runtime"],
         engine_settings=tuple(settings.items()),
+        moe_dense_tp_size=v["moe_dense_tp_size"],
+        enable_dp_lm_head=v["enable_dp_lm_head"],
     )
     cfg = ServingConfig(
         deployment=deployment,

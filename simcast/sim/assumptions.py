@@ -240,6 +240,17 @@ def assumptions(
         out += _pipeline(spec, hops, tp_paths, layer_counts)
     if par.tp > 1:
         out += _tensor_parallel(spec, tp_paths)
+    if par.dense_ffn or par.lm_head:  # the engine's dense-MLP / LM-head groups (simcast.engines.sglang_layers)
+        groups = A.LayerGroups(
+            dense_ffn=par.dense_ffn
+            if any(not spec.model.is_moe_layer(i) for i in range(spec.model.num_layers))
+            else "",
+            lm_head=par.lm_head,
+            group_ranks=par.tp * par.dp,
+            attention_tp=par.tp,
+            dp_ranks=par.dp,
+        )
+        out.append(_rec(Topic.LAYER_GROUPS, groups, approximation=True))
     return tuple(out)
 
 

@@ -9,7 +9,7 @@ from simcast.core.errors import require
 from simcast.core.kv import kv_dtype_bytes
 from simcast.core.layout import Path, stage_tp_path
 from simcast.core.model_spec import ModelSpec
-from simcast.core.moe_layout import moe_comm_mode, replica_view, stage_moe_path
+from simcast.core.moe_layout import moe_comm_mode, replica_view, spans_replicas, stage_moe_path
 from simcast.core.moe_memory import moe_shard
 from simcast.core.moe_placement import rank_imbalance
 from simcast.core.plan import PipelineStagePlan
@@ -124,6 +124,24 @@ def _linear_fields(model: ModelSpec, sd: ShardedDims) -> dict:
     )
 
 
+def _layer_groups(model: ModelSpec, sd: ShardedDims, par: ParallelSpec | None, kinds: tuple, last: bool) -> dict:
+    """A stage key's dense-MLP and LM-head fields when they run outside the attention-TP group
+    (``par.dense_ffn`` / ``par.lm_head``, resolved by the engine: :mod:`simcast.engines.sglang_layers`)."""
+    if par is None or not (par.dense_ffn or par.lm_head):
+        return {}
+    out: dict = {}
+    group, spans = par.tp * par.dp, spans_replicas(par)
+    if any(not k.startswith("moe") for k in kinds):  # the stage holds dense MLP layers
+        if par.dense_ffn == "gathered" and spans:
+            inter = -(-model.intermediate_size // group)
+            out.update(dense_mode="gathered", dense_group=group, dense_intermediate=inter)
+        elif par.dense_ffn == "scattered" and sd.tp > 1:  # at attention TP 1 the rank's own rows, unsharded, as ""
+            out.update(dense_mode="scattered", dense_group=1, dense_intermediate=model.intermediate_size)
+    if last and par.lm_head == "gathered" and spans:
+        out.update(head_mode="gathered", head_group=group, head_vocab=-(-model.vocab_size // group))
+    return out
+
+
 def stage_key(
     model: ModelSpec,
     sd: ShardedDims,
@@ -152,6 +170,7 @@ def stage_key(
             router_bias=m.router_bias,
         )
     extra.update(_linear_fields(model, sd))
+    extra.update(_layer_groups(model, sd, par, kinds, last))
     if model.attn_output_gate:
         extra.update(attn_output_gate=True)
     if model.quant is not None:

@@ -34,7 +34,7 @@ from simcast.core.version import VERSION
 from simcast.inputs.files import is_file, load_json
 from simcast.inputs.limits import MAX_DEVICES
 from simcast.trace.ir import KNOWN_DTYPES, KNOWN_OPS, OpRecord, StageTrace, TensorArg, shape_fn
-from simcast.trace.key import StageKey
+from simcast.trace.key import StageKey, key_dict
 
 TRACE_FORMAT = 3  # 3: entries carry a sha256 of their content
 MAX_OPS = 10_000  # a stage-local module is its edge modules plus <= 2 traced layers: ~40 ops
@@ -160,7 +160,7 @@ def _usable(folder: Path) -> bool:
 
 
 def _key_hash(key: StageKey) -> str:
-    blob = json.dumps(dataclasses.asdict(key), sort_keys=True)
+    blob = json.dumps(key_dict(key), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -174,7 +174,7 @@ def _to_json(tr: StageTrace) -> dict:
         return {"t": dataclasses.asdict(a)} if isinstance(a, TensorArg) else {"v": a}
 
     body = {
-        "key": dataclasses.asdict(tr.key),
+        "key": key_dict(tr.key),
         "ops": [
             {
                 "op": o.op,
@@ -237,7 +237,7 @@ def verify_entry(d: Any, key: StageKey) -> StageTrace:
     _check(d["format"] == TRACE_FORMAT, "format")
     body = {"key": d["key"], "ops": d["ops"]}
     _check(d["sha256"] == _digest(body), "checksum")
-    _check(d["key"] == json.loads(json.dumps(dataclasses.asdict(key))), "key")
+    _check(d["key"] == json.loads(json.dumps(key_dict(key))), "key")
     ops = d["ops"]
     _check(isinstance(ops, list) and 0 < len(ops) <= MAX_OPS, "op count")
     recs = []

@@ -54,6 +54,7 @@ KNOWN_OPS = frozenset(
             "attention",
             "all_reduce",
             "all_gather",
+            "dp_comm",
             "vocab_embedding",
             "sample",
             # MoE, MLA, sliding-window and quantised leaf ops (simcast.trace.moe, .mla, .ops, .quant)

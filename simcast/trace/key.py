@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,3 +60,30 @@ class StageKey:
     linear_conv_kernel: int = 0
     attn_output_gate: bool = False
     o_proj_bias: bool = False
+    # where the dense MLP layers and the LM head run (ParallelSpec.dense_ffn / lm_head, as the engine resolved
+    # them): "" the attention-TP group on the rank's own tokens; "gathered" the tokens of ``dense_group // tp`` DP
+    # ranks over ``dense_group`` ranks; "scattered" unsharded on 1/tp of the tokens. Left out of the cache key
+    # when "" (LATE_DEFAULTS), so the traces of every other layout keep their keys.
+    dense_mode: str = ""
+    dense_group: int = 0
+    dense_intermediate: int = 0  # the dense MLP's per-rank intermediate size in that group
+    head_mode: str = ""
+    head_group: int = 0
+    head_vocab: int = 0  # the LM head's per-rank vocabulary rows in that group
+
+
+LATE_DEFAULTS = {
+    "dense_mode": "",
+    "dense_group": 0,
+    "dense_intermediate": 0,
+    "head_mode": "",
+    "head_group": 0,
+    "head_vocab": 0,
+}
+"""Fields added after traces were shipped: at these values they are left out of a key's dict (:func:`key_dict`)."""
+
+
+def key_dict(key: StageKey) -> dict:
+    """``key`` as the trace cache stores and hashes it: its fields, those of :data:`LATE_DEFAULTS` only when set."""
+    d = asdict(key)
+    return {k: v for k, v in d.items() if k not in LATE_DEFAULTS or v != LATE_DEFAULTS[k]}

@@ -130,6 +130,31 @@ def _(x, group_size):
     return x.new_empty((*x.shape[:-1], x.shape[-1] * group_size))
 
 
+@torch.library.custom_op(f"{_LIB}::dp_comm", mutates_args=())
+def dp_comm(x: torch.Tensor, ref: torch.Tensor, kind: str, group_size: int, factor: int, over: str) -> torch.Tensor:
+    """The row movements of a dense MLP or LM head outside the attention-TP group (SGLang's DP gather/scatter,
+    :mod:`simcast.engines.sglang_layers`), over ``group_size`` ranks of the ``over`` group ("tp": attention TP,
+    "dp": every rank of the stage): ``gather_rows`` (T, H) -> (factor·T, H); ``scatter_rows`` (factor·T, H) ->
+    (T, H) (a local copy); ``reduce_scatter_rows`` (T, H) -> (T // factor, H); ``all_gather_rows`` -> ``ref``'s
+    shape; ``all_reduce``; ``all_gather_cols`` (..., n) -> (..., factor·n)."""
+    raise RuntimeError("simcast ops have no real kernel")
+
+
+@dp_comm.register_fake
+def _(x, ref, kind, group_size, factor, over):
+    if kind == "gather_rows":
+        return x.new_empty((x.shape[0] * factor, *x.shape[1:]))
+    if kind == "scatter_rows":
+        return x.new_empty((x.shape[0] // factor, *x.shape[1:]))
+    if kind == "reduce_scatter_rows":
+        return x.new_empty((x.shape[0] // factor, *x.shape[1:]))
+    if kind == "all_gather_rows":
+        return torch.empty_like(ref)
+    if kind == "all_gather_cols":
+        return x.new_empty((*x.shape[:-1], x.shape[-1] * factor))
+    return torch.empty_like(x)
+
+
 @torch.library.custom_op(f"{_LIB}::vocab_embedding", mutates_args=())
 def vocab_embedding(ids: torch.Tensor, weight: torch.Tensor, tp: int) -> torch.Tensor:
     """Vocab-parallel embedding lookup: rows of this rank's shard, zeros elsewhere.

@@ -49,8 +49,9 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.Parameter(torch.empty(k.hidden_size, **mk))
         self.moe = moe.MoEBlock(k, **mk) if kind.startswith("moe") else None
         if self.moe is None:
-            self.gate_up_proj = Linear(k.hidden_size, 2 * k.intermediate, False, fmt, **mk)
-            self.down_proj = Linear(k.intermediate, k.hidden_size, False, fmt, **mk)
+            inter = k.dense_intermediate or k.intermediate  # per rank of the group the dense MLP runs in
+            self.gate_up_proj = Linear(k.hidden_size, 2 * inter, False, fmt, **mk)
+            self.down_proj = Linear(inter, k.hidden_size, False, fmt, **mk)
 
     def forward(self, positions, hidden, residual, k_cache, v_cache, query_lens, context_lens):
         k, eps = self.k, self.k.rms_norm_eps
@@ -64,6 +65,8 @@ class DecoderLayer(nn.Module):
             out = self.gdn(hidden, query_lens, context_lens)
         else:
             out = self._gqa(positions, hidden, k_cache, v_cache, query_lens, context_lens)
+        if self.moe is None and k.dense_mode:  # the dense MLP outside the attention-TP group
+            return self._dense_elsewhere(out, residual)
         if k.tp > 1:
             out = ops.all_reduce(out, k.tp)
         hidden, residual = ops.fused_add_rms_norm(out, residual, self.post_attention_layernorm, eps)
@@ -73,6 +76,26 @@ class DecoderLayer(nn.Module):
         if k.tp > 1:
             out = ops.all_reduce(out, k.tp)
         return out, residual
+
+    def _dense_elsewhere(self, out, residual):
+        """SGLang's dense layer with DP attention (:mod:`simcast.engines.sglang_layers`): ``gathered`` (FULL):
+        the attention output summed into every DP rank's gathered tokens over the stage's ranks, the MLP sharded
+        over them, all-reduced, this rank's rows copied back; ``scattered`` (``--moe-dense-tp-size 1``): the
+        attention output reduce-scattered over the attention-TP group, the MLP unsharded on those rows, no
+        all-reduce, the rows all-gathered back. The residual add runs on the gathered / scattered rows (traced as
+        one norm over them; the engine's residual copy is left out)."""
+        k, eps = self.k, self.k.rms_norm_eps
+        if k.dense_mode == "gathered":
+            g = k.dense_group // k.tp  # DP ranks whose tokens are gathered
+            x = ops.dp_comm(out, out, "gather_rows", k.dense_group, g, "dp")
+            x = ops.rms_norm(x, self.post_attention_layernorm, eps)
+            y = self.down_proj(ops.silu_and_mul(self.gate_up_proj(x)))
+            y = ops.dp_comm(y, y, "all_reduce", k.dense_group, 1, "dp")
+            return ops.dp_comm(y, y, "scatter_rows", 1, g, "dp"), residual
+        x = ops.dp_comm(out, out, "reduce_scatter_rows", k.tp, k.tp, "tp")
+        x = ops.rms_norm(x, self.post_attention_layernorm, eps)
+        y = self.down_proj(ops.silu_and_mul(self.gate_up_proj(x)))
+        return ops.dp_comm(y, residual, "all_gather_rows", k.tp, k.tp, "tp"), residual
 
     def _gqa(self, positions, hidden, k_cache, v_cache, query_lens, context_lens):
         k, eps, d = self.k, self.k.rms_norm_eps, self.k.head_dim
@@ -114,7 +137,8 @@ class StageModule(nn.Module):
             DecoderLayer(k, starts_residual=k.has_embedding and i == 0, kind=kinds[i]) for i in range(k.traced_layers)
         )
         self.norm = nn.Parameter(torch.empty(k.hidden_size, **mk)) if k.has_head else None
-        self.lm_head = nn.Linear(k.hidden_size, k.vocab_shard, bias=False, **mk) if k.has_head else None
+        vocab = k.head_vocab or k.vocab_shard  # per rank of the group the LM head runs in
+        self.lm_head = nn.Linear(k.hidden_size, vocab, bias=False, **mk) if k.has_head else None
 
     def forward(self, x, residual, positions, k_cache, v_cache, query_lens, context_lens, logits_indices):
         k = self.k
@@ -130,7 +154,13 @@ class StageModule(nn.Module):
             return hidden, residual
         hidden, _ = ops.fused_add_rms_norm(hidden, residual, self.norm, k.rms_norm_eps)
         # vLLM/SGLang gather each request's last token before lm_head
-        logits = self.lm_head(torch.index_select(hidden, 0, logits_indices))
+        last = torch.index_select(hidden, 0, logits_indices)
+        if k.head_mode == "gathered":  # SGLang without --enable-dp-lm-head (simcast.engines.sglang_layers)
+            g = k.head_group // k.tp
+            logits = self.lm_head(ops.dp_comm(last, last, "gather_rows", k.head_group, g, "dp"))
+            logits = ops.dp_comm(logits, logits, "all_gather_cols", k.head_group, k.head_group, "dp")
+            return ops.sample(ops.dp_comm(logits, logits, "scatter_rows", 1, g, "dp"))
+        logits = self.lm_head(last)
         if k.tp > 1:
             logits = ops.all_gather(logits, k.tp)
         return ops.sample(logits)

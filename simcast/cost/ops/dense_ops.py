@@ -73,3 +73,25 @@ def all_reduce(rec: OpRecord, ctx: CostContext) -> OpWork:
 def all_gather(rec: OpRecord, ctx: CostContext) -> OpWork:
     size = nbytes(rec.outputs[0], ctx.dims)
     return OpWork(flops=0.0, bytes=size, unit="comm", comm_s=comm.all_gather_s(size, int(rec.args[1]), ctx.tp_path))
+
+
+def dp_comm(rec: OpRecord, ctx: CostContext) -> OpWork:
+    """SGLang's row movements of a dense MLP / LM head outside the attention-TP group
+    (:func:`simcast.trace.ops.dp_comm`): over the stage's ranks (``over`` "dp": the MoE group's path, which
+    spans them) or the attention-TP group.
+    ``scatter_rows`` is a local copy (rows read and written once); ``all_reduce`` as the TP all-reduce's fallback
+    formula; a reduce-scatter moves what an all-gather of its input does (ring: ``n-1`` steps of ``bytes/n``);
+    the gathers are all-gathers of their output (SGLang's ``dp_gather`` all-gathers the padded buffer, or
+    all-reduces it when the DP ranks' token counts are uneven: the all-gather is the cheaper, labelled bound).
+    Gathered rows count every DP rank (the batch on each, as the MoE layers assume)."""
+    x, kind, n, over = rec.args[0], rec.args[2], int(rec.args[3]), rec.args[5]
+    dims = ctx.dims
+    out, inp = nbytes(rec.outputs[0], dims), nbytes(x, dims)
+    if kind == "scatter_rows":
+        return OpWork(flops=0.0, bytes=2 * out, unit="vec")
+    path = ctx.moe_path if over == "dp" and ctx.moe_path is not None else ctx.tp_path
+    if kind == "all_reduce":
+        t = comm.all_reduce_s(inp, n, path, ctx.collective_algorithm)
+    else:
+        t = comm.all_gather_s(inp if kind == "reduce_scatter_rows" else out, n, path)
+    return OpWork(flops=0.0, bytes=max(inp, out), unit="comm", comm_s=t)

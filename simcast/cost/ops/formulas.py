@@ -29,6 +29,7 @@ OP_FORMULAS: dict[str, Formula] = {
     "simcast::sample": dense_ops.sample,
     "simcast::all_reduce": dense_ops.all_reduce,
     "simcast::all_gather": dense_ops.all_gather,
+    "simcast::dp_comm": dense_ops.dp_comm,
     # attention over the paged KV cache
     "simcast::attention": attention_ops.attention,
     "simcast::attention_sliding": attention_ops.attention_sliding,

@@ -219,7 +219,12 @@ def write(sections: dict[str, EngineKernels], info: dict, extra: dict) -> None:
         path = profiles_dir() / f"{name}.yaml"
         doc = load_doc(path.read_text(), str(path))
         errs = {_key(k): v for k, v in info["errs"][name].items()}
-        set_engines(doc, {"vllm": (ek, errs)}, "python scripts/fit_amd.py --write")
+        set_engines(
+            doc,
+            {"vllm": (ek, errs)},
+            "python scripts/fit_amd.py --write (vllm) and python scripts/fit_aiter.py --write (sglang, atom)",
+            keep=("vllm", "sglang", "atom"),
+        )
         if name in ("mi300x", "mi325x"):
             fits, err = extra["rccl"][0], extra["rccl"][1]
             how = "fitted on" if name == "mi300x" else "transferred from mi300x (same xGMI links):"

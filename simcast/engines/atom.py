@@ -15,8 +15,10 @@ with its source (read at ROCm/ATOM@ffdf3bb5).
 * devices: ATOM runs on AMD Instinct GPUs only (ROCm, aiter kernels); any other device is refused
   (:meth:`Atom.check_device`, by the name the driver reports);
 * kernels: ATOM runs aiter's kernels (MLA decode, fused MoE; ``atom/model_ops``) and hipBLASLt / aiter-tuned
-  GEMMs. No ATOM kernel measurement is shipped: the costs borrow the device profile's vLLM-on-ROCm fits, which
-  the outputs label as transferred ("vllm fit (fallback: no atom fit on ...)"), then SGLang's;
+  GEMMs. The aiter GEMMs and fused MoE are fitted per device on aiter's tuned-kernel tables (``engines.atom`` of
+  the AMD profiles, ``scripts/fit_aiter.py``, ROCm/aiter@e4048607a5); attention and the all-reduce borrow the
+  profile's vLLM-on-ROCm fits, which the outputs label as transferred ("vllm fit (fallback: no atom fit on
+  ...)"), then SGLang's;
 * launch lines: ``python -m atom.entrypoints.openai_server`` (the README's launch) with ``--model``,
   ``--tensor-parallel-size``, ``--data-parallel-size``, ``--enable-expert-parallel``,
   ``--enable-dp-attention``, ``--max-num-seqs``, ``--max-num-batched-tokens``, ``--gpu-memory-utilization``,
@@ -89,7 +91,8 @@ ROCM_KERNELS = {
     "attention": "aiter attention: MLA decode with aiter's asm kernels, paged attention for MHA (atom/model_ops)",
     "moe": "aiter fused MoE (CK / asm; --moe-backend standard) (atom/model_ops/fused_moe)",
 }
-"""ATOM's kernel choices (always aiter on ROCm); costed with the profile's vLLM fits, labelled as a fallback."""
+"""ATOM's kernel choices (always aiter on ROCm); GEMMs and MoE costed with the profile's aiter fits (``engines.atom``),
+attention and all-reduce with its vLLM fits, labelled as a fallback."""
 
 
 class Atom(Engine):

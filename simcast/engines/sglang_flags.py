@@ -82,6 +82,8 @@ ROCM_KERNELS = {
     "moe": "aiter fused MoE (CK / asm) when SGLANG_USE_AITER=1 (python/sglang/srt/layers/moe/fused_moe_triton/"
     "layer.py _use_aiter), else Triton fused_moe",
 }
-"""SGLang's kernel choices on ROCm (the switch is an environment variable its ROCm images set). No SGLang-on-ROCm
-kernel measurement is shipped: its ops are costed with the profile's vLLM fits, labelled as a fallback
-(transferred) in every output."""
+"""SGLang's kernel choices on ROCm (the switch is an environment variable its ROCm images set). The aiter GEMMs
+(fp8 block-scale, fp8, bf16) and fused MoE are fitted per device on aiter's own tuned-kernel tables
+(``engines.sglang`` of the mi300x / mi325x / mi355x profiles, ``scripts/fit_aiter.py``, ROCm/aiter@e4048607a5);
+attention and the all-reduce, which have no public aiter timing table, borrow the profile's vLLM fits, labelled
+as a fallback (transferred) in every output."""

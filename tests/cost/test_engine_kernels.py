@@ -534,9 +534,12 @@ def test_shipped_engine_sections_load_with_provenance():
             assert ek.source.startswith("aiconfigurator-core ") and ek.gemm and ek.all_reduce
     for name in ("ascend_910b", "a100_sxm_40gb"):  # priors stay unfitted
         assert not load_device(name).engines
-    for name in ("mi300x", "mi325x", "mi355x"):  # fitted on public AMD data (scripts/fit_amd.py), vLLM only
-        ek = load_device(name).engines
-        assert set(ek) == {"vllm"} and ek["vllm"].decode and ek["vllm"].all_reduce, name
+    for name in ("mi300x", "mi325x", "mi355x"):  # vLLM fitted on public AMD data (scripts/fit_amd.py); SGLang and
+        ek = load_device(name).engines  # ATOM: aiter GEMMs and fused MoE only (scripts/fit_aiter.py)
+        assert set(ek) == {"vllm", "sglang", "atom"} and ek["vllm"].decode and ek["vllm"].all_reduce, name
+        for e in ("sglang", "atom"):
+            assert ek[e].source.startswith("aiter ") and ek[e].gemm and ek[e].moe, (name, e)
+            assert not ek[e].decode and not ek[e].all_reduce, (name, e)  # those stay on vLLM's, labelled
 
 
 # ------------------------------------------------------------------ shipped profiles vs the database

@@ -47,7 +47,11 @@ def test_kernels_borrow_vllms_rocm_fits_labelled() -> None:
     from simcast.cost.kernels.engine_cost import label
 
     assert ENGINE.kernel_fallback[0] == "vllm"
-    assert label(load_device("mi300x"), "atom", "gemm") == "vllm fit (fallback: no atom fit on mi300x)"
+    assert label(load_device("mi300x"), "atom", "gemm") == "vllm fit (fallback: no atom fit on mi300x)"  # bf16
+    for dev in ("mi300x", "mi325x", "mi355x"):  # aiter's own tables (scripts/fit_aiter.py): no fallback label
+        assert label(load_device(dev), "atom", "gemm", "fp8_block") == "atom fit"
+        assert label(load_device(dev), "atom", "moe", "fp8_block") == "atom fit"
+        assert label(load_device(dev), "atom", "decode") == f"vllm fit (fallback: no atom fit on {dev})"
 
 
 def test_rocm_kernel_choices_are_declared_by_each_engine() -> None:

@@ -5,7 +5,6 @@ equal)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from simcast.api.bench_front_end import _front_end_notes as _front_end_notes
 from simcast.api.bench_front_end import _front_end_processes as _front_end_processes
 from simcast.api.bench_notes import _chunking_notes as _chunking_notes
 from simcast.api.bench_requests import RequestOptions, build_requests
+from simcast.api.bench_work import bounded_run
 from simcast.api.common import (
     ServingEngineOptions,
     TargetOptions,
@@ -290,36 +290,6 @@ def dataset_kind(o: BenchOptions, source: str) -> str:
     return "random" if source == "random" and o.dataset_name == "random" else "chat"
 
 
-def _bounded(o: BenchOptions, cfg: ServingConfig, reqs: list[RequestSpec]) -> tuple[ServingConfig, int]:
-    """The work the run implies, bounded before the simulation (:mod:`simcast.serving.request_level.work`), and the
-    configuration with its partition resolved and one replica's KV capacity (tokens)."""
-    from simcast.serving.request_level.work import in_flight_per_replica, require_bench_work, token_steps
-    from simcast.serving.steady.model import kv_capacity_tokens, resolve_partition
-
-    budget = cfg.policy.max_num_batched_tokens
-    field, value = ("--dataset-path", o.dataset_path) if o.dataset_path else ("--num-prompts", o.num_prompts)
-    steps_at_one = token_steps(((r.input_len, r.output_len) for r in reqs), budget)
-    more_clients = "raise --max-concurrency or simulate fewer requests"  # the hint names bench-serve's own flags
-    require_bench_work(
-        field, value, steps_at_one, 1.0 if o.max_concurrency == 1 else math.inf, budget, remedy=more_clients
-    )
-    cfg = resolve_partition(cfg, use_disk_cache=o.use_cache)
-    kv_tokens = kv_capacity_tokens(cfg)  # KV capacity of one replica, tokens
-    mean_len = sum(r.input_len + r.output_len for r in reqs) / len(reqs)
-    span_s = max(r.arrival_s for r in reqs) - min(r.arrival_s for r in reqs)
-    in_flight = in_flight_per_replica(
-        len(reqs),
-        rate_per_s=len(reqs) / span_s if span_s > 0 else math.inf,
-        mean_output_len=sum(r.output_len for r in reqs) / len(reqs),
-        max_concurrency=o.max_concurrency or 0,
-        dp=o.dp,
-        max_num_seqs=cfg.policy.max_num_seqs,
-        kv_requests=kv_tokens / mean_len,
-    )
-    require_bench_work(field, value, steps_at_one, in_flight, budget, remedy=more_clients)
-    return cfg, kv_tokens
-
-
 def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix: bool, lengths: str) -> list[str]:
     """The run's assumption lines: the engine, the step cost, KV capacity and admission, the serving path,
     chunking, the prefix cache, speculative decoding, the request lengths, the warm-ups."""
@@ -375,7 +345,7 @@ def run_bench(o: BenchOptions) -> BenchResult:
         )
     mem = engine_limits(o)
     reqs, source, lengths_note = build_requests(o)
-    cfg, kv_tokens = _bounded(o, _bench_config(o, reqs, source, mem), reqs)
+    cfg, kv_tokens = bounded_run(o, _bench_config(o, reqs, source, mem), reqs)
     res = simulate_requests(
         reqs,
         coster_for(cfg, o.use_cache),

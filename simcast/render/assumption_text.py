@@ -14,6 +14,7 @@ from simcast.core.kv import is_fp4_kv
 from simcast.cost.kernels.engine_cost import source_label
 from simcast.engines import PP_PREFILL_RULES as RULES
 from simcast.engines.partition import PARTITION_RULES, canonical_partition
+from simcast.render.assumption_moe_text import _layer_groups as _layer_groups
 from simcast.render.assumption_moe_text import _moe as _moe
 from simcast.render.assumption_moe_text import _moe_comm as _moe_comm
 from simcast.render.assumption_moe_text import _moe_layout as _moe_layout
@@ -299,40 +300,6 @@ def _speculative_step(f: A.SpeculativeStep) -> str:
 
 def _note(f: A.Note) -> str:
     return f.text
-
-
-def _layer_groups(f: A.LayerGroups) -> str:
-    """The dense MLP layers and the LM head outside the attention-TP group (SGLang with DP attention)."""
-    parts = []
-    if f.dense_ffn == "gathered":
-        parts.append(
-            f"dense MLP layers on all {f.dp_ranks} DP ranks' tokens gathered, sharded over the {f.group_ranks} GPUs "
-            "of the stage, all-reduced, rows scattered back (SGLang FULL mode; --moe-dense-tp-size 1 runs them "
-            "unsharded per rank)"
-        )
-    elif f.dense_ffn == "scattered":
-        parts.append(
-            f"dense MLP layers unsharded (--moe-dense-tp-size 1) on 1/{f.attention_tp} of the rank's tokens, the "
-            "attention output reduce-scattered and the rows all-gathered back over the attention-TP group"
-            if f.attention_tp > 1
-            else "dense MLP layers unsharded (--moe-dense-tp-size 1) on each rank's own tokens, no collective"
-        )
-    if f.lm_head == "gathered":
-        parts.append(
-            f"LM head vocab-parallel over the {f.group_ranks} GPUs of the stage on every DP rank's last tokens "
-            "gathered, logits all-gathered, rows scattered back (SGLang without --enable-dp-lm-head)"
-        )
-    elif f.lm_head == "attention":
-        parts.append(
-            f"LM head vocab-parallel over each DP rank's attention-TP group of {f.attention_tp} (--enable-dp-lm-head)"
-        )
-    return (
-        "; ".join(parts)
-        + "; gathered rows count every DP rank at this batch, each gather costed as an all-gather of its output, "
-        "weights per rank as at attention TP (memory not re-sharded)"
-        " "
-        "(sgl-project/sglang layers/communicator.py, logits_processor.py)"
-    )
 
 
 _SERVING_TOPICS = (

@@ -1,4 +1,4 @@
-"""Cross-version transfer of NCCL's all-reduce fits on the non-reserved tables of aiconfigurator-core.
+"""Cross-version transfer of NCCL all-reduce and decode-attention fits on non-reserved aiconfigurator-core tables.
 
 Usage (needs the optional extra): python scripts/kernel_version_transfer.py
 
@@ -8,7 +8,8 @@ shape on tables simcast may read: on each system with two or more NCCL versions,
 newer one; the same-version odd half is printed for comparison. It also prints, per table, the ratio of
 all-reduce time to reduce-scatter + all-gather time below 1 MiB (a candidate bridge from H100's own
 NCCL 2.23 reduce-scatter / all-gather tables, which lack all-reduce). Reserved folders are refused by
-:mod:`simcast.calib.readers.aic_db`'s guard and never listed.
+:mod:`simcast.calib.readers.aic_db`'s guard and never listed. Decode attention: :func:`decode_b200` (the only
+system with two non-reserved vLLM attention versions).
 """
 
 from __future__ import annotations
@@ -31,6 +32,39 @@ def _cell(pred: np.ndarray, meas: np.ndarray, nbytes: np.ndarray) -> str:
         f"<1 MiB {np.median(e[s]):.1f} / {np.percentile(e[s], 90):.1f}, "
         f"64 KiB-1 MiB median {np.median(e[s & (nbytes >= 2**16)]):.1f}"
     )
+
+
+def decode_b200() -> None:
+    """Decode attention, bf16, head 128, each table's main kernel (3000 sampled rows): B200 vLLM 0.22.0
+    (FlashInfer decode) -> 0.24.0 (FlashInfer's trtllm-gen decode), and SGLang 0.5.14's trtllm_mha rows
+    (same kernel family as 0.24's) -> vLLM 0.24.0, against each version's same-version odd half."""
+    from simcast.calib.fitting.fit_decode import fit_decode
+    from simcast.calib.fitting.fit_kernels import _attn_arrays
+    from simcast.cost.kernels import attention as attn
+    from simcast.inputs.loaders import load_device
+
+    dev = load_device("b200")
+
+    def rows(engine: str, version: str):
+        r = aic_db.attention_rows("b200_sxm", engine, version, "b200")
+        r = r[(r.kind == "attention_decode") & (r.dtype == "bf16") & (r.head_dim == 128)]
+        r = r[r.op == r.op.value_counts().idxmax()]
+        return r.sample(min(len(r), 3000), random_state=0)
+
+    def err(fit_rows, test_rows) -> str:
+        fit, _ = fit_decode(fit_rows, dev, "bf16", 148)
+        a = _attn_arrays(test_rows)
+        p = attn.decode_time_s(
+            fit, dev.matmul_peak("bf16"), dev.hbm_bw_bytes_per_s, a["b"], a["kv"], a["h"], a["hkv"], a["d"], a["dv"]
+        )
+        e = np.abs(p / a["t"] - 1) * 100
+        return f"{np.median(e):.1f} / {np.percentile(e, 90):.1f} (signed median {np.median(p / a['t'] - 1) * 100:+.1f})"
+
+    old, new, sgl = rows("vllm", "0.22.0"), rows("vllm", "0.24.0"), rows("sglang", "0.5.14")
+    print(f"b200 vllm 0.22 even -> odd: {err(old[~held_out(old)], old[held_out(old)])}")
+    print(f"b200 vllm 0.24 even -> odd: {err(new[~held_out(new)], new[held_out(new)])}")
+    print(f"b200 vllm 0.22 -> 0.24 (all rows): {err(old, new)}")
+    print(f"b200 sglang 0.5.14 trtllm_mha -> vllm 0.24 (all rows): {err(sgl, new)}")
 
 
 def main() -> None:
@@ -65,3 +99,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    decode_b200()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from simcast.api.options import Flag, opt
 from simcast.cli.option_flags import add_option_flags
 from simcast.cli.outputs import emit, write_text
+from simcast.core.device import DeviceSpec
 from simcast.core.errors import require
 from simcast.engines import ENGINES
 
@@ -62,6 +63,18 @@ def parse_engines(value: str | None) -> tuple[str, ...]:
     return names
 
 
+def _runs_on(engine: str, device: DeviceSpec) -> bool:
+    """Whether ``engine`` accepts ``device`` (its ``check_device`` raises no input error)."""
+    from simcast.core.errors import SimcastInputError
+    from simcast.engines import get_engine
+
+    try:
+        get_engine(engine).check_device(device)
+    except SimcastInputError:
+        return False
+    return True
+
+
 def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
     return {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}
 
@@ -85,6 +98,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     aic_db.data_root()  # one line telling how to install the extra when it is missing
     device = a.device or SYSTEMS[a.system].profile
     base = load_device(device)
+    if a.engine == "all":  # 'all' means the engines that run on this device (ATOM refuses NVIDIA GPUs)
+        engines = tuple(e for e in engines if _runs_on(e, base))
     check_profile_out(a.out, base.name)
     src = profile_path(device)
     text = read_text(src, "--device")

@@ -26,8 +26,8 @@ pool → its first token there (the wait for the step in flight plus that step).
 (the front end of :meth:`EnginePolicy.front_end_time_s`) is counted once, the prefill engine's.
 
 Not modelled (stated in the output): the prefill pool holds a finished request's blocks until the
-decode pool has read them (freed at once here); transfers of different requests sharing a link (each
-request sees the whole link); the proxy's own latency. Under a client's ``--max-concurrency`` the two pools
+decode pool has read them (freed at once here); the proxy's own latency. Transfers leaving one prefill DP rank
+share its NICs: a FIFO queue per rank (:mod:`simcast.serving.disagg.nic`). Under a client's ``--max-concurrency`` the two pools
 run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent when one in flight has left
 the decode pool.
 """
@@ -42,6 +42,7 @@ from simcast.core.assumption import Assumption, Topic, note
 from simcast.serving.config import ServingConfig
 from simcast.serving.disagg.closed_loop import simulate_coupled
 from simcast.serving.disagg.kv_transfer import kv_transfer
+from simcast.serving.disagg.nic import NicQueues
 from simcast.serving.disagg.steady import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult
@@ -154,20 +155,23 @@ class _Handoff:
 
     def __init__(self, reqs: list[RequestSpec], cfg: DisaggConfig, pc: ServingConfig, dc: ServingConfig) -> None:
         self.reqs, self.cfg, self.pc, self.dc = reqs, cfg, pc, dc
-        self.memo: dict[tuple[int, float], float] = {}
+        self.memo: dict[tuple[int, float], tuple[float, float]] = {}
         self.stamps: dict[int, Stamps] = {}
+        self.nics = NicQueues()
 
-    def exposed(self, isl: int, prefill_s: float) -> float:
+    def exposed(self, isl: int, prefill_s: float) -> tuple[float, float]:
+        """(exposed transfer on an idle link, data time on the busiest rank's link), s."""
         cfg, pc, dc = self.cfg, self.pc, self.dc
         key = (isl, round(prefill_s, 6) if cfg.kv_transfer == "per-layer" else 0.0)
         if key not in self.memo:
-            self.memo[key] = kv_transfer(
+            tr = kv_transfer(
                 replace(pc, workload=replace(pc.workload, input_length=isl)),
                 replace(dc, workload=replace(dc.workload, input_length=isl)),
                 cfg.kv_transfer,
                 prefill_s,
                 together=cfg.num_devices,
-            ).exposed_s
+            )
+            self.memo[key] = (tr.exposed_s, tr.data_s)
         return self.memo[key]
 
     def __call__(self, i: int, r: RequestResult) -> RequestSpec:
@@ -175,7 +179,8 @@ class _Handoff:
         done = _engine_first_token_s(r)
         queue = max(0.0, r.admitted_s - r.arrival_s)
         prefill = done - r.arrival_s - queue
-        t = self.exposed(r.input_len, prefill)
+        alone, data = self.exposed(r.input_len, prefill)
+        t = self.nics.finish(r.replica, done, alone, data) - done  # FIFO on the prefill DP rank's NICs
         self.stamps[i] = (r.front_end_s, queue, prefill, t)
         return RequestSpec(
             arrival_s=done + t, input_len=src.input_len, output_len=src.output_len, kv_ready_tokens=src.input_len - 1
@@ -230,7 +235,10 @@ def simulate_disagg_requests(
         pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks)
         # every request completes, and results come in the order of the requests given (the scheduler's index)
         # 2. the KV transfer at each request's own prompt length
-        dec_reqs = [hand(i, r) for i, r in enumerate(pre.requests)]
+        # (in the order the prefills finished: the NIC queues are FIFO)
+        order = sorted(range(len(pre.requests)), key=lambda i: _engine_first_token_s(pre.requests[i]))
+        handed = {i: hand(i, pre.requests[i]) for i in order}
+        dec_reqs = [handed[i] for i in range(len(pre.requests))]
         # 3. the decode pool
         dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks)
     pre_res, stamps = pre.requests, hand.stamps
@@ -245,8 +253,8 @@ def simulate_disagg_requests(
         note(Topic.DISAGG_KV_CAPACITY, f"KV capacity per replica: prefill {kv_p} tokens, decode {kv_d} tokens"),
         note(
             Topic.DISAGG_NOT_MODELLED,
-            "not modelled: prefill blocks held until the decode pool reads them, transfers sharing a link, the "
-            "proxy's own latency" + (", client --max-concurrency" if not max_concurrency else ""),
+            "not modelled: prefill blocks held until the decode pool reads them, the proxy's own latency; "
+            "transfers leaving one prefill DP rank queue FIFO on its NICs" + (", client --max-concurrency" if not max_concurrency else ""),
             approximation=True,
         ),
     )

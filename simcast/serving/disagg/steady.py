@@ -30,7 +30,8 @@ of ``B / M`` decodes at the mean context ``ISL + OSL/2``; a rank completes
 ``μ_d = B / ((OSL − 1)·TPOT)`` requests/s (Little's law: the first token came from the prefill pool).
 At a request rate below its capacity the pool runs at the smallest concurrency that carries it.
 
-**TTFT** = serving path + ``W_q`` + prefill + exposed transfer + decode admission (the wait for the
+**TTFT** = serving path + ``W_q`` + prefill + the wait for the prefill rank's NICs
+(:func:`~simcast.serving.disagg.nic.nic_wait_s`, M/D/1 at the rank's prompt rate) + exposed transfer + decode admission (the wait for the
 decode step in flight, :func:`~simcast.serving.steady.model.step_wait_cycles` steps, and the decode step that
 emits the first token: vLLM's decode instance recomputes the last prompt position, and the request-level
 simulator models every engine that way); E2E = TTFT +
@@ -47,6 +48,7 @@ from simcast.core.assumption import Assumption, Topic, note
 from simcast.core.errors import require
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES, KvTransfer, kv_transfer
+from simcast.serving.disagg.nic import nic_wait_s
 from simcast.serving.kv_memory import MemoryFit, max_batch_for_memory, memory_fit
 from simcast.serving.steady.model import coster_for, kernels_note, resolve_partition, step_wait_cycles
 from simcast.serving.step import StepCoster, mixed_batch
@@ -157,7 +159,7 @@ class DisaggResult:
     prefill_step_prompts: int  # prompts per prefill step at the operating point (<= prefill.prompts_per_step)
     prefill_s: float  # one prompt's own prefill at that step size
     front_end_s: float
-    queue_s: float  # W_q (inf at ρ >= 1)
+    queue_s: float  # W_q (inf at ρ >= 1), plus the wait for the prefill rank's NICs (nic_wait_s)
     admission_s: float  # wait for the decode step in flight
     ttft_s: float
     tpot_s: float
@@ -175,10 +177,7 @@ class DisaggResult:
 
 def md1_wait_s(rate_per_s: float, service_rate_per_s: float) -> float:
     """Mean M/D/1 queueing wait (s): ``ρ / (2μ(1 − ρ))`` with ``ρ = λ/μ``; inf at ``ρ >= 1``."""
-    if rate_per_s <= 0:
-        return 0.0
-    rho = rate_per_s / service_rate_per_s
-    return math.inf if rho >= 1 else rho / (2 * service_rate_per_s * (1 - rho))
+    return nic_wait_s(rate_per_s, 1 / service_rate_per_s)
 
 
 def prefill_pool(cfg: ServingConfig, coster: StepCoster | None = None) -> PrefillPool:
@@ -332,7 +331,7 @@ def _disagg_notes(
         note(Topic.KV_TRANSFER, tr.note),
         note(
             Topic.DISAGG_TTFT,
-            f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue {queue * 1e3:.2f} ms + prefill "
+            f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue and NIC queue {queue * 1e3:.2f} ms + prefill "
             f"{own * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
             f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival + the step that "
             "emits the first token)",
@@ -365,15 +364,15 @@ def assemble(
         saturated = "prefill"
     front = pc.policy.front_end_time_s(pc.workload.input_length)
     admit = (step_wait_cycles(dc.policy) + 1) * dec.tpot_s * dc.scheme.tokens_per_step  # decode steps
-    ttft = front + queue + own + tr.exposed_s + admit
+    nic = nic_wait_s(min(lam, p_ranks * pre.prompts_per_s) / p_ranks, tr.data_s)  # FIFO on the rank's NICs
+    ttft = front + queue + own + nic + tr.exposed_s + admit
     osl = dc.workload.output_length
     served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
     tps = served * osl
     balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
     assumptions = _disagg_notes(
-        cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, front=front, queue=queue, own=own, admit=admit
-    )
-    assumptions += notes
+        cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, front=front, queue=queue + nic, own=own, admit=admit
+    ) + notes
     if saturated == "decode":
         text = f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s"
         assumptions += (note(Topic.DISAGG_SATURATION, text),)
@@ -387,7 +386,7 @@ def assemble(
         prefill_step_prompts=k,
         prefill_s=own,
         front_end_s=front,
-        queue_s=queue,
+        queue_s=queue + nic,
         admission_s=admit,
         ttft_s=ttft,
         tpot_s=dec.tpot_s,

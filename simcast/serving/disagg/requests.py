@@ -3,8 +3,8 @@
 The steady state of :mod:`simcast.serving.disagg.steady` replaced by the same per-replica schedulers
 ``bench-serve`` runs (:mod:`simcast.serving.request_level.scheduler`), one pool after the other:
 
-1. **Prefill pool.** Every request goes, at its arrival, to the prefill pool's ``x · dp`` DP ranks
-   (round-robin) as a request of **one output token** (what a disaggregation proxy asks of the prefill
+1. **Prefill pool.** Every request goes, at its arrival, to one of the prefill pool's ``x · dp`` DP ranks
+   (the PD router's choice, :func:`pd_router_name`; the decode DP rank likewise) as a request of **one output token** (what a disaggregation proxy asks of the prefill
    instance: vLLM's ``toy_proxy_server`` sends ``max_tokens = 1``; SGLang's prefill server stops after
    the first token). Its prompt-only work is scheduled, chunked and queued exactly as in an aggregated
    engine, so the prefill queue is the scheduler's own, not an M/D/1 formula. ``prefill_done`` = when
@@ -46,6 +46,7 @@ from simcast.serving.disagg.nic import NicQueues
 from simcast.serving.disagg.steady import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult
+from simcast.serving.request_level.routers import default_settings, router_note
 from simcast.serving.request_level.scheduler import RequestSpec
 from simcast.serving.request_level.simulate import simulate_requests
 from simcast.serving.steady.model import coster_for, resolve_partition
@@ -215,11 +216,27 @@ def _joined(
     return out
 
 
+def pd_router_name(cfg: DisaggConfig, router: str = "") -> str:
+    """The router that picks each request's prefill and decode DP rank: ``router``, or ("") the engine's own
+    (:attr:`simcast.engines.base.Engine.pd_router`: SGLang's sgl-router cache-aware, round-robin otherwise)."""
+    from simcast.engines import get_engine
+
+    return router or get_engine(cfg.prefill.engine).pd_router
+
+
 def simulate_disagg_requests(
-    reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True, max_concurrency: int = 0
+    reqs: list[RequestSpec],
+    cfg: DisaggConfig,
+    *,
+    use_disk_cache: bool = True,
+    max_concurrency: int = 0,
+    router: str = "",
+    seed: int = 0,
 ) -> DisaggBench:
     """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring);
-    ``max_concurrency`` (0: none): the client's cap on requests in flight, send to last token."""
+    ``max_concurrency`` (0: none): the client's cap on requests in flight, send to last token; ``router`` (a name
+    of :data:`~simcast.serving.request_level.routers.ROUTERS`; "": the engine's, :func:`pd_router_name`) picks
+    the prefill DP rank and the decode DP rank of each request, ``seed`` for the policies that draw."""
     pc = resolve_partition(cfg.prefill, use_disk_cache=use_disk_cache)
     dc = resolve_partition(cfg.decode, use_disk_cache=use_disk_cache)
     kv_p, kv_d = kv_capacity_tokens(pc), kv_capacity_tokens(dc)
@@ -229,10 +246,12 @@ def simulate_disagg_requests(
     pre_reqs = [RequestSpec(arrival_s=r.arrival_s, input_len=r.input_len, output_len=1) for r in reqs]
     hand = _Handoff(reqs, cfg, pc, dc)
     cp, cd = coster_for(pc, use_disk_cache), coster_for(dc, use_disk_cache)
+    name = pd_router_name(cfg, router)
+    rs = (default_settings(name, seed=seed), default_settings(name, seed=seed + 1))
     if max_concurrency:  # the client's cap couples the pools: one clock (closed_loop)
-        pre, dec = simulate_coupled(pre_reqs, (cp, cd), (kv_p, kv_d), (p_ranks, d_ranks), max_concurrency, hand)
+        pre, dec = simulate_coupled(pre_reqs, (cp, cd), (kv_p, kv_d), (p_ranks, d_ranks), max_concurrency, hand, rs)
     else:
-        pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks)
+        pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks, router=rs[0])
         # every request completes, and results come in the order of the requests given (the scheduler's index)
         # 2. the KV transfer at each request's own prompt length
         # (in the order the prefills finished: the NIC queues are FIFO)
@@ -240,7 +259,7 @@ def simulate_disagg_requests(
         handed = {i: hand(i, pre.requests[i]) for i in order}
         dec_reqs = [handed[i] for i in range(len(pre.requests))]
         # 3. the decode pool
-        dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks)
+        dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks, router=rs[1])
     pre_res, stamps = pre.requests, hand.stamps
     out = _joined(reqs, pre_res, dec.requests, stamps)
     assumptions: tuple[Assumption, ...] = (
@@ -251,6 +270,11 @@ def simulate_disagg_requests(
             f"rank(s) ({dc.runtime}) admitting ISL-1 transferred tokens and running the last prompt position",
         ),
         note(Topic.DISAGG_KV_CAPACITY, f"KV capacity per replica: prefill {kv_p} tokens, decode {kv_d} tokens"),
+        note(
+            Topic.DISAGG_REQUESTS,
+            f"prefill and decode DP rank of each request: {router_note(name)}"
+            + ("" if router else " (the engine's own PD router)"),
+        ),
         note(
             Topic.DISAGG_NOT_MODELLED,
             "not modelled: prefill blocks held until the decode pool reads them, the proxy's own latency; "

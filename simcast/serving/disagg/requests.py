@@ -4,11 +4,11 @@ The steady state of :mod:`simcast.serving.disagg.steady` replaced by the same pe
 ``bench-serve`` runs (:mod:`simcast.serving.request_level.scheduler`), one pool after the other:
 
 1. **Prefill pool.** Every request goes, at its arrival, to one of the prefill pool's ``x · dp`` DP ranks
-   (the PD router's choice, :func:`pd_router_name`; the decode DP rank likewise) as a request of **one output token** (what a disaggregation proxy asks of the prefill
-   instance: vLLM's ``toy_proxy_server`` sends ``max_tokens = 1``; SGLang's prefill server stops after
-   the first token). Its prompt-only work is scheduled, chunked and queued exactly as in an aggregated
-   engine, so the prefill queue is the scheduler's own, not an M/D/1 formula. ``prefill_done`` = when
-   its first token left the last stage.
+   (the PD router's choice, :func:`pd_router_name`; the decode DP rank likewise) as a request of **one
+   output token** (what a disaggregation proxy asks of the prefill instance: vLLM's ``toy_proxy_server`` sends
+   ``max_tokens = 1``; SGLang's prefill server stops after the first token). Its prompt-only work is scheduled,
+   chunked and queued exactly as in an aggregated engine, so the prefill queue is the scheduler's own, not an M/D/1
+   formula. ``prefill_done`` = when its first token left the last stage.
 2. **KV transfer** (:func:`~simcast.serving.disagg.kv_transfer.kv_transfer` at the request's own prompt
    length): ``whole`` moves after ``prefill_done``; ``per-layer`` exposes only what streaming during
    the request's own prefill (admission → ``prefill_done``) cannot hide.
@@ -26,10 +26,10 @@ pool → its first token there (the wait for the step in flight plus that step).
 (the front end of :meth:`EnginePolicy.front_end_time_s`) is counted once, the prefill engine's.
 
 Not modelled (stated in the output): the prefill pool holds a finished request's blocks until the
-decode pool has read them (freed at once here); the proxy's own latency. Transfers leaving one prefill DP rank
-share its NICs: a FIFO queue per rank (:mod:`simcast.serving.disagg.nic`). Under a client's ``--max-concurrency`` the two pools
-run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent when one in flight has left
-the decode pool.
+decode pool has read them (freed at once here); the proxy's own latency. Transfers leaving one prefill
+DP rank share its NICs: a FIFO queue per rank (:mod:`simcast.serving.disagg.nic`). Under a client's
+``--max-concurrency`` the two pools run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent
+when one in flight has left the decode pool.
 """
 
 from __future__ import annotations
@@ -278,7 +278,8 @@ def simulate_disagg_requests(
         note(
             Topic.DISAGG_NOT_MODELLED,
             "not modelled: prefill blocks held until the decode pool reads them, the proxy's own latency; "
-            "transfers leaving one prefill DP rank queue FIFO on its NICs" + (", client --max-concurrency" if not max_concurrency else ""),
+            "transfers leaving one prefill DP rank queue FIFO on its NICs"
+            + (", client --max-concurrency" if not max_concurrency else ""),
             approximation=True,
         ),
     )

@@ -284,10 +284,11 @@ def assemble(
     dec: DecodePool,
     full: DecodePool,
     tr: KvTransfer,
-    notes: tuple[Assumption, ...] = (),
+    notes: tuple[Assumption, ...] | None = (),
 ) -> DisaggResult:
     """The deployment's figures from its pools (pure arithmetic, module docstring): ``dec`` the decode pool
-    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference)."""
+    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference);
+    ``notes`` None: the figures only, no assumption records (a search's inner loop)."""
     pc, dc = cfg.prefill, cfg.decode
     p_ranks, d_ranks = cfg.prefill_replicas * pre.ranks, cfg.decode_replicas * dec.ranks
     lam = cfg.request_rate_per_s or d_ranks * dec.requests_per_s
@@ -304,24 +305,11 @@ def assemble(
     served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
     tps = served * osl
     balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
-    assumptions = (
-        disagg_notes(
-            cfg,
-            pre,
-            dec,
-            full,
-            tr,
-            k=k,
-            rho=rho,
-            saturated=saturated,
-            front=front,
-            queue=queue + nic,
-            own=own,
-            admit=admit,
-        )
-        + notes
-    )
-    if saturated == "decode":
+    assumptions: tuple[Assumption, ...] = ()
+    if notes is not None:
+        parts = {"front": front, "queue": queue + nic, "own": own, "admit": admit}
+        assumptions = disagg_notes(cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, **parts) + notes
+    if saturated == "decode" and notes is not None:
         text = f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s"
         assumptions += (note(Topic.DISAGG_SATURATION, text),)
     return DisaggResult(

@@ -27,7 +27,8 @@ def test_allocation_unit_is_the_node_or_the_nvl72_tray():
         (8, 16, 8, 32, True),  # one prefill node, two decode nodes
         (4, 12, 8, 32, False),  # pools straddling nodes
         (8, 32, 8, 32, False),  # over the budget
-        (2, 2, 8, 4, True),  # a budget under one node: the whole budget
+        (2, 2, 8, 4, True),  # a budget under one node: a part of a node, any split of it
+        (1, 1, 8, 4, True),
         (4, 8, 4, 72, True),  # GB200: one prefill tray, two decode trays
         (2, 2, 4, 72, True),  # GB200: both pools in one tray
     ],
@@ -48,7 +49,7 @@ def test_worker_counts_are_exactly_the_whole_unit_ones(wp, wd, unit, budget):
     assert got == brute and got
     for x, y in got:  # P and D counts fill whole nodes
         t = x * wp + y * wd
-        assert ((x * wp) % unit == 0 and (y * wd) % unit == 0) or t == min(unit, budget)
+        assert ((x * wp) % unit == 0 and (y * wd) % unit == 0) or t == unit or budget < unit
 
 
 def test_pareto_front_by_hand():
@@ -104,6 +105,11 @@ def test_best_is_no_worse_than_any_enumerated_xpyd_and_fills_whole_nodes():
     for c in found.rows:  # whole nodes: 8 GPUs in one node, pools sharing it exactly
         n = c.result.num_devices
         assert n % 8 == 0 and n <= space.num_devices
+    # the fewest devices at a rate: whole nodes too (one 8-GPU node here, never 7 GPUs of it)
+    from simcast.serving.disagg.search import fewest_disagg
+
+    fd = fewest_disagg(pools, space, 0.25 * best.request_rate_per_s)
+    assert fd is not None and fd.num_devices == 8
     # the front: no enumerated point beats a front point in both figures, and every point has a front point
     # at least as good in both
     for f in found.front:

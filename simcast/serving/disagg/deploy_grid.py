@@ -11,7 +11,7 @@ has at most ``devices_per_node`` GPUs.
 
 **Whole units** (:func:`fills_whole_units`): each pool takes whole units (``x·W_p`` and ``y·W_d`` multiples of
 the unit: the pools on their own nodes, as the engines' multi-node recipes launch them), or both pools share
-exactly one unit (or the whole budget, when it is smaller than one unit): a single-node ``xPyD``.
+exactly one unit: a single-node ``xPyD``. A budget under one unit is a part of a node: any split of it.
 
 **Token/s per user** = ``1 / TPOT`` (the decode rate one stream sees; MTP/EAGLE's tokens per step are in
 TPOT). **Pareto front** (:func:`pareto_front`): the points no other point beats in both token/s/GPU and
@@ -42,13 +42,14 @@ def allocation_unit(device: DeviceSpec) -> tuple[int, str]:
 
 def fills_whole_units(prefill_devices: int, decode_devices: int, unit: int, budget: int) -> bool:
     """True when pools of ``prefill_devices`` and ``decode_devices`` GPUs fit in ``budget`` and fill whole units
-    (module docstring): each pool whole units, or both together exactly ``min(unit, budget)``."""
+    (module docstring): each pool whole units, or both together exactly one unit; any split of a budget under
+    one unit."""
     total = prefill_devices + decode_devices
     if total > budget:
         return False
-    if prefill_devices % unit == 0 and decode_devices % unit == 0:
+    if budget < unit or (prefill_devices % unit == 0 and decode_devices % unit == 0):
         return True
-    return total == min(unit, budget)
+    return total == unit
 
 
 def worker_counts(wp: int, wd: int, unit: int, budget: int) -> Iterator[tuple[int, int]]:

@@ -35,7 +35,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.moe_layout import moe_layout_rule
 from simcast.core.specs import ParallelSpec
 from simcast.serving.config import ServingConfig
-from simcast.serving.disagg.deploy_grid import allocation_unit, pareto_front, worker_counts
+from simcast.serving.disagg.deploy_grid import allocation_unit, fills_whole_units, pareto_front, worker_counts
 from simcast.serving.disagg.kv_transfer import KvTransfer, kv_transfer
 from simcast.serving.disagg.steady import (
     DecodePool,
@@ -322,9 +322,11 @@ def fewest_disagg(
     pools: Sequence[Pool], space: SearchSpace, rate_per_s: float, kv_mode: str = "whole"
 ) -> DisaggResult | None:
     """The disaggregated deployment with the fewest devices carrying ``rate_per_s`` under the limits (ties:
-    the higher token/s/device), costed at that rate; None when none fits in ``num_devices``."""
-    best: tuple[int, DisaggResult] | None = None
+    the higher token/s/device), its pools on whole allocation units (:func:`fills_whole_units`), costed at that
+    rate; None when none fits in ``num_devices``."""
+    best: tuple[int, float, DisaggResult, Pool, KvTransfer] | None = None
     n = space.num_devices
+    unit = allocation_unit(pools[0].cfg.device)[0] if pools else 1
     for p in pools:
         if p.prefill is None:
             continue
@@ -333,26 +335,29 @@ def fewest_disagg(
         for d in pools:
             wd = d.cfg.parallel.world_size
             for dec in d.decode:
-                y = replicas_for(rate_per_s, dec.ranks * dec.requests_per_s)
-                for x in range(x0, (n - y * wd) // wp + 1):
-                    devices = x * wp + y * wd
-                    if best is not None and devices > best[0]:
-                        break
-                    cfg = DisaggConfig(
-                        prefill=p.cfg,
-                        decode=replace(d.cfg, batch_size=dec.concurrency),
-                        prefill_replicas=x,
-                        decode_replicas=y,
-                        kv_transfer=kv_mode,
-                        request_rate_per_s=rate_per_s,
-                    )
-                    tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
-                    r = assemble(cfg, p.prefill, dec, dec, tr, _note(p))
-                    if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
-                        if best is None or (devices, -r.tokens_per_s_per_device) < (
-                            best[0],
-                            -best[1].tokens_per_s_per_device,
-                        ):
-                            best = (devices, r)
-                        break
-    return best[1] if best else None
+                y0 = replicas_for(rate_per_s, dec.ranks * dec.requests_per_s)
+                for y in range(y0, (n - x0 * wp) // wd + 1):  # more decode replicas only to fill whole units
+                    for x in range(x0, (n - y * wd) // wp + 1):
+                        devices = x * wp + y * wd
+                        if best is not None and devices > best[0]:
+                            break
+                        if not fills_whole_units(x * wp, y * wd, unit, n):
+                            continue
+                        cfg = DisaggConfig(
+                            prefill=p.prefill_cfg or p.cfg,
+                            decode=replace(d.cfg, batch_size=dec.concurrency),
+                            prefill_replicas=x,
+                            decode_replicas=y,
+                            kv_transfer=kv_mode,
+                            request_rate_per_s=rate_per_s,
+                        )
+                        tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
+                        r = assemble(cfg, p.prefill, dec, dec, tr, None)
+                        if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
+                            if best is None or (devices, -r.tokens_per_s_per_device) < (best[0], -best[1]):
+                                best = (devices, r.tokens_per_s_per_device, r, p, tr)
+                            break
+    if best is None:
+        return None
+    r, p, tr = best[2], best[3], best[4]
+    return assemble(r.config, r.prefill, r.decode, r.decode, tr, _note(p))

@@ -6,6 +6,10 @@ whole-unit xPyD) and the search plus its closed-loop replay of the best deployme
 Cases: Llama-3.1-8B on 8 x H100 (one node: pools sharing it), DeepSeek-R1 (FP8) on 32 GB200 (trays of an NVL72
 domain; TP4/TP8 x attention-DP pools), DeepSeek-R1 on 32 H200 with MTP in the decode pool.
 
+Measured (one run, load average ~10 on the 2-core development machine; CPU s of the child, wall in brackets):
+llama8b-h100x8 1.5 (13) search alone, 4.8 (37) with one replay; dsr1-gb200x32 2.8 (10), 19.9 (139);
+dsr1-h200x32-mtp 5.5 (59), 24.1 (245). The copy in docs/serving_modes.md is the one to update.
+
 Run: .venv/bin/python benchmarks/disagg_search_speed.py [--runs N] [--case NAME]
 """
 

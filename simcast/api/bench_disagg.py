@@ -92,7 +92,8 @@ def _check(o: BenchOptions, reqs: list[RequestSpec]) -> None:
 
     for flag, v in (("--prefill-workers", o.prefill_workers), ("--decode-workers", o.decode_workers)):
         require(isinstance(v, int) and 1 <= v <= limits.MAX_DEVICES, flag, v, f"in [1, {limits.MAX_DEVICES}]")
-    require(o.router == "round_robin", "--router", o.router, "disagg: the proxy sends requests round-robin")
+    why = "disagg: the router in front of the pools is --disagg-router"
+    require(o.router == "round_robin", "--router", o.router, why)
     require(
         all(r.prefix_id < 0 and r.parent < 0 for r in reqs),
         "--dataset-name",
@@ -130,7 +131,14 @@ def run_disagg_bench(o: BenchOptions, *, config: ConfigFn, notes_of: NotesFn) ->
         decode_replicas=o.decode_workers,
         kv_transfer=o.kv_transfer,
     )
-    bench = simulate_disagg_requests(reqs, dis, use_disk_cache=o.use_cache, max_concurrency=o.max_concurrency or 0)
+    bench = simulate_disagg_requests(
+        reqs,
+        dis,
+        use_disk_cache=o.use_cache,
+        max_concurrency=o.max_concurrency or 0,
+        router="" if o.disagg_router == "engine" else o.disagg_router,
+        seed=o.seed,
+    )
     run = client_run(bench)
     summary = bench_metrics(
         run,

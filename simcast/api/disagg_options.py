@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from simcast.api.options import Flag, opt
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES
+from simcast.serving.request_level.routers import ROUTERS
 
 POOL_KEYS = (
     "tp",
@@ -104,5 +105,16 @@ class DisaggOptions:
             help="disagg: the prompt's KV moves after the prefill (whole: vLLM's NixlConnector) or streams layer "
             "by layer during it (per-layer) [whole]",
             choices=KV_TRANSFER_MODES,
+        ),
+    )
+    disagg_router: str = opt(
+        "engine",
+        "disagg: the router picking each request's prefill and decode worker (engine: the engine's own)",
+        flag=Flag(
+            names=("--disagg-router",),
+            help="disagg: the router that picks each request's prefill and decode worker: engine (the engine's "
+            "PD router: SGLang sgl-router cache_aware, vLLM/TensorRT-LLM/Dynamo round_robin) or a --router "
+            "policy [engine]",
+            choices=("engine", *ROUTERS),
         ),
     )

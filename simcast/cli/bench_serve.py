@@ -97,7 +97,15 @@ _REQUESTS = (
     "num_warmups",
 )
 _CHUNKING = ("enable_dynamic_chunking", "dynamic_chunking_smooth_factor")
-_DISAGG = ("serving_mode", "prefill_workers", "decode_workers", "prefill_layout", "decode_layout", "kv_transfer")
+_DISAGG = (
+    "serving_mode",
+    "prefill_workers",
+    "decode_workers",
+    "prefill_layout",
+    "decode_layout",
+    "kv_transfer",
+    "disagg_router",
+)
 BENCH_FLAGS = _REQUESTS + ("seed",) + _CHUNKING + MOE_COMM_FIELDS + _DISAGG
 """The :class:`BenchOptions` fields ``simcast bench-serve`` reads from its own flags (declared on the fields)."""
 

@@ -55,10 +55,35 @@ class DisaggFlags:
             value_type="search_rate",
         ),
     )
+    min_tokens_per_user: float | None = opt(
+        None,
+        "disagg: output token/s per user (1 / TPOT) the ranked deployments must reach (None: none)",
+        flag=Flag(
+            names=("--min-tokens-per-user",),
+            help="disagg: rank each layout pair by token/s/GPU among its deployments giving each user at least "
+            "this many output token/s (1 / TPOT; MTP's tokens per step included); the Pareto front is printed "
+            "whole [none; <= 1e6]",
+            value_type="user_rate",
+        ),
+    )
+    replay_top: int = opt(
+        1,
+        "disagg: best deployments replayed closed loop by the request-level simulator (0: none)",
+        flag=Flag(
+            names=("--replay-top",),
+            help="disagg: replay the best K deployments request by request, closed loop at their decode "
+            "concurrency (--request-rate inf --max-concurrency C, 3 x C prompts), next to their steady-state "
+            "figures [1; 0: none]",
+            value_type="replay_top",
+            metavar="K",
+        ),
+    )
 
 
 def add_disagg_args(p: argparse.ArgumentParser) -> None:
-    add_option_flags(p, DisaggFlags, ("serving_mode", "kv_transfer", "request_rate"))
+    add_option_flags(
+        p, DisaggFlags, ("serving_mode", "kv_transfer", "request_rate", "min_tokens_per_user", "replay_top")
+    )
 
 
 def check_disagg_args(a: argparse.Namespace) -> None:
@@ -67,6 +92,12 @@ def check_disagg_args(a: argparse.Namespace) -> None:
         "--emit",
         a.emit,
         "dynamo launches disaggregated pools: use it with --serving-mode disagg or both",
+    )
+    require(
+        a.min_tokens_per_user is None or a.serving_mode != "agg",
+        "--min-tokens-per-user",
+        a.min_tokens_per_user,
+        "ranks disaggregated deployments: use it with --serving-mode disagg or both",
     )
 
 
@@ -77,7 +108,7 @@ def wanted(a: argparse.Namespace) -> bool:
 
 def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: SearchSpace) -> int:
     from simcast.render.disagg_tables import NULL_DISAGG
-    from simcast.serving.disagg.search import evaluate_pools, search_disagg
+    from simcast.serving.disagg.search import evaluate_pools, search_deployments
     from simcast.serving.search.layouts import search
 
     check_disagg_args(a)
@@ -87,7 +118,8 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
     if a.serving_mode in ("agg", "both"):
         agg_rows, agg_rej = search(base, space, use_disk_cache=cache, workers=a.workers, ray_address=a.ray_address)
     pools = evaluate_pools(base, space, cache) if a.serving_mode in ("disagg", "both") else []
-    dis_rows, dis_rej = search_disagg(pools, space, a.kv_transfer) if pools else ([], [])
+    dsearch = search_deployments(pools, space, a.kv_transfer, a.min_tokens_per_user or 0.0) if pools else None
+    dis_rows, dis_rej = (dsearch.rows, dsearch.rejected) if dsearch else ([], [])
     out: dict = {"serving_mode": a.serving_mode}
     lines: list[str] = []
     w = base.workload
@@ -99,7 +131,8 @@ def cmd_optimize_modes(a: argparse.Namespace, base: ServingConfig, space: Search
     if a.request_rate is not None:
         found = _fewest_devices(a, space, (base, agg_rows, agg_rej), pools, head, lines, out)
     else:
-        _ranked(a, space, agg_rows, agg_rej, dis_rows, dis_rej, pools, head, lines, out)
+        _ranked(a, space, agg_rows, agg_rej, (dis_rows, dis_rej, dsearch), pools, head, lines, out)
+        found = bool(agg_rows or dis_rows)  # nothing meets the limits: exit 3, as the aggregated search
     if a.json:
         emit_json(out, null_reason=NULL_DISAGG)
     else:
@@ -212,20 +245,23 @@ def _ranked(
     space: SearchSpace,
     agg_rows: list,
     agg_rej: list,
-    dis_rows: list,
-    dis_rej: list,
+    dis: tuple[list, list, Any],
     pools: list,
     head: str,
     lines: list[str],
     out: dict,
 ) -> None:
-    """Both modes ranked: the aggregated table, the disaggregated pairs, the verdict and launch lines."""
+    """Both modes ranked: the aggregated table, the disaggregated pairs (``dis``: rows, rejected, the
+    :class:`~simcast.serving.disagg.search.DisaggSearch`), its Pareto front and replayed finalists, the verdict
+    and launch lines."""
+    from simcast.cli.disagg_front import front_and_finalists
     from simcast.render.assumption_text import assumption_lines
     from simcast.render.disagg_tables import disagg_row, format_disagg_rows
     from simcast.render.search_tables import format_search, result_row
     from simcast.serving.disagg.search import mechanism
     from simcast.serving.search.layouts import layout_links
 
+    dis_rows, dis_rej = dis[0], dis[1]
     if agg_rows or agg_rej:
         lim = bool(a.ttft_limit or a.tpot_limit)
         agg_head = head + "; aggregated layouts ranked by token/s/device"
@@ -238,6 +274,7 @@ def _ranked(
         if a.show_rejected and dis_rej:
             lines += ["rejected:"] + [f"  {lab}: {why}" for lab, why in dis_rej]
         out["disagg"] = [disagg_row(c.result) for c in dis_rows]
+        front_and_finalists(a, dis[2], lines, out)
     if agg_rows and dis_rows:
         line, g, s = mechanism(agg_rows[0].result, dis_rows[0].result)
         lines += ["", line]

@@ -67,11 +67,11 @@ def cmd_optimize(a: argparse.Namespace) -> int:
     setup = optimize_setup(o, space)
     base, space, workload, dist = setup.config, setup.space, setup.workload, setup.lengths
     model, device = base.model, base.device
-    require(
-        base.speculative is None or not wanted(a),
-        "--serving-mode",
-        getattr(a, "serving_mode", None),
-        "speculative decoding is modelled for aggregated serving only (agg)",
+    require(  # ranked disaggregated searches draft in the decode pool only (MTP/EAGLE there, never in prefill)
+        base.speculative is None or getattr(a, "request_rate", None) is None,
+        "--request-rate",
+        getattr(a, "request_rate", None),
+        "speculative decoding is searched ranked by token/s (not for the fewest devices at a request rate)",
     )
     require(
         not space.chunk_sizes or not wanted(a),

@@ -115,6 +115,13 @@ class Engine(ABC):
     own_flags: tuple[EngineFlag, ...] = ()
     """The flags only this engine accepts besides its memory flag (:mod:`simcast.engines.flags`): its own
     spellings and its settings (each with the engine's default and its source)."""
+    pd_router: str = "round_robin"
+    """The policy that picks a disaggregated deployment's prefill and decode worker (a router name of
+    :data:`simcast.serving.request_level.routers.ROUTERS`): round-robin for the proxies of vLLM
+    (``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` ``get_next_client``: ``itertools.cycle``
+    over the prefill and over the decode clients), TensorRT-LLM (``tensorrt_llm/serve/router.py``
+    ``RoundRobinRouter``, the disaggregated server's default ``router`` type) and Dynamo (its frontend's
+    ``--router-mode`` default ``round-robin``); engines override it."""
     partition_rule: str = ""
     """The engine's pipeline layer partition in words, with its source ("": uses vLLM's rule)."""
     partition_env_var: str = ""

@@ -83,6 +83,8 @@ BOUNDS: dict[str, Bound] = {
     "workers": _count(1, limits.MAX_WORKERS, "worker processes"),
     "refine_top": _count(1, limits.MAX_REFINE_TOP, "layouts"),
     "refine_prompts": _count(1, limits.MAX_BENCH_PROMPTS, "requests per run"),
+    "replay_top": _count(0, limits.MAX_REFINE_TOP, "deployments"),
+    "user_rate": _positive(1e6, "output token/s per user"),
     "count": _count(1, 2**63 - 1),
     "limit_ms": Bound(lo=0.0, hi=limits.MAX_LIMIT_MS, what="milliseconds; 0: no limit"),
     "fraction": _positive(1.0, "a fraction of GPU memory"),

@@ -1011,6 +1011,12 @@ OPT = ["optimize", "--device", DEV, "--num-devices", 2, "--input-length", 64, "-
         (["--request-rate", "-1"], "--request-rate"),
         (["--request-rate", "nan"], "--request-rate"),
         (["--emit", "dynamo"], "dynamo launches disaggregated pools"),
+        (["--min-tokens-per-user", "0", "--serving-mode", "disagg"], "--min-tokens-per-user"),
+        (["--min-tokens-per-user", "nan", "--serving-mode", "disagg"], "--min-tokens-per-user"),
+        (["--min-tokens-per-user", "1e7", "--serving-mode", "disagg"], "--min-tokens-per-user"),
+        (["--min-tokens-per-user", "50"], "use it with --serving-mode disagg or both"),
+        (["--replay-top", "-1", "--serving-mode", "disagg"], "--replay-top"),
+        (["--replay-top", "2.5", "--serving-mode", "disagg"], "--replay-top"),
     ],
 )
 def test_disagg_flags_one_line(extra, needle, capsys):
@@ -1032,6 +1038,12 @@ def test_disagg_flags_one_line(extra, needle, capsys):
 )
 def test_disagg_service_yaml_one_line(tail, needle, tmp_path, capsys):
     bad(["serve-config", write(tmp_path, "s.yaml", SERVICE.format(dev=DEV) + tail)], capsys, needle)
+
+
+@pytest.mark.parametrize("router", ["bogus", ""])
+def test_disagg_router_one_line(router, capsys):
+    args = ["bench-serve", "--model", MODEL, "--device", DEV, "--serving-mode", "disagg", "--num-prompts", 4]
+    bad(args + ["--disagg-router", router], capsys, "--disagg-router")
 
 
 def test_disagg_output_length_one(tmp_path, capsys):
@@ -1117,7 +1129,7 @@ def test_speculative_service_yaml_and_disagg(tmp_path, capsys):
     svc = service(tmp_path, **{"pp_size: 1": "pp_size: 1\nspeculative:\n  method: eagle\n  acceptance: [2]"})
     bad(["serve-config", svc], capsys, "speculative.acceptance")
     args = ["optimize", MODEL, "--device", DEV, "--num-devices", "2", "--input-length", "64", "--output-length", "8"]
-    bad(args + EAGLE3 + ["--serving-mode", "disagg"], capsys, "aggregated serving only")
+    bad(args + EAGLE3 + ["--serving-mode", "disagg", "--request-rate", "1"], capsys, "not for the fewest devices")
 
 
 # --- issue 25, item 7: a fresh adversarial pass ----------------------------------------------------------------

@@ -86,7 +86,10 @@ def test_ttft_decomposition_and_transfer_by_hand():
     assert r.ttft_s == pytest.approx(r.front_end_s + r.queue_s + r.prefill_s + r.transfer.exposed_s + r.admission_s)
     # 3 prompts/s on a rank that serves a one-prompt step in a few ms: steps of one prompt (M/D/1 at 1 / prefill)
     assert r.prefill_step_prompts == 1 and r.prefill_s < r.prefill.prefill_s
-    assert r.queue_s == pytest.approx(md1_wait_s(3.0, 1 / r.prefill_s))
+    # queue = the prefill rank's M/D/1 wait + its NICs' (3 transfers/s of data_s each: rho = 3 data_s)
+    d = r.transfer.data_s
+    nic = 3.0 * d * d / (2 * (1 - 3.0 * d))
+    assert r.queue_s == pytest.approx(md1_wait_s(3.0, 1 / r.prefill_s) + nic)
     assert r.admission_s == pytest.approx((step_wait_cycles(dec.policy) + 1) * r.tpot_s)
     assert r.e2e_latency_s == pytest.approx(r.ttft_s + 127 * r.tpot_s)
     # KV of 1024 tokens: 28 layers x 2 (K, V) x 8 heads x 128 x 2 B = 114688 B per token, all on one rank at tp 1

@@ -179,3 +179,20 @@ def test_prefill_step_size_by_hand():
     k, own, wait = pool.at_rate(150.0)  # k=1 saturates (inf); k=2: 12.5 + 46.9 ms; k=4: 20 + 7.5 ms
     assert (k, own) == (4, 0.020) and wait == pytest.approx(0.75 / (2 * 200 * 0.25))
     assert math.isinf(pool.at_rate(250.0)[2])  # above the capacity: full steps, unbounded wait
+
+
+def test_pd_router_is_the_engines_and_routes_both_pools():
+    from simcast.serving.disagg.requests import pd_router_name
+
+    sg = DisaggConfig(prefill=_cfg(runtime="sglang"), decode=_cfg(runtime="sglang"), decode_replicas=2)
+    vl = DisaggConfig(prefill=_cfg(), decode=_cfg(), decode_replicas=2)
+    assert pd_router_name(sg) == "cache_aware" and pd_router_name(vl) == "round_robin"
+    assert pd_router_name(sg, "least_loaded") == "least_loaded"
+    # 4 requests at once to 2 decode workers: round-robin alternates them, whatever their timing
+    reqs = make_requests(num_prompts=4, rate=math.inf, input_len=256, output_len=8, seed=0)
+    b = simulate_disagg_requests(reqs, vl, use_disk_cache=False)
+    assert [r.replica for r in b.decode_run.requests] == [0, 1, 0, 1]
+    assert any("router round_robin" in str(a.facts) for a in b.assumptions)
+    # the same requests behind a router that sends everything to the least loaded decode worker still split them
+    b2 = simulate_disagg_requests(reqs, vl, use_disk_cache=False, router="least_loaded")
+    assert sorted(r.replica for r in b2.decode_run.requests) == [0, 0, 1, 1]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from simcast.core.errors import require
 from simcast.engines.sglang import SGLANG_RATIO
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult
-from simcast.serving.request_level.routers import default_settings, make_router
+from simcast.serving.request_level.routers import RouterSettings, make_router
 from simcast.serving.request_level.scheduler import Replica, Req, RequestSpec
 from simcast.serving.request_level.simulate import (
     _admit,
@@ -41,8 +41,11 @@ Handoff = Callable[[int, RequestResult], RequestSpec]
 """A request's index and its prefill-pool result -> its decode-pool request (sent when its KV has arrived)."""
 
 
-def _loop(reqs: list[RequestSpec], coster: StepCoster, kv_tokens: int, dp: int, cap: int) -> _Loop:
-    """One pool's loop state (``reqs``: its requests known at the start; none for the decode pool)."""
+def _loop(
+    reqs: list[RequestSpec], coster: StepCoster, kv_tokens: int, dp: int, cap: int, router: RouterSettings
+) -> _Loop:
+    """One pool's loop state (``reqs``: its requests known at the start; none for the decode pool), its DP ranks
+    chosen by ``router``."""
     pol = coster.policy
     reps = [Replica(rid=i, kv_blocks=kv_tokens // pol.kv_block_tokens) for i in range(dp)]
     for rp in reps:
@@ -52,7 +55,7 @@ def _loop(reqs: list[RequestSpec], coster: StepCoster, kv_tokens: int, dp: int, 
     return _Loop(
         coster=coster,
         reps=reps,
-        router=make_router(default_settings("round_robin")),
+        router=make_router(router),
         max_concurrency=cap,
         sample_every=1,
         pending=pending,
@@ -107,15 +110,16 @@ def simulate_coupled(
     ranks: tuple[int, int],
     max_concurrency: int,
     handoff: Handoff,
+    routers: tuple[RouterSettings, RouterSettings],
 ) -> tuple[BenchResult, BenchResult]:
     """Run ``reqs`` (one output token each) through the prefill pool and their ``handoff`` requests through the
     decode pool on one clock, at most ``max_concurrency`` requests in flight from send to last token (module
-    docstring). ``costers``, ``kv_tokens`` (per DP rank) and ``ranks`` (DP ranks): (prefill, decode).
+    docstring). ``costers``, ``kv_tokens`` (per DP rank), ``ranks`` (DP ranks) and ``routers``: (prefill, decode).
     Returns each pool's run, requests in the order given."""
     require(max_concurrency >= 1, "--max-concurrency", max_concurrency, "must be >= 1")
     _check_requests(reqs, costers[0], kv_tokens[0])
-    sp = _loop(reqs, costers[0], kv_tokens[0], ranks[0], max_concurrency)
-    sd = _loop([], costers[1], kv_tokens[1], ranks[1], 0)
+    sp = _loop(reqs, costers[0], kv_tokens[0], ranks[0], max_concurrency, routers[0])
+    sd = _loop([], costers[1], kv_tokens[1], ranks[1], 0, routers[1])
     sd.out = [None] * len(reqs)
     while True:
         live = [(r.clock, 0, r.rid) for r in sp.reps if r.running or r.waiting]

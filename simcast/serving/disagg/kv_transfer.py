@@ -41,6 +41,7 @@ class KvTransfer:
     bytes_per_rank: int  # the slowest rank's share (max of send and receive)
     link: str
     whole_s: float  # latency + bytes_per_rank / effective bandwidth
+    data_s: float  # bytes_per_rank / effective bandwidth: how long it holds the busiest rank's link (NIC queue)
     exposed_s: float  # what TTFT sees after the prefill (mode)
     note: str
 
@@ -100,6 +101,7 @@ def kv_transfer(
         bytes_per_rank=rank,
         link=link.name,
         whole_s=whole,
+        data_s=data,
         exposed_s=exposed,
         note=note,
     )

@@ -3,12 +3,12 @@
 The steady state of :mod:`simcast.serving.disagg.steady` replaced by the same per-replica schedulers
 ``bench-serve`` runs (:mod:`simcast.serving.request_level.scheduler`), one pool after the other:
 
-1. **Prefill pool.** Every request goes, at its arrival, to the prefill pool's ``x · dp`` DP ranks
-   (round-robin) as a request of **one output token** (what a disaggregation proxy asks of the prefill
-   instance: vLLM's ``toy_proxy_server`` sends ``max_tokens = 1``; SGLang's prefill server stops after
-   the first token). Its prompt-only work is scheduled, chunked and queued exactly as in an aggregated
-   engine, so the prefill queue is the scheduler's own, not an M/D/1 formula. ``prefill_done`` = when
-   its first token left the last stage.
+1. **Prefill pool.** Every request goes, at its arrival, to one of the prefill pool's ``x · dp`` DP ranks
+   (the PD router's choice, :func:`pd_router_name`; the decode DP rank likewise) as a request of **one
+   output token** (what a disaggregation proxy asks of the prefill instance: vLLM's ``toy_proxy_server`` sends
+   ``max_tokens = 1``; SGLang's prefill server stops after the first token). Its prompt-only work is scheduled,
+   chunked and queued exactly as in an aggregated engine, so the prefill queue is the scheduler's own, not an M/D/1
+   formula. ``prefill_done`` = when its first token left the last stage.
 2. **KV transfer** (:func:`~simcast.serving.disagg.kv_transfer.kv_transfer` at the request's own prompt
    length): ``whole`` moves after ``prefill_done``; ``per-layer`` exposes only what streaming during
    the request's own prefill (admission → ``prefill_done``) cannot hide.
@@ -26,10 +26,10 @@ pool → its first token there (the wait for the step in flight plus that step).
 (the front end of :meth:`EnginePolicy.front_end_time_s`) is counted once, the prefill engine's.
 
 Not modelled (stated in the output): the prefill pool holds a finished request's blocks until the
-decode pool has read them (freed at once here); transfers of different requests sharing a link (each
-request sees the whole link); the proxy's own latency. Under a client's ``--max-concurrency`` the two pools
-run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent when one in flight has left
-the decode pool.
+decode pool has read them (freed at once here); the proxy's own latency. Transfers leaving one prefill
+DP rank share its NICs: a FIFO queue per rank (:mod:`simcast.serving.disagg.nic`). Under a client's
+``--max-concurrency`` the two pools run on one clock (:mod:`simcast.serving.disagg.closed_loop`): a request is sent
+when one in flight has left the decode pool.
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ from simcast.core.assumption import Assumption, Topic, note
 from simcast.serving.config import ServingConfig
 from simcast.serving.disagg.closed_loop import simulate_coupled
 from simcast.serving.disagg.kv_transfer import kv_transfer
+from simcast.serving.disagg.nic import NicQueues
 from simcast.serving.disagg.steady import DisaggConfig
 from simcast.serving.kv_memory import kv_capacity_tokens
 from simcast.serving.request_level.bench_result import BenchResult, RequestResult
+from simcast.serving.request_level.routers import default_settings, router_note
 from simcast.serving.request_level.scheduler import RequestSpec
 from simcast.serving.request_level.simulate import simulate_requests
 from simcast.serving.steady.model import coster_for, resolve_partition
@@ -154,20 +156,23 @@ class _Handoff:
 
     def __init__(self, reqs: list[RequestSpec], cfg: DisaggConfig, pc: ServingConfig, dc: ServingConfig) -> None:
         self.reqs, self.cfg, self.pc, self.dc = reqs, cfg, pc, dc
-        self.memo: dict[tuple[int, float], float] = {}
+        self.memo: dict[tuple[int, float], tuple[float, float]] = {}
         self.stamps: dict[int, Stamps] = {}
+        self.nics = NicQueues()
 
-    def exposed(self, isl: int, prefill_s: float) -> float:
+    def exposed(self, isl: int, prefill_s: float) -> tuple[float, float]:
+        """(exposed transfer on an idle link, data time on the busiest rank's link), s."""
         cfg, pc, dc = self.cfg, self.pc, self.dc
         key = (isl, round(prefill_s, 6) if cfg.kv_transfer == "per-layer" else 0.0)
         if key not in self.memo:
-            self.memo[key] = kv_transfer(
+            tr = kv_transfer(
                 replace(pc, workload=replace(pc.workload, input_length=isl)),
                 replace(dc, workload=replace(dc.workload, input_length=isl)),
                 cfg.kv_transfer,
                 prefill_s,
                 together=cfg.num_devices,
-            ).exposed_s
+            )
+            self.memo[key] = (tr.exposed_s, tr.data_s)
         return self.memo[key]
 
     def __call__(self, i: int, r: RequestResult) -> RequestSpec:
@@ -175,7 +180,8 @@ class _Handoff:
         done = _engine_first_token_s(r)
         queue = max(0.0, r.admitted_s - r.arrival_s)
         prefill = done - r.arrival_s - queue
-        t = self.exposed(r.input_len, prefill)
+        alone, data = self.exposed(r.input_len, prefill)
+        t = self.nics.finish(r.replica, done, alone, data) - done  # FIFO on the prefill DP rank's NICs
         self.stamps[i] = (r.front_end_s, queue, prefill, t)
         return RequestSpec(
             arrival_s=done + t, input_len=src.input_len, output_len=src.output_len, kv_ready_tokens=src.input_len - 1
@@ -210,11 +216,27 @@ def _joined(
     return out
 
 
+def pd_router_name(cfg: DisaggConfig, router: str = "") -> str:
+    """The router that picks each request's prefill and decode DP rank: ``router``, or ("") the engine's own
+    (:attr:`simcast.engines.base.Engine.pd_router`: SGLang's sgl-router cache-aware, round-robin otherwise)."""
+    from simcast.engines import get_engine
+
+    return router or get_engine(cfg.prefill.engine).pd_router
+
+
 def simulate_disagg_requests(
-    reqs: list[RequestSpec], cfg: DisaggConfig, *, use_disk_cache: bool = True, max_concurrency: int = 0
+    reqs: list[RequestSpec],
+    cfg: DisaggConfig,
+    *,
+    use_disk_cache: bool = True,
+    max_concurrency: int = 0,
+    router: str = "",
+    seed: int = 0,
 ) -> DisaggBench:
     """Run ``reqs`` through the prefill pool, the KV transfer and the decode pool of ``cfg`` (module docstring);
-    ``max_concurrency`` (0: none): the client's cap on requests in flight, send to last token."""
+    ``max_concurrency`` (0: none): the client's cap on requests in flight, send to last token; ``router`` (a name
+    of :data:`~simcast.serving.request_level.routers.ROUTERS`; "": the engine's, :func:`pd_router_name`) picks
+    the prefill DP rank and the decode DP rank of each request, ``seed`` for the policies that draw."""
     pc = resolve_partition(cfg.prefill, use_disk_cache=use_disk_cache)
     dc = resolve_partition(cfg.decode, use_disk_cache=use_disk_cache)
     kv_p, kv_d = kv_capacity_tokens(pc), kv_capacity_tokens(dc)
@@ -224,15 +246,20 @@ def simulate_disagg_requests(
     pre_reqs = [RequestSpec(arrival_s=r.arrival_s, input_len=r.input_len, output_len=1) for r in reqs]
     hand = _Handoff(reqs, cfg, pc, dc)
     cp, cd = coster_for(pc, use_disk_cache), coster_for(dc, use_disk_cache)
+    name = pd_router_name(cfg, router)
+    rs = (default_settings(name, seed=seed), default_settings(name, seed=seed + 1))
     if max_concurrency:  # the client's cap couples the pools: one clock (closed_loop)
-        pre, dec = simulate_coupled(pre_reqs, (cp, cd), (kv_p, kv_d), (p_ranks, d_ranks), max_concurrency, hand)
+        pre, dec = simulate_coupled(pre_reqs, (cp, cd), (kv_p, kv_d), (p_ranks, d_ranks), max_concurrency, hand, rs)
     else:
-        pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks)
+        pre = simulate_requests(pre_reqs, cp, kv_tokens_per_replica=kv_p, dp=p_ranks, router=rs[0])
         # every request completes, and results come in the order of the requests given (the scheduler's index)
         # 2. the KV transfer at each request's own prompt length
-        dec_reqs = [hand(i, r) for i, r in enumerate(pre.requests)]
+        # (in the order the prefills finished: the NIC queues are FIFO)
+        order = sorted(range(len(pre.requests)), key=lambda i: _engine_first_token_s(pre.requests[i]))
+        handed = {i: hand(i, pre.requests[i]) for i in order}
+        dec_reqs = [handed[i] for i in range(len(pre.requests))]
         # 3. the decode pool
-        dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks)
+        dec = simulate_requests(dec_reqs, cd, kv_tokens_per_replica=kv_d, dp=d_ranks, router=rs[1])
     pre_res, stamps = pre.requests, hand.stamps
     out = _joined(reqs, pre_res, dec.requests, stamps)
     assumptions: tuple[Assumption, ...] = (
@@ -244,9 +271,15 @@ def simulate_disagg_requests(
         ),
         note(Topic.DISAGG_KV_CAPACITY, f"KV capacity per replica: prefill {kv_p} tokens, decode {kv_d} tokens"),
         note(
+            Topic.DISAGG_REQUESTS,
+            f"prefill and decode DP rank of each request: {router_note(name)}"
+            + ("" if router else " (the engine's own PD router)"),
+        ),
+        note(
             Topic.DISAGG_NOT_MODELLED,
-            "not modelled: prefill blocks held until the decode pool reads them, transfers sharing a link, the "
-            "proxy's own latency" + (", client --max-concurrency" if not max_concurrency else ""),
+            "not modelled: prefill blocks held until the decode pool reads them, the proxy's own latency; "
+            "transfers leaving one prefill DP rank queue FIFO on its NICs"
+            + (", client --max-concurrency" if not max_concurrency else ""),
             approximation=True,
         ),
     )

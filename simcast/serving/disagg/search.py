@@ -35,6 +35,7 @@ from simcast.core.errors import SimcastInputError
 from simcast.core.moe_layout import moe_layout_rule
 from simcast.core.specs import ParallelSpec
 from simcast.serving.config import ServingConfig
+from simcast.serving.disagg.deploy_grid import allocation_unit, fills_whole_units, pareto_front, worker_counts
 from simcast.serving.disagg.kv_transfer import KvTransfer, kv_transfer
 from simcast.serving.disagg.steady import (
     DecodePool,
@@ -57,6 +58,7 @@ class Pool:
 
     cfg: ServingConfig
     coster: StepCoster
+    prefill_cfg: ServingConfig | None = None  # the prefill replica when it differs (no drafting): else cfg
     prefill: PrefillPool | None = None
     decode: tuple[DecodePool, ...] = ()
     reason: str = ""
@@ -107,12 +109,14 @@ def evaluate_pool(base: ServingConfig, par: ParallelSpec, space: SearchSpace, us
     coster = coster_for(cfg, use_disk_cache)
     if not fits:
         return Pool(cfg=cfg, coster=coster, reason="does not fit at batch 1")
-    pre = prefill_pool(cfg, coster)
+    pcfg = replace(cfg, speculative=None) if cfg.speculative is not None else cfg  # the prefill pool never drafts
+    pre = prefill_pool(pcfg, coster if pcfg is cfg else coster_for(pcfg, use_disk_cache))
     cap = min(decode_capacity(cfg), MAX_BATCH)
     grid = concurrency_grid(cap, space.batch_sizes) if cap else []
     points = tuple(p for p in (decode_pool(cfg, b, coster) for b in grid) if p.tpot_s <= space.tpot_limit_s)
     reason = "" if points else ("no KV room for one request" if not cap else "violates TPOT at every concurrency")
-    return Pool(cfg=cfg, coster=coster, prefill=pre if pre.memory.fits else None, decode=points, reason=reason)
+    pre_ok = pre if pre.memory.fits else None
+    return Pool(cfg=cfg, coster=coster, prefill_cfg=pcfg, prefill=pre_ok, decode=points, reason=reason)
 
 
 def _pool_task(task: tuple[ServingConfig, ParallelSpec, SearchSpace, bool]) -> Pool:
@@ -150,51 +154,114 @@ def _note(p: Pool) -> tuple[Assumption, ...]:
     return (kernels_note(p.cfg, p.coster.report(mixed_batch(0, 0, 1, p.prefill.chunk_tokens, 0))),)  # type: ignore[arg-type]
 
 
-def search_disagg(
-    pools: Sequence[Pool], space: SearchSpace, kv_mode: str = "whole"
-) -> tuple[list[DisaggCandidate], list[tuple[str, str]]]:
-    """Best point of each (prefill layout, decode layout) pair over ``x``, ``y`` and the decode concurrency;
-    returns (candidates ranked by token/s/device, (label, reason) of pairs and pools that cannot serve)."""
+@dataclass(frozen=True, kw_only=True)
+class DisaggSearch:
+    """A search's answer: each layout pair's best point at the target (ranked by token/s/GPU), the Pareto front
+    over every point meeting the limits (token/s/GPU against token/s/user), what could not serve, the points
+    costed, and the allocation unit the pools took."""
+
+    rows: list[DisaggCandidate]
+    front: list[DisaggResult]
+    rejected: list[tuple[str, str]]
+    points: int
+    unit: int
+    unit_note: str
+
+
+def _user_tps(r: DisaggResult) -> float:
+    """Token/s per user: ``1 / TPOT`` (:mod:`simcast.serving.disagg.deploy_grid`)."""
+    return 1.0 / r.tpot_s if r.tpot_s > 0 else 0.0
+
+
+def _pair_points(p: Pool, d: Pool, space: SearchSpace, kv_mode: str, unit: int) -> list[DisaggResult]:
+    """Every whole-unit ``xPyD`` of prefill layout ``p`` and decode layout ``d`` at each decode concurrency that
+    meets the limits, its figures only (:func:`assemble` without notes)."""
+    assert p.prefill is not None
+    pcfg = p.prefill_cfg or p.cfg
+    wp, wd = p.cfg.parallel.world_size, d.cfg.parallel.world_size
+    transfers: dict[tuple[bool, float], KvTransfer] = {}
+    out = []
+    for x, y in worker_counts(wp, wd, unit, space.num_devices):
+        together = x * wp + y * wd
+        near = together <= d.cfg.device.links.devices_per_node
+        for dec in d.decode:
+            rate = y * dec.ranks * dec.requests_per_s / (x * p.prefill.ranks)  # per prefill DP rank
+            own = p.prefill.at_rate(rate)[1]
+            if (near, own) not in transfers:
+                transfers[near, own] = _transfer(p, d, kv_mode, together, rate)
+            cfg = DisaggConfig(
+                prefill=pcfg,
+                decode=replace(d.cfg, batch_size=dec.concurrency),
+                prefill_replicas=x,
+                decode_replicas=y,
+                kv_transfer=kv_mode,
+            )
+            r = assemble(cfg, p.prefill, dec, dec, transfers[near, own], None)
+            if _meets(r, space):
+                out.append(r)
+    return out
+
+
+def _with_notes(r: DisaggResult, p: Pool, d: Pool, kv_mode: str) -> DisaggResult:
+    """``r`` assembled again with its assumption records (the rows and the front printed)."""
+    assert p.prefill is not None
+    cfg = r.config
+    dec = next(x for x in d.decode if x.concurrency == cfg.decode.batch_size)
+    rate = cfg.decode_replicas * dec.ranks * dec.requests_per_s / (cfg.prefill_replicas * p.prefill.ranks)
+    tr = _transfer(p, d, kv_mode, cfg.num_devices, rate)
+    return assemble(cfg, p.prefill, dec, dec, tr, _note(p))
+
+
+def search_deployments(
+    pools: Sequence[Pool], space: SearchSpace, kv_mode: str = "whole", min_user_tps: float = 0.0
+) -> DisaggSearch:
+    """Every (prefill layout, decode layout, ``x``, ``y``, decode concurrency) whose pools fill whole allocation
+    units of ``space.num_devices`` (:mod:`simcast.serving.disagg.deploy_grid`) and meet the TTFT/TPOT limits:
+    the Pareto front over all of them, and each layout pair's best token/s/GPU among its points with at least
+    ``min_user_tps`` token/s per user (0: no target), pairs ranked by it."""
     rejected = [(p.label, p.reason) for p in pools if p.reason and p.prefill is None]
+    unit, unit_note = allocation_unit(pools[0].cfg.device) if pools else (1, "")
     rows: list[DisaggCandidate] = []
-    n = space.num_devices
+    every: list[tuple[DisaggResult, Pool, Pool]] = []
     for p in pools:
         if p.prefill is None:
             continue
-        wp = p.cfg.parallel.world_size
         for d in pools:
             if not d.decode:
                 continue
-            wd, best, notes = d.cfg.parallel.world_size, None, _note(p)
-            transfers: dict[tuple[bool, float], KvTransfer] = {}
-            for x in range(1, (n - wd) // wp + 1):
-                for y in range(1, (n - x * wp) // wd + 1):
-                    together = x * wp + y * wd
-                    near = together <= d.cfg.device.links.devices_per_node
-                    for dec in d.decode:
-                        rate = y * dec.ranks * dec.requests_per_s / (x * p.prefill.ranks)  # per prefill DP rank
-                        own = p.prefill.at_rate(rate)[1]
-                        if (near, own) not in transfers:
-                            transfers[near, own] = _transfer(p, d, kv_mode, together, rate)
-                        tr = transfers[near, own]
-                        cfg = DisaggConfig(
-                            prefill=p.cfg,
-                            decode=replace(d.cfg, batch_size=dec.concurrency),
-                            prefill_replicas=x,
-                            decode_replicas=y,
-                            kv_transfer=kv_mode,
-                        )
-                        r = assemble(cfg, p.prefill, dec, dec, tr, notes)
-                        if _meets(r, space) and (
-                            best is None or r.tokens_per_s_per_device > best.tokens_per_s_per_device
-                        ):
-                            best = r
-            if best is None:
-                rejected.append((f"P[{p.label}] D[{d.label}]", "no xPyD ratio within the devices meets the limits"))
-            else:
-                rows.append(DisaggCandidate(result=best, prefill_label=p.label, decode_label=d.label))
+            pts = _pair_points(p, d, space, kv_mode, unit)
+            every += [(r, p, d) for r in pts]
+            at_target = [r for r in pts if _user_tps(r) >= min_user_tps * (1 - 1e-12)]
+            if not at_target:
+                why = "no whole-node xPyD within the devices meets the limits" + (
+                    f" at {min_user_tps:g} token/s/user" if min_user_tps and pts else ""
+                )
+                rejected.append((f"P[{p.label}] D[{d.label}]", why))
+                continue
+            best = max(at_target, key=lambda r: r.tokens_per_s_per_device)
+            rows.append(
+                DisaggCandidate(result=_with_notes(best, p, d, kv_mode), prefill_label=p.label, decode_label=d.label)
+            )
     rows.sort(key=lambda c: -c.result.tokens_per_s_per_device)
-    return rows, rejected
+    front = pareto_front(every, [e[0].tokens_per_s_per_device for e in every], [_user_tps(e[0]) for e in every])
+    return DisaggSearch(
+        rows=rows,
+        front=[_with_notes(r, p, d, kv_mode) for r, p, d in front],
+        rejected=rejected,
+        points=len(every),
+        unit=unit,
+        unit_note=unit_note,
+    )
+
+
+def search_disagg(
+    pools: Sequence[Pool], space: SearchSpace, kv_mode: str = "whole"
+) -> tuple[list[DisaggCandidate], list[tuple[str, str]]]:
+    """Best point of each (prefill layout, decode layout) pair over ``x``, ``y`` and the decode concurrency
+    (:func:`search_deployments` with no token/s/user target); returns (candidates ranked by token/s/device,
+    (label, reason) of pairs and pools that cannot serve)."""
+    found = search_deployments(pools, space, kv_mode)
+    return found.rows, found.rejected
 
 
 def mechanism(agg: ServingResult, dis: DisaggResult) -> tuple[str, float, float]:
@@ -255,9 +322,11 @@ def fewest_disagg(
     pools: Sequence[Pool], space: SearchSpace, rate_per_s: float, kv_mode: str = "whole"
 ) -> DisaggResult | None:
     """The disaggregated deployment with the fewest devices carrying ``rate_per_s`` under the limits (ties:
-    the higher token/s/device), costed at that rate; None when none fits in ``num_devices``."""
-    best: tuple[int, DisaggResult] | None = None
+    the higher token/s/device), its pools on whole allocation units (:func:`fills_whole_units`), costed at that
+    rate; None when none fits in ``num_devices``."""
+    best: tuple[int, float, DisaggResult, Pool, KvTransfer] | None = None
     n = space.num_devices
+    unit = allocation_unit(pools[0].cfg.device)[0] if pools else 1
     for p in pools:
         if p.prefill is None:
             continue
@@ -266,26 +335,29 @@ def fewest_disagg(
         for d in pools:
             wd = d.cfg.parallel.world_size
             for dec in d.decode:
-                y = replicas_for(rate_per_s, dec.ranks * dec.requests_per_s)
-                for x in range(x0, (n - y * wd) // wp + 1):
-                    devices = x * wp + y * wd
-                    if best is not None and devices > best[0]:
-                        break
-                    cfg = DisaggConfig(
-                        prefill=p.cfg,
-                        decode=replace(d.cfg, batch_size=dec.concurrency),
-                        prefill_replicas=x,
-                        decode_replicas=y,
-                        kv_transfer=kv_mode,
-                        request_rate_per_s=rate_per_s,
-                    )
-                    tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
-                    r = assemble(cfg, p.prefill, dec, dec, tr, _note(p))
-                    if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
-                        if best is None or (devices, -r.tokens_per_s_per_device) < (
-                            best[0],
-                            -best[1].tokens_per_s_per_device,
-                        ):
-                            best = (devices, r)
-                        break
-    return best[1] if best else None
+                y0 = replicas_for(rate_per_s, dec.ranks * dec.requests_per_s)
+                for y in range(y0, (n - x0 * wp) // wd + 1):  # more decode replicas only to fill whole units
+                    for x in range(x0, (n - y * wd) // wp + 1):
+                        devices = x * wp + y * wd
+                        if best is not None and devices > best[0]:
+                            break
+                        if not fills_whole_units(x * wp, y * wd, unit, n):
+                            continue
+                        cfg = DisaggConfig(
+                            prefill=p.prefill_cfg or p.cfg,
+                            decode=replace(d.cfg, batch_size=dec.concurrency),
+                            prefill_replicas=x,
+                            decode_replicas=y,
+                            kv_transfer=kv_mode,
+                            request_rate_per_s=rate_per_s,
+                        )
+                        tr = _transfer(p, d, kv_mode, devices, rate_per_s / (x * p.prefill.ranks))
+                        r = assemble(cfg, p.prefill, dec, dec, tr, None)
+                        if _meets(r, space):  # TTFT falls as x grows: the first x that meets is the fewest
+                            if best is None or (devices, -r.tokens_per_s_per_device) < (best[0], -best[1]):
+                                best = (devices, r.tokens_per_s_per_device, r, p, tr)
+                            break
+    if best is None:
+        return None
+    r, p, tr = best[2], best[3], best[4]
+    return assemble(r.config, r.prefill, r.decode, r.decode, tr, _note(p))

@@ -30,10 +30,11 @@ of ``B / M`` decodes at the mean context ``ISL + OSL/2``; a rank completes
 ``μ_d = B / ((OSL − 1)·TPOT)`` requests/s (Little's law: the first token came from the prefill pool).
 At a request rate below its capacity the pool runs at the smallest concurrency that carries it.
 
-**TTFT** = serving path + ``W_q`` + prefill + exposed transfer + decode admission (the wait for the
-decode step in flight, :func:`~simcast.serving.steady.model.step_wait_cycles` steps, and the decode step that
-emits the first token: vLLM's decode instance recomputes the last prompt position, and the request-level
-simulator models every engine that way); E2E = TTFT +
+**TTFT** = serving path + ``W_q`` + prefill + the wait for the prefill rank's NICs
+(:func:`~simcast.serving.disagg.nic.nic_wait_s`, M/D/1 at the rank's prompt rate) + exposed transfer + decode
+admission (the wait for the decode step in flight, :func:`~simcast.serving.steady.model.step_wait_cycles` steps,
+and the decode step that emits the first token: vLLM's decode instance recomputes the last prompt position, and the
+request-level simulator models every engine that way); E2E = TTFT +
 (OSL − 1)·TPOT; tokens/s = ``λ·OSL`` over ``x·W_p + y·W_d`` devices. The **balanced ratio** is the
 ``y / x`` at which the prefill pool's request rate meets the decode pool's.
 """
@@ -47,6 +48,8 @@ from simcast.core.assumption import Assumption, Topic, note
 from simcast.core.errors import require
 from simcast.serving.config import SERVING_MODES, ServingConfig
 from simcast.serving.disagg.kv_transfer import KV_TRANSFER_MODES, KvTransfer, kv_transfer
+from simcast.serving.disagg.nic import nic_wait_s
+from simcast.serving.disagg.steady_notes import disagg_notes
 from simcast.serving.kv_memory import MemoryFit, max_batch_for_memory, memory_fit
 from simcast.serving.steady.model import coster_for, kernels_note, resolve_partition, step_wait_cycles
 from simcast.serving.step import StepCoster, mixed_batch
@@ -157,7 +160,7 @@ class DisaggResult:
     prefill_step_prompts: int  # prompts per prefill step at the operating point (<= prefill.prompts_per_step)
     prefill_s: float  # one prompt's own prefill at that step size
     front_end_s: float
-    queue_s: float  # W_q (inf at ρ >= 1)
+    queue_s: float  # W_q (inf at ρ >= 1), plus the wait for the prefill rank's NICs (nic_wait_s)
     admission_s: float  # wait for the decode step in flight
     ttft_s: float
     tpot_s: float
@@ -175,10 +178,7 @@ class DisaggResult:
 
 def md1_wait_s(rate_per_s: float, service_rate_per_s: float) -> float:
     """Mean M/D/1 queueing wait (s): ``ρ / (2μ(1 − ρ))`` with ``ρ = λ/μ``; inf at ``ρ >= 1``."""
-    if rate_per_s <= 0:
-        return 0.0
-    rho = rate_per_s / service_rate_per_s
-    return math.inf if rho >= 1 else rho / (2 * service_rate_per_s * (1 - rho))
+    return nic_wait_s(rate_per_s, 1 / service_rate_per_s)
 
 
 def prefill_pool(cfg: ServingConfig, coster: StepCoster | None = None) -> PrefillPool:
@@ -278,83 +278,17 @@ def estimate_disagg(
     return assemble(replace(cfg, prefill=pc, decode=dc), pre, dec, full, tr, (kernels, *dc.scheme.serving_notes()))
 
 
-def _disagg_notes(
-    cfg: DisaggConfig,
-    pre: PrefillPool,
-    dec: DecodePool,
-    full: DecodePool,
-    tr: KvTransfer,
-    *,
-    k: int,
-    rho: float,
-    saturated: str,
-    front: float,
-    queue: float,
-    own: float,
-    admit: float,
-) -> tuple[Assumption, ...]:
-    """:func:`assemble`'s assumptions: the layout, each pool, the queue, the transfer, TTFT's parts (s) and
-    the balanced ratio; ``k`` prompts per prefill step at utilisation ``rho``."""
-    pc, dc = cfg.prefill, cfg.decode
-    x, y = cfg.prefill_replicas, cfg.decode_replicas
-    pol_p, pol_d = pc.policy, dc.policy
-    osl = dc.workload.output_length
-    balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
-    return (
-        note(
-            Topic.DISAGG_LAYOUT,
-            f"disaggregated {cfg.label}: {x} prefill replica(s) of {pc.parallel.world_size} device(s) "
-            f"({pc.device.name}, engine {pol_p.name}) + {y} decode replica(s) of {dc.parallel.world_size} "
-            f"({dc.device.name}, engine {pol_d.name}) = {cfg.num_devices} devices; requests spread evenly over "
-            "the DP ranks of each pool",
-        ),
-        note(
-            Topic.DISAGG_PREFILL_POOL,
-            f"prefill pool: prompt-only steps of {k} prompt(s) x {pre.chunk_tokens} tokens at this rate "
-            f"(full steps {pre.prompts_per_step}; {pre.chunks} step(s) per prompt, budget "
-            f"{pol_p.max_num_batched_tokens}), {pc.microbatches} microbatch(es) in flight: capacity "
-            f"{pre.prompts_per_s:.3g} prompts/s per DP rank, utilisation {rho:.3f}",
-        ),
-        note(
-            Topic.DISAGG_QUEUE,
-            "prefill queue: M/D/1 per DP rank, W_q = rho / (2 mu (1 - rho)) (Poisson arrivals, deterministic "
-            "service 1/mu at the step size, of 1, 2, 4, ... and full, with the lowest wait + prefill: "
-            "approximation of the engine batching what has arrived)"
-            + ("; rate >= capacity: the queue grows without bound" if saturated == "prefill" else ""),
-        ),
-        note(
-            Topic.DISAGG_DECODE_POOL,
-            f"decode pool: decode-only steps at {dec.concurrency} running requests per DP rank (memory and "
-            f"max_num_seqs allow {dec.max_concurrency}; the whole prompt's KV held from admission), mean context "
-            f"{dc.workload.input_length + osl // 2}; {dec.requests_per_s:.3g} requests/s per DP rank = "
-            "B / ((OSL-1) TPOT)",
-        ),
-        note(Topic.KV_TRANSFER, tr.note),
-        note(
-            Topic.DISAGG_TTFT,
-            f"TTFT = serving path {front * 1e3:.2f} ms + prefill queue {queue * 1e3:.2f} ms + prefill "
-            f"{own * 1e3:.2f} ms + KV transfer {tr.exposed_s * 1e3:.2f} ms + decode admission "
-            f"{admit * 1e3:.2f} ms ({step_wait_cycles(pol_d):g} decode steps at random arrival + the step that "
-            "emits the first token)",
-        ),
-        note(
-            Topic.DISAGG_BALANCE,
-            f"balanced ratio: {balanced:.2f} decode replicas per prefill replica (prefill pool's request rate = "
-            f"decode pool's at {full.concurrency} requests per DP rank)",
-        ),
-    )
-
-
 def assemble(
     cfg: DisaggConfig,
     pre: PrefillPool,
     dec: DecodePool,
     full: DecodePool,
     tr: KvTransfer,
-    notes: tuple[Assumption, ...] = (),
+    notes: tuple[Assumption, ...] | None = (),
 ) -> DisaggResult:
     """The deployment's figures from its pools (pure arithmetic, module docstring): ``dec`` the decode pool
-    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference)."""
+    at its operating point, ``full`` at the configured concurrency (the balanced ratio's reference);
+    ``notes`` None: the figures only, no assumption records (a search's inner loop)."""
     pc, dc = cfg.prefill, cfg.decode
     p_ranks, d_ranks = cfg.prefill_replicas * pre.ranks, cfg.decode_replicas * dec.ranks
     lam = cfg.request_rate_per_s or d_ranks * dec.requests_per_s
@@ -365,16 +299,17 @@ def assemble(
         saturated = "prefill"
     front = pc.policy.front_end_time_s(pc.workload.input_length)
     admit = (step_wait_cycles(dc.policy) + 1) * dec.tpot_s * dc.scheme.tokens_per_step  # decode steps
-    ttft = front + queue + own + tr.exposed_s + admit
+    nic = nic_wait_s(min(lam, p_ranks * pre.prompts_per_s) / p_ranks, tr.data_s)  # FIFO on the rank's NICs
+    ttft = front + queue + own + nic + tr.exposed_s + admit
     osl = dc.workload.output_length
     served = min(lam, p_ranks * pre.prompts_per_s, d_ranks * dec.requests_per_s)
     tps = served * osl
     balanced = (pre.ranks * pre.prompts_per_s) / (full.ranks * full.requests_per_s)
-    assumptions = _disagg_notes(
-        cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, front=front, queue=queue, own=own, admit=admit
-    )
-    assumptions += notes
-    if saturated == "decode":
+    assumptions: tuple[Assumption, ...] = ()
+    if notes is not None:
+        parts = {"front": front, "queue": queue + nic, "own": own, "admit": admit}
+        assumptions = disagg_notes(cfg, pre, dec, full, tr, k=k, rho=rho, saturated=saturated, **parts) + notes
+    if saturated == "decode" and notes is not None:
         text = f"request rate {lam:g}/s exceeds the decode pool's capacity: served {served:.3g}/s"
         assumptions += (note(Topic.DISAGG_SATURATION, text),)
     return DisaggResult(
@@ -387,7 +322,7 @@ def assemble(
         prefill_step_prompts=k,
         prefill_s=own,
         front_end_s=front,
-        queue_s=queue,
+        queue_s=queue + nic,
         admission_s=admit,
         ttft_s=ttft,
         tpot_s=dec.tpot_s,

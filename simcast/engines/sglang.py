@@ -196,10 +196,9 @@ class Sglang(Engine):
     emits = True
     layer_groups_rule = staticmethod(sglang_layer_groups)  # --moe-dense-tp-size, --enable-dp-lm-head
     pd_router = "cache_aware"
-    """sgl-router in PD mode (``--pd-disaggregation``) with no ``--prefill-policy``/``--decode-policy`` picks both
-    workers with its ``--policy``, default ``cache_aware`` (``sgl-router/py_src/sglang_router/router_args.py``
-    @e46dcd87; the router's start-up line of sglang 0.5.8.post1 prints ``prefill_policy: None, decode_policy:
-    None | policy: CacheAware { cache_threshold: 0.3, ... }``)."""
+    """sgl-router PD mode without ``--prefill-policy``/``--decode-policy`` picks both workers by ``--policy``,
+    default ``cache_aware`` (``sgl-router/py_src/sglang_router/router_args.py``@e46dcd87; sglang 0.5.8.post1's
+    router start-up line prints ``prefill_policy: None, decode_policy: None | policy: CacheAware``)."""
     memory_flag = "--mem-fraction-static"
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"
     memory_keyword = "mem_fraction_static"

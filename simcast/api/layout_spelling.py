@@ -27,7 +27,8 @@ def uses_engine_spelling(o: Any) -> bool:
 def _read(o: Any) -> EngineLayout | None:
     """``o``'s engine-spelled layout (None: simcast's spelling, or a keyword of the wrong type, which the
     options' type check reports naming the keyword)."""
-    if not uses_engine_spelling(o) or not all(v is None or _int(v) for v in (o.tp_size, o.dp_size)):
+    typed = all(v is None or _int(v) for v in (o.tp_size, o.dp_size)) and isinstance(o.enable_attention_dp, bool)
+    if not uses_engine_spelling(o) or not typed:
         return None
     hint = f" (here --tp-size {o.tp}, not --tp {o.tp})" if _int(o.tp) and o.tp > 1 else ""
     require(

@@ -6,7 +6,7 @@ trace cache) and 100,000 prompts; targets under 10 s and 3 min. Also 1,000 promp
 
 ``--commands``: each command of :data:`COMMANDS` (a DeepSeek-R1 run on 8 H200s and bench-serve runs of the CLI
 snapshot set) timed in a fresh process, with ``--before DIR`` also timed on another checkout of simcast (e.g. a
-worktree of the commit before a change: ``git worktree add /tmp/before <commit>``) and the speed-up printed; then
+worktree of the commit before a change: ``git worktree add ../before <commit>``) and the speed-up printed; then
 the DeepSeek-R1 run twice in one process (the second run's steps come from the process-wide step-cost store,
 :mod:`simcast.serving.step_cache`: a notebook's or an optimizer's repeated runs).
 

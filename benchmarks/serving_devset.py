@@ -44,7 +44,8 @@ RESERVED = DEVSET / "reserved_sources.txt"
 COLUMNS = (
     "id kind engine engine_version model hf_id gpu device num_gpus tp pp dp ep quantization kv_cache_dtype "
     "dataset isl osl range_ratio num_prompts request_rate max_concurrency gpu_memory_utilization "
-    "mem_fraction_static max_model_len max_num_seqs max_num_batched_tokens metric value unit source notes confidence"
+    "mem_fraction_static max_model_len max_num_seqs max_num_batched_tokens speculative_config metric value unit "
+    "source notes confidence"
 ).split()
 COLUMNS = tuple(COLUMNS)
 # Every row must fill these (the configuration a re-run needs); the engine flags may be blank (= engine default).
@@ -53,7 +54,7 @@ REQUIRED = (
     "num_prompts request_rate metric value unit source confidence"
 ).split()
 KINDS = ("burst", "concurrency", "single")
-ENGINES = ("vllm", "sglang", "trtllm")
+ENGINES = ("vllm", "sglang", "trtllm", "atom")
 # metric -> (key in bench-serve's --save-result JSON, unit)
 METRICS = {
     "output_throughput": ("output_throughput", "tok/s"),
@@ -158,10 +159,12 @@ def build_run(row: dict[str, str]) -> Run:
         argv += ["--random-input-len", row["isl"], "--random-output-len", row["osl"]]
         if row["range_ratio"] not in ("", "0"):
             argv += ["--random-range-ratio", row["range_ratio"]]
-    if row["quantization"] == "fp8":
-        argv += ["--quantization", "fp8"]
+    if row["quantization"] not in ("", "none"):
+        argv += ["--quantization", row["quantization"]]
     if row["kv_cache_dtype"] not in ("", "auto"):
         argv += ["--kv-cache-dtype", row["kv_cache_dtype"]]
+    if row["speculative_config"]:
+        argv += ["--speculative-config", row["speculative_config"]]
     for col, flag in ENGINE_FLAGS.items():
         if not row[col]:
             continue

@@ -44,6 +44,8 @@ TRTLLM_PAGE = "docs/serving_accuracy.md"
 DEVSET_METRICS = {
     "median_ttft": "ttft",
     "median_tpot": "tpot",
+    "mean_ttft": "ttft",
+    "mean_tpot": "tpot",
     "median_e2el": "latency",
     "output_throughput": "throughput",
     "total_throughput": "throughput",

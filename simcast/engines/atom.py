@@ -9,6 +9,12 @@ with its source (read at ROCm/ATOM@ffdf3bb5).
   later), so KV admission is vLLM's ``on_demand``; ``--gpu-memory-utilization`` 0.9 of total memory
   (``atom/model_engine/model_runner.py`` ``get_num_blocks``: budget = total x utilization);
   ``--enable_prefix_caching`` on by default (``atom/model_engine/arg_utils.py``);
+* CPU per step: overlapped with the GPU. ``atom/model_engine/model_runner.py`` ``tokenIDProcessor``:
+  ``is_deferred_out`` is True at PP 1 (also at ROCm/ATOM@58c8a2d1, May 2026); ``ModelRunner.forward`` prepares and
+  launches step n+1, then ``prepare_sampled_ids`` waits only for step n's asynchronous token copy
+  (``recv_async_output``) and queues step n+1's, and the next step's input tokens are read on the GPU from the
+  previous batch (``get_token_locations``): the scheduler's and input preparation's CPU time of a step runs while
+  the previous step is on the GPU (a step costs max(CPU, GPU), as SGLang's overlap scheduler);
 * HIP graphs: ``--cudagraph-mode FULL`` with ``--cudagraph-capture-sizes`` [1, 2, 4, 8, 16, 32, 48, 64, 128,
   256, 512] (``arg_utils.py``): decode batches up to 512 requests replay a captured graph (padded up to the
   next captured size: the padding is not costed), prefill steps run eagerly;
@@ -50,9 +56,12 @@ RECORD = EngineRecord(
     prefix_caching=True,
     step_overhead_s=2.0e-3,
     per_request_overhead_s=5e-6,
-    overlap_cpu=False,
-    cpu_source="assumption (transferred from vLLM's, no ATOM measurement): ~2 ms CPU per step + 5 us per "
-    "request, not overlapped; calibrate with simcast calibrate-serving",
+    # Deferred output (model_runner.py tokenIDProcessor.is_deferred_out, True at PP 1): the CPU schedules and
+    # launches step n+1 before it waits for step n's sampled tokens, so the CPU work hides behind the GPU.
+    overlap_cpu=True,
+    cpu_source="assumption (size transferred from vLLM's, no ATOM measurement): ~2 ms CPU per step + 5 us per "
+    "request, hidden behind the GPU by ATOM's deferred output (ROCm/ATOM model_runner.py is_deferred_out at PP 1: "
+    "step n+1 is launched before step n's tokens are read back); calibrate with simcast calibrate-serving",
     front_end_s=6e-3,
     front_end_per_token_s=2e-6,
     front_end_source=FRONT_END.format(fe=6.0, tok=2.0),

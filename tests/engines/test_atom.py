@@ -10,6 +10,7 @@ from simcast.engines import get_engine
 from simcast.engines.partition import partition_layers
 from simcast.engines.policy import engine_policy
 from simcast.inputs.loaders import load_device
+from simcast.serving.step import step_cycle_s
 
 ENGINE = get_engine("atom")
 
@@ -60,3 +61,13 @@ def test_rocm_kernel_choices_are_declared_by_each_engine() -> None:
         assert set(kinds) == {"gemm", "attention", "moe"} and all("aiter" in v for v in kinds.values())
     assert "default False" in get_engine("vllm").rocm_kernels["gemm"]  # vLLM's aiter switch is opt-in
     assert get_engine("trtllm").rocm_kernels == {}  # TensorRT-LLM does not run on ROCm
+
+
+def test_cpu_per_step_hidden_behind_the_gpu() -> None:
+    """model_runner.py: is_deferred_out at PP 1, so step n+1 is prepared and launched while step n runs: a decode
+    step of 4 requests costs max(CPU, GPU), here the GPU's 10 ms, not 10 ms + 2.02 ms (ROCm/ATOM@58c8a2d1)."""
+    pol = engine_policy("atom", load_device("mi355x"))
+    cpu_s = pol.step_overhead_s + 4 * pol.per_request_overhead_s  # 2 ms + 4 x 5 us
+    assert pol.overlap_cpu and cpu_s == pytest.approx(2.02e-3)
+    assert step_cycle_s((10e-3,), cpu_s, 1, pol.overlap_cpu) == pytest.approx(10e-3)
+    assert step_cycle_s((1e-3,), cpu_s, 1, pol.overlap_cpu) == pytest.approx(2.02e-3)  # a CPU-bound step

@@ -252,8 +252,9 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
         emitted += got
         q.generated += got
         q.computed += got
+        q.decode_steps += 1
         q.token_s = c.start + c.own[c.dec_mb[k]] if m > 1 else now
-        gap = stream_gaps(q, q.generated - got, q.token_s, every) if every > 1 else None
+        gap = stream_gaps(q, got, q.token_s, st.coster.policy, every) if every > 1 else None
         if gap is not None:
             st.itl_v.append(gap)
             st.itl_w.append(1)

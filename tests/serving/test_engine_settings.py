@@ -84,16 +84,28 @@ def test_batch_wait_holds_prompts_until_tokens_or_iterations() -> None:
 
 
 @pytest.mark.slow
-def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once() -> None:
+@pytest.mark.parametrize(
+    ("engine", "interval", "steps_per_gap"),
+    [
+        # SGLang: tokens 1 (at once), 31 and 61 are sent: two gaps of 30 decode steps each
+        ("sglang", 30, 30.0),
+        # TensorRT-LLM (py_executor _handle_responses): decoding iterations 1 (the prefill's), 20, 40, 60 and the
+        # last (61) send: gaps of 19, 20, 20 and 1 decode steps, mean 60 / 4 = 15
+        ("trtllm", 20, 15.0),
+    ],
+)
+def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once(
+    engine: str, interval: int, steps_per_gap: float
+) -> None:
     from simcast.api.bench import bench_serve
 
-    kw = dict(model="meta-llama/Llama-3.1-8B", device="h100_sxm", engine="sglang", input_length=128)
+    kw = dict(model="meta-llama/Llama-3.1-8B", device="h100_sxm", engine=engine, input_length=128)
     kw.update(output_length=61, num_prompts=1, request_rate=1.0)
     one = bench_serve(**kw)
-    thirty = bench_serve(**kw, engine_settings={"stream_interval": 30})
-    # tokens 1 (at once), 31 and 61 are sent: two gaps of 30 decode steps each
-    assert thirty.summary.ttft.mean_ms == one.summary.ttft.mean_ms
-    assert thirty.summary.itl.mean_ms == pytest.approx(30 * one.summary.itl.mean_ms, rel=1e-3)
+    chunked = bench_serve(**kw, engine_settings={"stream_interval": interval})
+    assert chunked.summary.ttft.mean_ms == one.summary.ttft.mean_ms
+    assert chunked.summary.itl.mean_ms == pytest.approx(steps_per_gap * one.summary.itl.mean_ms, rel=1e-3)
+    assert chunked.summary.tpot.mean_ms == pytest.approx(one.summary.tpot.mean_ms, rel=1e-9)
 
 
 def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:
@@ -107,20 +119,6 @@ def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:
     assert trt.captured(_decode(32), 80.0, 1, settings=off) and not trt.captured(_decode(48), 80.0, 1, settings=off)
     assert trt.captured(_decode(48), 80.0, 1)  # not given: every batch up to the limit (as with padding)
     assert trt.captured(_decode(48), 80.0, 1, settings={"cuda_graph_padding": True})
-
-
-def test_trtllm_stream_interval_sends_every_nth_iteration_first_token_at_once() -> None:
-    from simcast.api.bench import bench_serve
-
-    kw = dict(model="meta-llama/Llama-3.1-8B", device="h100_sxm", engine="trtllm", input_length=128)
-    kw.update(output_length=61, num_prompts=1, request_rate=1.0)
-    one = bench_serve(**kw)
-    twenty = bench_serve(**kw, engine_settings={"stream_interval": 20})
-    # py_executor _handle_responses: decoding iterations 1 (the prefill's), 20, 40, 60 and the last (61) send:
-    # gaps of 19, 20, 20 and 1 decode steps, mean 60 / 4 = 15 steps (SGLang's rule would give 2 gaps of 30)
-    assert twenty.summary.ttft.mean_ms == one.summary.ttft.mean_ms
-    assert twenty.summary.itl.mean_ms == pytest.approx(15 * one.summary.itl.mean_ms, rel=1e-3)
-    assert twenty.summary.tpot.mean_ms == pytest.approx(one.summary.tpot.mean_ms, rel=1e-9)
 
 
 def test_trtllm_streams_by_iterations_sglang_by_tokens() -> None:

@@ -106,6 +106,8 @@ def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once(
     assert chunked.summary.ttft.mean_ms == one.summary.ttft.mean_ms
     assert chunked.summary.itl.mean_ms == pytest.approx(steps_per_gap * one.summary.itl.mean_ms, rel=1e-3)
     assert chunked.summary.tpot.mean_ms == pytest.approx(one.summary.tpot.mean_ms, rel=1e-9)
+    assert any(a.startswith(f"{engine} stream_interval {interval}:") for a in chunked.assumptions)
+    assert not any("stream_interval" in a and a.startswith(engine) for a in one.assumptions)
 
 
 def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:

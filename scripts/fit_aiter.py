@@ -42,12 +42,12 @@ from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.fitting import from_db_moe as fm
 from simcast.calib.profiles import profile_yaml as py
 from simcast.calib.profiles.engines_yaml import set_engines
-from simcast.calib.profiles.profile_doc import dump_doc, load_doc
+from simcast.calib.profiles.profile_doc import load_doc
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.kernel_fits import EngineKernels, GemmFit
 from simcast.cost.kernels.gemm import PEAK_DTYPE, gemm_time_s
 from simcast.cost.ops.moe import active_experts
-from simcast.inputs.loaders import device_from_text, load_device, profiles_dir
+from simcast.inputs.loaders import load_device, profiles_dir
 
 AITER_COMMIT = "e4048607a535ace3a2b51ded31b1c8c2d45c0879"
 AITER = f"ROCm/aiter@{AITER_COMMIT[:10]}"
@@ -249,7 +249,8 @@ def write(sections: dict[str, tuple[EngineKernels, dict, dict]]) -> None:
         e = {f"{k}{suffix}": v for k, v in errs.items()}
         fitted = {eng: (dataclasses.replace(ek, engine=eng), e) for eng in ENGINES}
         set_engines(doc, fitted, HOW, keep=("vllm",))
-        py.set_calibration_entry(
+        py.write_profile(
+            path,
             doc,
             "public_aiter",
             {
@@ -261,11 +262,6 @@ def write(sections: dict[str, tuple[EngineKernels, dict, dict]]) -> None:
                 "held_out_abs_err_pct": {k: [round(m, 1), round(p, 1)] for k, (m, p) in e.items()},
             },
         )
-        py.recount_calibration(doc)
-        text = dump_doc(doc)
-        device_from_text(text, str(path))
-        path.write_text(text)
-        print(f"wrote {path.name}")
 
 
 def main() -> int:

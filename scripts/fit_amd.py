@@ -25,12 +25,12 @@ from simcast.calib.fitting import fit_decode as fd_mod
 from simcast.calib.fitting import fit_kernels as fk
 from simcast.calib.profiles import profile_yaml as py
 from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
-from simcast.calib.profiles.profile_doc import dump_doc, load_doc
+from simcast.calib.profiles.profile_doc import load_doc
 from simcast.calib.readers.db_split import errors, held_out
 from simcast.core.kernel_fits import EngineKernels
 from simcast.cost.kernels import attention as attn
 from simcast.cost.kernels.gemm import PEAK_DTYPE, gemm_time_s
-from simcast.inputs.loaders import device_from_text, load_device, profiles_dir
+from simcast.inputs.loaders import load_device, profiles_dir
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "amd"
 REL = "benchmarks/data/amd"
@@ -231,7 +231,8 @@ def write(sections: dict[str, EngineKernels], info: dict, extra: dict) -> None:
             replace_link_collectives(
                 doc, "intra_node", fits, {"": f"RCCL all-reduce {how} {extra['src']['rccl']}, {_pct(err)}"}
             )
-        py.set_calibration_entry(
+        py.write_profile(  # fitted_parameters counts `simcast calibrate` notes only (none here)
+            path,
             doc,
             "public_amd",
             {
@@ -245,11 +246,6 @@ def write(sections: dict[str, EngineKernels], info: dict, extra: dict) -> None:
                 "parts another device's fit, labelled",
             },
         )
-        py.recount_calibration(doc)  # fitted_parameters counts `simcast calibrate` notes only (none here)
-        text = dump_doc(doc)
-        device_from_text(text, str(path))
-        path.write_text(text)
-        print(f"wrote {path.name}")
 
 
 def main() -> int:

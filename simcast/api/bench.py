@@ -304,6 +304,7 @@ def _bench_notes(o: BenchOptions, cfg: ServingConfig, kv_tokens: int, has_prefix
         ]
         + _front_end_notes(o, cfg)
         + _chunking_notes(cfg)
+        + ([cfg.policy.stream_note()] if cfg.policy.stream_every > 1 else [])
         + ([cfg.policy.prefix_cache_note()] if has_prefix else [])
         + ([router_note(o.router)] if o.dp > 1 else [])
         + cfg.scheme.bench_notes()

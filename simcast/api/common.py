@@ -201,8 +201,8 @@ class ServingEngineOptions(EngineLimitOptions):
     )
     engine_settings: dict[str, Any] | None = opt(
         None,
-        "the engine's own settings by keyword, e.g. {'stream_interval': 30} for SGLang (simcast.engines.flags; "
-        "None: the engine's defaults)",
+        "the engine's own settings by keyword, e.g. {'stream_interval': 30} for SGLang or TensorRT-LLM "
+        "(simcast.engines.flags; None: the engine's defaults)",
     )
 
     def __post_init__(self) -> None:

@@ -84,11 +84,11 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
     from simcast.calib.profiles import profile_notes as pn
     from simcast.calib.profiles import profile_yaml as py
     from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
-    from simcast.calib.profiles.profile_doc import dump_doc, load_doc
+    from simcast.calib.profiles.profile_doc import load_doc
     from simcast.calib.readers import aic_db
     from simcast.cli.calibrate_template import check_profile_out
     from simcast.inputs.files import loads_yaml, read_text
-    from simcast.inputs.loaders import device_from_text, load_device, profile_path
+    from simcast.inputs.loaders import load_device, profile_path
 
     require(a.from_db in DATABASES, "--from-db", a.from_db, f"allowed: {', '.join(DATABASES)}")
     require(not a.measured, "measured", a.measured, "give either measured CSVs or --from-db")
@@ -137,7 +137,7 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
         nccl["fitted_parameters"] = 2 * len(fits)
     kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
-    py.set_calibration_entry(
+    text = py.profile_text(
         doc,
         "from_db",
         {
@@ -149,10 +149,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
             "engines": {e: summary.get(e) or kept[e] for e in ENGINES if e in summary or e in kept},
             "nccl": nccl,
         },
+        "--out",  # it must load before it replaces a file
     )
-    py.recount_calibration(doc)
-    text = dump_doc(doc)
-    device_from_text(text, "--out")  # it must load before it replaces a file
     write_text(a.out, "--out", text)
     emit(f"wrote {a.out} (engines {', '.join(engines)} on {a.system}; NCCL link fits written: {nccl['written']})")
     return 0

@@ -15,7 +15,7 @@ from simcast.core.chunking import PipelinePrefillRule
 from simcast.core.errors import require
 from simcast.engines import atom, none, sglang, trtllm, vllm
 from simcast.engines.base import Engine
-from simcast.engines.flags import SHARED_HEAD, SHARED_TAIL, EngineFlag, flags_in_order
+from simcast.engines.flags import SHARED_HEAD, SHARED_TAIL, EngineFlag, flags_in_order, merge_same_names
 
 REGISTRY: dict[str, Engine] = {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, none.ENGINE, atom.ENGINE)}
 """Every engine by its ``--engine`` name."""
@@ -36,16 +36,17 @@ PP_PREFILL_RULES: dict[str, PipelinePrefillRule] = {
 
 ENGINE_FLAGS: tuple[EngineFlag, ...] = tuple(
     flags_in_order(
-        [
+        merge_same_names(
             *SHARED_HEAD,
             *(f for e in REGISTRY.values() for f in e.flags if f.group == "memory"),
             *SHARED_TAIL,
             *(f for e in REGISTRY.values() for f in e.flags if f.group != "memory"),
-        ]
+        )
     )
 )
 """Every engine flag the serving commands accept, in ``--help`` order: the shared limits, each engine's memory
-flag, the context limit and prefix caching, then each engine's own flags (:mod:`simcast.engines.flags`)."""
+flag, the context limit and prefix caching, then each engine's own flags (:mod:`simcast.engines.flags`; a
+setting two engines spell alike, e.g. ``--stream-interval``, listed once)."""
 
 NO_ENGINE = none.ENGINE.name
 """``--engine none``: no engine scheduler (serving) and the device's generic roofline kernels."""

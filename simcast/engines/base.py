@@ -155,6 +155,12 @@ class Engine(ABC):
     launch_rules: tuple[Rule, ...] = ()
     bench_port_args: tuple[str | int, ...] = ()
     fp8_kv_cache_flag: str = "fp8"
+    stream_counts: str = "tokens"
+    """What :meth:`stream_every` counts: a request's generated ``tokens`` or its decoding ``iterations`` (the
+    prefill's iteration is the first; the two differ under speculative decoding)."""
+    stream_phase: int = 1
+    """With a streaming interval n, the engine sends at the counts k with k mod n = this mod n
+    (:meth:`stream_sends`)."""
 
     @property
     def name(self) -> str:
@@ -249,8 +255,18 @@ class Engine(ABC):
         return 0
 
     def stream_every(self, settings: Mapping[str, Any]) -> int:
-        """Tokens the engine sends to the client at once after the first (1: every token as it is sampled)."""
-        return 1
+        """The streaming interval, in :attr:`stream_counts`: the engine's ``stream_interval`` setting (SGLang's
+        ``--stream-interval``, TensorRT-LLM's ``stream_interval``), 1 (every token as it is sampled) when the
+        engine has none."""
+        return int(self.setting(settings, "stream_interval") or 1)
+
+    def stream_sends(self, before: int, after: int, every: int) -> bool:
+        """Whether the engine sends a request's tokens when its count (:attr:`stream_counts`) moves from
+        ``before`` to ``after`` in one step, streaming every ``every``: when the counts ``before`` + 1 ..
+        ``after`` hold a k with k mod ``every`` = :attr:`stream_phase` mod ``every`` (the first token, at the
+        prefill, and the last are sent whatever k)."""
+        p = self.stream_phase
+        return (after - p) // every != (before - p) // every
 
     def receive_every(self, settings: Mapping[str, Any]) -> int:
         """Decode steps between two looks at newly arrived requests while decoding (1: every step)."""

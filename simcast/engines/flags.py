@@ -13,7 +13,7 @@ whole number (``integer``) or a real number.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -129,6 +129,25 @@ def memory_flag(engine: str, flag: str, what: str, keyword: str) -> EngineFlag:
         engine=engine,
         help=f"{engine}'s memory flag: {what} [default: the engine's own; (0, 1]]",
     )
+
+
+def merge_same_names(*flags: EngineFlag) -> list[EngineFlag]:
+    """``flags`` with each set of flags of one spelling (several engines' setting of one name, e.g. SGLang's
+    ``--stream-interval`` and TensorRT-LLM's ``stream_interval``) listed once, at the first: its help the
+    engines' helps joined, its bounds the first's (each engine checks its own value, ``Engine.check_settings``).
+    Flags of one spelling must share ``dest`` and ``keyword`` (a ValueError otherwise: a programming error)."""
+    out: list[EngineFlag] = []
+    for f in flags:
+        i = next((i for i, g in enumerate(out) if g.names == f.names), None)
+        if i is None:
+            out.append(f)
+            continue
+        g = out[i]
+        if (g.dest, g.keyword) != (f.dest, f.keyword):
+            raise ValueError(f"{f.name}: engines {g.engine} and {f.engine} give it different settings")
+        unit = g.unit if g.unit == f.unit else ""
+        out[i] = replace(g, help=f"{g.help}; {f.help}", engine=f"{g.engine},{f.engine}", unit=unit, source="")
+    return out
 
 
 def flags_in_order(flags: Iterable[EngineFlag]) -> list[EngineFlag]:

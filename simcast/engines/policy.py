@@ -67,8 +67,21 @@ class EnginePolicy:
 
     @property
     def stream_every(self) -> int:
-        """Tokens sent to the client at once after the first (the engine's ``stream_every``)."""
+        """The streaming interval after the first token, in tokens or decoding iterations (the engine's
+        ``stream_every`` and ``stream_counts``)."""
         return self.engine.stream_every(dict(self.settings))
+
+    def stream_note(self) -> str:
+        """The assumption line of a streaming interval above 1 ("" at 1): when the client gets tokens."""
+        n, e = self.stream_every, self.engine
+        if n <= 1:
+            return ""
+        unit = "decoding iteration k (the prefill's is 1)" if e.stream_counts == "iterations" else "token k"
+        return (
+            f"{e.name} stream_interval {n}: a request's tokens are sent at its first token, at each {unit} with "
+            f"k mod {n} = {e.stream_phase % n} and at its end; client-side ITL samples are the gaps between sends "
+            "(TTFT and TPOT unchanged); the host time fewer responses save is not costed"
+        )
 
     @property
     def receive_every(self) -> int:

@@ -203,6 +203,7 @@ class Sglang(Engine):
     memory_flag_help = "fraction of total GPU memory for weights and the KV pool"
     memory_keyword = "mem_fraction_static"
     own_flags = OWN_FLAGS
+    stream_phase = 1  # --stream-interval n: its k-th token is sent when k mod n is 1 (sglang_flags)
     partition_rule = (
         "SGLang get_pp_indices: L//P per stage, the remainder one each to the last stages "
         "(python/sglang/srt/distributed/utils.py@1107be11; 22/4 -> 5,5,6,6)"
@@ -232,9 +233,6 @@ class Sglang(Engine):
         """``--cuda-graph-max-bs`` when given, else SGLang's default by GPU memory and TP (:func:`sglang_max_bs`)."""
         given = (settings or {}).get("cuda_graph_max_bs")
         return int(given) if given else sglang_max_bs(hbm_gib, tp)
-
-    def stream_every(self, settings: Mapping[str, Any]) -> int:
-        return int(self.setting(settings, "stream_interval"))
 
     def receive_every(self, settings: Mapping[str, Any]) -> int:
         """``--scheduler-recv-interval`` decode steps, at least ``--num-continuous-decode-steps`` (the decode

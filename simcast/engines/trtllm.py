@@ -7,6 +7,8 @@
   when neither ``batch_sizes`` nor ``max_batch_size`` is given (``tensorrt_llm.llmapi.DecodeCudaGraphConfig``
   API reference, 1.3.0rc27); its speculative generation steps are captured like decode;
 * layer partition: ``Mapping.pp_layers``;
+* streaming: ``stream_interval`` n sends a request's tokens at its first decoding iteration (the prefill's), at
+  every n-th and at its end (``_handle_responses``, :data:`_STREAM`);
 * the measured-kernel database: its collector's generation rows cache ``step`` tokens and attend one more;
   its prefill rows are kept for the context-attention dtype it runs (:meth:`Trtllm.context_attention_dtype`);
   the kernel choices its fits may declare (:data:`DECODE_KERNEL_RULES`, :data:`PREFILL_KERNEL_RULES`);
@@ -112,6 +114,11 @@ PP_PREFILL_RULE = PipelinePrefillRule(
 
 _LLM_ARGS = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py@00043967"
 _PY_EXECUTOR = "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/py_executor.py (stored copy) _waiting_requests"
+_STREAM = (
+    "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py@fcd3f316 TorchLlmArgs.stream_interval (default 1); "
+    "tensorrt_llm/_torch/pyexecutor/py_executor.py@9521caf4 _handle_responses: a streaming request gets a response "
+    "when py_decoding_iter == 1, when it is finished, or when py_decoding_iter % stream_interval == 0"
+)
 OWN_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag(
         names=("--cuda-graph-max-batch-size",),
@@ -163,9 +170,23 @@ OWN_FLAGS: tuple[EngineFlag, ...] = (
         "prompts + running decodes) must reach before new prompts run, up to --batch-wait-timeout-iters steps "
         "[default 0: no wait]",
     ),
+    EngineFlag(
+        names=("--stream-interval",),
+        dest="stream_interval",
+        keyword="stream_interval",
+        default=1,
+        unit="iterations",
+        check=(1, 100_000),
+        engine="trtllm",
+        source=_STREAM,
+        help="TensorRT-LLM stream_interval: a streaming request's tokens are sent at its first decoding iteration "
+        "(the prefill's: TTFT unchanged), then every this many iterations and at its end; each client-side "
+        "inter-token gap spans that many steps (the host time it saves is not costed: the overlap scheduler hides "
+        "it) [default 1, TensorRT-LLM's]",
+    ),
 )
 """TensorRT-LLM's own settings (``trtllm-serve --extra_llm_api_options`` YAML keys ``cuda_graph_config.max_batch_size``,
-``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``), defaults from its code."""
+``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``, ``stream_interval``), defaults from its code."""
 
 
 class Trtllm(Engine):
@@ -178,6 +199,8 @@ class Trtllm(Engine):
     memory_flag_help = "fraction of the memory left after weights for KV"
     memory_keyword = "kv_cache_free_gpu_memory_fraction"
     own_flags = OWN_FLAGS
+    stream_counts = "iterations"  # stream_interval counts py_decoding_iter, the prefill's being 1 (_STREAM)
+    stream_phase = 0  # sent when py_decoding_iter % stream_interval == 0
     partition_rule = (
         "TensorRT-LLM Mapping.pp_layers: torch.tensor_split, the remainder one each to the first stages "
         "(tensorrt_llm/mapping.py@b35ac1b6; 22/4 -> 6,6,5,5)"

@@ -39,7 +39,7 @@ gpu_memory_utilization: 0.9         # optional, the engine's own memory flag (on
 max_model_len: 8192                 # optional: longest request the engine accepts
 # engine_args: {stream_interval: 30}  # optional: the engine's own settings (SGLang stream_interval,
 #                                     #   scheduler_recv_interval, cuda_graph_max_bs, num_continuous_decode_steps;
-#                                     #   TensorRT-LLM cuda_graph_max_batch_size, batch_wait_timeout_iters, ...)
+#                                     #   TensorRT-LLM stream_interval, cuda_graph_max_batch_size, ...)
 serving_mode: disagg                # optional: agg (default) | disagg (simcast.serving.disagg.service_yaml)
 kv_transfer: whole                  # disagg: whole | per-layer
 speculative:                        # optional (agg): vLLM's --speculative-config keys, plus acceptance

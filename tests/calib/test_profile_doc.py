@@ -197,3 +197,17 @@ def test_run_path_does_not_load_ruamel():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == "RUAMEL False"
+
+
+def test_write_profile_checks_the_profile_before_it_writes(tmp_path, capsys):
+    src = PROFILES / "mi300x.yaml"
+    out = tmp_path / "mi300x.yaml"
+    py.write_profile(out, load_doc(src.read_text(), str(src)), "public_test", {"script": "t.py"})
+    text = out.read_text()
+    entry = '  public_test: {"script": "t.py"}\n'
+    assert text.endswith(entry) and capsys.readouterr().out == "wrote mi300x.yaml\n"
+    assert text.replace(entry, "") == src.read_text()  # nothing else moved (its counts were current)
+    bad = tmp_path / "x.yaml"
+    with pytest.raises(SimcastInputError):  # not a device profile: refused before the file is written
+        py.write_profile(bad, load_doc(SMALL, "small"), "k", {"a": 1})
+    assert not bad.exists()

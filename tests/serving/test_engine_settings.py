@@ -1,5 +1,5 @@
 """Engine settings real launch scripts use (SGLang --stream-interval, --scheduler-recv-interval,
---cuda-graph-max-bs; TensorRT-LLM cuda_graph_config.max_batch_size, batch waiting), checked by hand."""
+--cuda-graph-max-bs; TensorRT-LLM cuda_graph_config.max_batch_size, batch waiting, stream_interval), checked by hand."""
 
 from __future__ import annotations
 
@@ -84,16 +84,30 @@ def test_batch_wait_holds_prompts_until_tokens_or_iterations() -> None:
 
 
 @pytest.mark.slow
-def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once() -> None:
+@pytest.mark.parametrize(
+    ("engine", "interval", "steps_per_gap"),
+    [
+        # SGLang: tokens 1 (at once), 31 and 61 are sent: two gaps of 30 decode steps each
+        ("sglang", 30, 30.0),
+        # TensorRT-LLM (py_executor _handle_responses): decoding iterations 1 (the prefill's), 20, 40, 60 and the
+        # last (61) send: gaps of 19, 20, 20 and 1 decode steps, mean 60 / 4 = 15
+        ("trtllm", 20, 15.0),
+    ],
+)
+def test_stream_interval_delivers_tokens_in_chunks_first_token_at_once(
+    engine: str, interval: int, steps_per_gap: float
+) -> None:
     from simcast.api.bench import bench_serve
 
-    kw = dict(model="meta-llama/Llama-3.1-8B", device="h100_sxm", engine="sglang", input_length=128)
+    kw = dict(model="meta-llama/Llama-3.1-8B", device="h100_sxm", engine=engine, input_length=128)
     kw.update(output_length=61, num_prompts=1, request_rate=1.0)
     one = bench_serve(**kw)
-    thirty = bench_serve(**kw, engine_settings={"stream_interval": 30})
-    # tokens 1 (at once), 31 and 61 are sent: two gaps of 30 decode steps each
-    assert thirty.summary.ttft.mean_ms == one.summary.ttft.mean_ms
-    assert thirty.summary.itl.mean_ms == pytest.approx(30 * one.summary.itl.mean_ms, rel=1e-3)
+    chunked = bench_serve(**kw, engine_settings={"stream_interval": interval})
+    assert chunked.summary.ttft.mean_ms == one.summary.ttft.mean_ms
+    assert chunked.summary.itl.mean_ms == pytest.approx(steps_per_gap * one.summary.itl.mean_ms, rel=1e-3)
+    assert chunked.summary.tpot.mean_ms == pytest.approx(one.summary.tpot.mean_ms, rel=1e-9)
+    assert any(a.startswith(f"{engine} stream_interval {interval}:") for a in chunked.assumptions)
+    assert not any("stream_interval" in a and a.startswith(engine) for a in one.assumptions)
 
 
 def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:
@@ -107,3 +121,34 @@ def test_trtllm_without_padding_captures_only_its_generated_sizes() -> None:
     assert trt.captured(_decode(32), 80.0, 1, settings=off) and not trt.captured(_decode(48), 80.0, 1, settings=off)
     assert trt.captured(_decode(48), 80.0, 1)  # not given: every batch up to the limit (as with padding)
     assert trt.captured(_decode(48), 80.0, 1, settings={"cuda_graph_padding": True})
+
+
+def test_trtllm_streams_by_iterations_sglang_by_tokens() -> None:
+    from simcast.serving.request_level.intake import stream_gaps
+
+    def sends(engine: str, got: int, steps: int) -> list[int]:
+        pol = engine_policy(engine, load_device("h100_sxm"), settings=(("stream_interval", 4),))
+        q = Req(idx=0, spec=RequestSpec(arrival_s=0.0, input_len=10, output_len=1000), generated=1)
+        out = []
+        for k in range(1, steps + 1):  # speculative decoding: `got` tokens per decoding step
+            q.generated += got
+            q.decode_steps += 1
+            if stream_gaps(q, got, float(k), pol, 4) is not None:
+                out.append(k)
+        return out
+
+    # TensorRT-LLM: iteration k + 1 (the prefill's is 1) sends when it is a multiple of 4, whatever was accepted
+    assert sends("trtllm", 3, 12) == [3, 7, 11]
+    # SGLang: a step sends when its tokens hold a k with k mod 4 == 1 (tokens 2-4, 5-7: the 2nd step holds 5)
+    assert sends("sglang", 3, 8) == [2, 3, 4, 6, 7, 8]
+    assert sends("sglang", 1, 8) == [4, 8]  # tokens 5 and 9
+
+
+def test_stream_interval_is_one_flag_for_both_engines() -> None:
+    from simcast.engines import ENGINE_FLAGS
+
+    flags = [f for f in ENGINE_FLAGS if f.name == "--stream-interval"]
+    assert len(flags) == 1 and flags[0].engine == "sglang,trtllm" and "TensorRT-LLM" in flags[0].help
+    assert get_engine("trtllm").stream_every({"stream_interval": 20}) == 20 and get_engine("vllm").stream_every({}) == 1
+    with pytest.raises(SimcastInputError):
+        get_engine("trtllm").check_settings({"stream_interval": 0})

@@ -12,6 +12,7 @@ counts fitted values only (a collective fit holds two numbers, α and β), read 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -21,6 +22,7 @@ from simcast.calib.fitting.fit import GEMM_PARAMS
 from simcast.calib.profiles.profile_doc import (
     COLLECTIVES_COLUMN,
     delete,
+    dump_doc,
     flow,
     get,
     json_flow,
@@ -38,6 +40,7 @@ from simcast.calib.profiles.profile_notes import (
     values_with_notes,
 )
 from simcast.core.device import DeviceSpec, LinkSpec
+from simcast.inputs.loaders import device_from_text
 
 LINKS = ("intra_node", "inter_node")
 # Efficiency fields a profile file holds; the optional ones are unset at 0 (curves, vector_memory) or None.
@@ -295,3 +298,21 @@ def recount_calibration(doc: CommentedMap) -> None:
         counts.update(carried_over_parameters=carried, carried_over_fitted_on_source=fitted_on_src)
     for key, n in counts.items():
         set_value(doc, ("calibration", key), n, note(doc, ("calibration", key)))
+
+
+def profile_text(doc: CommentedMap, key: str, entry: dict[str, Any], where: str) -> str:
+    """The profile ``doc`` with ``calibration.<key>`` set to ``entry`` and the block's counts recomputed
+    (:func:`recount_calibration`), as YAML text that loads as a device (else one input error naming ``where``):
+    checked before it replaces a file."""
+    set_calibration_entry(doc, key, entry)
+    recount_calibration(doc)
+    text = dump_doc(doc)
+    device_from_text(text, where)
+    return text
+
+
+def write_profile(path: Path, doc: CommentedMap, key: str, entry: dict[str, Any]) -> None:
+    """Write ``doc`` to ``path`` with its ``calibration.<key>`` entry (:func:`profile_text`, checked first) and
+    say so (the fitting scripts' last step)."""
+    path.write_text(profile_text(doc, key, entry, str(path)))
+    print(f"wrote {path.name}")

@@ -22,15 +22,15 @@ from simcast.serving.request_level.bench_result import BenchResult, RequestResul
 from simcast.serving.request_level.routers import RouterSettings, make_router
 from simcast.serving.request_level.scheduler import Replica, Req, RequestSpec
 from simcast.serving.request_level.simulate import (
-    _admit,
-    _advance,
-    _arrivals,
-    _check_requests,
-    _chunk_rules,
-    _complete,
-    _Loop,
-    _result,
-    _route,
+    ReplayLoop,
+    admit_step,
+    advance_step,
+    arrival_queue,
+    check_requests,
+    chunk_rules,
+    complete_step,
+    loop_result,
+    route_arrivals,
 )
 from simcast.serving.request_level.steps import split_microbatches, step_cost
 from simcast.serving.step import StepCoster
@@ -43,16 +43,16 @@ Handoff = Callable[[int, RequestResult], RequestSpec]
 
 def _loop(
     reqs: list[RequestSpec], coster: StepCoster, kv_tokens: int, dp: int, cap: int, router: RouterSettings
-) -> _Loop:
+) -> ReplayLoop:
     """One pool's loop state (``reqs``: its requests known at the start; none for the decode pool), its DP ranks
     chosen by ``router``."""
     pol = coster.policy
     reps = [Replica(rid=i, kv_blocks=kv_tokens // pol.kv_block_tokens) for i in range(dp)]
     for rp in reps:
         rp.ratio = SGLANG_RATIO["init"] if pol.kv_admission == "reserve_ratio" else 0.0
-    pending, children = _arrivals(reqs)
-    piece, chunk_cap = _chunk_rules(coster, None)
-    return _Loop(
+    pending, children = arrival_queue(reqs)
+    piece, chunk_cap = chunk_rules(coster, None)
+    return ReplayLoop(
         coster=coster,
         reps=reps,
         router=make_router(router),
@@ -72,20 +72,20 @@ def _finishing(rep: Replica) -> list[Req]:
     return [q for q in rep.running if q.generated >= q.spec.output_len and not q.prefilling]
 
 
-def _step(st: _Loop, rep: Replica) -> list[Req] | None:
+def _step(st: ReplayLoop, rep: Replica) -> list[Req] | None:
     """One step of ``rep`` (admission, cost, advance, completion); the requests it retired (None: it idled)."""
-    step = _admit(st, rep)
+    step = admit_step(st, rep)
     if step is None:
         return None
     decodes, chunks = step
     cost = step_cost(st.coster, rep.clock, split_microbatches(st.coster, st.piece, decodes, chunks))
-    _advance(st, rep, decodes, chunks, cost)
+    advance_step(st, rep, decodes, chunks, cost)
     done = _finishing(rep)
-    _complete(st, rep)
+    complete_step(st, rep)
     return done
 
 
-def _idle_send(sp: _Loop, sd: _Loop) -> bool:
+def _idle_send(sp: ReplayLoop, sd: ReplayLoop) -> bool:
     """Every replica idle: send the earliest request either pool may send now; False when none is left."""
     sends = []
     if sp.has_unsent() and sp.in_flight < sp.max_concurrency:
@@ -99,7 +99,7 @@ def _idle_send(sp: _Loop, sd: _Loop) -> bool:
     st = sp if which == 0 else sd
     for rp in st.reps:
         rp.clock = max(rp.clock, t)
-    _route(st, t)
+    route_arrivals(st, t)
     return True
 
 
@@ -117,7 +117,7 @@ def simulate_coupled(
     docstring). ``costers``, ``kv_tokens`` (per DP rank), ``ranks`` (DP ranks) and ``routers``: (prefill, decode).
     Returns each pool's run, requests in the order given."""
     require(max_concurrency >= 1, "--max-concurrency", max_concurrency, "must be >= 1")
-    _check_requests(reqs, costers[0], kv_tokens[0])
+    check_requests(reqs, costers[0], kv_tokens[0])
     sp = _loop(reqs, costers[0], kv_tokens[0], ranks[0], max_concurrency, routers[0])
     sd = _loop([], costers[1], kv_tokens[1], ranks[1], 0, routers[1])
     sd.out = [None] * len(reqs)
@@ -129,8 +129,8 @@ def simulate_coupled(
                 continue
             break
         now = min(live)[0]
-        _route(sp, now)
-        _route(sd, now)
+        route_arrivals(sp, now)
+        route_arrivals(sd, now)
         live = [(r.clock, 0, r.rid) for r in sp.reps if r.running or r.waiting]
         live += [(r.clock, 1, r.rid) for r in sd.reps if r.running or r.waiting]
         _, which, rid = min(live)
@@ -142,10 +142,10 @@ def simulate_coupled(
                 res = sp.out[q.idx]
                 assert res is not None
                 spec = handoff(q.idx, res)
-                _check_requests([spec], costers[1], kv_tokens[1])
+                check_requests([spec], costers[1], kv_tokens[1])
                 pos = bisect.bisect_right([p.spec.arrival_s for p in sd.pending], spec.arrival_s)
                 sd.pending.insert(pos, Req(idx=q.idx, spec=spec))
             else:  # finished: a client slot frees now, the next request is sent
                 sp.in_flight -= 1
-                _route(sp, st.reps[rid].clock)
-    return _result(sp), _result(sd)
+                route_arrivals(sp, st.reps[rid].clock)
+    return loop_result(sp), loop_result(sd)

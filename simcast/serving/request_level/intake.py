@@ -10,9 +10,10 @@ request-level loop applies them (each engine's values: its module, :mod:`simcast
   ``PyExecutor._waiting_requests``): new prompts are held back while the scheduled tokens (waiting prompts +
   one per running decode) stay below the ratio x the step's token budget, for at most the iteration limit;
   with nothing running simcast does not hold them (an assumption: the engine's empty iterations are short).
-* **Streaming in chunks** (SGLang ``--stream-interval`` n, ``stream_output_generation``): a request's k-th
-  token is sent when k mod n is 1 (so the first at once) and at its end; each client-side inter-token gap is
-  the time between two sends.
+* **Streaming in chunks** (SGLang ``--stream-interval`` n: a request's k-th token is sent when k mod n is 1;
+  TensorRT-LLM ``stream_interval`` n: at its k-th decoding iteration when k mod n is 0, the prefill's being
+  the first; each engine's ``stream_sends``): the first token is sent at once and the last at the end; each
+  client-side inter-token gap is the time between two sends.
 """
 
 from __future__ import annotations
@@ -52,11 +53,16 @@ def hold_prompts(rep: Replica, pol: EnginePolicy, cutoff_s: float, budget: int) 
     return False
 
 
-def stream_gaps(q: Req, before: int, now_s: float, every: int) -> float | None:
-    """The client-side gap ending at ``now_s`` when ``q``'s tokens ``before`` + 1 .. ``q.generated`` include
-    one the engine sends (streaming every ``every`` tokens); None when none is sent."""
+def stream_gaps(q: Req, got: int, now_s: float, pol: EnginePolicy, every: int) -> float | None:
+    """The client-side gap ending at ``now_s`` when the decoding step that gave ``q`` its latest ``got`` tokens
+    (its ``q.decode_steps``-th) sends them (streaming every ``every`` of the engine's count, tokens or decoding
+    iterations); None when the engine holds them back."""
     done = q.generated >= q.spec.output_len
-    if not done and (q.generated - 1) // every == (before - 1) // every:
+    if pol.engine.stream_counts == "iterations":  # the prefill's iteration is the first
+        before, after = q.decode_steps, q.decode_steps + 1
+    else:
+        before, after = q.generated - got, q.generated
+    if not done and not pol.engine.stream_sends(before, after, every):
         return None
     gap = now_s - q.sent_token_s
     q.sent_token_s = now_s

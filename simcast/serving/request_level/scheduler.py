@@ -83,6 +83,7 @@ class Req:
     parent_req: Req | None = None  # the request whose sequence its prompt continues (RequestSpec.parent)
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its first admission
     spec_credit: float = 0.0  # speculative decoding: the fraction of a token carried to its next step
+    decode_steps: int = 0  # decoding steps after its first token (streaming by iterations: request_level.intake)
     rid: int = -1  # the replica the router sent it to (-1: not sent yet)
     sent_token_s: float = 0.0  # when the engine last sent it tokens (streaming in chunks: request_level.intake)
 

@@ -53,7 +53,7 @@ __all__ = ["RequestSpec", "make_conversations", "make_requests", "requests_from_
 
 
 @dataclass(kw_only=True)
-class _Loop:
+class ReplayLoop:
     """The run's state passed between the loop's phases: the settings (fixed for the run) and what the
     phases change (the queues of requests not yet sent, the replicas, the records). Times in s."""
 
@@ -93,7 +93,7 @@ class _Loop:
         return min(a, self.follow[0][0]) if self.follow else a
 
 
-def _check_requests(reqs: list[RequestSpec], coster: StepCoster, kv_tokens_per_replica: int) -> None:
+def check_requests(reqs: list[RequestSpec], coster: StepCoster, kv_tokens_per_replica: int) -> None:
     """Refuse a request the engine could never run (too long for one replica's KV, its budget, its max length)
     and a conversation turn whose parent is not an earlier request holding its prefix."""
     pol = coster.policy
@@ -130,7 +130,7 @@ def _check_requests(reqs: list[RequestSpec], coster: StepCoster, kv_tokens_per_r
         )
 
 
-def _arrivals(reqs: list[RequestSpec]) -> tuple[deque[Req], dict[int, list[Req]]]:
+def arrival_queue(reqs: list[RequestSpec]) -> tuple[deque[Req], dict[int, list[Req]]]:
     """Arrivals: the first requests of each conversation by send time, and each request's next turns."""
     all_q = [Req(idx=i, spec=r) for i, r in enumerate(reqs)]
     children: dict[int, list[Req]] = {}
@@ -142,7 +142,7 @@ def _arrivals(reqs: list[RequestSpec]) -> tuple[deque[Req], dict[int, list[Req]]
     return deque(all_q[i] for i in order), children
 
 
-def _chunk_rules(
+def chunk_rules(
     coster: StepCoster, next_chunk: Callable[[int], int] | None
 ) -> tuple[Callable[[int], int], Callable[[int], int] | None]:
     """(the next piece of a prompt after a prefix, a prompt's tokens in one step or None): dynamic chunking
@@ -160,7 +160,7 @@ def _chunk_rules(
     return piece, prompt_cap if next_chunk is not None and m > 1 else None
 
 
-def _route(st: _Loop, now: float) -> None:
+def route_arrivals(st: ReplayLoop, now: float) -> None:
     """Arrivals: send every request due by ``now`` (client slots allowing) to a replica's waiting queue."""
     reps = st.reps
     while st.has_unsent() and st.next_send() <= now and (not st.max_concurrency or st.in_flight < st.max_concurrency):
@@ -185,7 +185,7 @@ def _route(st: _Loop, now: float) -> None:
         st.in_flight += 1
 
 
-def _admit(st: _Loop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] | None:
+def admit_step(st: ReplayLoop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] | None:
     """Admission and step formation on ``rep`` (prefill-first engines, SGLang: a prefill-only step whenever a
     prompt can start); None when it idles until the next request is ready (its clock moved there)."""
     pol, m = st.coster.policy, st.m
@@ -231,7 +231,7 @@ def _admit(st: _Loop, rep: Replica) -> tuple[list[Req], list[tuple[Req, int]]] |
     return None
 
 
-def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req, int]], c: StepCost) -> None:
+def advance_step(st: ReplayLoop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req, int]], c: StepCost) -> None:
     """The step runs: the replica's clock moves by its period, decodes emit their tokens (speculative: the
     expected ``1 + E``, the fraction carried to the next step; exactly 1 without), finished prompts sample
     their first token."""
@@ -252,8 +252,9 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
         emitted += got
         q.generated += got
         q.computed += got
+        q.decode_steps += 1
         q.token_s = c.start + c.own[c.dec_mb[k]] if m > 1 else now
-        gap = stream_gaps(q, q.generated - got, q.token_s, every) if every > 1 else None
+        gap = stream_gaps(q, got, q.token_s, st.coster.policy, every) if every > 1 else None
         if gap is not None:
             st.itl_v.append(gap)
             st.itl_w.append(1)
@@ -272,7 +273,7 @@ def _advance(st: _Loop, rep: Replica, decodes: list[Req], chunks: list[tuple[Req
             q.sent_token_s = t
 
 
-def _complete(st: _Loop, rep: Replica) -> None:
+def complete_step(st: ReplayLoop, rep: Replica) -> None:
     """Completion: finished requests leave ``rep`` (their blocks freed, their results recorded, their
     conversation's next turn queued), then the step's queue and KV sample."""
     pol, blk, now = st.coster.policy, st.blk, rep.clock
@@ -308,7 +309,7 @@ def _complete(st: _Loop, rep: Replica) -> None:
         )
 
 
-def _result(st: _Loop) -> BenchResult:
+def loop_result(st: ReplayLoop) -> BenchResult:
     """The run's records."""
     res = tuple(r for r in st.out if r is not None)
     duration = max((r.arrival_s + r.e2e_s for r in res), default=0.0)
@@ -349,14 +350,14 @@ def simulate_requests(
     engine when the first one free has handled it (FIFO), so a burst waits in the front end's queue.
     """
     settings = default_settings(router) if isinstance(router, str) else router
-    _check_requests(reqs, coster, kv_tokens_per_replica)
+    check_requests(reqs, coster, kv_tokens_per_replica)
     pol = coster.policy
     reps = [Replica(rid=i, kv_blocks=kv_tokens_per_replica // pol.kv_block_tokens) for i in range(dp)]
     for rp in reps:
         rp.ratio = SGLANG_RATIO["init"] if pol.kv_admission == "reserve_ratio" else 0.0
-    pending, children = _arrivals(reqs)
-    piece, cap = _chunk_rules(coster, next_chunk)
-    st = _Loop(
+    pending, children = arrival_queue(reqs)
+    piece, cap = chunk_rules(coster, next_chunk)
+    st = ReplayLoop(
         coster=coster,
         reps=reps,
         router=make_router(settings),
@@ -380,15 +381,15 @@ def simulate_requests(
             nxt = max(st.next_send(), max(rp.clock for rp in reps))
             for rp in reps:
                 rp.clock = max(rp.clock, nxt)
-            _route(st, nxt)
+            route_arrivals(st, nxt)
             continue
         rep = min(live, key=lambda r: r.clock)
-        _route(st, rep.clock)
-        step = _admit(st, rep)
+        route_arrivals(st, rep.clock)
+        step = admit_step(st, rep)
         if step is None:
             continue
         decodes, chunks = step
         cost = step_cost(coster, rep.clock, split_microbatches(coster, piece, decodes, chunks))
-        _advance(st, rep, decodes, chunks, cost)
-        _complete(st, rep)
-    return _result(st)
+        advance_step(st, rep, decodes, chunks, cost)
+        complete_step(st, rep)
+    return loop_result(st)

@@ -3,7 +3,10 @@
 Usage (needs the optional extra and an ai-dynamo/aiconfigurator checkout; the wheel ships only each engine's
 newest version, and on H100/H200 vLLM's newest, 0.24.0, is reserved):
 
-    git -C AIC show-ref; python scripts/vllm_hopper_decode.py AIC/aic-core/src/aiconfigurator_core/systems/data
+    git clone https://github.com/ai-dynamo/aiconfigurator AIC && git -C AIC checkout 095f58a5
+    python scripts/vllm_hopper_decode.py AIC/aic-core/src/aiconfigurator_core/systems/data [MODE ...]
+
+MODE: ``hopper``, ``blackwell`` (the default pair), ``write``, ``fit``, ``shipped`` (the shipped profiles scored).
 
 The tables read (ai-dynamo/aiconfigurator@095f58a5): ``{h100_sxm,h200_sxm}/attention/vllm/{0.14.0,0.18.0,0.19.0}``
 (kernel_source ``vllm_flash_attn``: vLLM's FlashAttention backend, FA3 on SM90), SGLang 0.5.14's ``fa3`` rows
@@ -12,9 +15,10 @@ the suspected ones (H100/H200 vLLM 0.22.0, whose ``reuse.yaml`` names 0.24.0) ar
 :func:`simcast.calib.readers.aic_db.guard` whatever the data folder.
 
 Prints, per system and KV dtype: the same-version odd half (fit on shapes whose CRC32 is even), and the error
-of a fit on all rows of one table (version / engine) predicting all rows of another of the same kernel family
-(test rows restricted to the fit's head sizes), as ``median / p90 (signed median)`` in %. With ``--fit`` it
-prints the profile lines (vLLM 0.19.0 even half) that ``device_profiles/{h100_sxm,h200_sxm}.yaml`` carry.
+of a fit on one table (version / engine) predicting another of the same kernel family (each sampled to SAMPLE rows)
+(test rows restricted to the fit's head sizes), as ``median / p90 (signed median)`` in %; ``write`` measures the
+KV-cache write (:func:`hopper_write`, :func:`blackwell_write`); ``fit`` prints the decode lines (vLLM 0.19.0 even
+half plus the write) that ``device_profiles/{h100_sxm,h200_sxm}.yaml`` carry.
 """
 
 from __future__ import annotations

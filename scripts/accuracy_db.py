@@ -39,6 +39,19 @@ KINDS = [
 ]
 
 
+OWN_TABLE_ELSEWHERE = {(p, "vllm", "attention_decode") for p in ("h100_sxm", "h200_sxm")}
+"""(profile, engine, kind) cells whose fit comes from tables the wheel does not ship (vLLM's own Hopper
+FlashAttention-3 rows, 0.14.0 and 0.19.0, from an ai-dynamo/aiconfigurator checkout: scripts/vllm_hopper_decode.py):
+the cell is the profile's recorded held-out error, not recomputed here."""
+
+
+def _profile_err(prof: str, engine: str, key: str) -> str:
+    from simcast.inputs.loaders import profiles_dir, read_yaml
+
+    m, p = read_yaml(profiles_dir() / f"{prof}.yaml", "--device")["engines"][engine]["fit_abs_err_pct"][key]
+    return f"{m:.1f} / {p:.1f}"
+
+
 def _cell(t: pd.DataFrame) -> str:
     if not len(t):
         return "–"
@@ -72,7 +85,11 @@ def db_markdown() -> list[str]:
         "Proxies (named in each profile's provenance): on h100_sxm and h200_sxm the database's only vLLM GEMM and "
         "attention tables are the reserved ones, so the vLLM section is fitted on TensorRT-LLM's bf16 GEMMs "
         "(both cuBLAS via torch), SGLang's fp8 and fp8-block GEMMs and SGLang's FlashAttention-3 attention rows; "
-        "the vllm rows below are therefore those proxy tables' held-out halves, not vLLM measurements. "
+        "the vllm rows below are therefore those proxy tables' held-out halves, not vLLM measurements, but for "
+        "the decode cells marked †: those are fitted on vLLM's own FlashAttention-3 rows of the 0.19.0 tables plus "
+        "its separate KV-cache write (fitted on 0.14.0 minus 0.19.0 at the same shapes), tables the wheel no "
+        "longer ships (ai-dynamo/aiconfigurator checkout, `scripts/vllm_hopper_decode.py`); the cell is 0.14.0's "
+        "odd half (its timed call writes the cache, as the 0.24.0 collector's does), from the profile. "
         "NCCL's own all-reduce: no H100/H200 NCCL table is usable, so h100_sxm's and h200_sxm's links carry a "
         "transfer from another NVSwitch system, its donor chosen by a held-out check (NCCL section below).",
         "",
@@ -87,6 +104,8 @@ def db_markdown() -> list[str]:
             for kind, dt, label in KINDS:
                 fp4_only = prof in FP4_ONLY and dt != "nvfp4"
                 row[label] = "–" if fp4_only else _cell(t[(t.engine == e) & (t.kind == kind) & (t.dtype == dt)])
+                if (prof, e, kind) in OWN_TABLE_ELSEWHERE:
+                    row[label] = _profile_err(prof, e, f"decode.{dt}") + " †"
             grid.append(row)
         if len(n) and prof not in FP4_ONLY:
             md_n = n.assign(device=prof)
@@ -141,7 +160,8 @@ def db_markdown() -> list[str]:
         " with >= 2 requests and >= 2 KV heads); before: 9.7 / 37.7 (its group-1 rows; docs/model.md). The "
         "same rule is a fit candidate for vLLM on l40s, where its bf16 rows time FlashAttention-2 too: chosen"
         " on the fitting half with the L2 capacity form, 9.5 / 33.6 -> 6.8 / 25.8 (its fp8 rows time "
-        "FlashInfer and keep one kernel). SGLang's and vLLM's (proxy) decode cells on h100_sxm and h200_sxm "
+        "FlashInfer and keep one kernel). SGLang's decode cells on h100_sxm and h200_sxm "
+        "(and vLLM's, from this proxy, before its † fit) "
         "include the FlashAttention-3 table's head-192 decode rows, MiMo-V2's keys of 192 and values of 128 "
         "elements (1114 rows per dtype per table), costed as such: bytes and FLOPs of keys 192 / values 128 "
         "and a fitted fixed time per launch with distinct head sizes (`diff_kv_launch_s`: h100 8.5 us bf16, "

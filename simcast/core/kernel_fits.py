@@ -222,6 +222,9 @@ class DecodeAttentionFit:
     ``diff_kv_launch_s`` (seconds, default 0): added once to a launch whose keys and values have different head
     sizes (:func:`simcast.cost.kernels.diff_kv.mean_head_dim`; MiMo-V2's keys 192 / values 128), the engine's
     separate K/V head-size path; fitted only where the fitting rows hold such launches.
+    ``kv_write_s``, ``kv_write_elem_s`` (seconds, per element; default 0): the new token's KV-cache write as a
+    launch of its own, ``kv_write_s + kv_write_elem_s · batch · kv_heads · (head_dim + v_head_dim)``
+    (:mod:`simcast.cost.kernels.kv_write`; vLLM's ``reshape_and_cache_flash``).
     """
 
     dtype: str
@@ -253,6 +256,8 @@ class DecodeAttentionFit:
     gqa_swap_s: float = 0.0
     gqa_copy_s: float = 0.0
     diff_kv_launch_s: float = 0.0
+    kv_write_s: float = 0.0
+    kv_write_elem_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(

@@ -104,6 +104,32 @@ DECODE_KERNEL_RULES = {s: ("", "fa2_varlen") for s in ("a100_sxm", "l40s")}
 FlashAttention-2 build (ops ``vllm_flash_attn``, ``vllm_flash_attn_fa2``; L40S's fp8 rows time FlashInfer,
 where the fit keeps one kernel): no split for group 1, copies around a GQA launch
 (:mod:`simcast.cost.kernels.flash_decode`; the other tables: :mod:`simcast.calib.fitting.kernel_choices`)."""
+DECODE_KERNEL_BY_VERSION = {
+    "sm90": (("0.14", "FLASH_ATTN: vllm-flash-attn FlashAttention-3"),),
+    "sm100": (("0.14", "FLASHINFER: FlashInfer's own decode"), ("0.24", "FLASHINFER: FlashInfer's trtllm-gen decode")),
+}
+"""vLLM's dense (MHA/GQA, bf16 or fp8 KV) decode attention kernel by GPU family, from the version on (the
+earliest is that of the oldest measured table; read, not
+simulated: simcast keeps one fit per engine and system). SM90 (H100/H200): ``_get_backend_priorities`` lists
+FLASH_ATTN first for every non-MLA case off SM100 (vllm-project/vllm ``vllm/platforms/cuda.py``@002db495, a
+pre-0.24 version, and @6e448d0e, v0.27.1: ``[FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...]``), and FLASH_ATTN runs
+FlashAttention-3 on SM90 (``vllm_flash_attn_version`` 3: aiconfigurator's 0.24.0 collector labels such rows
+``vllm_flash_attn_fa3``, ai-dynamo/aiconfigurator ``collector/vllm/collect_attn.py``@095f58a5
+``_dense_kernel_source``); so 0.24 decodes on Hopper with the kernel of the 0.14-0.19 tables (op
+``vllm_flash_attn``) and no version switch is needed there. Its split: FA3's own heuristic, capped under full
+CUDA graphs at ``VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH`` (default 32, vllm/envs.py, PR 25274; the
+metadata builder of ``vllm/v1/attention/backends/flash_attn.py`` passes it as ``num_splits`` to
+``get_scheduler_metadata``); the fit's split form stands for it. SM100: FLASHINFER first (same files); from 0.24
+its decode is TensorRT-LLM-gen's (tables' op ``vllm_flashinfer_trtllmdecode`` against ``vllm_flashinfer`` in
+0.14-0.22). MLA (DeepSeek) on SM90: FLASH_ATTN_MLA, then FLASHMLA (same lists)."""
+KV_CACHE_WRITE = (
+    "vLLM writes each layer's new keys and values with reshape_and_cache_flash as its own call "
+    "(do_kv_cache_update; FlashAttention's forward_includes_kv_cache_update = False since vllm-project/vllm "
+    "PR 25954); its 0.19.0 tables time forward alone, so the H100/H200 decode fits add the write "
+    "(kv_write_s, kv_write_elem_s) fitted on the difference between the 0.14.0 tables (write timed) and "
+    "0.19.0's at the same shapes"
+)
+"""Why vLLM's Hopper decode fits carry a KV-cache write term (:mod:`simcast.cost.kernels.kv_write`)."""
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200")
 PREFILL_KERNEL_RULES = {**{s: ("", "trtllm_ctx") for s in BLACKWELL}, "l40s": ("",)}
 """Systems whose prefill fit may add a per-CTA time: on Blackwell vLLM's FlashInfer backend runs TRT-LLM-gen's

@@ -125,6 +125,8 @@ _DECODE_FIT_SCHEMA: dict[str, Any] = {
     "gqa_swap_s?": _SECONDS,
     "gqa_copy_s?": _SECONDS,
     "diff_kv_launch_s?": _SECONDS,
+    "kv_write_s?": _SECONDS,
+    "kv_write_elem_s?": _SECONDS,
     "mmha_ctas_per_sm?": _SMS,  # CTAs resident per SM: bounded as SM counts are
     "mmha_block_tokens?": Int(1, MAX_TOKENS),
     "l2_edge?": Num(0.0, MAX_FIT_EXPONENT),  # 0 = the smooth L2 form

@@ -16,7 +16,10 @@ of the same kernel family stands in and is named in provenance:
   adapted from vLLM's; DeepGEMM block-scaled);
 * attention: SGLang's FlashAttention-3 rows (vLLM's default attention backend on
   Hopper is FlashAttention-3 as well), their head-192 decode rows costed as keys 192 / values 128
-  (``kernel_choices.DIFF_KV_HEAD_DIM``).
+  (``kernel_choices.DIFF_KV_HEAD_DIM``). The shipped H100/H200 vLLM *decode* lines are not this proxy's:
+  ``scripts/vllm_hopper_decode.py`` fits them on vLLM's own 0.19.0 / 0.14.0 FlashAttention-3 tables from an
+  ai-dynamo/aiconfigurator checkout (the wheel no longer ships them; ``simcast.engines.vllm.KV_CACHE_WRITE``),
+  so a re-run of this calibration on the wheel alone brings the proxy back: re-run that script after it.
 
 NCCL's own all-reduce is fitted on the system's NCCL table. For h100_sxm and
 h200_sxm every non-reserved NCCL table lacks all-reduce or holds rows tagged with

@@ -64,6 +64,8 @@ _LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "gqa_swap_s",
             "gqa_copy_s",
             "diff_kv_launch_s",
+            "kv_write_s",
+            "kv_write_elem_s",
         ),
     ),
     (

@@ -46,8 +46,12 @@ RESERVED: frozenset[tuple[str, str, str, str]] = frozenset(
 
 SUSPECT: frozenset[tuple[str, str, str, str]] = frozenset(
     {("h100_sxm", "comm", "nccl", "2.27.3"), ("h200_sxm", "comm", "nccl", "2.26.2")}
+    | {(s, kind, "vllm", "0.22.0") for s in ("h100_sxm", "h200_sxm") for kind in ("gemm", "attention")}
 )
-"""Folders whose rows are all tagged NCCL 2.29.2: possibly the reserved data under another name; never read."""
+"""Folders that may hold the reserved data under another name; never read: the NCCL ones' rows are all tagged
+NCCL 2.29.2; the vLLM 0.22.0 GEMM and attention folders of H100/H200 carry a ``reuse.yaml`` naming 0.24.0 as
+their donor (ai-dynamo/aiconfigurator ``aic-core/src/aiconfigurator_core/systems/data``@095f58a5; H200's also
+holds parquet tables, whose relation to the donor cannot be checked without reading it)."""
 
 
 def available() -> bool:
@@ -55,8 +59,27 @@ def available() -> bool:
     return importlib.util.find_spec(PACKAGE) is not None
 
 
+_ROOT_OVERRIDE: list[Path] = []
+"""A data folder read instead of the installed package's (:func:`use_data_root`); empty: the package's."""
+
+
+def use_data_root(path: str | Path | None) -> None:
+    """Read tables from ``path`` (``None``: the installed package again).
+
+    For scripts measuring older engine versions the wheel no longer ships: ``path`` is
+    ``aic-core/src/aiconfigurator_core/systems/data`` of an ai-dynamo/aiconfigurator checkout at a named
+    commit (e.g. ``scripts/vllm_hopper_decode.py``). The reserved and suspected folders stay refused.
+    """
+    _ROOT_OVERRIDE.clear()
+    if path is not None:
+        _ROOT_OVERRIDE.append(Path(path))
+
+
 def data_root() -> Path:
-    """``.../aiconfigurator_core/systems/data``; a one-line error when the extra is missing."""
+    """``.../aiconfigurator_core/systems/data`` (or :func:`use_data_root`'s); a one-line error when the extra
+    is missing."""
+    if _ROOT_OVERRIDE:
+        return _ROOT_OVERRIDE[0]
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise SimcastInputError("--from-db", "aiconfigurator", INSTALL_HINT)

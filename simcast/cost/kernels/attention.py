@@ -52,6 +52,7 @@ from simcast.cost.kernels.curves import saturation, smooth_max
 from simcast.cost.kernels.diff_kv import diff_kv_s, mean_head_dim
 from simcast.cost.kernels.flash_decode import FA2_VARLEN_RULE, fa2_copies_s, fa2_launch
 from simcast.cost.kernels.flashinfer_decode import FLASHINFER_TC_RULE, tensor_core_runs
+from simcast.cost.kernels.kv_write import kv_write_s
 from simcast.cost.kernels.prefill_rules import cta_time_s, rule_tile, tile_kv_heads
 from simcast.cost.kernels.trtllm_decode import (
     XQA_RULES,
@@ -356,9 +357,13 @@ def decode_time_s(
     v_head_dim=None,
 ):
     """Seconds for one decode attention call: ``batch`` requests, ``kv_len`` keys each (new token included);
-    ``v_head_dim`` as in :func:`decode_parts` (plus the fit's ``diff_kv_launch_s`` when it differs)."""
+    ``v_head_dim`` as in :func:`decode_parts` (plus the fit's ``diff_kv_launch_s`` when it differs); plus the
+    fit's KV-cache write launch (:func:`simcast.cost.kernels.kv_write.kv_write_s`, 0 unless fitted)."""
     t_c, t_m, t_w = decode_parts(
         fit, peak_flops_per_s, hbm_bw_bytes_per_s, batch, kv_len, heads, kv_heads, head_dim, v_head_dim
     )
     copies = fa2_copies_s(fit, hbm_bw_bytes_per_s, batch, heads, kv_heads, head_dim)
-    return smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s + copies + diff_kv_s(fit, head_dim, v_head_dim)
+    write = kv_write_s(fit, batch, kv_heads, head_dim, v_head_dim)
+    return (
+        smooth_max(t_c, t_m, t_w, p=fit.smooth_p) + fit.launch_s + copies + diff_kv_s(fit, head_dim, v_head_dim) + write
+    )

@@ -39,7 +39,9 @@ class FromDbFlags:
         None,
         "engines to fit, comma-separated or all",
         flag=Flag(
-            names=("--engine",), help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
+            names=("--engine",),
+            help=f"--from-db: engine(s) to fit, comma-separated, 'all' ({', '.join(ENGINES)}) or 'none' (only "
+            "NCCL's link collectives; the engines' sections are kept)",
         ),
     )
     version: str | None = opt(
@@ -56,8 +58,10 @@ def add_from_db_args(p: argparse.ArgumentParser) -> None:
 def parse_engines(value: str | None) -> tuple[str, ...]:
     require(value is not None, "--engine", value, f"--from-db needs --engine ({', '.join(ENGINES)} or all)")
     assert value is not None
+    if value == "none":
+        return ()
     names = ENGINES if value == "all" else tuple(v.strip() for v in value.split(",") if v.strip())
-    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
+    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all, none (comma-separated list)")
     for n in names:
         require(n in ENGINES, "--engine", n, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
     return names
@@ -112,7 +116,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         fitted[e] = (ek, errs)
         summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies), "held_out_abs_err_pct": _pct(errs)}
         emit(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
-    set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
+    if engines:
+        set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
     # NCCL's own all-reduce: a fit on this system's own table is written unless the link holds collectives an
     # earlier run fitted on this device's own measurements. A system with no usable NCCL table (h100_sxm,
     # h200_sxm) gets the transfer chosen by the held-out check, written even over Vidur-style fits: those time
@@ -126,6 +131,12 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
             f"{pn.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
             f"its nccl_perf table; bus bandwidth scaled to this system's engine tables (calibration.from_db.nccl)"
         )
+        if "bridged: " in note:
+            carried = (
+                f"{pn.CARRIED_NOTE} this system's own NCCL reduce-scatter + all-gather below 1 MiB (x a share "
+                f"measured on other systems) and {donor} above (bandwidth-scaled), fit by simcast calibrate "
+                f"--from-db on those derived rows (calibration.from_db.nccl)"
+            )
         replace_link_collectives(doc, "intra_node", fits, {"": carried})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
     elif pn.link_fitted_here(doc, "intra_node"):

@@ -120,7 +120,8 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
     # NCCL's own all-reduce: a fit on this system's own table is written unless the link holds collectives an
     # earlier run fitted on this device's own measurements. A system with no usable NCCL table (h100_sxm,
-    # h200_sxm) gets the transfer chosen by the held-out check, written even over Vidur-style fits: those time
+    # h200_sxm) gets the transfer chosen by the held-out check, below 1 MiB bridged from its own reduce-scatter +
+    # all-gather rows (simcast.calib.fitting.nccl_bridge), written even over Vidur-style fits: those time
     # torch.distributed calls (a 20-45 us host path on every message), not the NCCL kernels engines run, and
     # are 2-3x too slow below 1 MiB against NCCL's own timings.
     fits, nerr, note = nccl_fits(a.system)
@@ -133,9 +134,9 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         )
         if "bridged: " in note:
             carried = (
-                f"{pn.CARRIED_NOTE} this system's own NCCL reduce-scatter + all-gather below 1 MiB (x a share "
-                f"measured on other systems) and {donor} above (bandwidth-scaled), fit by simcast calibrate "
-                f"--from-db on those derived rows (calibration.from_db.nccl)"
+                f"{pn.CARRIED_NOTE} {a.system}'s own NCCL reduce-scatter + all-gather below 1 MiB (times the share "
+                f"NCCL's own all-reduce takes on other systems) and {donor} from 1 MiB (bandwidth-scaled), fit by "
+                f"simcast calibrate --from-db on those derived rows (calibration.from_db.nccl)"
             )
         replace_link_collectives(doc, "intra_node", fits, {"": carried})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"

@@ -103,11 +103,13 @@ def bridge(system: str) -> tuple[tuple[CollectiveFit, ...], str] | None:
     far, far_note, _ = nt.transfer(system)
     rows = derived_rows(sums, k, far)
     fits, _ = fc.fit_all_reduce(rows, names=nt.NAMES)
+    per = {g: table.loc[table["gpus"] == g, "k"] for g in sorted(k)}
     spread = ", ".join(
-        f"{g} GPUs {k[g]:.2f} ({grp['k'].min():.2f}-{grp['k'].max():.2f}, {len(grp)} tables)"
-        for g, grp in table.groupby("gpus")
+        f"{g} GPUs {k[g]:.2f} ({per[g].min():.2f}-{per[g].max():.2f}, {len(per[g])} tables)" for g in sorted(k)
     )
-    tables = ", ".join(f"{r.system}/comm/nccl/{r.version}" for r in table.drop_duplicates(["system", "version"]).itertuples())
+    tables = ", ".join(
+        f"{r.system}/comm/nccl/{r.version}" for r in table.drop_duplicates(["system", "version"]).itertuples()
+    )
     note = (
         f"bridged: below {BRIDGE_MAX_BYTES >> 20} MiB, k x (reduce_scatter + all_gather) of {system}/comm/nccl/"
         f"{ver}/nccl_perf ({DTYPE} rows), k per group size the median over the NVSwitch tables timing all three "
@@ -148,7 +150,7 @@ def _bands(fits: tuple[CollectiveFit, ...], rows: pd.DataFrame) -> dict[str, flo
     ok = ~np.isnan(pred)
     meas = rows["time_s"].to_numpy(float)
     small = (rows["bytes"] < BRIDGE_MAX_BYTES).to_numpy()
-    out = {}
+    out: dict[str, float] = {}
     for band, sel in (("below_1MiB", ok & small), ("from_1MiB", ok & ~small)):
         med, p90 = errors(pred[sel], meas[sel])
         out |= {f"{band}_median": med, f"{band}_p90": p90, f"{band}_rows": int(sel.sum())}

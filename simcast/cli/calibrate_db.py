@@ -135,11 +135,16 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         if "bridged: " in note:
             carried = (
                 f"{pn.CARRIED_NOTE} {a.system}'s own NCCL reduce-scatter + all-gather below 1 MiB (times the share "
-                f"NCCL's own all-reduce takes on other systems) and {donor} from 1 MiB (bandwidth-scaled), fit by "
-                f"simcast calibrate --from-db on those derived rows (calibration.from_db.nccl)"
+                f"NCCL's own all-reduce takes on other systems) and {donor} from 1 MiB (bandwidth-scaled), where "
+                f"fit by simcast calibrate --from-db on those derived rows (calibration.from_db.nccl)"
             )
         replace_link_collectives(doc, "intra_node", fits, {"": carried})
         nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
+        if "bridged: " in note:
+            nccl["written"] = (
+                f"yes: links.intra_node.collectives ({2 * len(fits)} values fitted on derived rows: {a.system}'s "
+                f"own reduce-scatter + all-gather below 1 MiB, {donor}'s transfer from 1 MiB)"
+            )
     elif pn.link_fitted_here(doc, "intra_node"):
         nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
     else:

@@ -114,7 +114,7 @@ def bridge(system: str) -> tuple[tuple[CollectiveFit, ...], str] | None:
         f"bridged: below {BRIDGE_MAX_BYTES >> 20} MiB, k x (reduce_scatter + all_gather) of {system}/comm/nccl/"
         f"{ver}/nccl_perf ({DTYPE} rows), k per group size the median over the NVSwitch tables timing all three "
         f"collectives ({spread}; {tables}); from {BRIDGE_MAX_BYTES >> 20} MiB up, {far_note}; one piecewise fit "
-        f"on the derived rows; no NCCL all-reduce table of {system} is read"
+        f"on the derived rows"
     )
     return fits, note
 

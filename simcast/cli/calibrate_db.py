@@ -39,7 +39,9 @@ class FromDbFlags:
         None,
         "engines to fit, comma-separated or all",
         flag=Flag(
-            names=("--engine",), help=f"--from-db: engine(s) to fit, comma-separated or 'all' ({', '.join(ENGINES)})"
+            names=("--engine",),
+            help=f"--from-db: engine(s) to fit, comma-separated, 'all' ({', '.join(ENGINES)}) or 'none' (only "
+            "NCCL's link collectives; the engines' sections are kept)",
         ),
     )
     version: str | None = opt(
@@ -56,8 +58,10 @@ def add_from_db_args(p: argparse.ArgumentParser) -> None:
 def parse_engines(value: str | None) -> tuple[str, ...]:
     require(value is not None, "--engine", value, f"--from-db needs --engine ({', '.join(ENGINES)} or all)")
     assert value is not None
+    if value == "none":
+        return ()
     names = ENGINES if value == "all" else tuple(v.strip() for v in value.split(",") if v.strip())
-    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
+    require(bool(names), "--engine", value, f"allowed: {', '.join(ENGINES)}, all, none (comma-separated list)")
     for n in names:
         require(n in ENGINES, "--engine", n, f"allowed: {', '.join(ENGINES)}, all (comma-separated list)")
     return names
@@ -79,11 +83,55 @@ def _pct(errs: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
     return {k: [round(m, 1), round(p, 1)] for k, (m, p) in errs.items()}
 
 
-def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
-    from simcast.calib.fitting.from_db import SYSTEMS, fit_engine, nccl_fits
+def _write_nccl(doc, system: str) -> dict:
+    """Write NCCL's own all-reduce into ``doc``'s intra-node link; the ``calibration.from_db.nccl`` entry.
+
+    A fit on this system's own table is written unless the link holds collectives an earlier run fitted on this
+    device's own measurements. A system with no usable NCCL table (h100_sxm, h200_sxm) gets the transfer chosen
+    by the held-out check, below 1 MiB bridged from its own reduce-scatter + all-gather rows
+    (simcast.calib.fitting.nccl_bridge), written even over Vidur-style fits: those time torch.distributed calls
+    (a 20-45 us host path on every message), not the NCCL kernels engines run, and are 2-3x too slow below
+    1 MiB against NCCL's own timings.
+    """
+    from simcast.calib.fitting.from_db import nccl_fits
     from simcast.calib.profiles import profile_notes as pn
+    from simcast.calib.profiles.engines_yaml import replace_link_collectives
+
+    fits, nerr, note = nccl_fits(system)
+    nccl: dict = {"source": note, "held_out_abs_err_pct": _pct(nerr)}
+    if not nerr:
+        donor = note.split("transferred: ", 1)[-1].split("/", 1)[0]
+        carried = (
+            f"{pn.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
+            f"its nccl_perf table; bus bandwidth scaled to this system's engine tables (calibration.from_db.nccl)"
+        )
+        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
+        if "bridged: " in note:
+            carried = (
+                f"{pn.CARRIED_NOTE} {system}'s own NCCL reduce-scatter + all-gather below 1 MiB (times the share "
+                f"NCCL's own all-reduce takes on other systems) and {donor} from 1 MiB (bandwidth-scaled), where "
+                f"fit by simcast calibrate --from-db on those derived rows (calibration.from_db.nccl)"
+            )
+            nccl["written"] = (
+                f"yes: links.intra_node.collectives ({2 * len(fits)} values fitted on derived rows: {system}'s "
+                f"own reduce-scatter + all-gather below 1 MiB, {donor}'s transfer from 1 MiB)"
+            )
+        replace_link_collectives(doc, "intra_node", fits, {"": carried})
+    elif pn.link_fitted_here(doc, "intra_node"):
+        nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
+    else:
+        med, p90 = nerr["nccl.all_reduce"]
+        fit_note = f"{pn.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
+        replace_link_collectives(doc, "intra_node", fits, {"": fit_note})
+        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
+        nccl["fitted_parameters"] = 2 * len(fits)
+    return nccl
+
+
+def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
+    from simcast.calib.fitting.from_db import SYSTEMS, fit_engine
     from simcast.calib.profiles import profile_yaml as py
-    from simcast.calib.profiles.engines_yaml import replace_link_collectives, set_engines
+    from simcast.calib.profiles.engines_yaml import set_engines
     from simcast.calib.profiles.profile_doc import load_doc
     from simcast.calib.readers import aic_db
     from simcast.cli.calibrate_template import check_profile_out
@@ -112,30 +160,9 @@ def cmd_calibrate_from_db(a: argparse.Namespace) -> int:
         fitted[e] = (ek, errs)
         summary[e] = {"tables": list(data.tables), "proxies": list(data.proxies), "held_out_abs_err_pct": _pct(errs)}
         emit(f"{e}: " + ", ".join(f"{k} {m:.1f}/{p:.1f}%" for k, (m, p) in errs.items()) + " (held-out median/p90)")
-    set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
-    # NCCL's own all-reduce: a fit on this system's own table is written unless the link holds collectives an
-    # earlier run fitted on this device's own measurements. A system with no usable NCCL table (h100_sxm,
-    # h200_sxm) gets the transfer chosen by the held-out check, written even over Vidur-style fits: those time
-    # torch.distributed calls (a 20-45 us host path on every message), not the NCCL kernels engines run, and
-    # are 2-3x too slow below 1 MiB against NCCL's own timings.
-    fits, nerr, note = nccl_fits(a.system)
-    nccl: dict = {"source": note, "held_out_abs_err_pct": _pct(nerr)}
-    if not nerr:
-        donor = note.split("transferred: ", 1)[-1].split("/", 1)[0]
-        carried = (
-            f"{pn.CARRIED_NOTE} {donor} (NCCL's own all-reduce), where fit by simcast calibrate --from-db on "
-            f"its nccl_perf table; bus bandwidth scaled to this system's engine tables (calibration.from_db.nccl)"
-        )
-        replace_link_collectives(doc, "intra_node", fits, {"": carried})
-        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} values carried over from {donor})"
-    elif pn.link_fitted_here(doc, "intra_node"):
-        nccl["written"] = "no: the link keeps the collectives fitted on this device's own measurements"
-    else:
-        med, p90 = nerr["nccl.all_reduce"]
-        fit_note = f"{pn.FIT_NOTE} --from-db on {note}, held-out median {med:.1f}%, p90 {p90:.1f}%"
-        replace_link_collectives(doc, "intra_node", fits, {"": fit_note})
-        nccl["written"] = f"yes: links.intra_node.collectives ({2 * len(fits)} fitted values)"
-        nccl["fitted_parameters"] = 2 * len(fits)
+    if engines:
+        set_engines(doc, fitted, f"simcast calibrate --from-db aiconfigurator --system {a.system}", keep=ENGINES)
+    nccl = _write_nccl(doc, a.system)
     kept = (previous.get("from_db") or {}).get("engines", {}) if isinstance(previous, dict) else {}
     text = py.profile_text(
         doc,

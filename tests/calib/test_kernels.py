@@ -51,8 +51,9 @@ def test_collectives_use_fitted_alpha_beta(h100):
     assert p.time_s == pytest.approx(f.latency_s + 2 * 7 / 8 * mb / f.bus_bw_bytes_per_s)
     assert p.bound == "bandwidth"
     assert kernels.collective(h100, "allreduce", 2048, 8).bound == "latency"
-    # all-reduce has a floor of tens of microseconds (NCCL launch + sync)
-    assert 10e-6 < kernels.collective(h100, "allreduce", 2048, 2).time_s < 60e-6
+    # all-reduce has a floor of several microseconds (NCCL launch + sync): 7.6 us at 2 GPUs, bridged from H100's
+    # own NCCL 2.23 reduce-scatter + all-gather (6.0 + 6.0 us at 2 KiB) x 0.57 (simcast.calib.fitting.nccl_bridge)
+    assert 5e-6 < kernels.collective(h100, "allreduce", 2048, 2).time_s < 60e-6
     ag = kernels.collective(h100, "allgather", mb, 8)
     assert ag.time_s < p.time_s
 

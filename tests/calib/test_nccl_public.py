@@ -55,25 +55,27 @@ def test_published_bus_bandwidth_matches_size_over_time():
     assert ok.all(), rows[~ok][["source_url", "size_bytes", "time_us", "busbw_gbps"]]
 
 
-def test_hopper_transfer_against_public_nccl_tests_rows(pred):
-    """8x H100, nccl-tests 1-32 KiB (NVIDIA/nccl #2094): the B200 transfer is ~20 % faster (reported 20.2 %
-    median, p90 20.8 %), every row below the measurement: the direction is part of what docs/accuracy.md says."""
+def test_hopper_bridge_against_public_nccl_tests_rows(pred):
+    """8x H100, nccl-tests 1-32 KiB (NVIDIA/nccl #2094, NCCL 2.28 / 2.29.7): the link's small-message regime,
+    bridged from the database's own H100 NCCL 2.23 reduce-scatter + all-gather (simcast.calib.fitting.nccl_bridge),
+    is ~43 % faster than that machine (reported 43.4 % median, p90 45.4 %; the B200 transfer was 20.2 % faster),
+    every row below the measurement: the direction is part of what docs/accuracy.md says."""
     e = _errs(pred, "h100_sxm", "nccl-tests", 8)
     assert len(e) == 12
-    assert np.median(np.abs(e)) <= 25.0
-    assert np.percentile(np.abs(e), 90) <= 26.0
-    assert (e < 0).all() and (e > -30.0).all()
+    assert np.median(np.abs(e)) <= 47.0
+    assert np.percentile(np.abs(e), 90) <= 49.0
+    assert (e < 0).all() and (e > -50.0).all()
 
 
 def test_h200_large_messages_and_the_latency_floor(pred):
     """8x H200 torch.distributed sweep (ml-engineering): >= 64 MiB within 0.8 % median (max 1.7 %); below
-    1 MiB the blocking call adds launch and barrier skew, and the fit is 31 % faster (median)."""
+    1 MiB the blocking call adds launch and barrier skew, and the fit is 46 % faster (median)."""
     big = _errs(pred, "h200_sxm", "torch-eager", 8, lo=64 * 2**20)
     assert len(big) == 9
     assert np.median(np.abs(big)) <= 2.0 and np.abs(big).max() <= 3.0
     small = _errs(pred, "h200_sxm", "torch-eager", 8, hi=2**20)
     assert len(small) == 5
-    assert np.median(np.abs(small)) <= 36.0 and (small < 0).all()
+    assert np.median(np.abs(small)) <= 50.0 and (small < 0).all()
 
 
 def _band(pred, gpus, label, harnesses=pn.JUDGE):
@@ -88,26 +90,27 @@ def test_band_labels_split_at_64_kib_and_8_mib():
     assert got == ["<=64KiB", "<=64KiB", "64KiB-8MiB", "64KiB-8MiB", ">=8MiB", ">=8MiB"]
 
 
-def test_hopper_transfer_per_group_size_and_band(pred):
+def test_hopper_links_per_group_size_and_band(pred):
     """The judge rows (nccl-tests, default or NVLS algorithm) per group size and band, as docs/accuracy.md
-    reports them: 8 GPUs 14.3 / 7.8 / 1.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB), faster than measured below
-    64 KiB; 4 GPUs (one 4x H100 sweep) 34.9 / 19.4 / 6.4 %: B200's latency is far below that sweep's floor."""
+    reports them: 8 GPUs 31.9 / 17.9 / 1.5 % (<=64 KiB / 64 KiB-8 MiB / >=8 MiB; the B200 transfer: 14.3 / 7.8 /
+    1.5), faster than measured below 64 KiB; 4 GPUs (one 4x H100 sweep) 51.8 / 30.5 / 6.4 % (34.9 / 19.4 / 6.4):
+    the database's H100 floor is far below these machines' floors."""
     e8 = [_band(pred, 8, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
     assert [len(e) for e in e8] == [35, 24, 45]
-    assert np.median(np.abs(e8[0])) <= 17.0 and np.median(e8[0]) < 0
-    assert np.median(np.abs(e8[1])) <= 10.0 and np.median(np.abs(e8[2])) <= 3.0
+    assert np.median(np.abs(e8[0])) <= 35.0 and np.median(e8[0]) < 0
+    assert np.median(np.abs(e8[1])) <= 21.0 and np.median(np.abs(e8[2])) <= 3.0
     e4 = [_band(pred, 4, b) for b in ("<=64KiB", "64KiB-8MiB", ">=8MiB")]
     assert [len(e) for e in e4] == [14, 6, 8]
-    assert (e4[0] < -25.0).all() and np.median(np.abs(e4[0])) <= 38.0
+    assert (e4[0] < -45.0).all() and np.median(np.abs(e4[0])) <= 55.0
     assert np.median(np.abs(e4[2])) <= 8.0
 
 
-def test_public_small_message_floor_spans_the_transfer(pred):
-    """At 8 GPUs and <= 32 KiB the public nccl-tests floors bracket the transfer: NCCL 2.30.7 on H200
-    (ml-engineering) is slower-predicted, NVIDIA/nccl #2094 (2.28 / 2.29.7 on H100) faster-predicted."""
+def test_public_small_message_floor_spans_the_links(pred):
+    """At 8 GPUs and <= 32 KiB the public nccl-tests floors bracket the bridged link: NCCL 2.30.7 on H200
+    (ml-engineering) is slower-predicted (+17 %), NVIDIA/nccl #2094 (2.28 / 2.29.7 on H100) faster (-43 %)."""
     p = pred[(pred.gpus == 8) & (pred.harness == "nccl-tests") & (pred.size_bytes <= 32 * 2**10)]
     by = p.groupby(pn.publisher(p.source_url))["err_pct"].median()
-    assert by["stas00"] > 30.0 and by["NVIDIA"] < -15.0
+    assert by["stas00"] > 10.0 and by["NVIDIA"] < -35.0
 
 
 def test_summary_by_band_matches_the_rows(pred):
@@ -125,18 +128,20 @@ def test_with_small_latency_moves_only_the_small_regime():
         assert b.latency_s == pytest.approx(a.latency_s + lift) and b.bus_bw_bytes_per_s == a.bus_bw_bytes_per_s
 
 
-def test_offset_check_is_why_the_links_keep_the_transfer():
-    """Leave one publisher out: a Hopper small-message latency offset fitted on the other publishers' 8-GPU rows
-    helps the held-out NVIDIA/nccl #2094 rows (20.2 -> ~12 %) and the 4-GPU sweep below 64 KiB (34.9 -> ~20 %),
-    but worsens Azure's 64 KiB-8 MiB band (5.9 -> ~15 %) and the NCCL 2.30.7 H200 sweep (48 -> ~70 % below
-    64 KiB): not an improvement everywhere, so the shipped links keep (a)."""
+def test_offset_check_on_the_bridged_links():
+    """Leave one publisher out: a Hopper small-message latency offset (9-13 us) fitted on the other publishers'
+    8-GPU rows and added to the bridged links helps the held-out NVIDIA/nccl #2094 rows (43.4 -> ~16 %), Azure's
+    NVLS sweeps below 8 MiB (~30 -> ~14 %) and the 4-GPU sweep below 64 KiB (51.8 -> ~12 %), but worsens the
+    NCCL 2.30.7 H200 sweep (16.5 -> ~70 % below 64 KiB): the public floors disagree among themselves by ~2x, and
+    the shipped links follow the database's own H100/H200 rows (docs/accuracy.md)."""
     t = pn.offset_check(pn.load(CSV)).set_index(["held_out", "gpus", "band"])
     assert set(t.index.get_level_values(0)) == {"Azure", "NVIDIA", "dudeperf3ct", "stas00"}
-    assert (t.offset_us > 2.0).all() and (t.offset_us < 8.0).all()  # the pooled floor sits above B200's
+    assert (t.offset_us > 8.0).all() and (t.offset_us < 14.0).all()  # the public floors sit above the database's
     better = t.offset_median < t.transfer_median - 3.0
     worse = t.offset_median > t.transfer_median + 5.0
     assert better[("NVIDIA", 8, "<=64KiB")] and better[("dudeperf3ct", 4, "<=64KiB")]
-    assert worse[("Azure", 8, "64KiB-8MiB")] and worse[("stas00", 8, "<=64KiB")] and worse[("stas00", 8, "64KiB-8MiB")]
+    assert better[("Azure", 8, "<=64KiB")] and better[("Azure", 8, "64KiB-8MiB")]
+    assert worse[("stas00", 8, "<=64KiB")] and worse[("stas00", 8, "64KiB-8MiB")]
 
 
 def test_b200_own_table_fit_against_public_pynccl_rows(pred):

@@ -165,6 +165,34 @@ def test_from_db_refit_with_the_same_fit_gives_back_the_shipped_profile(tmp_path
     assert out.read_text() == text
 
 
+def test_from_db_engine_none_rewrites_only_the_nccl_link_fit(tmp_path, monkeypatch, capsys):
+    """``--engine none`` refits NCCL's own all-reduce only (database stubbed with what h100_sxm's profile says it
+    found): no engine is fitted and the written profile is the shipped one, byte for byte."""
+    from simcast.calib.fitting import from_db
+    from simcast.calib.readers import aic_db
+    from simcast.cli import calibrate_db
+
+    text = (PROFILES / "h100_sxm.yaml").read_text()
+    block = yaml.safe_load(text)["calibration"]["from_db"]
+    dev = load_device("h100_sxm")
+
+    def fit_engine(*args):
+        raise AssertionError("--engine none fits no engine")
+
+    monkeypatch.setattr(from_db, "fit_engine", fit_engine)
+    monkeypatch.setattr(
+        from_db, "nccl_fits", lambda system: (dev.links.intra_node.collectives, {}, block["nccl"]["source"])
+    )
+    monkeypatch.setattr(aic_db, "data_root", lambda: tmp_path)
+    monkeypatch.setattr(aic_db, "package_version", lambda: block["package"].split()[-1])
+    day = types.SimpleNamespace(isoformat=lambda: block["date"])
+    monkeypatch.setattr(calibrate_db, "_dt", types.SimpleNamespace(date=types.SimpleNamespace(today=lambda: day)))
+    out = tmp_path / "h100_sxm.yaml"
+    argv = ["calibrate", "--from-db", "aiconfigurator", "--system", "h100_sxm", "--engine", "none", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert out.read_text() == text
+
+
 @pytest.mark.slow
 def test_transfer_writes_only_carried_values():
     """A transfer's notes name the source; values and the counts agree with the notes (h100_sxm -> h200_sxm)."""
@@ -177,7 +205,7 @@ def test_transfer_writes_only_carried_values():
         src, load_doc((PROFILES / "h100_sxm.yaml").read_text(), "h100"), dst, dev
     )
     py.update_profile(doc, dev, notes)
-    assert pn.carried_counts(doc)[0] == carried == 25 and fitted == 12
+    assert pn.carried_counts(doc)[0] == carried == 27 and fitted == 12  # h100's 14 NCCL values (nccl_bridge)
     again = yaml.safe_load(dump_doc(doc))
     assert again["efficiency"]["matmul"] == pytest.approx(src.efficiency.matmul, rel=1e-4)
     assert dataclasses.asdict(src.links.intra_node)["latency_s"] == pytest.approx(

@@ -124,9 +124,10 @@ def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     text = out.read_text()
     block = calibration_block(text)
     assert block["fitted_parameters"] == fitted_count(text) == 0  # no measurement on this device
-    # h100_sxm's 12 fitted numbers, its `vector` prior (0.5, never fitted) and the 12 NCCL values h100_sxm itself
-    # carries over from b200_sxm (simcast.calib.fitting.nccl_transfer)
-    assert block["carried_over_fitted_on_source"] == 12 and block["carried_over_parameters"] == 25
+    # h100_sxm's 12 fitted numbers, its `vector` prior (0.5, never fitted) and the 14 NCCL values h100_sxm itself
+    # carries (7 segments x latency, bus bandwidth: its own reduce-scatter + all-gather below 1 MiB, b200_sxm's
+    # transfer above; simcast.calib.fitting.nccl_bridge)
+    assert block["carried_over_fitted_on_source"] == 12 and block["carried_over_parameters"] == 27
     assert (
         block["source_calibration"]["source"] == calibration_block((PROFILES / "h100_sxm.yaml").read_text())["source"]
     )
@@ -134,7 +135,7 @@ def test_transfer_from_a_fitted_profile_cites_each_value_s_own_fit(tmp_path):
     assert "carried over from h100_sxm, where fit by simcast calibrate on" in lines[("efficiency", "matmul")]
     assert "Llama-2-70b-hf_mlp.csv" in lines[("efficiency", "matmul")]
     assert "send_recv.csv" in lines[("links.intra_node", "latency_s")]
-    # h100_sxm's NCCL fit is itself carried over (from the donor of simcast.calib.fitting.nccl_transfer)
+    # h100_sxm's NCCL fit is itself carried over (simcast.calib.fitting.nccl_bridge)
     assert "NCCL's own all-reduce" in lines[("links.intra_node", "all_reduce", 8)]
     assert "; prior 0.80: H100 SXM measured 80.3%" in lines[("efficiency", "matmul")]  # h200's own prior kept
 

@@ -16,8 +16,12 @@ from simcast.engines import ENGINE_CHOICES
 
 PKG = Path(__file__).resolve().parents[2] / "simcast"
 NAMES = frozenset(ENGINE_CHOICES)
-NOT_ENGINES = {("simcast/inputs/loaders.py", 'quantization in (None, "none")')}
-"""(file, comparison) pairs where the word is not an engine (``--quantization none``)."""
+NOT_ENGINES = {
+    ("simcast/inputs/loaders.py", 'quantization in (None, "none")'),
+    ("simcast/cli/calibrate_db.py", 'value == "none"'),
+}
+"""(file, comparison) pairs where the word is not an engine (``--quantization none``; ``calibrate --from-db
+--engine none``: refit no engine, only NCCL's link collectives)."""
 
 
 def _engine_names(node: ast.AST) -> list[str]:

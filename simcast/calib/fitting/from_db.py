@@ -357,9 +357,11 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
     """NCCL's own all-reduce on ``system``: piecewise fits, held-out errors ({} for a transfer), provenance note.
 
     Fitted on the even half of the system's own NCCL table; without a usable one (h100_sxm, h200_sxm), the
-    transfer of :mod:`simcast.calib.fitting.nccl_transfer` (donor chosen by a held-out check on other systems).
+    transfer of :mod:`simcast.calib.fitting.nccl_transfer` (donor chosen by a held-out check on other systems),
+    below 1 MiB replaced by the bridge from the system's own reduce-scatter + all-gather rows where it has them
+    (:mod:`simcast.calib.fitting.nccl_bridge`).
     """
-    from simcast.calib.fitting import nccl_transfer
+    from simcast.calib.fitting import nccl_bridge, nccl_transfer
 
     got = nccl_transfer.own_rows(system)
     if got is not None:
@@ -374,5 +376,6 @@ def nccl_fits(system: str) -> tuple[tuple[CollectiveFit, ...], dict[str, tuple[f
         )
     if not nccl_transfer.engine_tables_bw(system)[0]:
         raise SimcastInputError("--system", system, "has neither an NCCL all-reduce table nor engine all-reduce tables")
-    fits, note, _ = nccl_transfer.transfer(system)
+    bridged = nccl_bridge.bridge(system)
+    fits, note = bridged if bridged is not None else nccl_transfer.transfer(system)[:2]
     return fits, {}, f"aiconfigurator-core {aic_db.package_version()}: {note}"

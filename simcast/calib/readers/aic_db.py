@@ -276,7 +276,7 @@ def nccl_rows(system: str, version: str, device: str, ops: tuple[str, ...] = ("a
     # each key is measured twice in some tables: keep the median
     keys = ["op_name", "nccl_dtype", "num_gpus", "message_size"]
     df = df.groupby(keys, as_index=False)["latency"].median()
-    kind = df["op_name"].map({"all_reduce": "allreduce", "all_gather": "allgather"})
+    kind = df["op_name"].map({"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter"})
     return pd.DataFrame(
         {
             "kind": kind,

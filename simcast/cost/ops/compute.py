@@ -105,7 +105,7 @@ def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -
         family = moe_family(str(rec.args[5]))
         got = engine_cost.moe_s(ctx.device, ctx.engine, family, *work.moe) if family else None
     elif work.attn is not None:
-        b = ctx.batch
+        b = work.attn_batch or ctx.batch
         got = engine_cost.attention_s(
             ctx.device,
             ctx.engine,

@@ -43,9 +43,9 @@ def _pivot(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
 
 def _fp4(devs) -> pd.DataFrame:
     """FP4 GEMM and FP4 MoE held-out rows (the profiles' nvfp4 fits, odd CRC32 half)."""
+    from simcast.calib.fitting.from_db import engine_data
     from simcast.calib.readers.db_split import held_out
     from simcast.calib.validation import db_accuracy_moe as dam
-    from simcast.calib.fitting.from_db import engine_data
     from simcast.calib.validation.validate import predict_frame
     from simcast.engines import ENGINES
 
@@ -114,7 +114,12 @@ def kinds_markdown() -> list[str]:
     from simcast.inputs.loaders import load_device
 
     if not aic_db.available():
-        return [HEADING, "", "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').", ""]
+        return [
+            HEADING,
+            "",
+            "Not regenerated: the optional extra is not installed (pip install 'simcast[measured]').",
+            "",
+        ]
     devs = [(s, load_device(p)) for s, p in DEVICES]
     fp4, lin, win = _fp4(devs), _linear(devs), _window(devs)
     win = win.assign(table=win["source"].str.split("/", n=1).str[1])

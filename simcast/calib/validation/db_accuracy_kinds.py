@@ -99,10 +99,10 @@ def predict_linear(rows: pd.DataFrame, dev: DeviceSpec) -> np.ndarray:
     """Seconds simcast gives each row's kernel (rule or conv) on ``dev``: fresh requests (no prior state
     read for a prefill row's context: the database's rows start at position 0), ``batch`` of ``q_len``."""
     out = np.empty(len(rows))
-    for i, r in enumerate(rows.itertuples(index=False)):
-        rule, conv = linear_records(r.kv_heads, r.head_dim, r.heads, r.v_head_dim, r.taps)
-        ctx = _ctx(Batch(query_lens=(r.q_len,), context_lens=(0,), counts=(r.batch,)), dev)
-        is_conv = r.kind.endswith("_conv")
+    for i, r in enumerate(rows.to_dict("records")):
+        rule, conv = linear_records(r["kv_heads"], r["head_dim"], r["heads"], r["v_head_dim"], r["taps"])
+        ctx = _ctx(Batch(query_lens=(r["q_len"],), context_lens=(0,), counts=(r["batch"],)), dev)
+        is_conv = r["kind"].endswith("_conv")
         work = la.causal_conv1d(conv, ctx) if is_conv else la.gated_delta_rule(rule, ctx)
         out[i] = roofline(work, dev, "bf16")[0]
     return out
@@ -160,10 +160,10 @@ def predict_window(rows: pd.DataFrame, dev: DeviceSpec, engine: str | None = Non
     (``engine`` None) or as ``--engine`` times it (the engine's fitted full-attention kernel on the
     window-capped requests, :func:`simcast.cost.ops.attention_ops.window_batch`)."""
     out = np.empty(len(rows))
-    for i, r in enumerate(rows.itertuples(index=False)):
-        rec = sliding_record(r.heads, r.kv_heads, r.head_dim, r.window, r.dtype)
-        batch = Batch(query_lens=(r.q_len,), context_lens=(r.kv_len - r.q_len,), counts=(r.batch,))
-        kv = 1.0 if r.dtype == "fp8" else 0.0
+    for i, r in enumerate(rows.to_dict("records")):
+        rec = sliding_record(r["heads"], r["kv_heads"], r["head_dim"], r["window"], r["dtype"])
+        batch = Batch(query_lens=(r["q_len"],), context_lens=(r["kv_len"] - r["q_len"],), counts=(r["batch"],))
+        kv = 1.0 if r["dtype"] == "fp8" else 0.0
         ctx = CostContext(batch=batch, device=dev, tp_path=None, engine=engine, kv_bytes=kv)  # type: ignore[arg-type]
         work = attention_ops.attention_sliding(rec, ctx)
         out[i] = (engine_roofline(rec, work, ctx, "bf16") if engine else roofline(work, dev, "bf16"))[0]

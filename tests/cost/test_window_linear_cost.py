@@ -68,8 +68,8 @@ def _gdn(hk=4, hv=8, d=128) -> OpRecord:
 
 def test_chunk_pipeline_bytes_by_hand():
     # dk = dv = 128, bf16, C = 64: k x3 + w x2 (5·128), u x2 + v_new x2 (4·128) in bf16; A fp32 written and
-    # read (8·64) + its inverse bf16 written and read (4·64); h written and read per chunk: 2·128·128·2 / 64
-    assert linear_attention.chunk_bytes_per_token_head(128, 128, 2) == 9 * 128 * 2 + 12 * 64 + 1024
+    # read (8·64) + its inverse bf16 written and read (4·64)
+    assert linear_attention.chunk_bytes_per_token_head(128, 128, 2) == 9 * 128 * 2 + 12 * 64
 
 
 def test_gated_delta_rule_prefill_and_decode_by_hand():
@@ -78,7 +78,8 @@ def test_gated_delta_rule_prefill_and_decode_by_hand():
     pre = linear_attention.gated_delta_rule(rec, CostContext(batch=Batch.prefill(2, 100), device=dev, tp_path=None))
     io = 200 * (4 * 128 * 2 + 8 * 128 * 2) * 2 + 2 * 4 * 2  # q, k (4 heads), v, o (8 heads) bf16; the two lens
     state = 2 * 8 * 2 * 128 * 128 * 4  # per request and value head: read and write, fp32
-    assert pre.bytes == pytest.approx(io + state + 200 * 8 * (9 * 128 * 2 + 12 * 64 + 1024))
+    chunk_states = 2 * 2 * 8 * 2 * 128 * 128 * 2  # 2 requests x ceil(100 / 64) chunks x 8 heads, written + read
+    assert pre.bytes == pytest.approx(io + state + 200 * 8 * (9 * 128 * 2 + 12 * 64) + chunk_states)
     assert pre.launches == 6
     dec = linear_attention.gated_delta_rule(rec, CostContext(batch=Batch.decode(3, 500), device=dev, tp_path=None))
     assert dec.launches == 1 and dec.flops == 3 * 8 * 7 * 128 * 128

@@ -19,14 +19,20 @@ The gated delta rule, per value head of state ``S`` (``dk x dv``), kernels of fl
   chunk's state ``h = k.new_empty(B, NT, H, K, V)``) and ``chunk_fwd_o`` (reads q, k, ``v_new`` and h; writes
   o); the request's state is read and written in fp32 once. Per token and value head that is q once, k four
   times, v once, w, u and ``v_new`` twice each, o once (``(7·dk + 6·dv)`` elements), ``A`` written and read in
-  fp32 and its inverse in the activation dtype (``C·(8 + 2·b)`` bytes) and h written and read
-  (``2·dk·dv / C`` elements); q, k and v's reads beyond the op's own inputs are counted per value head (vLLM
-  repeats q and k to the value heads before the kernel when ``Hv > Hk``).
+  fp32 and its inverse in the activation dtype (``C·(8 + 2·b)`` bytes), and per chunk its state h written and
+  read (``2·dk·dv`` elements, a request's last chunk counted whole); q, k and v's reads beyond the op's own
+  inputs are counted per value head (vLLM repeats q and k to the value heads before the kernel when ``Hv > Hk``).
+
+Not modelled (docs/accuracy.md, "New kernel kinds"): the state recurrence ``chunk_delta_h.py`` walks each request's
+chunks in order with one CTA per request, value head and value block, so a prefill of few requests and heads leaves
+SMs idle; and the kernels' intermediates (``A``, w, u, ``v_new``, h) may stay in L2 between launches.
 
 Which path runs is the request's: a query of one token is a decode, more is a prefill (a mixed batch sums).
 """
 
 from __future__ import annotations
+
+import math
 
 from simcast.core.dtypes import DTYPE_BYTES
 from simcast.core.linear_attention import SSM_STATE_BYTES
@@ -43,11 +49,10 @@ recompute_w_u, fwd_h, fwd_o."""
 
 
 def chunk_bytes_per_token_head(dk: int, dv: int, b: float) -> float:
-    """HBM bytes the chunked pipeline moves per token and value head beyond the op's inputs and output (module
-    docstring): k re-read three times, w, u and ``v_new`` written and read (``(3·dk + 2·dk + 4·dv)·b``), ``A``
-    in fp32 and its inverse (``C·(8 + 2·b)``) and the chunk states written and read (``2·dk·dv·b / C``)."""
-    c = GDN_CHUNK
-    return (5.0 * dk + 4.0 * dv) * b + c * (8.0 + 2.0 * b) + 2.0 * dk * dv * b / c
+    """HBM bytes the chunked pipeline moves per token and value head beyond the op's inputs and output and the
+    chunk states (module docstring): k re-read three times, w, u and ``v_new`` written and read
+    (``(3·dk + 2·dk + 4·dv)·b``), ``A`` in fp32 and its inverse (``C·(8 + 2·b)``)."""
+    return (5.0 * dk + 4.0 * dv) * b + GDN_CHUNK * (8.0 + 2.0 * b)
 
 
 def gated_delta_rule(rec: OpRecord, ctx: CostContext) -> OpWork:
@@ -59,20 +64,25 @@ def gated_delta_rule(rec: OpRecord, ctx: CostContext) -> OpWork:
     dims = ctx.dims
     hv = shape_fn(v.shape[-1])(*dims) // dv
     b = DTYPE_BYTES[v.dtype]
-    decode_tokens = prefill_tokens = 0.0
+    decode_tokens = prefill_tokens = chunks = 0.0
     for ql, n in zip(ctx.batch.query_lens, ctx.batch.counts):
         if ql == 1:
             decode_tokens += n
         else:
             prefill_tokens += n * ql
+            chunks += n * math.ceil(ql / GDN_CHUNK)
     per_decode = 7.0 * dk * dv
     per_prefill = 6.0 * dk * dv + GDN_CHUNK * (6.0 * dk + 4.0 * dv)
     flops = hv * (decode_tokens * per_decode + prefill_tokens * per_prefill)
     state = ctx.batch.num_requests * hv * 2 * dk * dv * SSM_STATE_BYTES  # read at start, written at end
     pipeline = prefill_tokens * hv * chunk_bytes_per_token_head(dk, dv, b)
+    chunk_states = chunks * hv * 2 * dk * dv * b  # each chunk's state written by fwd_h, read by fwd_o
     launches = (GDN_CHUNK_KERNELS if prefill_tokens else 0) + (1 if decode_tokens else 0)
     return OpWork(
-        flops=flops, bytes=io_bytes(rec, dims) + state + pipeline, unit="cube", launches=float(max(launches, 1))
+        flops=flops,
+        bytes=io_bytes(rec, dims) + state + pipeline + chunk_states,
+        unit="cube",
+        launches=float(max(launches, 1)),
     )
 
 

@@ -42,7 +42,8 @@ def _pivot(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
 
 
 def _fp4(devs) -> pd.DataFrame:
-    """FP4 GEMM and FP4 MoE held-out rows (the profiles' nvfp4 fits, odd CRC32 half)."""
+    """FP4 GEMM and FP4 MoE held-out rows of the engines whose profile section holds an nvfp4 fit (odd CRC32
+    half)."""
     from simcast.calib.fitting.from_db import engine_data
     from simcast.calib.readers.db_split import held_out
     from simcast.calib.validation import db_accuracy_moe as dam
@@ -52,7 +53,8 @@ def _fp4(devs) -> pd.DataFrame:
     out = []
     for system, dev in devs:
         for e in ENGINES:
-            g = engine_data(system, e).gemm
+            fits = dev.engines.get(e)
+            g = engine_data(system, e).gemm if fits and fits.gemm_fit("nvfp4") else pd.DataFrame()
             g = g[g["dtype"] == "nvfp4"] if len(g) else g
             if len(g):
                 test = g[held_out(g)]

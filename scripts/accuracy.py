@@ -170,6 +170,9 @@ def main(argv: list[str]) -> int:
     from accuracy_db import db_markdown
 
     md += db_markdown()
+    from accuracy_kinds import kinds_markdown
+
+    md += kinds_markdown()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(with_kept_summary(out, "\n".join(md)))
     print(f"wrote {out}")

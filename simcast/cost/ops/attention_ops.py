@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from simcast.core.dtypes import DTYPE_BYTES
+from simcast.core.specs import Batch
 from simcast.cost.ops.op_work import CostContext, OpWork
 from simcast.trace.ir import OpRecord, TensorArg, shape_fn
 
@@ -95,7 +96,52 @@ def attention_sliding(rec: OpRecord, ctx: CostContext) -> OpWork:
         tiles = math.ceil(ql * (hq // max(hkv, 1)) / FA_QUERY_TILE)
         tile_tokens += n * (tiles * min(cl + vis, window + FA_QUERY_TILE) if ql > 1 else min(cl + 1, window))
     io = 2 * ctx.batch.num_tokens * hq * d * b
-    return OpWork(flops=4.0 * hq * d * pairs, bytes=io + tile_tokens * 2 * hkv * d * kvb, unit="cube")
+    return OpWork(
+        flops=4.0 * hq * d * pairs,
+        bytes=io + tile_tokens * 2 * hkv * d * kvb,
+        unit="cube",
+        attn=(hq, hkv, d, d),
+        attn_batch=window_batch(ctx.batch, window),
+    )
+
+
+def window_batch(batch: Batch, window: int) -> Batch:
+    """The requests a full-attention kernel would run to do ``batch``'s sliding-window attention (tokens).
+
+    With an engine, a sliding layer is timed by the engine's fitted full-attention kernel (the same
+    FlashAttention / FlashInfer / TensorRT-LLM kernels run windowed layers, skipping the key tiles left of the
+    window) on requests whose keys are capped at the window:
+
+    - a decode reads ``min(c + 1, window)`` keys: ``(1, min(c, window - 1))``;
+    - a prefill's first ``max(0, window - c)`` queries are plain causal attention: ``(q1, c)``;
+    - each later query sees exactly ``window`` keys: those queries run as pieces of at most ``window``
+      queries with context ``window - ceil(q_piece / 2)``, so a piece's mean visible keys
+      ``context + (q_piece + 1) / 2`` is the window (to half a token) and its query-key pairs
+      ``q_piece · window``.
+    """
+    q_out: list[int] = []
+    c_out: list[int] = []
+    n_out: list[int] = []
+
+    def add(q: int, c: int, n: int) -> None:
+        q_out.append(q)
+        c_out.append(c)
+        n_out.append(n)
+
+    for ql, c0, n in zip(batch.query_lens, batch.context_lens, batch.counts):
+        if ql == 1:
+            add(1, min(c0, window - 1), n)
+            continue
+        head = min(ql, max(0, window - c0))
+        if head:
+            add(head, c0, n)
+        rest = ql - head
+        full, part = divmod(rest, window)
+        if full:
+            add(window, window - (window + 1) // 2, n * full)
+        if part:
+            add(part, window - (part + 1) // 2, n)
+    return Batch(query_lens=tuple(q_out), context_lens=tuple(c_out), counts=tuple(n_out))
 
 
 def chunk_pieces(query_len: int, context_len: int, chunk: int) -> list[tuple[int, int]]:

@@ -109,7 +109,7 @@ def roofline_many(work: OpWork, dev: DeviceSpec, dtype: str, n: int) -> tuple[np
     t_c = np.where(flops != 0, t_c, 0.0)
     t_m = np.where(nb != 0, t_m, 0.0)
     bound = np.where(t_c >= t_m, "Cube" if work.unit == "cube" else "Vec", "Mem")
-    return np.maximum(t_c, t_m) + launch_s(dev, work.unit), bound
+    return np.maximum(t_c, t_m) + work.launches * launch_s(dev, work.unit), bound
 
 
 def _engine_bounds(kind: np.ndarray) -> np.ndarray:

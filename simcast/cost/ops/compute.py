@@ -66,13 +66,13 @@ def roofline_parts(flops, nbytes_, unit: str, dev: DeviceSpec, dtype: str, mnk: 
 
 def roofline(work: OpWork, dev: DeviceSpec, dtype: str) -> tuple[float, str]:
     """(time_s, bound) of one op instance on ``dev``:
-    ``max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m)) + launch_s``."""
+    ``max(flops / (peak · eff_c), bytes / (hbm_bw · eff_m)) + launches · launch_s``."""
     if work.unit == "comm":
         return work.comm_s, "Comm"
     t_c, t_m = roofline_parts(work.flops or 1.0, work.bytes or 1.0, work.unit, dev, dtype, work.mnk)
     t_c, t_m = (t_c if work.flops else 0.0), (t_m if work.bytes else 0.0)
     bound = ("Cube" if work.unit == "cube" else "Vec") if t_c >= t_m else "Mem"
-    return max(t_c, t_m) + launch_s(dev, work.unit), bound
+    return max(t_c, t_m) + work.launches * launch_s(dev, work.unit), bound
 
 
 _ENGINE_BOUNDS = {"compute": "Cube", "memory": "Mem", "latency": "Mem"}  # a per-wave floor counts as non-compute
@@ -105,7 +105,7 @@ def engine_roofline(rec: OpRecord, work: OpWork, ctx: CostContext, dtype: str) -
         family = moe_family(str(rec.args[5]))
         got = engine_cost.moe_s(ctx.device, ctx.engine, family, *work.moe) if family else None
     elif work.attn is not None:
-        b = ctx.batch
+        b = work.attn_batch or ctx.batch
         got = engine_cost.attention_s(
             ctx.device,
             ctx.engine,

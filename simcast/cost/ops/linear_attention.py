@@ -11,10 +11,21 @@ The gated delta rule, per value head of state ``S`` (``dk x dv``), kernels of fl
   WY form ``w = A·K``, ``u = A·V`` (``2C²dk + 2C²dk + 2C²dv``), the state recurrence ``chunk_delta_h.py``
   (``v_new = u - w S``, ``S = S + Kᵀ v_new``: ``4C·dk·dv``) and the output ``chunk_o.py``
   (``o = Q S + (Q Kᵀ ⊙ M) v_new``: ``2C·dk·dv + 2C²dk + 2C²dv``): per token ``6·dk·dv + C·(6·dk + 4·dv)``
-  FLOPs (the triangular solve, ``O(C²)`` per chunk and head, is left out). Bytes: q, k, v read, o written;
-  w and u written and read back (``2·(dk + dv)`` per token and head); each chunk's state written in the
-  activation dtype and read by the output kernel (``h = k.new_empty(B, NT, H, K, V)``), and the request's
-  state read and written in fp32 once.
+  FLOPs (the triangular solve, ``O(C²)`` per chunk and head, is left out). The forward is a pipeline of
+  :data:`GDN_CHUNK_KERNELS` launches, each reading its inputs from HBM (:func:`chunk_bytes_per_token_head`):
+  ``chunk_local_cumsum`` (g), ``chunk_scaled_dot_kkt_fwd`` (reads k, writes ``A``: ``C`` fp32 per token),
+  ``solve_tril`` (reads ``A``, writes its inverse in the activation dtype), ``recompute_w_u_fwd`` (reads k, v
+  and ``A⁻¹``, writes w and u), ``chunk_gated_delta_rule_fwd_h`` (reads k, w, u; writes ``v_new`` and each
+  chunk's state ``h = k.new_empty(B, NT, H, K, V)``) and ``chunk_fwd_o`` (reads q, k, ``v_new`` and h; writes
+  o); the request's state is read and written in fp32 once. Per token and value head that is q once, k four
+  times, v once, w, u and ``v_new`` twice each, o once (``(7·dk + 6·dv)`` elements), ``A`` written and read in
+  fp32 and its inverse in the activation dtype (``C·(8 + 2·b)`` bytes), and per chunk its state h written and
+  read (``2·dk·dv`` elements, a request's last chunk counted whole); q, k and v's reads beyond the op's own
+  inputs are counted per value head (vLLM repeats q and k to the value heads before the kernel when ``Hv > Hk``).
+
+Not modelled (docs/accuracy.md, "New kernel kinds"): the state recurrence ``chunk_delta_h.py`` walks each request's
+chunks in order with one CTA per request, value head and value block, so a prefill of few requests and heads leaves
+SMs idle; and the kernels' intermediates (``A``, w, u, ``v_new``, h) may stay in L2 between launches.
 
 Which path runs is the request's: a query of one token is a decode, more is a prefill (a mixed batch sums).
 """
@@ -32,8 +43,22 @@ GDN_CHUNK = 64
 """fla's chunk length for the chunked gated delta rule (``chunk_local_cumsum(g, chunk_size=64)``)."""
 
 
+GDN_CHUNK_KERNELS = 6
+"""Kernels of fla's chunked forward (``chunk.py`` ``chunk_gated_delta_rule_fwd``): cumsum, kkt, solve_tril,
+recompute_w_u, fwd_h, fwd_o."""
+
+
+def chunk_bytes_per_token_head(dk: int, dv: int, b: float) -> float:
+    """HBM bytes the chunked pipeline moves per token and value head beyond the op's inputs and output and the
+    chunk states (module docstring): k re-read three times, w, u and ``v_new`` written and read
+    (``(3·dk + 2·dk + 4·dv)·b``), ``A`` in fp32 and its inverse (``C·(8 + 2·b)``)."""
+    return (5.0 * dk + 4.0 * dv) * b + GDN_CHUNK * (8.0 + 2.0 * b)
+
+
 def gated_delta_rule(rec: OpRecord, ctx: CostContext) -> OpWork:
-    """FLOPs and bytes of the gated delta rule over the batch (module docstring)."""
+    """FLOPs, bytes and launches of the gated delta rule over the batch (module docstring): the chunked
+    pipeline's :data:`GDN_CHUNK_KERNELS` launches when the batch holds a prefill, one recurrent launch when it
+    holds a decode."""
     v = rec.args[2]
     dk, dv = int(rec.args[5]), int(rec.args[6])
     dims = ctx.dims
@@ -50,9 +75,15 @@ def gated_delta_rule(rec: OpRecord, ctx: CostContext) -> OpWork:
     per_prefill = 6.0 * dk * dv + GDN_CHUNK * (6.0 * dk + 4.0 * dv)
     flops = hv * (decode_tokens * per_decode + prefill_tokens * per_prefill)
     state = ctx.batch.num_requests * hv * 2 * dk * dv * SSM_STATE_BYTES  # read at start, written at end
-    wy = prefill_tokens * hv * 2 * (dk + dv) * b  # w and u written, read back
-    chunk_states = chunks * hv * 2 * dk * dv * b
-    return OpWork(flops=flops, bytes=io_bytes(rec, dims) + state + wy + chunk_states, unit="cube")
+    pipeline = prefill_tokens * hv * chunk_bytes_per_token_head(dk, dv, b)
+    chunk_states = chunks * hv * 2 * dk * dv * b  # each chunk's state written by fwd_h, read by fwd_o
+    launches = (GDN_CHUNK_KERNELS if prefill_tokens else 0) + (1 if decode_tokens else 0)
+    return OpWork(
+        flops=flops,
+        bytes=io_bytes(rec, dims) + state + pipeline + chunk_states,
+        unit="cube",
+        launches=float(max(launches, 1)),
+    )
 
 
 def causal_conv1d(rec: OpRecord, ctx: CostContext) -> OpWork:

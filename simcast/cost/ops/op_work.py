@@ -69,6 +69,8 @@ class OpWork:
     dtype: str | None = None  # compute dtype when it differs from the model's (fp8 GEMMs)
     # routed experts: (pairs, active experts, i per rank, h, routed pairs = layer tokens · top_k)
     moe: tuple[float, float, int, int, float] | None = None
+    attn_batch: Batch | None = None  # the requests an attention kernel sees when not the step's (sliding window)
+    launches: float = 1.0  # kernels the op launches (each pays the launch time): a multi-kernel pipeline > 1
 
 
 @dataclass(frozen=True, kw_only=True)

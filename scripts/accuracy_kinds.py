@@ -12,21 +12,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from accuracy_db import DEVICES  # (database system, shipped profile): one list for both sections
 
 from simcast.render.text import markdown_table
 
 HEADING = "## New kernel kinds (issue 27)"
-DEVICES = [
-    ("h100_sxm", "h100_sxm"),
-    ("h200_sxm", "h200_sxm"),
-    ("b200_sxm", "b200"),
-    ("b300_sxm", "b300"),
-    ("gb200", "gb200"),
-    ("gb300", "gb300"),
-    ("a100_sxm", "a100_sxm_80gb"),
-    ("l40s", "l40s"),
-]
-"""(database system, shipped profile): the systems of the engine-kernel section (scripts/accuracy_db.py)."""
 
 
 def _cell(med: float, p90: float) -> str:
